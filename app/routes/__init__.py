@@ -1,0 +1,14 @@
+"""Event routing: one module per event family, each with its own gidgethub ``Router``.
+
+Handlers have the signature ``async def handler(event, decision) -> None``: they read the
+payload, decide, and record the decision (``app.routes.decision.Decision``); they do no I/O.
+"""
+
+from __future__ import annotations
+
+from gidgethub.routing import Router
+
+from app.routes import issue_comment, ping, pull_request
+
+#: All handlers of the web process, combined.
+router = Router(pull_request.router, issue_comment.router, ping.router)

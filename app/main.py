@@ -1,0 +1,112 @@
+"""The web process: a Starlette app that receives GitHub webhooks and enqueues arq jobs.
+
+Run it with ``uvicorn app.main:app``. The module-level ``app`` is built on first access (PEP 562
+``__getattr__``), so importing ``create_app`` in tests reads no environment, while uvicorn gets
+settings checked at start-up: a missing or malformed variable prints one line on stderr and
+exits with status 2.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from arq.connections import ArqRedis
+from redis.asyncio import ConnectionPool
+from starlette.applications import Starlette
+from starlette.routing import Route
+
+from app.settings import SettingsError, WebSettings, masked_url
+from app.webhooks import HEALTH_TIMEOUT_S, WebhookReceiver, redis_answers
+
+log = logging.getLogger(__name__)
+
+#: Bound on opening a Redis connection, in seconds (the per-delivery Redis work has its own
+#: overall bound, ``app.webhooks.REDIS_TIMEOUT_S``).
+REDIS_CONNECT_TIMEOUT_S = 1.0
+#: Exit status when the settings are missing or malformed.
+EXIT_SETTINGS = 2
+
+
+def open_queue(redis_url: str) -> ArqRedis:
+    """Return an arq client for ``redis_url`` without connecting yet.
+
+    ``arq.create_pool`` would PING at once and retry for seconds before raising, so a web
+    process started while Redis is down could not start; this client connects on first use and
+    reconnects by itself, and ``/healthz`` reports 503 meanwhile. Jobs use arq's default
+    (pickle) serializer and default queue, like the worker. There is no per-command socket
+    timeout (it costs a timer per read, about a third of the Redis time per delivery): the
+    receiver bounds each delivery's Redis work as a whole instead.
+    """
+    pool = ConnectionPool.from_url(redis_url, socket_connect_timeout=REDIS_CONNECT_TIMEOUT_S)
+    return ArqRedis(pool)
+
+
+def create_app(settings: WebSettings | None = None) -> Starlette:
+    """Build the web app: ``POST /webhook`` and ``GET /healthz``.
+
+    Args:
+        settings: the web settings; read from the environment when ``None``.
+
+    Raises:
+        SettingsError: ``settings`` is ``None`` and the environment is incomplete or malformed.
+    """
+    resolved = settings if settings is not None else WebSettings.from_env()
+    receiver = WebhookReceiver(resolved)
+
+    @asynccontextmanager
+    async def lifespan(_app: Starlette) -> AsyncIterator[None]:
+        queue = open_queue(resolved.redis_url)
+        if not await redis_answers(queue):
+            log.warning("Redis at %s does not answer within %.0f s; /healthz answers 503 and "
+                        "deliveries 503 until it does", masked_url(resolved.redis_url),
+                        HEALTH_TIMEOUT_S)
+        receiver.queue = queue
+        try:
+            yield
+        finally:
+            receiver.queue = None
+            await queue.aclose(close_connection_pool=True)
+
+    routes = [
+        Route("/webhook", receiver.handle, methods=["POST"]),
+        Route("/healthz", receiver.healthz, methods=["GET"]),
+    ]
+    return Starlette(routes=routes, lifespan=lifespan)
+
+
+def _configure_logging() -> None:
+    """Send the ``app`` loggers to stderr at uvicorn's level, unless logging is set up already.
+
+    This makes ``uvicorn --log-level`` govern the one-line-per-delivery log too.
+    """
+    logger = logging.getLogger("app")
+    if logger.handlers:
+        return
+    handler = logging.StreamHandler()
+    handler.setFormatter(logging.Formatter("%(levelname)-8s %(name)s: %(message)s"))
+    logger.addHandler(handler)
+    logger.setLevel(logging.getLogger("uvicorn.error").getEffectiveLevel())
+    logger.propagate = False
+
+
+def __getattr__(name: str) -> Starlette:
+    """Build the module-level ``app`` from the environment on first access (for uvicorn).
+
+    Raises:
+        SystemExit: with status 2 after one line on stderr, when the settings are bad.
+        AttributeError: for any other name.
+    """
+    if name != "app":
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    try:
+        settings = WebSettings.from_env()
+    except SettingsError as exc:
+        sys.stderr.write(f"llmgate web: configuration error: {exc}\n")
+        raise SystemExit(EXIT_SETTINGS) from None
+    _configure_logging()
+    app = create_app(settings)
+    globals()["app"] = app
+    return app

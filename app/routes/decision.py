@@ -1,0 +1,55 @@
+"""What a handler decided about one delivery: enqueue a job, answer, or ignore with a reason.
+
+Handlers only decide; ``app.webhooks`` does the Redis work (de-duplication, then the enqueue) in
+one place, so a delivery that fails validation is never marked as seen.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from worker.contract import GatePayload, RerunPayload
+
+
+@dataclass(frozen=True, slots=True)
+class PlannedJob:
+    """An arq job to enqueue: ``function`` (a ``worker.contract.JOB_*`` name), its single
+    positional ``payload`` and the deterministic ``job_id`` that makes it run once."""
+
+    function: str
+    payload: GatePayload | RerunPayload
+    job_id: str
+
+
+@dataclass(slots=True)
+class Decision:
+    """The outcome of routing one delivery; starts as "ignored" (no handler matched).
+
+    Attributes:
+        status: short word for the JSON answer, e.g. ``"ignored"``, ``"pong"``, ``"queued"``.
+        reason: why it was ignored (empty otherwise).
+        job: the job to enqueue, or ``None``.
+    """
+
+    status: str = "ignored"
+    reason: str = "no handler for this event and action"
+    job: PlannedJob | None = None
+
+    def enqueue(self, function: str, payload: GatePayload | RerunPayload, job_id: str) -> None:
+        """Plan ``function(payload)`` under ``job_id``."""
+        self.status, self.reason = "queued", ""
+        self.job = PlannedJob(function, payload, job_id)
+
+    def ignore(self, reason: str) -> None:
+        """Do nothing for this delivery, and say why in the answer and the log."""
+        self.status, self.reason, self.job = "ignored", reason, None
+
+    def answer(self, status: str) -> None:
+        """Answer with ``status`` and enqueue nothing (e.g. ``"pong"``)."""
+        self.status, self.reason, self.job = status, "", None
+
+    def as_json(self) -> dict[str, str]:
+        """Return the JSON answer body: ``{"status": ...}`` plus ``"reason"`` when there is one."""
+        if self.reason:
+            return {"status": self.status, "reason": self.reason}
+        return {"status": self.status}

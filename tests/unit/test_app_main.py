@@ -1,0 +1,41 @@
+"""``uvicorn app.main:app`` as a real process: settings from the environment, real HTTP."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import httpx
+
+from tests.conftest import free_port, wait_for_port
+from tests.unit.app_support import SECRET, fixture_bytes, headers, redis_keys
+
+ROOT = Path(__file__).parents[2]
+
+
+def test_served_by_uvicorn_from_the_environment(redis_url: str) -> None:
+    port = free_port()
+    env = os.environ | {"GITHUB_WEBHOOK_SECRET": SECRET, "REDIS_URL": redis_url}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "uvicorn", "app.main:app", "--host", "127.0.0.1", "--port",
+         str(port), "--log-level", "info", "--no-access-log"],
+        cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    body = fixture_bytes("pull_request.synchronize.json")
+    try:
+        wait_for_port(port)
+        with httpx.Client(base_url=f"http://127.0.0.1:{port}") as client:
+            health = client.get("/healthz")
+            answer = client.post("/webhook", content=body,
+                                 headers=headers("pull_request", "main-1", body))
+            wrong_method = client.get("/webhook")
+    finally:
+        proc.terminate()
+        output, _ = proc.communicate(timeout=10)
+    assert (health.status_code, health.json()) == (200, {"status": "ok"})
+    assert (answer.status_code, answer.json()) == (202, {"status": "queued"})
+    assert wrong_method.status_code == 405
+    assert "arq:queue" in redis_keys(redis_url)
+    assert "app.webhooks: delivery main-1 event=pull_request action=synchronize: queued" in output
+    assert SECRET not in output

@@ -1,0 +1,296 @@
+"""Tests for worker.checkout against real git repositories built in tmp_path."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import http.server
+import os
+import socket
+import subprocess
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import free_port
+from worker.checkout import Checkouts, GitError, local_worktree, resolve_ref
+
+KEY = "octo/demo"
+
+
+def git(cwd: Path, *args: str) -> str:
+    """Run git in ``cwd`` with a throwaway identity; return stdout."""
+    done = subprocess.run(
+        ["git", "-c", "user.name=T", "-c", "user.email=t@example.com", *args],
+        cwd=cwd, check=True, capture_output=True, text=True,
+        env={"PATH": os.environ["PATH"], "HOME": str(cwd), "GIT_CONFIG_NOSYSTEM": "1"},
+    )
+    return done.stdout.strip()
+
+
+def commit(repo: Path, text: str) -> str:
+    """Write ``text`` to a.txt, commit it, return the new sha."""
+    (repo / "a.txt").write_text(text)
+    git(repo, "add", "a.txt")
+    git(repo, "commit", "-q", "-m", text)
+    return git(repo, "rev-parse", "HEAD")
+
+
+@pytest.fixture()
+def origin(tmp_path: Path) -> Path:
+    repo = tmp_path / "origin"
+    repo.mkdir()
+    git(repo, "init", "-q", "-b", "main")
+    return repo
+
+
+@pytest.fixture()
+def checkouts(tmp_path: Path) -> Checkouts:
+    return Checkouts(tmp_path / "work")
+
+
+def worktree_list(git_dir: Path) -> list[str]:
+    return [line for line in git(git_dir, "worktree", "list", "--porcelain").splitlines()
+            if line.startswith("worktree ")]
+
+
+async def test_two_shas_at_once_then_both_removed(origin: Path, checkouts: Checkouts) -> None:
+    base, head = commit(origin, "base"), commit(origin, "head")
+    async with checkouts.worktree(KEY, str(origin), base) as base_dir, \
+            checkouts.worktree(KEY, str(origin), head) as head_dir:
+        assert (base_dir / "a.txt").read_text() == "base"
+        assert (head_dir / "a.txt").read_text() == "head"
+        assert base_dir.parent == checkouts.workdir / "worktrees"
+    assert not base_dir.exists() and not head_dir.exists()
+    mirror = checkouts.workdir / "mirrors" / "octo__demo.git"
+    assert len(worktree_list(mirror)) == 1  # only the bare mirror itself
+    assert list((checkouts.workdir / "worktrees").iterdir()) == []
+
+
+async def test_second_call_neither_clones_nor_fetches(origin: Path, checkouts: Checkouts) -> None:
+    first, second = commit(origin, "1"), commit(origin, "2")
+    async with checkouts.worktree(KEY, str(origin), second):
+        pass
+    assert (checkouts.clone_count, checkouts.fetch_count) == (1, 1)
+    async with checkouts.worktree(KEY, f"file://{origin}", first) as path:
+        assert (path / "a.txt").read_text() == "1"  # came with main's history
+    assert (checkouts.clone_count, checkouts.fetch_count) == (1, 1)
+
+
+async def test_commit_added_later_is_fetched(origin: Path, checkouts: Checkouts) -> None:
+    async with checkouts.worktree(KEY, str(origin), commit(origin, "old")):
+        pass
+    new = commit(origin, "new")
+    async with checkouts.worktree(KEY, str(origin), new) as path:
+        assert (path / "a.txt").read_text() == "new"
+    assert (checkouts.clone_count, checkouts.fetch_count) == (1, 2)
+
+
+@pytest.mark.parametrize("protocol_version", [2, 0])
+async def test_commit_only_on_pull_ref(origin: Path, tmp_path: Path,
+                                       protocol_version: int) -> None:
+    commit(origin, "main")
+    git(origin, "checkout", "-q", "-b", "topic")
+    pr_sha = commit(origin, "pr")
+    git(origin, "update-ref", "refs/pull/7/head", commit(origin, "pr, pushed again"))
+    git(origin, "checkout", "-q", "main")
+    git(origin, "branch", "-q", "-D", "topic")
+    checkouts = Checkouts(tmp_path / "work", protocol_version=protocol_version)
+    async with checkouts.worktree(KEY, str(origin), pr_sha) as path:
+        assert (path / "a.txt").read_text() == "pr"
+    mirror = checkouts.workdir / "mirrors" / "octo__demo.git"
+    pull_refs = git(mirror, "for-each-ref", "refs/pull")
+    if protocol_version == 2:  # v2 hands out any sha it has: one fetch, no PR refs
+        assert (checkouts.fetch_count, pull_refs) == (1, "")
+    else:  # v0 refuses a sha that is no ref's tip: the fallback fetched the PR refs
+        assert checkouts.fetch_count == 2 and "refs/pull/7/head" in pull_refs
+
+
+async def test_unknown_sha_is_a_git_error(origin: Path, checkouts: Checkouts) -> None:
+    commit(origin, "x")
+    with pytest.raises(GitError, match="not found"):
+        async with checkouts.worktree(KEY, str(origin), "0123456789" * 4):
+            pass
+    assert list((checkouts.workdir / "worktrees").iterdir()) == []
+
+
+async def test_removed_after_exception_inside(origin: Path, checkouts: Checkouts) -> None:
+    sha = commit(origin, "x")
+    with pytest.raises(RuntimeError, match="boom"):
+        async with checkouts.worktree(KEY, str(origin), sha) as path:
+            (path / "untracked.out").write_text("eval output")
+            raise RuntimeError("boom")
+    assert not path.exists()
+    assert len(worktree_list(checkouts.workdir / "mirrors" / "octo__demo.git")) == 1
+
+
+async def test_concurrent_calls_share_one_mirror(origin: Path, tmp_path: Path) -> None:
+    shas = [commit(origin, str(i)) for i in range(3)]
+    one, other = Checkouts(tmp_path / "work"), Checkouts(tmp_path / "work")  # two "processes"
+
+    async def read(checkouts: Checkouts, sha: str) -> str:
+        async with checkouts.worktree(KEY, str(origin), sha) as path:
+            await asyncio.sleep(0.05)
+            return (path / "a.txt").read_text()
+
+    texts = await asyncio.gather(read(one, shas[0]), read(one, shas[2]), read(other, shas[1]))
+    assert list(texts) == ["0", "2", "1"]
+    assert one.clone_count + other.clone_count == 1
+    assert one.fetch_count + other.fetch_count == 1
+
+
+async def test_hooks_in_mirror_do_not_run(origin: Path, checkouts: Checkouts,
+                                          tmp_path: Path) -> None:
+    sha = commit(origin, "x")
+    async with checkouts.worktree(KEY, str(origin), sha):
+        pass
+    marker = tmp_path / "hook-ran"
+    hook = checkouts.workdir / "mirrors" / "octo__demo.git" / "hooks" / "post-checkout"
+    hook.write_text(f"#!/bin/sh\ntouch {marker}\n")
+    hook.chmod(0o755)
+    async with checkouts.worktree(KEY, str(origin), sha) as path:
+        assert (path / "a.txt").exists()
+    assert not marker.exists()
+
+
+async def test_config_planted_through_a_worktree_is_undone(origin: Path,
+                                                             checkouts: Checkouts) -> None:
+    async with checkouts.worktree(KEY, str(origin), commit(origin, "pr")) as path:
+        # what an untrusted eval could do: its .git points at the shared mirror
+        git(path, "config", f"url.http://127.0.0.1:{free_port()}/.insteadOf", str(origin))
+    new = commit(origin, "next")
+    async with checkouts.worktree(KEY, str(origin), new) as path:
+        assert (path / "a.txt").read_text() == "next"  # fetched from the real origin
+    assert "insteadof" not in (checkouts.workdir / "mirrors/octo__demo.git/config").read_text()
+
+
+async def test_merge_base(origin: Path, checkouts: Checkouts) -> None:
+    fork_point = commit(origin, "fork")
+    main_tip = commit(origin, "main")
+    git(origin, "checkout", "-q", "-b", "topic", fork_point)
+    topic_tip = commit(origin, "topic")
+    assert await checkouts.merge_base(KEY, str(origin), main_tip, topic_tip) == fork_point
+
+
+@pytest.mark.parametrize("sha", ["", "abc123", "HEAD", "-" + "a" * 39, "a" * 39, "g" * 40,
+                                 "--upload-pack=touch /tmp/x", "a" * 41])
+async def test_bad_sha_is_refused(checkouts: Checkouts, origin: Path, sha: str) -> None:
+    with pytest.raises(ValueError, match="sha"):
+        async with checkouts.worktree(KEY, str(origin), sha):
+            pass
+    assert not (checkouts.workdir / "mirrors").exists()  # refused before touching disk
+
+
+@pytest.mark.parametrize("url", ["-uhttp://x", "--upload-pack=id", "ext::sh -c id",
+                                 "ssh://git@host/x.git", "relative/path",
+                                 "https://user:pw@github.com/o/r.git", "https:///nohost",
+                                 "/path/with\nnewline"])
+async def test_bad_clone_url_is_refused(checkouts: Checkouts, url: str) -> None:
+    with pytest.raises(ValueError, match="URL"):
+        async with checkouts.worktree(KEY, url, "a" * 40):
+            pass
+
+
+@pytest.mark.parametrize("key", ["octo", "../x", "octo/..", "a__b/c", "_a/b", "a/b/c", "-a/b"])
+async def test_bad_repo_key_is_refused(checkouts: Checkouts, origin: Path, key: str) -> None:
+    with pytest.raises(ValueError, match="repo_key"):
+        async with checkouts.worktree(key, str(origin), "a" * 40):
+            pass
+
+
+class _Recorder(http.server.BaseHTTPRequestHandler):
+    """Records the Authorization header of each request and answers 404."""
+
+    seen: list[str] = []
+
+    def do_GET(self) -> None:  # noqa: N802 - the stdlib's name
+        self.seen.append(self.headers.get("Authorization", ""))
+        self.send_error(404)
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+@pytest.fixture()
+def http_url() -> Iterator[str]:
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Recorder)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    _Recorder.seen = []
+    yield f"http://127.0.0.1:{server.server_address[1]}/octo/demo.git"
+    server.shutdown()
+    server.server_close()
+
+
+def assert_token_nowhere(token: str, exc: GitError, workdir: Path) -> None:
+    b64 = base64.b64encode(f"x-access-token:{token}".encode()).decode()
+    for text in (str(exc), " ".join(exc.command), exc.stderr, repr(exc.args)):
+        assert token not in text and b64 not in text
+    for path in workdir.rglob("*"):
+        if path.is_file():
+            data = path.read_bytes()
+            assert token.encode() not in data and b64.encode() not in data, path
+
+
+async def test_token_is_sent_but_never_stored(http_url: str, checkouts: Checkouts) -> None:
+    token = "ghs_" + os.urandom(12).hex()
+    with pytest.raises(GitError) as caught:
+        async with checkouts.worktree(KEY, http_url, "a" * 40, token=token):
+            pass
+    expected = "basic " + base64.b64encode(f"x-access-token:{token}".encode()).decode()
+    assert _Recorder.seen and all(h.lower() == expected.lower() for h in _Recorder.seen)
+    assert_token_nowhere(token, caught.value, checkouts.workdir)
+
+
+async def test_closed_port_error_hides_token(checkouts: Checkouts) -> None:
+    token = "ghs_" + os.urandom(12).hex()
+    url = f"http://127.0.0.1:{free_port()}/x.git"
+    with pytest.raises(GitError) as caught:
+        async with checkouts.worktree(KEY, url, "b" * 40, token=token):
+            pass
+    assert "127.0.0.1" in str(caught.value)
+    assert_token_nowhere(token, caught.value, checkouts.workdir)
+
+
+async def test_local_worktree_and_resolve_ref(origin: Path, tmp_path: Path) -> None:
+    first = commit(origin, "first")
+    git(origin, "checkout", "-q", "-b", "feature")
+    commit(origin, "feature")
+    git(origin, "checkout", "-q", "main")
+    marker = tmp_path / "hook-ran"
+    hook = origin / ".git" / "hooks" / "post-checkout"
+    hook.write_text(f"#!/bin/sh\ntouch {marker}\n")
+    hook.chmod(0o755)
+    assert await resolve_ref(origin, "feature~1") == first
+    async with local_worktree(origin, "feature") as path:
+        assert (path / "a.txt").read_text() == "feature"
+        assert (origin / "a.txt").read_text() == "first"  # the user's checkout is untouched
+        assert len(worktree_list(origin)) == 2
+    assert not path.exists() and not path.parent.exists()
+    assert len(worktree_list(origin)) == 1
+    assert not marker.exists()
+
+
+async def test_resolve_ref_errors(origin: Path, tmp_path: Path) -> None:
+    commit(origin, "x")
+    with pytest.raises(ValueError):
+        await resolve_ref(origin, "--output=/tmp/x")
+    with pytest.raises(GitError, match="no-such-branch"):
+        await resolve_ref(origin, "no-such-branch")
+    with pytest.raises(GitError, match="not a git repository"):
+        await resolve_ref(tmp_path, "HEAD")
+
+
+async def test_hung_fetch_times_out_without_fallback(checkouts: Checkouts,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("worker.checkout.FETCH_TIMEOUT_S", 0.5)
+    with socket.socket() as silent:  # accepts connections, never answers
+        silent.bind(("127.0.0.1", 0))
+        silent.listen()
+        url = f"http://127.0.0.1:{silent.getsockname()[1]}/x.git"
+        with pytest.raises(GitError, match="timed out after 0.5 s") as caught:
+            async with checkouts.worktree(KEY, url, "c" * 40, token="ghs_secret"):
+                pass
+    assert caught.value.timed_out and checkouts.fetch_count == 1

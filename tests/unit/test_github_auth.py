@@ -1,0 +1,132 @@
+"""App JWTs against published vectors, and the installation token cache against the fake."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+
+import httpx
+import jwt
+import pytest
+from cryptography.hazmat.primitives import serialization
+
+from tests.conftest import FIXTURES
+from tests.fakes.fake_github import FakeGitHubServer
+from tests.unit import github_fixtures as fx
+from tests.unit.github_fixtures import APP_ID, FAST_RETRIES, INSTALLATION_ID, requests_for
+from worker.github.auth import (
+    AppCredentials,
+    GitHubAuthError,
+    InstallationTokenCache,
+    app_jwt,
+)
+from worker.github.client import GitHubClient, GitHubError
+
+app_keys, creds, session, client = fx.app_keys, fx.creds, fx.session, fx.client
+fake_gh_server, fake_gh = fx.fake_gh_server, fx.fake_gh
+VECTORS = json.loads((FIXTURES / "github" / "auth" / "app-jwt-vectors.json").read_text())
+#: universal-github-app-jwt backdates iat by 30 s, we by 60 s: shift "now" to get equal claims.
+OCTOKIT_BACKDATE_S = 30
+
+
+def _public_key(pem: str) -> object:
+    return serialization.load_pem_private_key(pem.encode(), None).public_key()
+
+
+@pytest.mark.parametrize("key_field", ["private_key_pkcs1_pem", "private_key_pkcs8_pem"])
+@pytest.mark.parametrize("vector", [v for v in VECTORS["vectors"] if isinstance(v["id"], str)],
+                         ids=lambda v: f"{v['id']}@{v['now']}")
+def test_app_jwt_reproduces_octokit_vectors_byte_for_byte(vector: dict, key_field: str) -> None:
+    vector_creds = AppCredentials(vector["id"], VECTORS[key_field])
+    now = vector["now"] + 60 - OCTOKIT_BACKDATE_S
+    assert app_jwt(vector_creds, now=now) == vector["expected_token"]
+
+
+@pytest.mark.parametrize("vector", [v for v in VECTORS["vectors"] if isinstance(v["id"], int)],
+                         ids=lambda v: f"{v['id']}@{v['now']}")
+def test_integer_iss_vectors_differ_only_in_the_type_of_iss(vector: dict) -> None:
+    key = _public_key(VECTORS["private_key_pkcs8_pem"])
+    vector_creds = AppCredentials(str(vector["id"]), VECTORS["private_key_pkcs8_pem"])
+    token = app_jwt(vector_creds, now=vector["now"] + 60 - OCTOKIT_BACKDATE_S)
+    ours = jwt.decode(token, key, algorithms=["RS256"], options={"verify_exp": False,
+                                                                 "verify_iat": False})
+    theirs = jwt.decode(vector["expected_token"], key, algorithms=["RS256"],
+                        options={"verify_exp": False, "verify_iat": False})
+    assert theirs == vector["claims"]
+    assert ours == {**vector["claims"], "iss": str(vector["id"])}
+
+
+def test_app_jwt_claims_follow_githubs_rules(creds: AppCredentials,
+                                             app_keys: tuple[str, str]) -> None:
+    token = app_jwt(creds, now=1_700_000_000)
+    claims = jwt.decode(token, app_keys[1], algorithms=["RS256"],
+                        options={"verify_exp": False, "verify_iat": False})
+    assert claims == {"iat": 1_699_999_940, "exp": 1_700_000_540, "iss": APP_ID}
+    assert jwt.get_unverified_header(token) == {"alg": "RS256", "typ": "JWT"}
+
+
+def test_app_jwt_with_a_bad_key_says_what_to_do() -> None:
+    with pytest.raises(GitHubAuthError, match="not a valid RSA PEM key"):
+        app_jwt(AppCredentials("1", "-----BEGIN RSA PRIVATE KEY-----\nnope\n"))
+
+
+def test_credentials_repr_hides_the_key(creds: AppCredentials) -> None:
+    assert "PRIVATE" not in repr(creds) and creds.private_key not in repr(creds)
+    assert APP_ID in repr(creds)
+
+
+async def test_token_is_minted_once_then_cached(client: GitHubClient,
+                                                fake_gh: FakeGitHubServer) -> None:
+    first = await client.installation_token()
+    second = await client.installation_token()
+    state = fake_gh.state()
+    assert first == second and first.startswith("ghs_")
+    assert [t["token"] for t in state["tokens"]] == [first]
+    minted = requests_for(state, "apps/create-installation-access-token")
+    assert [r["path"] for r in minted] == [f"/app/installations/{INSTALLATION_ID}/access_tokens"]
+    assert state["violations"] == []
+    assert first not in repr(client) and first not in repr(client._cache)
+
+
+async def test_concurrent_callers_share_one_mint(session: httpx.AsyncClient,
+                                                 fake_gh: FakeGitHubServer,
+                                                 creds: AppCredentials) -> None:
+    cache = InstallationTokenCache(creds)
+    gh = GitHubClient(session, fake_gh.url, creds, cache, INSTALLATION_ID)._gh
+    tokens = await asyncio.gather(*(cache.get(gh, INSTALLATION_ID) for _ in range(5)))
+    assert len(set(tokens)) == 1
+    assert len(requests_for(fake_gh.state(), "apps/create-installation-access-token")) == 1
+
+
+async def test_token_is_replaced_five_minutes_before_it_expires(
+        session: httpx.AsyncClient, fake_gh: FakeGitHubServer, creds: AppCredentials) -> None:
+    clock = [time.time()]
+    cache = InstallationTokenCache(creds, clock=lambda: clock[0])
+    gh = GitHubClient(session, fake_gh.url, creds, cache, INSTALLATION_ID)
+    first = await gh.installation_token()
+    clock[0] += 3600 - 300 - 5  # fake tokens live 3600 s: still inside the window
+    assert await gh.installation_token() == first
+    clock[0] += 10  # now less than 5 minutes remain
+    second = await gh.installation_token()
+    assert second != first
+    assert len(requests_for(fake_gh.state(), "apps/create-installation-access-token")) == 2
+
+
+async def test_wrong_app_id_is_refused_by_jwt_verification(
+        session: httpx.AsyncClient, fake_gh: FakeGitHubServer, app_keys: tuple[str, str]) -> None:
+    wrong = AppCredentials("999", app_keys[0])
+    gh = GitHubClient(session, fake_gh.url, wrong, InstallationTokenCache(wrong),
+                      INSTALLATION_ID, retry_delays_s=FAST_RETRIES)
+    with pytest.raises(GitHubError) as info:
+        await gh.installation_token()
+    assert info.value.status_code == 401
+    assert [v["kind"] for v in fake_gh.state()["violations"]] == ["auth"]
+
+
+async def test_unknown_installation_is_a_404(client: GitHubClient,
+                                             fake_gh: FakeGitHubServer) -> None:
+    fake_gh.setup({"installations": [1]})
+    with pytest.raises(GitHubError) as info:
+        await client.installation_token()
+    assert info.value.status_code == 404

@@ -1,0 +1,402 @@
+"""Check out commits of untrusted repositories into throwaway git worktrees.
+
+This is the only module that runs git. Each repository gets one bare mirror under
+``<workdir>/mirrors/<owner>__<repo>.git``; each checkout is a detached worktree of that mirror
+under ``<workdir>/worktrees/`` that is removed when its context exits.
+
+Safety: git runs without a shell, with a minimal environment, no system or global config, hooks
+disabled, no submodules and only the http(s) and file transports. An installation token is
+handed to git through ``GIT_CONFIG_*`` environment variables (readable only by our own user,
+unlike argv) and is never written to disk, to a remote URL or into a :class:`GitError`.
+The module is longer than most because it keeps every git invocation in one place.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import contextlib
+import fcntl
+import os
+import re
+import shutil
+import signal
+import tempfile
+from collections.abc import AsyncIterator, Mapping, Sequence
+from pathlib import Path
+from urllib.parse import urlsplit
+
+FETCH_TIMEOUT_S = 300.0
+LOCAL_TIMEOUT_S = 120.0
+LOCK_TIMEOUT_S = 900.0
+_SHA_RE = re.compile(r"[0-9a-fA-F]{40}(?:[0-9a-fA-F]{24})?")
+# GitHub owners have no "__" and no leading/trailing "_", so "owner__repo" is unambiguous.
+_KEY_RE = re.compile(r"([A-Za-z0-9](?:_?[A-Za-z0-9-])*)/([A-Za-z0-9._-]+)")
+_HEADS = "+refs/heads/*:refs/heads/*"
+_PULLS = "+refs/pull/*/head:refs/pull/*/head"
+_SAFE_CONFIG = (
+    "core.hooksPath=/dev/null", "core.fsmonitor=false", "credential.helper=",
+    "submodule.recurse=false", "fetch.recurseSubmodules=false", "gc.autoDetach=false",
+    "init.defaultBranch=main", "protocol.allow=never", "protocol.http.allow=always",
+    "protocol.https.allow=always", "protocol.file.allow=user",
+)
+_MIRROR_CONFIG = "[core]\n\trepositoryformatversion = 0\n\tfilemode = true\n\tbare = true\n"
+_PASSTHROUGH = (
+    "http_proxy", "https_proxy", "no_proxy", "HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY",
+    "SSL_CERT_FILE", "SSL_CERT_DIR", "GIT_SSL_CAINFO", "GIT_SSL_CAPATH",
+)
+
+
+class GitError(Exception):
+    """A git command failed or timed out.
+
+    Attributes:
+        command: The argv that failed, as ``["git", subcommand, ...]``, secrets redacted.
+        stderr: What git printed on stderr (or why we gave up), secrets redacted.
+        timed_out: True when the command was killed after its timeout.
+    """
+
+    def __init__(self, command: Sequence[str], stderr: str, secrets: Sequence[str] = (),
+                 *, timed_out: bool = False) -> None:
+        self.command = [_redact(part, secrets) for part in command]
+        self.stderr = _redact(stderr, secrets).strip()
+        self.timed_out = timed_out
+        super().__init__(f"`{' '.join(self.command)}` failed: {self.stderr}")
+
+
+def _redact(text: str, secrets: Sequence[str]) -> str:
+    for secret in secrets:
+        if secret:
+            text = text.replace(secret, "***")
+    return text
+
+
+def check_sha(sha: str) -> str:
+    """Return ``sha`` in lower case if it is a full SHA-1 (40) or SHA-256 (64) hex id.
+
+    Raises:
+        ValueError: Anything else, including abbreviations, ref names and options.
+    """
+    if not isinstance(sha, str) or not _SHA_RE.fullmatch(sha):
+        raise ValueError(f"expected a full 40- or 64-hex-digit commit sha, got {sha!r:.80}")
+    return sha.lower()
+
+
+def check_clone_url(url: str) -> None:
+    """Accept an ``http(s)://`` or ``file://`` URL or an absolute local path.
+
+    Raises:
+        ValueError: An option-like, credential-bearing or otherwise unsupported URL.
+    """
+    if not url or url.startswith("-") or any(ord(c) < 0x20 or c == "\x7f" for c in url):
+        raise ValueError(f"unusable clone URL {url!r:.200}")
+    parts = urlsplit(url)
+    if parts.scheme in ("http", "https"):
+        if not parts.hostname:
+            raise ValueError(f"clone URL {url!r:.200} has no host")
+        if "@" in parts.netloc:
+            raise ValueError("clone URL must not carry credentials; pass token= instead")
+    elif not (parts.scheme == "file" or (parts.scheme == "" and url.startswith("/"))):
+        raise ValueError(f"clone URL {url!r:.200}: only http(s)://, file:// or /abs/path")
+
+
+def _mirror_name(repo_key: str) -> str:
+    match = _KEY_RE.fullmatch(repo_key)
+    if match is None or match.group(2) in (".", ".."):
+        raise ValueError(f"repo_key must look like 'owner/repo', got {repo_key!r:.200}")
+    return f"{match.group(1)}__{match.group(2)}".lower()
+
+
+def _auth_env(clone_url: str, token: str | None) -> tuple[dict[str, str], list[str]]:
+    """Git config (as env) sending ``token`` as HTTP basic auth, and the strings to redact."""
+    if not token or urlsplit(clone_url).scheme not in ("http", "https"):
+        return {}, []
+    b64 = base64.b64encode(f"x-access-token:{token}".encode()).decode()
+    env = {"GIT_CONFIG_COUNT": "2", "GIT_CONFIG_KEY_0": "http.extraheader",
+           "GIT_CONFIG_VALUE_0": f"AUTHORIZATION: basic {b64}",
+           "GIT_CONFIG_KEY_1": "http.followRedirects", "GIT_CONFIG_VALUE_1": "false"}
+    return env, [token, b64]
+
+
+def _base_env(home: Path) -> dict[str, str]:
+    env = {name: os.environ[name] for name in _PASSTHROUGH if name in os.environ}
+    env.update({
+        "PATH": os.environ.get("PATH", os.defpath), "HOME": str(home), "LANG": "C",
+        "LC_ALL": "C", "GIT_TERMINAL_PROMPT": "0", "GIT_CONFIG_NOSYSTEM": "1",
+        "GIT_CONFIG_GLOBAL": os.devnull, "GIT_ATTR_NOSYSTEM": "1", "GIT_NO_REPLACE_OBJECTS": "1",
+    })
+    return env
+
+
+def _kill(proc: asyncio.subprocess.Process) -> None:
+    if proc.returncode is None:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)  # git's helpers share its process group
+
+
+async def _exec(args: Sequence[str], *, cwd: Path | None, env: Mapping[str, str],
+                timeout_s: float, secrets: Sequence[str] = ()) -> tuple[int, str, str]:
+    """Run ``git <safe config> args``; return (exit code, stdout, stderr).
+
+    Raises:
+        GitError: The command ran longer than ``timeout_s`` seconds (it is killed).
+    """
+    argv = ["git"]
+    for item in _SAFE_CONFIG:
+        argv += ["-c", item]
+    proc = await asyncio.create_subprocess_exec(
+        *argv, *args, cwd=cwd, env=dict(env), stdin=asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, start_new_session=True)
+    try:
+        out, err = await asyncio.wait_for(proc.communicate(), timeout_s)
+    except TimeoutError:
+        _kill(proc)
+        await proc.wait()
+        raise GitError(["git", *args], f"timed out after {timeout_s:g} s", secrets,
+                       timed_out=True) from None
+    except BaseException:
+        _kill(proc)
+        raise
+    code = proc.returncode if proc.returncode is not None else -1
+    return code, out.decode(errors="replace"), err.decode(errors="replace")
+
+
+async def _run(args: Sequence[str], *, cwd: Path | None, env: Mapping[str, str],
+               timeout_s: float = LOCAL_TIMEOUT_S, secrets: Sequence[str] = ()) -> str:
+    """Run git like :func:`_exec`; return stdout or raise :class:`GitError` on a non-zero exit."""
+    code, out, err = await _exec(args, cwd=cwd, env=env, timeout_s=timeout_s, secrets=secrets)
+    if code != 0:
+        raise GitError(["git", *args], err or f"exit code {code}", secrets)
+    return out
+
+
+async def _flock(fd: int, timeout_s: float) -> None:
+    """Take an exclusive ``flock`` on ``fd``, polling so that cancellation stays possible."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout_s
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return
+        except BlockingIOError:
+            if loop.time() > deadline:
+                raise TimeoutError(f"mirror lock still busy after {timeout_s:g} s") from None
+            await asyncio.sleep(0.05)
+
+
+def _reset_config(mirror: Path) -> None:
+    """Rewrite the mirror's config, undoing anything code run in a worktree may have added.
+
+    A worktree's ``.git`` points at the shared mirror, so an eval of an untrusted pull request
+    could add e.g. ``url.<evil>.insteadOf`` and have our next fetch send the token elsewhere.
+    """
+    tmp = mirror / "config.llmgate-tmp"
+    tmp.write_text(_MIRROR_CONFIG)
+    tmp.replace(mirror / "config")
+
+
+async def _add_worktree(git_dir: Path, parent: Path, sha: str, prefix: str,
+                        env: Mapping[str, str]) -> Path:
+    path = Path(tempfile.mkdtemp(prefix=prefix, dir=parent))
+    try:
+        await _run(["worktree", "add", "--quiet", "--detach", str(path), sha], cwd=git_dir,
+                   env=env)
+    except BaseException:
+        shutil.rmtree(path, ignore_errors=True)
+        raise
+    return path
+
+
+async def _remove_worktree(git_dir: Path, path: Path, env: Mapping[str, str]) -> None:
+    try:
+        await _run(["worktree", "remove", "--force", "--force", str(path)], cwd=git_dir, env=env)
+    except GitError:
+        shutil.rmtree(path, ignore_errors=True)
+    with contextlib.suppress(GitError):  # a stale entry is pruned next time; keep the real error
+        await _run(["worktree", "prune"], cwd=git_dir, env=env)
+
+
+class Checkouts:
+    """Bare mirrors and throwaway worktrees under one working directory.
+
+    Several instances (in one or several processes) may share ``workdir``: each mirror is
+    guarded by an :class:`asyncio.Lock` and an ``fcntl.flock`` on ``mirrors/<name>.lock``.
+
+    Attributes:
+        clone_count: Mirrors this instance created (for tests and metrics).
+        fetch_count: ``git fetch`` commands this instance ran.
+    """
+
+    def __init__(self, workdir: Path, *, protocol_version: int = 2) -> None:
+        """Use ``workdir`` (created on first use).
+
+        Args:
+            workdir: Root directory, usually from ``LLMGATE_WORKDIR``.
+            protocol_version: Git wire protocol; 0 or 1 only for servers without v2, which
+                refuse fetching an unadvertised sha (we then fetch all heads and PR refs).
+
+        Raises:
+            ValueError: ``protocol_version`` is not 0, 1 or 2.
+        """
+        if protocol_version not in (0, 1, 2):
+            raise ValueError(f"protocol_version must be 0, 1 or 2, got {protocol_version!r}")
+        self.workdir = workdir.absolute()
+        self.clone_count = 0
+        self.fetch_count = 0
+        self._protocol_version = protocol_version
+        self._locks: dict[Path, asyncio.Lock] = {}
+
+    def _env(self) -> dict[str, str]:
+        home = self.workdir / "home"
+        for sub in (home, self.workdir / "mirrors", self.workdir / "worktrees"):
+            sub.mkdir(parents=True, exist_ok=True)
+        return _base_env(home)
+
+    @contextlib.asynccontextmanager
+    async def worktree(self, repo_key: str, clone_url: str, sha: str,
+                       token: str | None = None) -> AsyncIterator[Path]:
+        """Yield a detached worktree of ``sha``; remove it on exit, even after an error.
+
+        Args:
+            repo_key: ``"owner/repo"``; names the mirror.
+            clone_url: ``https://...`` (GitHub's ``clone_url``), ``file://...`` or ``/abs/path``.
+            sha: Full commit id; fetched only when the mirror lacks it.
+            token: Installation access token, sent only to http(s) URLs, never stored.
+
+        Raises:
+            ValueError: A malformed ``repo_key``, ``clone_url`` or ``sha``.
+            GitError: Fetching or checking out failed (including a sha the remote lacks).
+            TimeoutError: Another process held the mirror lock for ``LOCK_TIMEOUT_S`` s.
+        """
+        sha = check_sha(sha)
+        check_clone_url(clone_url)
+        name = _mirror_name(repo_key)
+        env = self._env()
+        mirror = self.workdir / "mirrors" / f"{name}.git"
+        async with self._locked(mirror):
+            await self._ensure(mirror, clone_url, [sha], token, env)
+            path = await _add_worktree(mirror, self.workdir / "worktrees", sha,
+                                       f"{name}-{sha[:12]}-", env)
+        try:
+            yield path
+        finally:
+            async with self._locked(mirror):
+                _reset_config(mirror)
+                await _remove_worktree(mirror, path, env)
+
+    async def merge_base(self, repo_key: str, clone_url: str, a: str, b: str,
+                         token: str | None = None) -> str:
+        """Return the best common ancestor of commits ``a`` and ``b`` (``git merge-base``).
+
+        Raises:
+            ValueError: Malformed arguments, as for :meth:`worktree`.
+            GitError: Fetching failed, or the commits share no history.
+        """
+        shas = [check_sha(a), check_sha(b)]
+        check_clone_url(clone_url)
+        env = self._env()
+        mirror = self.workdir / "mirrors" / f"{_mirror_name(repo_key)}.git"
+        async with self._locked(mirror):
+            await self._ensure(mirror, clone_url, shas, token, env)
+            code, out, err = await _exec(["merge-base", *shas], cwd=mirror, env=env,
+                                         timeout_s=LOCAL_TIMEOUT_S)
+        if code != 0:
+            raise GitError(["git", "merge-base", *shas], err or "the commits share no history")
+        return out.strip()
+
+    @contextlib.asynccontextmanager
+    async def _locked(self, mirror: Path) -> AsyncIterator[None]:
+        async with self._locks.setdefault(mirror, asyncio.Lock()):
+            fd = os.open(mirror.with_suffix(".lock"), os.O_RDWR | os.O_CREAT, 0o600)
+            try:
+                await _flock(fd, LOCK_TIMEOUT_S)
+                yield
+            finally:
+                os.close(fd)  # closing the descriptor releases the flock
+
+    async def _ensure(self, mirror: Path, url: str, shas: list[str], token: str | None,
+                      env: dict[str, str]) -> None:
+        """Create ``mirror`` if needed and fetch whichever of ``shas`` it lacks."""
+        if not (mirror / "HEAD").is_file():
+            await self._init_mirror(mirror, env)
+        _reset_config(mirror)
+        missing = [sha for sha in shas if not await self._has_commit(mirror, sha, env)]
+        if not missing:
+            return
+        try:  # protocol v2 servers (GitHub, git >= 2.18) hand out any sha they have
+            await self._fetch(mirror, url, [_HEADS, *missing], token, env)
+        except GitError as exc:
+            if exc.timed_out:
+                raise
+            await self._fetch(mirror, url, [_HEADS, _PULLS], token, env)
+        for sha in missing:
+            if not await self._has_commit(mirror, sha, env):
+                raise GitError(["git", "fetch", url], f"commit {sha} not found at {url}")
+
+    async def _init_mirror(self, mirror: Path, env: Mapping[str, str]) -> None:
+        shutil.rmtree(mirror, ignore_errors=True)  # a leftover without HEAD is unusable
+        tmp = Path(tempfile.mkdtemp(prefix=".init-", dir=mirror.parent))
+        try:
+            await _run(["init", "--quiet", "--bare", str(tmp)], cwd=None, env=env)
+            tmp.rename(mirror)  # atomic: other processes see no mirror or a whole one
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+        self.clone_count += 1
+
+    async def _has_commit(self, mirror: Path, sha: str, env: Mapping[str, str]) -> bool:
+        code, _, _ = await _exec(["cat-file", "-e", f"{sha}^{{commit}}"], cwd=mirror, env=env,
+                                 timeout_s=LOCAL_TIMEOUT_S)
+        return code == 0
+
+    async def _fetch(self, mirror: Path, url: str, refspecs: list[str], token: str | None,
+                     env: Mapping[str, str]) -> None:
+        auth, secrets = _auth_env(url, token)
+        self.fetch_count += 1
+        await _run(["-c", f"protocol.version={self._protocol_version}", "fetch", "--quiet",
+                    "--no-tags", "--prune", "--no-write-fetch-head", "--no-recurse-submodules",
+                    url, *refspecs], cwd=mirror, env={**env, **auth},
+                   timeout_s=FETCH_TIMEOUT_S, secrets=secrets)
+
+
+def _local_env() -> dict[str, str]:
+    return _base_env(Path(os.environ.get("HOME", "/")))
+
+
+async def resolve_ref(repo_dir: Path, ref: str) -> str:
+    """Return the commit sha that ``ref`` (branch, tag, ``HEAD~2``, sha ...) names.
+
+    Raises:
+        ValueError: ``ref`` is empty or starts with ``-``.
+        GitError: ``repo_dir`` is not a git repository or ``ref`` names no commit.
+    """
+    if not ref or ref.startswith("-"):
+        raise ValueError(f"expected a ref name or sha, got {ref!r:.80}")
+    args = ["rev-parse", "--verify", "--quiet", "--end-of-options", f"{ref}^{{commit}}"]
+    code, out, err = await _exec(args, cwd=repo_dir, env=_local_env(), timeout_s=LOCAL_TIMEOUT_S)
+    if code != 0:
+        raise GitError(["git", *args], err or f"{ref!r} names no commit in {repo_dir}")
+    return out.strip()
+
+
+@contextlib.asynccontextmanager
+async def local_worktree(repo_dir: Path, ref: str) -> AsyncIterator[Path]:
+    """Yield a temporary detached worktree of ``ref`` from the user's repository ``repo_dir``.
+
+    The worktree lives in a fresh temp directory and is removed (and pruned from
+    ``repo_dir``) on exit, even after an error. The user's hooks do not run.
+
+    Raises:
+        ValueError: ``ref`` is empty or starts with ``-``.
+        GitError: As for :func:`resolve_ref`, or the checkout failed.
+    """
+    sha = await resolve_ref(repo_dir, ref)
+    env = _local_env()
+    parent = Path(tempfile.mkdtemp(prefix="llmgate-"))
+    try:
+        path = await _add_worktree(repo_dir, parent, sha, "wt-", env)
+        try:
+            yield path
+        finally:
+            await _remove_worktree(repo_dir, path, env)
+    finally:
+        shutil.rmtree(parent, ignore_errors=True)

@@ -1,0 +1,279 @@
+"""Parse and validate ``.llmgate.yml`` into a `Config`, with the line of every error.
+
+The YAML is composed into nodes (``yaml.compose`` with ``yaml.SafeLoader``, so no tags run
+code) and walked by hand, so each error names the 1-based line of the offending node. Format::
+
+    version: 1
+    settings: {timeout: 60, concurrency: 4, env: [OPENAI_API_KEY]}   # optional
+    suites:
+      - name: tickets
+        dataset: evals/tickets.jsonl
+        target: {command: python3 bot.py {input_file} {output_file}}
+        assertions: [{type: contains, value: refund}]
+        gate: {pass_rate: {min: 0.80, max_drop: 0.05}}
+"""
+
+from __future__ import annotations
+
+import math
+import posixpath
+import re
+import shlex
+from pathlib import Path
+from typing import Any
+
+import yaml
+from yaml.constructor import SafeConstructor
+from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
+
+from worker.evals.assertions import validate_spec
+from worker.evals.metrics import KNOWN_METRICS, is_known_metric
+from worker.evals.types import (
+    CONFIG_FILENAME,
+    AssertionSpec,
+    CommandTarget,
+    Config,
+    ConfigError,
+    GateRule,
+    Settings,
+    SuiteConfig,
+)
+
+#: The only config schema version.
+SUPPORTED_VERSION = 1
+#: Worker variables a target never sees, whatever ``settings.env`` says: the App's key and id,
+#: the Redis URL and llmgate's own settings (see worker/settings.py).
+FORBIDDEN_ENV_PREFIXES = ("GITHUB_", "LLMGATE_", "REDIS_", "ARQ_")
+TOP_KEYS = ("version", "settings", "suites")
+SETTINGS_KEYS = ("timeout", "concurrency", "env")
+SUITE_KEYS = ("name", "dataset", "target", "assertions", "gate")
+TARGET_KEYS = ("command",)
+RULE_KEYS = ("min", "max_drop")
+PLACEHOLDERS = ("{input_file}", "{output_file}")
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+
+_Entries = dict[str, tuple[Node, Node]]
+
+
+def is_allowed_env_name(name: str) -> bool:
+    """Return True when ``name`` may be passed to a target (not one of llmgate's own secrets)."""
+    return bool(_ENV_NAME.match(name)) and not name.upper().startswith(FORBIDDEN_ENV_PREFIXES)
+
+
+def load_config(root: Path) -> Config | None:
+    """Read and parse ``.llmgate.yml`` at the root of a checkout.
+
+    Returns:
+        The config, or None when the file does not exist.
+
+    Raises:
+        ConfigError: the file is invalid, unreadable, or a symlink leading outside ``root``.
+    """
+    path = root / CONFIG_FILENAME
+    if not path.exists() and not path.is_symlink():
+        return None
+    if not path.resolve().is_relative_to(root.resolve()) or not path.is_file():
+        raise ConfigError(CONFIG_FILENAME, None, "must be a regular file inside the repository")
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(CONFIG_FILENAME, None, f"cannot be read as UTF-8 text: {exc}") from None
+    return parse_config(text, CONFIG_FILENAME)
+
+
+def parse_config(text: str, path: str = CONFIG_FILENAME) -> Config:
+    """Parse the text of a config file (pure).
+
+    Args:
+        text: the YAML text.
+        path: the file's path relative to the repository root, used in errors.
+
+    Returns:
+        The validated config; dataset paths are normalised POSIX paths.
+
+    Raises:
+        ConfigError: with the 1-based line of the problem and how to fix it.
+    """
+    try:
+        root = yaml.compose(text, Loader=yaml.SafeLoader)
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        line = mark.line + 1 if mark is not None else None
+        raise ConfigError(path, line, f"YAML syntax error: {exc.problem or exc.context}") from None
+    except yaml.YAMLError as exc:
+        raise ConfigError(path, None, f"YAML error: {exc}") from None
+    if root is None:
+        raise ConfigError(path, 1, "the file is empty; start with `version: 1` and `suites:`")
+    return _Reader(path).config(root)
+
+
+class _Reader:
+    """Walks composed YAML nodes, raising `ConfigError` at the offending node's line."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self._constructor = SafeConstructor()
+
+    def error(self, node: Node, message: str) -> ConfigError:
+        return ConfigError(self.path, int(node.start_mark.line) + 1, message)
+
+    def value(self, node: Node) -> Any:
+        try:
+            return self._constructor.construct_document(node)
+        except yaml.YAMLError as exc:  # an unknown tag such as !!python/object, a bad !!int
+            problem = getattr(exc, "problem", None) or exc
+            raise self.error(node, f"YAML value error: {problem}") from None
+
+    def mapping(self, node: Node, what: str, known: tuple[str, ...] = ()) -> _Entries:
+        if not isinstance(node, MappingNode):
+            raise self.error(node, f"{what} must be a mapping (key: value lines)")
+        entries: _Entries = {}
+        for key_node, value_node in node.value:
+            key = self.value(key_node) if isinstance(key_node, ScalarNode) else None
+            if not isinstance(key, str):
+                raise self.error(key_node, f"{what}: keys must be plain strings")
+            if key in entries:
+                raise self.error(key_node, f"{what}: duplicate key {key!r}")
+            if known and key not in known:
+                raise self.error(key_node, f"{what}: unknown key {key!r} "
+                                 f"(known keys: {', '.join(known)})")
+            entries[key] = (key_node, value_node)
+        return entries
+
+    def sequence(self, node: Node, what: str) -> list[Node]:
+        if not isinstance(node, SequenceNode):
+            raise self.error(node, f"{what} must be a list (lines starting with `- `)")
+        return list(node.value)
+
+    def required(self, entries: _Entries, key: str, parent: Node, what: str) -> Node:
+        if key not in entries:
+            raise self.error(parent, f"{what} is missing `{key}`")
+        return entries[key][1]
+
+    def string(self, node: Node, what: str) -> str:
+        value = self.value(node)
+        if not isinstance(value, str) or not value.strip():
+            raise self.error(node, f"{what} must be a non-empty string")
+        return value
+
+    def fraction(self, node: Node, what: str) -> float:
+        value = self.value(node)
+        if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value <= 1:
+            raise self.error(node, f"{what} must be a number from 0 to 1, got {value!r}")
+        return float(value)
+
+    def config(self, root: Node) -> Config:
+        entries = self.mapping(root, "the config", TOP_KEYS)
+        version_node = self.required(entries, "version", root, "the config")
+        version = self.value(version_node)
+        if isinstance(version, bool) or version != SUPPORTED_VERSION:
+            raise self.error(version_node, f"unsupported version {version!r} "
+                             f"(supported: {SUPPORTED_VERSION})")
+        settings = self.settings(entries["settings"][1]) if "settings" in entries else Settings()
+        suites_node = self.required(entries, "suites", root, "the config")
+        items = self.sequence(suites_node, "`suites`")
+        if not items:
+            raise self.error(suites_node, "`suites` is empty; add at least one suite")
+        suites: dict[str, SuiteConfig] = {}
+        for item in items:
+            suite = self.suite(item)
+            if suite.name in suites:
+                raise self.error(item, f"duplicate suite name {suite.name!r} "
+                                 f"(first at line {suites[suite.name].line})")
+            suites[suite.name] = suite
+        return Config(SUPPORTED_VERSION, tuple(suites.values()), settings, self.path)
+
+    def settings(self, node: Node) -> Settings:
+        entries = self.mapping(node, "`settings`", SETTINGS_KEYS)
+        default = Settings()
+        timeout_s, concurrency, env = default.timeout_s, default.concurrency, default.env
+        if "timeout" in entries:
+            timeout_s = self.timeout(entries["timeout"][1])
+        if "concurrency" in entries:
+            concurrency = self.concurrency(entries["concurrency"][1])
+        if "env" in entries:
+            env = self.env(entries["env"][1])
+        return Settings(timeout_s, concurrency, env)
+
+    def timeout(self, node: Node) -> float:
+        value = self.value(node)
+        if isinstance(value, bool) or not isinstance(value, int | float) \
+                or not math.isfinite(value) or value <= 0:
+            raise self.error(node, f"`timeout` must be a number of seconds > 0, got {value!r}")
+        return float(value)
+
+    def concurrency(self, node: Node) -> int:
+        value = self.value(node)
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise self.error(node, f"`concurrency` must be an integer >= 1, got {value!r}")
+        return value
+
+    def env(self, node: Node) -> tuple[str, ...]:
+        names = []
+        for item in self.sequence(node, "`env`"):
+            name = self.value(item)
+            if not isinstance(name, str) or not _ENV_NAME.match(name):
+                raise self.error(item, f"`env` entries must be variable names, got {name!r}")
+            if not is_allowed_env_name(name):
+                raise self.error(item, f"{name} cannot be passed to targets: variables starting "
+                                 f"with {', '.join(FORBIDDEN_ENV_PREFIXES)} are llmgate's own")
+            names.append(name)
+        return tuple(names)
+
+    def suite(self, node: Node) -> SuiteConfig:
+        entries = self.mapping(node, "a suite", SUITE_KEYS)
+        name = self.string(self.required(entries, "name", node, "a suite"), "suite `name`")
+        what = f"suite {name!r}"
+        dataset = self.dataset(self.required(entries, "dataset", node, what))
+        target = self.target(self.required(entries, "target", node, what), what)
+        assertions = self.assertions(entries["assertions"][1]) if "assertions" in entries else ()
+        gate = self.gate(entries["gate"][1], what) if "gate" in entries else {}
+        return SuiteConfig(name, dataset, target, assertions, gate, int(node.start_mark.line) + 1)
+
+    def dataset(self, node: Node) -> str:
+        raw = self.string(node, "`dataset`")
+        normal = posixpath.normpath(raw)
+        if raw.startswith(("/", "\\")) or re.match(r"[A-Za-z]:", raw) or "\\" in raw:
+            raise self.error(node, f"`dataset` must be a relative POSIX path, got {raw!r}")
+        if normal == ".." or normal.startswith("../") or normal == ".":
+            raise self.error(node, f"`dataset` must name a file inside the repository, got {raw!r}")
+        return normal
+
+    def target(self, node: Node, what: str) -> CommandTarget:
+        entries = self.mapping(node, f"{what}: `target`", TARGET_KEYS)
+        command_node = self.required(entries, "command", node, f"{what}: `target`")
+        command = self.string(command_node, "`command`")
+        try:
+            argv = shlex.split(command)
+        except ValueError as exc:
+            raise self.error(command_node, f"`command` cannot be split into words: {exc}") from None
+        missing = [p for p in PLACEHOLDERS if not any(p in word for word in argv)]
+        if missing:
+            raise self.error(command_node, f"`command` must pass {' and '.join(missing)} to the "
+                             "program (llmgate writes the input there and reads the output)")
+        return CommandTarget(command, int(command_node.start_mark.line) + 1)
+
+    def assertions(self, node: Node) -> tuple[AssertionSpec, ...]:
+        specs = []
+        for item in self.sequence(node, "`assertions`"):
+            entries = self.mapping(item, "an assertion")
+            kind = self.string(self.required(entries, "type", item, "an assertion"), "`type`")
+            params = {k: self.value(v) for k, (_, v) in entries.items() if k != "type"}
+            spec = AssertionSpec(kind, params, int(item.start_mark.line) + 1)
+            validate_spec(spec, self.path)
+            specs.append(spec)
+        return tuple(specs)
+
+    def gate(self, node: Node, what: str) -> dict[str, GateRule]:
+        rules: dict[str, GateRule] = {}
+        for metric, (key_node, value_node) in self.mapping(node, f"{what}: `gate`").items():
+            if not is_known_metric(metric):
+                raise self.error(key_node, f"unknown metric {metric!r} in `gate` "
+                                 f"(known metrics: {', '.join(KNOWN_METRICS)})")
+            entries = self.mapping(value_node, f"gate metric {metric!r}", RULE_KEYS)
+            if not entries:
+                raise self.error(value_node, f"gate metric {metric!r} needs `min` or `max_drop`")
+            bounds = {k: self.fraction(v, f"`{k}` of {metric!r}") for k, (_, v) in entries.items()}
+            rules[metric] = GateRule(metric, bounds.get("min"), bounds.get("max_drop"),
+                                     int(key_node.start_mark.line) + 1)
+        return rules

@@ -1,0 +1,131 @@
+"""Read a JSONL dataset into `Example` values, naming the file and line of every problem.
+
+One JSON object a line::
+
+    {"id": "t1", "input": "Where is my refund?", "expected": "billing",
+     "vars": {"lang": "en"}, "assert": [{"type": "contains", "value": "refund"}]}
+
+Only ``input`` is required; ``id`` defaults to the 1-based line number. Lines are split on
+``\\n`` only (JSON strings may hold U+2028), and blank lines are skipped.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from worker.evals.assertions import validate_spec
+from worker.evals.types import AssertionSpec, ConfigError, Example
+
+#: Keys an example may have.
+EXAMPLE_KEYS = ("id", "input", "expected", "vars", "assert")
+
+
+def load_dataset(root: Path, rel_path: str) -> tuple[Example, ...]:
+    """Read and parse the dataset ``rel_path`` of the checkout at ``root``.
+
+    Args:
+        root: the repository checkout.
+        rel_path: the dataset path relative to ``root`` (POSIX), as in the config.
+
+    Returns:
+        The examples in file order.
+
+    Raises:
+        ConfigError: the path is absolute or leads outside ``root`` (symlinks are resolved
+            first), the file is missing or not UTF-8, or a line is invalid.
+    """
+    if Path(rel_path).is_absolute():
+        raise ConfigError(rel_path, None, "the dataset path must be relative to the repository")
+    path = (root / rel_path).resolve()
+    if not path.is_relative_to(root.resolve()):
+        raise ConfigError(rel_path, None, "the dataset path leads outside the repository")
+    if not path.exists():
+        raise ConfigError(rel_path, None, "dataset file not found (commit it, or fix `dataset:`)")
+    if not path.is_file():
+        raise ConfigError(rel_path, None, "the dataset path is not a regular file")
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(rel_path, None, f"cannot be read as UTF-8 text: {exc}") from None
+    return parse_dataset(text, rel_path)
+
+
+def parse_dataset(text: str, path: str) -> tuple[Example, ...]:
+    """Parse JSONL text into examples (pure).
+
+    Args:
+        text: the file's text.
+        path: the file's path relative to the repository root, used in errors.
+
+    Returns:
+        The examples in file order, each with its 1-based line.
+
+    Raises:
+        ConfigError: malformed JSON, a line that is not an object, a missing ``input``, a bad
+            or duplicate ``id``, an unknown key, or an invalid per-example assertion.
+    """
+    examples: list[Example] = []
+    seen: dict[str, int] = {}
+    for number, raw in enumerate(text.split("\n"), start=1):
+        if not raw.strip():
+            continue
+        example = _parse_line(raw, number, path)
+        if example.id in seen:
+            raise ConfigError(path, number, f"duplicate id {example.id!r} "
+                              f"(first used at line {seen[example.id]})")
+        seen[example.id] = number
+        examples.append(example)
+    return tuple(examples)
+
+
+def _parse_line(raw: str, line: int, path: str) -> Example:
+    try:
+        doc = json.loads(raw)
+    except json.JSONDecodeError as exc:
+        raise ConfigError(path, line, f"invalid JSON: {exc.msg} (column {exc.colno})") from None
+    except RecursionError:
+        raise ConfigError(path, line, "invalid JSON: nested too deeply") from None
+    if not isinstance(doc, dict):
+        raise ConfigError(path, line, f"each line must be a JSON object, got {type(doc).__name__}")
+    unknown = sorted(set(doc) - set(EXAMPLE_KEYS))
+    if unknown:
+        raise ConfigError(path, line, f"unknown key {unknown[0]!r} "
+                          f"(known keys: {', '.join(EXAMPLE_KEYS)})")
+    if "input" not in doc:
+        raise ConfigError(path, line, "missing `input`")
+    variables = doc.get("vars", {})
+    if not isinstance(variables, dict):
+        raise ConfigError(path, line, "`vars` must be a JSON object")
+    return Example(
+        id=_example_id(doc.get("id"), line, path),
+        line=line,
+        input=doc["input"],
+        expected=doc.get("expected"),
+        vars=variables,
+        assertions=_assertions(doc.get("assert", []), line, path),
+    )
+
+
+def _example_id(value: Any, line: int, path: str) -> str:
+    if value is None:
+        return str(line)
+    if isinstance(value, bool) or not isinstance(value, str | int) or value == "":
+        raise ConfigError(path, line, f"`id` must be a non-empty string or an integer, "
+                          f"got {value!r}")
+    return str(value)
+
+
+def _assertions(value: Any, line: int, path: str) -> tuple[AssertionSpec, ...]:
+    if not isinstance(value, list):
+        raise ConfigError(path, line, "`assert` must be a list of assertion objects")
+    specs = []
+    for item in value:
+        if not isinstance(item, dict) or not isinstance(item.get("type"), str):
+            raise ConfigError(path, line, "each `assert` entry must be an object with a `type`")
+        params = {k: v for k, v in item.items() if k != "type"}
+        spec = AssertionSpec(item["type"], params, line)
+        validate_spec(spec, path)
+        specs.append(spec)
+    return tuple(specs)

@@ -1,0 +1,106 @@
+"""Run a config's suites on one checkout: targets, assertions, metrics.
+
+Examples of a suite run concurrently, at most ``settings.concurrency`` at once; suites run one
+after another, in config order. Results keep dataset order whatever order targets finish in.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from pathlib import Path
+
+from worker.evals.assertions import check
+from worker.evals.dataset import load_dataset
+from worker.evals.metrics import suite_metrics
+from worker.evals.targets import run_command
+from worker.evals.types import (
+    AssertionResult,
+    AssertionSpec,
+    Config,
+    Example,
+    ExampleResult,
+    RunResult,
+    Settings,
+    SuiteConfig,
+    SuiteResult,
+    TargetOutput,
+)
+
+#: Message of each assertion of an example whose target failed (the assertion counts as failed).
+NOT_CHECKED = "not checked: the target failed for this example"
+
+
+async def run_config(config: Config, root: Path, sha: str = "") -> RunResult:
+    """Run every suite of ``config`` on the checkout at ``root``.
+
+    Args:
+        config: the parsed config (of this checkout).
+        root: the checkout; datasets are read from it and commands run in it.
+        sha: the commit checked out at ``root``, recorded in the result ("" for a work tree).
+
+    Returns:
+        The run, with one `SuiteResult` per suite, keyed by suite name in config order.
+
+    Raises:
+        ConfigError: a dataset is missing or invalid.
+    """
+    suites = {}
+    for suite in config.suites:
+        suites[suite.name] = await run_suite(suite, root, config.settings)
+    return RunResult(sha, suites)
+
+
+async def run_suite(suite: SuiteConfig, root: Path, settings: Settings) -> SuiteResult:
+    """Run one suite: its target on every example, then its assertions and metrics.
+
+    Args:
+        suite: the suite; its ``dataset`` is read relative to ``root``.
+        root: the checkout the target runs in.
+        settings: ``concurrency`` (invocations at once), ``timeout_s`` and ``env``.
+
+    Returns:
+        The suite result, examples in dataset order.
+
+    Raises:
+        ConfigError: the dataset is missing or invalid (raised before any command runs).
+    """
+    examples = load_dataset(root, suite.dataset)
+    limit = asyncio.Semaphore(settings.concurrency)
+
+    async def one(example: Example) -> ExampleResult:
+        async with limit:
+            output = await run_command(suite.target, example, root, settings)
+        return score_example(suite.assertions, example, output)
+
+    results = await asyncio.gather(*(one(example) for example in examples))
+    return SuiteResult(suite.name, suite.dataset, tuple(results), suite_metrics(results))
+
+
+def score_example(
+    suite_assertions: Sequence[AssertionSpec], example: Example, output: TargetOutput
+) -> ExampleResult:
+    """Check the suite's and the example's own assertions against one target output (pure).
+
+    An example passes when its target did not error and every assertion passed. When the
+    target errored, every assertion is recorded as failed with `NOT_CHECKED`, so per-assertion
+    pass rates count the example as failed.
+    """
+    specs = (*suite_assertions, *example.assertions)
+    errored = output.error is not None
+    if errored:
+        results = tuple(AssertionResult(spec.type, False, 0.0, NOT_CHECKED) for spec in specs)
+    else:
+        results = tuple(check(spec, output.output, example) for spec in specs)
+    return ExampleResult(
+        id=example.id,
+        line=example.line,
+        passed=not errored and all(result.passed for result in results),
+        errored=errored,
+        output=None if errored else output.output,
+        expected=example.expected,
+        error=output.error,
+        assertions=results,
+        latency_ms=output.latency_ms,
+        cost_usd=output.cost_usd,
+    )

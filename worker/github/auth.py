@@ -1,0 +1,178 @@
+"""Authenticate as the GitHub App: app JWTs and cached installation access tokens.
+
+Sources: GitHub docs "Generating a JSON Web Token (JWT) for a GitHub App" (RS256, ``iat`` 60 s in
+the past for clock drift, ``exp`` at most 10 minutes ahead, ``iss`` = the App id) and "Generating
+an installation access token for a GitHub App" (``POST /app/installations/{id}/access_tokens``,
+tokens live one hour and have no fixed length). Neither the private key nor a token ever appears
+in a ``repr`` or a log line.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+import gidgethub.abc
+import jwt
+
+#: Seconds ``iat`` is backdated to absorb clock drift (GitHub's docs recommend 60).
+JWT_BACKDATE_S = 60
+#: Lifetime of an app JWT measured from ``iat``; GitHub refuses ``exp`` more than 10 minutes ahead.
+JWT_LIFETIME_S = 600
+#: A cached installation token is replaced this many seconds before its ``expires_at``.
+TOKEN_REFRESH_MARGIN_S = 300
+
+
+class GitHubAuthError(Exception):
+    """The App could not authenticate: a bad private key or an unusable token response."""
+
+
+@dataclass(frozen=True)
+class AppCredentials:
+    """The GitHub App's identity.
+
+    Attributes:
+        app_id: the App id (digits, e.g. ``"123456"``) or its Client ID; sent as the JWT ``iss``.
+        private_key: the App's PEM private key (PKCS#1 or PKCS#8). Never shown by ``repr``.
+    """
+
+    app_id: str
+    private_key: str = field(repr=False)
+
+    def __repr__(self) -> str:
+        return f"AppCredentials(app_id={self.app_id!r}, private_key='***')"
+
+
+def app_jwt(creds: AppCredentials, now: int | None = None) -> str:
+    """Return an RS256 JWT that authenticates as the App for the ``/app`` endpoints.
+
+    Claims, in this order: ``iat`` = now - 60 s, ``exp`` = iat + 600 s (so it expires 9 minutes
+    after ``now``, inside GitHub's 10-minute maximum), ``iss`` = ``creds.app_id`` as a string
+    (PyJWT refuses an integer ``iss``; GitHub accepts either).
+
+    Args:
+        creds: the App id and private key.
+        now: the current Unix time in seconds; ``time.time()`` when omitted.
+
+    Returns:
+        The compact JWS ``header.payload.signature``.
+
+    Raises:
+        GitHubAuthError: the private key is not a usable RSA PEM key.
+    """
+    issued_at = (int(time.time()) if now is None else now) - JWT_BACKDATE_S
+    claims = {"iat": issued_at, "exp": issued_at + JWT_LIFETIME_S, "iss": str(creds.app_id)}
+    try:
+        return jwt.encode(claims, creds.private_key, algorithm="RS256")
+    except (ValueError, TypeError, jwt.PyJWTError) as exc:
+        raise GitHubAuthError(
+            "the GitHub App private key is not a valid RSA PEM key; download a new one from the "
+            "App's settings page"
+        ) from exc
+
+
+def api_url(base_url: str, path: str) -> str:
+    """Join an API root (``https://api.github.com`` or ``https://HOST/api/v3``) and a path.
+
+    The result is absolute, so every gidgethub version keeps the Enterprise ``/api/v3`` prefix
+    (``urljoin`` alone would drop it for a path starting with ``/``).
+    """
+    return base_url.rstrip("/") + "/" + path.lstrip("/")
+
+
+@dataclass(frozen=True)
+class _CachedToken:
+    token: str = field(repr=False)
+    refresh_at: float
+
+    def __repr__(self) -> str:
+        return f"_CachedToken(token='***', refresh_at={self.refresh_at})"
+
+
+def _parse_token_response(data: Any, installation_id: int) -> tuple[str, float]:
+    """Return ``(token, expires_at as Unix seconds)`` from an access-token response body."""
+    token = data.get("token") if isinstance(data, dict) else None
+    expires_at = data.get("expires_at") if isinstance(data, dict) else None
+    if not isinstance(token, str) or not token or not isinstance(expires_at, str):
+        raise GitHubAuthError(
+            f"GitHub's access-token response for installation {installation_id} has no "
+            "'token'/'expires_at'"
+        )
+    try:
+        expires_s = datetime.fromisoformat(expires_at.replace("Z", "+00:00")).timestamp()
+    except ValueError as exc:
+        raise GitHubAuthError(f"unparseable expires_at {expires_at!r} from GitHub") from exc
+    return token, expires_s
+
+
+class InstallationTokenCache:
+    """Mint installation access tokens and reuse each until 5 minutes before it expires.
+
+    One cache serves every installation of the App; concurrent callers for the same
+    installation share one mint. Tokens are opaque strings of any length.
+    """
+
+    def __init__(
+        self,
+        creds: AppCredentials,
+        *,
+        refresh_margin_s: float = TOKEN_REFRESH_MARGIN_S,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        """Create an empty cache.
+
+        Args:
+            creds: the App credentials used to sign the JWT for each mint.
+            refresh_margin_s: seconds before ``expires_at`` at which a token is replaced.
+            clock: returns the current Unix time in seconds, for token freshness only
+                (injectable for tests); JWTs always use the real time.
+        """
+        self._creds = creds
+        self._refresh_margin_s = refresh_margin_s
+        self._clock = clock
+        self._tokens: dict[int, _CachedToken] = {}
+        self._locks: dict[int, asyncio.Lock] = {}
+
+    def __repr__(self) -> str:
+        return f"InstallationTokenCache(app_id={self._creds.app_id!r}, cached={len(self._tokens)})"
+
+    async def get(self, gh: gidgethub.abc.GitHubAPI, installation_id: int) -> str:
+        """Return a valid installation token, minting one when none is cached or it is stale.
+
+        Args:
+            gh: a gidgethub client whose ``base_url`` is the GitHub API root.
+            installation_id: the App installation to act as.
+
+        Returns:
+            The token, for ``Authorization: token <token>``.
+
+        Raises:
+            GitHubAuthError: the key is unusable or GitHub's answer lacks a token.
+            gidgethub.HTTPException: GitHub refused the request (e.g. 401 for a wrong App id,
+                404 for an unknown installation).
+        """
+        cached = self._tokens.get(installation_id)
+        if cached is not None and self._clock() < cached.refresh_at:
+            return cached.token
+        lock = self._locks.setdefault(installation_id, asyncio.Lock())
+        async with lock:
+            cached = self._tokens.get(installation_id)
+            if cached is not None and self._clock() < cached.refresh_at:
+                return cached.token
+            data = await gh.post(
+                api_url(gh.base_url, "/app/installations/{installation_id}/access_tokens"),
+                {"installation_id": installation_id},
+                data={},
+                jwt=app_jwt(self._creds),
+            )
+            token, expires_s = _parse_token_response(data, installation_id)
+            self._tokens[installation_id] = _CachedToken(token, expires_s - self._refresh_margin_s)
+            return token
+
+    def invalidate(self, installation_id: int) -> None:
+        """Forget the cached token of one installation (e.g. after GitHub answered 401)."""
+        self._tokens.pop(installation_id, None)

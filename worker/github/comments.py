@@ -1,0 +1,66 @@
+"""Keep exactly one llmgate comment per pull request, edited in place on every run.
+
+The comment is found by the hidden ``contract.COMMENT_MARKER`` line, as Python core's bots find
+theirs; only comments made by a bot account are considered, so a person quoting the marker is
+never edited. GitHub refuses comment bodies over 65536 characters (its 422 says "Body is too
+long (maximum is 65536 characters)"; the REST description states no limit).
+"""
+
+from __future__ import annotations
+
+from worker.contract import COMMENT_MARKER
+from worker.github.checks import clip_text
+from worker.github.client import GitHubClient, IssueComment
+
+#: Longest comment body GitHub accepts, in characters.
+MAX_COMMENT_CHARS = 65536
+
+
+def with_marker(body: str) -> str:
+    """Return ``body`` containing the marker (prepended as a line if missing), clipped to fit."""
+    if COMMENT_MARKER not in body:
+        body = f"{COMMENT_MARKER}\n{body}"
+    clipped = clip_text(body, MAX_COMMENT_CHARS)
+    if COMMENT_MARKER not in clipped:
+        clipped = clip_text(f"{COMMENT_MARKER}\n{body}", MAX_COMMENT_CHARS)
+    return clipped
+
+
+def is_sticky(comment: IssueComment, bot_login: str | None = None) -> bool:
+    """Return whether ``comment`` is llmgate's sticky comment (a bot's, with the marker).
+
+    Args:
+        comment: a comment as listed by ``GitHubClient.list_issue_comments``.
+        bot_login: when given, the author's login must also equal it (e.g. ``llmgate[bot]``).
+    """
+    if comment.user_type != "Bot" or COMMENT_MARKER not in comment.body:
+        return False
+    return bot_login is None or comment.user_login == bot_login
+
+
+async def find_sticky_comment(client: GitHubClient, owner: str, repo: str, number: int,
+                              bot_login: str | None = None) -> IssueComment | None:
+    """Return the oldest sticky comment on issue/PR ``number`` across all pages, or None."""
+    async for comment in client.list_issue_comments(owner, repo, number):
+        if is_sticky(comment, bot_login):
+            return comment
+    return None
+
+
+async def upsert_sticky_comment(client: GitHubClient, owner: str, repo: str, number: int,
+                                body: str, *, bot_login: str | None = None) -> int:
+    """Edit llmgate's comment on PR ``number`` to ``body``, or create it; return its id.
+
+    The body gets the marker as its first line when it lacks one. An existing comment whose body
+    is already identical is left alone (no request).
+
+    Raises:
+        GitHubError: GitHub refused a request (see ``GitHubClient``).
+    """
+    body = with_marker(body)
+    existing = await find_sticky_comment(client, owner, repo, number, bot_login)
+    if existing is None:
+        return await client.create_issue_comment(owner, repo, number, body)
+    if existing.body != body:
+        await client.update_issue_comment(owner, repo, existing.id, body)
+    return existing.id

@@ -1,0 +1,350 @@
+"""Render a `GateReport` for GitHub (check run, annotations, sticky comment) and for the CLI.
+
+Pure: the only I/O is jinja2 reading ``worker/templates``. Everything a pull request controls
+(model outputs, expected values, example ids, suite and metric names, error messages) is
+untrusted. In markdown it goes through `_inline` (markdown and HTML escaped, whitespace collapsed,
+``@mentions`` broken with a zero-width joiner) or `_fenced` (a code block whose fence is longer
+than any backtick run inside it, mentions broken too); view models hold only such strings, so the
+templates never see raw text.
+
+Limits are GitHub's REST docs ("Create a check run"): ``output.summary`` and ``output.text`` at
+most 65535 characters, an annotation ``title`` at most 255 characters and ``message`` at most
+64 KB; an issue comment body is limited to 65536 characters ("Create an issue comment").
+Row-shaped content that does not fit is cut to whole rows and ends with "... N more" lines.
+"""
+
+import json
+import math
+import re
+from collections.abc import Callable, Iterable
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+import jinja2
+
+from worker.contract import COMMENT_MARKER, RERUN_COMMAND
+from worker.evals.types import GateReport, Regression, RuleOutcome, RunResult
+
+#: GitHub's limit on check-run ``output.summary`` and ``output.text``, characters.
+CHECK_OUTPUT_MAX_CHARS = 65535
+#: GitHub's limit on an issue comment body is 65536 characters; stay one below.
+COMMENT_MAX_CHARS = 65535
+#: Check-run title kept short enough to read in the checks list, characters.
+TITLE_MAX_CHARS = 119
+#: GitHub's limit on an annotation title, characters.
+ANNOTATION_TITLE_MAX_CHARS = 255
+#: Expected and actual outputs are clipped to this in an annotation message, characters.
+ANNOTATION_OUTPUT_CHARS = 500
+#: Regressed examples listed in the PR comment; the check run lists them all.
+COMMENT_MAX_REGRESSIONS = 20
+
+_ZWJ = "\u200d"
+_MENTION = re.compile(r"@(?=[\w-])")
+_CONTROL = {c: None for c in (*range(0, 9), 11, 12, *range(14, 32), 127)}
+#: Characters that start markdown, HTML or math inline: entities or backslash escapes (GFM).
+_INLINE = str.maketrans({"<": "&lt;", ">": "&gt;", "&": "&amp;"}
+                        | {c: "\\" + c for c in "\\`*[]|~$"} | _CONTROL)
+#: A list marker or heading at the start of a line would open a block (nested list, heading).
+_LEADING_MARKER = re.compile(r"^([-+#]|\d+(?=[.)]))")
+#: Runs of underscores; only those inside a word (pass_rate) cannot start emphasis (GFM 6.2).
+_UNDERSCORES = re.compile(r"_+")
+_STATUS = {"pass": "✅ pass", "fail": "❌ fail", "skipped": "⏭ skipped"}
+_VERDICT = {"success": ("✅", "pass"), "failure": ("❌", "fail"), "neutral": ("⚪", "neutral"),
+            "cancelled": ("⚪", "cancelled"), "timed_out": ("⌛", "timed out"),
+            "action_required": ("⚠️", "action required")}
+# Markdown, not HTML: HTML autoescaping would garble it; view models are escaped in Python.
+_ENV = jinja2.Environment(
+    loader=jinja2.FileSystemLoader(Path(__file__).parent / "templates"),
+    autoescape=False,  # noqa: S701
+    undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True,
+    keep_trailing_newline=True)
+_Row = tuple[str, ...]
+
+
+def check_title(report: GateReport) -> str:
+    """Return the check-run title: the verdict and the headline numbers, under 120 characters.
+
+    E.g. ``llmgate: fail, 2 regressions - tickets pass_rate 0.775 (-0.150)``.
+    """
+    err = report.config_error
+    if err is not None:
+        where = err.path if err.line is None else f"{err.path}:{err.line}"
+        return _clip(" ".join(f"llmgate: configuration error in {where}".split()),
+                     TITLE_MAX_CHARS)
+    title = f"llmgate: {_VERDICT[report.conclusion][1]}"
+    if report.regressions:
+        title += f", {_plural(len(report.regressions), 'regression')}"
+    lead = next((o for o in report.outcomes if o.status == "fail"),
+                next((o for o in report.outcomes if o.head is not None), None))
+    if lead is not None:
+        title += f" - {_clip(lead.suite, 40)} {_clip(lead.metric, 40)} {_num(lead.head)}"
+        title += f" ({_delta(lead.delta)})" if lead.delta is not None else ""
+    elif report.notes:
+        title += f" - {report.notes[0]}"
+    return _clip(" ".join(title.split()), TITLE_MAX_CHARS)
+
+
+def check_summary(report: GateReport) -> str:
+    """Return the check-run summary (markdown, at most 65535 characters).
+
+    Holds the verdict, one table row per suite and metric (base, head, delta as fractions with
+    3 decimals, the rules and a status), why rules failed, the count of regressed examples and
+    the notes; or, for a configuration error, the file, line and message.
+    """
+    rows = _metric_rows(report.outcomes)
+    return _fit_rows(lambda k: _render("summary.md.j2", **_common(report, rows, k)),
+                     len(rows), CHECK_OUTPUT_MAX_CHARS)
+
+
+def check_text(report: GateReport) -> str:
+    """Return the check-run text (markdown, at most 65535 characters): every regressed example.
+
+    Each shows the suite, id, ``dataset:line``, the reason and the expected value and base and
+    head outputs in code blocks (clipped to 2000 characters each).
+    """
+    items = [_detail_item(r) for r in _ordered(report)]
+
+    def render(k: int) -> str:
+        return _render("details.md.j2", config_error=_config_error_block(report),
+                       items=items[:k], more=len(items) - k)
+
+    return _fit_rows(render, len(items), CHECK_OUTPUT_MAX_CHARS)
+
+
+def annotations(report: GateReport) -> list[dict[str, Any]]:
+    """Return check-run annotations: one per regression, or one for a configuration error.
+
+    Each is ``{"path", "start_line", "end_line", "annotation_level": "failure", "title",
+    "message", "raw_details"}`` with a 1-based line, a title of at most 255 characters and a
+    message of a few KB (outputs clipped to 500 characters), far under GitHub's 64 KB. Ordered by
+    suite (config order), then line. GitHub takes at most 50 per request: the caller batches.
+    """
+    err = report.config_error
+    if err is not None:
+        return [{"path": err.path, "start_line": err.line or 1, "end_line": err.line or 1,
+                 "annotation_level": "failure", "title": "llmgate: configuration error",
+                 "message": _clip(err.message, 4000)}]
+    return [{"path": r.dataset, "start_line": max(r.line, 1), "end_line": max(r.line, 1),
+             "annotation_level": "failure",
+             "title": _clip(f"{r.suite}: example {r.example_id} regressed",
+                            ANNOTATION_TITLE_MAX_CHARS),
+             "message": (f"expected: {_clip(_text(r.expected), ANNOTATION_OUTPUT_CHARS)}\n"
+                         f"actual: {_clip(_text(r.head_output), ANNOTATION_OUTPUT_CHARS)}\n"
+                         f"{_clip(r.reason, 2000)}"),
+             "raw_details": f"base output: {_clip(_text(r.base_output), 2000)}"}
+            for r in _ordered(report)]
+
+
+def comment_body(report: GateReport, *, head_sha: str, base_sha: str | None,
+                 check_url: str | None = None) -> str:
+    """Return the sticky PR comment (markdown, at most 65535 characters).
+
+    The first line is exactly `COMMENT_MARKER`, so the comment can be found and edited. Shows the
+    verdict, short head and base SHAs, the metric table, up to 20 regressed examples in a
+    collapsible block, a link to ``check_url`` (http(s) only) and how to re-run.
+    """
+    return _comment(report, head_sha, base_sha, check_url, marker=True)
+
+
+def render_markdown(report: GateReport, head_sha: str = "", base_sha: str | None = None) -> str:
+    """Return the comment's content for the CLI: no marker and no re-run footer."""
+    if not head_sha and report.head is not None:
+        head_sha = report.head.sha
+    if base_sha is None and report.base is not None:
+        base_sha = report.base.sha
+    return _comment(report, head_sha, base_sha, None, marker=False)
+
+
+def render_json(report: GateReport) -> str:
+    """Return the report as a stable JSON document (sorted keys, 2-space indent).
+
+    Keys: ``version`` (1), ``conclusion``, ``config_error`` (``{path, line, message}`` or null),
+    ``notes``, ``outcomes``, ``regressions`` (ordered as `annotations`), ``head_sha``,
+    ``base_sha`` and ``metrics`` (suite -> ``{"base": {metric: value} | null, "head": ...}``).
+    Non-finite numbers become null; values JSON cannot hold become strings.
+    """
+    err = report.config_error
+    suites = [*(report.head.suites if report.head else {}),
+              *(report.base.suites if report.base else {})]
+    doc = {"version": 1, "conclusion": report.conclusion, "notes": list(report.notes),
+           "config_error": None if err is None else
+           {"path": err.path, "line": err.line, "message": err.message},
+           "outcomes": [asdict(o) for o in report.outcomes],
+           "regressions": [asdict(r) for r in _ordered(report)],
+           "head_sha": report.head.sha if report.head else None,
+           "base_sha": report.base.sha if report.base else None,
+           "metrics": {name: {"base": _suite_metrics(report.base, name),
+                              "head": _suite_metrics(report.head, name)} for name in suites}}
+    return json.dumps(_jsonable(doc), indent=2, sort_keys=True, ensure_ascii=False) + "\n"
+
+
+def _comment(report: GateReport, head_sha: str, base_sha: str | None, check_url: str | None,
+             *, marker: bool) -> str:
+    rows = _metric_rows(report.outcomes)
+    regressions = [_regression_row(r) for r in _ordered(report)]
+    url = check_url if check_url and re.match(r"https?://[^\s()<>]+$", check_url) else None
+
+    def render(k_rows: int, k_regressions: int) -> str:
+        return _render("comment.md.j2", **_common(report, rows, k_rows),
+                       marker=COMMENT_MARKER if marker else "", rerun=RERUN_COMMAND,
+                       head=_sha(head_sha), base=_sha(base_sha) if base_sha else "",
+                       check_url=url, regressions=regressions[:k_regressions],
+                       more_regressions=len(regressions) - k_regressions)
+
+    shown = min(len(regressions), COMMENT_MAX_REGRESSIONS)
+    return (_largest(lambda k: render(len(rows), k), shown, COMMENT_MAX_CHARS)
+            or _fit_rows(lambda k: render(k, 0), len(rows), COMMENT_MAX_CHARS))
+
+
+def _common(report: GateReport, rows: list[_Row], k: int) -> dict[str, Any]:
+    icon, verdict = _VERDICT[report.conclusion]
+    verdict = "configuration error" if report.config_error is not None else verdict
+    why = [_inline(f"{o.suite} {o.metric}: {o.rule}: {o.reason}", 600)
+           for o in report.outcomes if o.status != "pass" and o.reason]
+    return {"icon": icon, "verdict": verdict, "rows": rows[:k], "more_rows": len(rows) - k,
+            "config_error": _config_error_block(report), "why": why[:50],
+            "regression_count": len(report.regressions),
+            "notes": [_inline(n, 600) for n in report.notes[:50]]}
+
+
+def _metric_rows(outcomes: Iterable[RuleOutcome]) -> list[_Row]:
+    groups: dict[tuple[str, str], list[RuleOutcome]] = {}
+    for outcome in outcomes:
+        groups.setdefault((outcome.suite, outcome.metric), []).append(outcome)
+    order = ("fail", "pass", "skipped")
+    return [(_inline(suite, 100), _inline(metric, 100),
+             _num(next((o.base for o in group if o.base is not None), None)),
+             _num(next((o.head for o in group if o.head is not None), None)),
+             _delta(next((o.delta for o in group if o.delta is not None), None)),
+             _inline("; ".join(o.rule for o in group), 200),
+             _STATUS[min((o.status for o in group), key=order.index)])
+            for (suite, metric), group in groups.items()]
+
+
+def _regression_row(r: Regression) -> _Row:
+    return (_inline(r.suite, 60), _inline(r.example_id, 60), _inline(f"{r.dataset}:{r.line}", 120),
+            _inline(r.expected, 100), _inline(r.base_output, 100),
+            _inline(r.head_output, 100), _inline(r.reason, 160))
+
+
+def _detail_item(r: Regression) -> dict[str, str]:
+    return {"title": _inline(f"{r.suite}: example {r.example_id}", 200),
+            "where": _inline(f"{r.dataset}:{r.line}", 300), "reason": _inline(r.reason, 1000),
+            "expected": _fenced(r.expected, 2000), "base": _fenced(r.base_output, 2000),
+            "head": _fenced(r.head_output, 2000)}
+
+
+def _config_error_block(report: GateReport) -> str:
+    err = report.config_error
+    if err is None:
+        return ""
+    where = err.path if err.line is None else f"{err.path}:{err.line}"
+    return (f"**Configuration error** in {_inline(where, 300)}\n\n"
+            f"{_fenced(f'{where}: {err.message}', 4000)}\n\n"
+            "Fix the file in this pull request and push; llmgate runs again on the new commit.")
+
+
+def _ordered(report: GateReport) -> list[Regression]:
+    suites = [*(report.head.suites if report.head else {}), *(o.suite for o in report.outcomes),
+              *(r.suite for r in report.regressions)]
+    rank = {name: i for i, name in reversed(list(enumerate(suites)))}
+    return sorted(report.regressions, key=lambda r: (rank[r.suite], r.line, r.example_id))
+
+
+def _suite_metrics(run: RunResult | None, name: str) -> dict[str, float] | None:
+    suite = run.suites.get(name) if run is not None else None
+    return dict(suite.metrics) if suite is not None else None
+
+
+def _render(template: str, **context: Any) -> str:
+    return _ENV.get_template(template).render(**context).rstrip("\n") + "\n"
+
+
+def _largest(render: Callable[[int], str], count: int, limit: int) -> str | None:
+    """Return render(k) for the largest k <= count within limit, or None if even k=0 is over."""
+    text = render(count)
+    if len(text) <= limit:
+        return text
+    best, low, high = None, 0, count - 1
+    while low <= high:
+        mid = (low + high) // 2
+        candidate = render(mid)
+        if len(candidate) <= limit:
+            best, low = candidate, mid + 1
+        else:
+            high = mid - 1
+    return best
+
+
+def _fit_rows(render: Callable[[int], str], count: int, limit: int) -> str:
+    return _largest(render, count, limit) or _clip(render(0), limit)
+
+
+def _text(value: Any) -> str:
+    if value is None:
+        return "(none)"
+    if isinstance(value, str):
+        return value
+    return json.dumps(value, ensure_ascii=False, sort_keys=True, default=str)
+
+
+def _clip(text: str, limit: int) -> str:
+    if len(text) <= limit:
+        return text
+    marker = f"… [clipped, {len(text)} chars]"
+    return (text[: max(limit - len(marker), 0)] + marker)[:limit]
+
+
+def _inline(value: Any, limit: int) -> str:
+    """Escape untrusted text for one line of markdown (a table cell, a list item)."""
+    text = " ".join(_clip(_text(value), limit).split()).translate(_INLINE)
+    text = _LEADING_MARKER.sub(lambda m: m[0] + "\\" if m[0][0].isdigit() else "\\" + m[0], text)
+    return _MENTION.sub("@" + _ZWJ, _UNDERSCORES.sub(lambda m: _underscores(text, m), text))
+
+
+def _underscores(text: str, match: re.Match[str]) -> str:
+    before, after = text[match.start() - 1: match.start()], text[match.end(): match.end() + 1]
+    return match[0] if before.isalnum() and after.isalnum() else match[0].replace("_", "\\_")
+
+
+def _fenced(value: Any, limit: int) -> str:
+    """Put untrusted text in a fenced code block that no backtick run inside can close."""
+    text = _MENTION.sub("@" + _ZWJ, _clip(_text(value), limit).translate(_CONTROL))
+    longest = max((len(run) for run in re.findall(r"`+", text)), default=0)
+    fence = "`" * max(3, longest + 1)
+    return f"{fence}text\n{text}\n{fence}"
+
+
+def _sha(sha: str) -> str:
+    if re.fullmatch(r"[0-9a-f]{7,64}", sha):
+        return f"`{sha[:7]}`"
+    return _inline(sha or "working tree", 40)
+
+
+def _num(value: float | None) -> str:
+    if value is None:
+        return "—"
+    return f"{value:.3f}" if math.isfinite(value) else "n/a"
+
+
+def _delta(value: float | None) -> str:
+    if value is None:
+        return "—"
+    return f"{value:+.3f}" if math.isfinite(value) else "n/a"
+
+
+def _plural(count: int, noun: str) -> str:
+    return f"{count} {noun}" if count == 1 else f"{count} {noun}s"
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_jsonable(v) for v in value]
+    if value is None or isinstance(value, str | int | bool):
+        return value
+    return str(value)
