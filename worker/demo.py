@@ -68,7 +68,7 @@ class Stack:
     workers' checkouts. Raises RuntimeError or TimeoutError when a part does not start.
     """
 
-    def __init__(self, workdir: Path, *, workers: int = 1, secret: str = "demo-secret",
+    def __init__(self, workdir: Path, *, workers: int = 1, secret: str = "demo-secret",  # noqa: S107 (a local demo)
                  worker_env: dict[str, str] | None = None) -> None:
         self.workdir = workdir
         self.worker_env = worker_env or {}
