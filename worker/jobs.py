@@ -20,7 +20,7 @@ from worker.checkout import Checkouts, GitError
 from worker.contract import GatePayload, RepoRef, RerunPayload
 from worker.evals.types import ExecutionError, GateReport
 from worker.github.auth import AppCredentials, InstallationTokenCache
-from worker.github.checks import CheckOutput, complete_check_run
+from worker.github.checks import CheckOutput, clip_text, complete_check_run
 from worker.github.client import GitHubClient
 from worker.github.comments import upsert_sticky_comment
 from worker.pipeline import gate_trees
@@ -88,8 +88,13 @@ async def _gate(
     check_run_id = await gh.create_check_run(owner, name, head_sha, status="in_progress", output={
         "title": "llmgate: running", "summary": f"Running the eval suites at `{head_sha[:7]}`."})
     completed = False
+    reason = "The eval run could not finish (see the worker logs)."
     try:
-        gate_report = await _run(services, gh, repo, head_sha, base_sha)
+        try:
+            gate_report = await _run(services, gh, repo, head_sha, base_sha)
+        except ExecutionError as err:
+            reason = f"The eval run could not finish: {err}"
+            raise
         await complete_check_run(
             gh, owner, name, check_run_id, gate_report.conclusion,
             CheckOutput(report.check_title(gate_report), report.check_summary(gate_report),
@@ -103,7 +108,7 @@ async def _gate(
         return {"conclusion": gate_report.conclusion, "head_sha": head_sha}
     finally:
         if not completed:
-            await _conclude_aborted(gh, owner, name, check_run_id)
+            await _conclude_aborted(gh, owner, name, check_run_id, reason)
 
 
 async def _run(
@@ -120,15 +125,19 @@ async def _run(
             return await gate_trees(head_root, base_root, head_sha=head_sha, base_sha=base_sha)
     except GitError as err:
         raise ExecutionError(f"git failed: {err}") from err
+    except ValueError as err:  # a SHA, URL or repository name git must not be given
+        raise ExecutionError(str(err)) from err
 
 
-async def _conclude_aborted(gh: GitHubClient, owner: str, name: str, check_run_id: int) -> None:
+async def _conclude_aborted(
+    gh: GitHubClient, owner: str, name: str, check_run_id: int, reason: str
+) -> None:
     """Conclude a check run whose job failed, so a required check never hangs."""
     try:
         await gh.update_check_run(owner, name, check_run_id, {
             "status": "completed", "conclusion": "failure",
             "output": {"title": "llmgate: the run failed",
-                       "summary": "The eval run could not finish (see the worker logs). "
+                       "summary": f"{clip_text(reason, 2000)}\n\n"
                                   "Comment `/llmgate rerun` to try again."}})
     except Exception:  # the job's own error is the one to report
         log.exception("could not conclude check run %s", check_run_id)
