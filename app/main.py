@@ -18,6 +18,8 @@ from redis.asyncio import ConnectionPool
 from starlette.applications import Starlette
 from starlette.routing import Route
 
+from app.logs import web_formatter
+from app.ops import OpsEndpoints, OpsSettings
 from app.settings import SettingsError, WebSettings, masked_url
 from app.webhooks import HEALTH_TIMEOUT_S, WebhookReceiver, redis_answers
 
@@ -44,17 +46,21 @@ def open_queue(redis_url: str) -> ArqRedis:
     return ArqRedis(pool)
 
 
-def create_app(settings: WebSettings | None = None) -> Starlette:
-    """Build the web app: ``POST /webhook`` and ``GET /healthz``.
+def create_app(settings: WebSettings | None = None, ops: OpsSettings | None = None) -> Starlette:
+    """Build the web app: ``POST /webhook``, ``GET /healthz``, ``GET /readyz``, ``GET /metrics``.
 
     Args:
         settings: the web settings; read from the environment when ``None``.
+        ops: settings of ``/readyz`` and ``/metrics``; from the environment when both are
+            ``None``, else the defaults.
 
     Raises:
         SettingsError: ``settings`` is ``None`` and the environment is incomplete or malformed.
     """
     resolved = settings if settings is not None else WebSettings.from_env()
     receiver = WebhookReceiver(resolved)
+    endpoints = OpsEndpoints(ops or (OpsSettings.from_env() if settings is None else OpsSettings()),
+                             lambda: receiver.queue)
 
     @asynccontextmanager
     async def lifespan(_app: Starlette) -> AsyncIterator[None]:
@@ -71,22 +77,28 @@ def create_app(settings: WebSettings | None = None) -> Starlette:
             await queue.aclose(close_connection_pool=True)
 
     routes = [
-        Route("/webhook", receiver.handle, methods=["POST"]),
+        Route("/webhook", receiver, methods=["POST"]),  # a raw ASGI app: the hot path
         Route("/healthz", receiver.healthz, methods=["GET"]),
+        Route("/readyz", endpoints.readyz, methods=["GET"]),
+        Route("/metrics", endpoints.metrics, methods=["GET"]),
     ]
     return Starlette(routes=routes, lifespan=lifespan)
 
 
-def _configure_logging() -> None:
+def _configure_logging(formatter: logging.Formatter) -> None:
     """Send the ``app`` loggers to stderr at uvicorn's level, unless logging is set up already.
 
-    This makes ``uvicorn --log-level`` govern the one-line-per-delivery log too.
+    This makes ``uvicorn --log-level`` govern the one-line-per-delivery log too. uvicorn's own
+    handlers get ``formatter`` as well, so ``LLMGATE_LOG_FORMAT=json`` makes every line JSON.
     """
     logger = logging.getLogger("app")
     if logger.handlers:
         return
+    for name in ("uvicorn", "uvicorn.error", "uvicorn.access"):
+        for uvicorn_handler in logging.getLogger(name).handlers:
+            uvicorn_handler.setFormatter(formatter)
     handler = logging.StreamHandler()
-    handler.setFormatter(logging.Formatter("%(levelname)-8s %(name)s: %(message)s"))
+    handler.setFormatter(formatter)
     logger.addHandler(handler)
     logger.setLevel(logging.getLogger("uvicorn.error").getEffectiveLevel())
     logger.propagate = False
@@ -103,10 +115,12 @@ def __getattr__(name: str) -> Starlette:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     try:
         settings = WebSettings.from_env()
+        ops = OpsSettings.from_env()
+        formatter = web_formatter()
     except SettingsError as exc:
         sys.stderr.write(f"llmgate web: configuration error: {exc}\n")
         raise SystemExit(EXIT_SETTINGS) from None
-    _configure_logging()
-    app = create_app(settings)
+    _configure_logging(formatter)
+    app = create_app(settings, ops)
     globals()["app"] = app
     return app

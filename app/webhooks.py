@@ -1,11 +1,11 @@
 """Receive GitHub webhook deliveries: verify, filter, enqueue, and nothing else.
 
 Per delivery: read the body under a size cap, check ``X-Hub-Signature-256`` over the raw bytes
-before parsing anything, parse the JSON once, route it (``app.routes``), then one Redis
-``SET NX`` to drop redeliveries and at most one arq enqueue. GitHub waits 10 seconds for an
-answer and does not redeliver on its own (docs.github.com/en/webhooks/using-webhooks/
-best-practices-for-using-webhooks), so a delivery we could not queue gets 503 and is left
-unmarked for a manual redelivery.
+before parsing anything, parse the JSON once, route it (``app.routes``), then one Redis round
+trip that drops redeliveries and enqueues at most one arq job (``app.enqueue``). GitHub waits
+10 seconds for an answer and does not redeliver on its own (docs.github.com/en/webhooks/
+using-webhooks/best-practices-for-using-webhooks), so a delivery we could not queue gets 503
+and is left unmarked for a manual redelivery.
 """
 
 from __future__ import annotations
@@ -16,21 +16,26 @@ import hmac
 import json
 import logging
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from arq.connections import ArqRedis
 from gidgethub.sansio import Event
 from redis.exceptions import RedisError
-from starlette.datastructures import Headers
-from starlette.requests import ClientDisconnect, Request
+from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
+from starlette.types import Receive, Scope, Send
 
+from app.asgi import header_values, send_json
+from app.enqueue import Outcome, mark_and_enqueue
+from app.logs import delivery_fields
+from app.metrics import count_delivery
+from app.redis_pipe import RedisPipe
+from app.rejections import RejectionLog
 from app.routes import router
 from app.routes.decision import Decision
 from app.routes.payload import PayloadError
 from app.settings import WebSettings
-from worker.contract import DELIVERY_KEY_PREFIX, DELIVERY_TTL_S
 
 log = logging.getLogger(__name__)
 
@@ -45,6 +50,9 @@ _SIGNATURE_PREFIX = "sha256="
 # Header values are not signed: accept only plain names (GitHub sends GUIDs and snake_case).
 _DELIVERY_ID = re.compile(r"[A-Za-z0-9._-]{1,128}")
 _EVENT_NAME = re.compile(r"[a-z0-9_]{1,64}")
+#: The only request headers the webhook endpoint reads.
+_WEBHOOK_HEADERS = frozenset({b"content-length", b"content-type", b"x-github-event",
+                              b"x-github-delivery", b"x-hub-signature-256"})
 
 
 def _json_loader() -> Callable[[bytes], Any]:
@@ -93,14 +101,18 @@ def signature_matches(secret: str | bytes, body: bytes, header: str | None) -> b
     return hmac.compare_digest(sign(secret, body).encode("ascii"), given)
 
 
-async def read_body(request: Request, max_bytes: int) -> bytes:
-    """Return the request body, refusing more than ``max_bytes`` before reading it all.
+async def read_body(receive: Receive, declared: str | None, max_bytes: int) -> bytes:
+    """Return the request body from ASGI ``receive``, refusing more than ``max_bytes``.
+
+    Args:
+        receive: the ASGI receive callable of the request.
+        declared: the ``Content-Length`` header, if any; checked before reading anything.
+        max_bytes: the body cap, in bytes.
 
     Raises:
         Rejection: 413 when ``Content-Length`` or the streamed byte count exceeds the cap; 400
             on a malformed ``Content-Length`` or a client that went away.
     """
-    declared = request.headers.get("content-length")
     if declared is not None:
         if not (declared.isascii() and declared.isdigit()):
             raise Rejection(400, "malformed Content-Length header")
@@ -108,18 +120,21 @@ async def read_body(request: Request, max_bytes: int) -> bytes:
             raise Rejection(413, f"body larger than {max_bytes} bytes")
     chunks: list[bytes] = []
     size = 0
-    try:
-        async for chunk in request.stream():
-            size += len(chunk)
-            if size > max_bytes:
-                raise Rejection(413, f"body larger than {max_bytes} bytes")
-            chunks.append(chunk)
-    except ClientDisconnect:
-        raise Rejection(400, "client disconnected before the body was read") from None
-    return b"".join(chunks)
+    more_body = True
+    while more_body:
+        message = await receive()
+        if message["type"] != "http.request":  # http.disconnect
+            raise Rejection(400, "client disconnected before the body was read")
+        chunk: bytes = message.get("body", b"")
+        size += len(chunk)
+        if size > max_bytes:
+            raise Rejection(413, f"body larger than {max_bytes} bytes")
+        chunks.append(chunk)
+        more_body = message.get("more_body", False)
+    return chunks[0] if len(chunks) == 1 else b"".join(chunks)
 
 
-def parse_delivery(headers: Headers, body: bytes) -> Event:
+def parse_delivery(headers: Mapping[str, str], body: bytes) -> Event:
     """Parse a verified body and its GitHub headers into a gidgethub ``Event``.
 
     Raises:
@@ -156,49 +171,67 @@ class WebhookReceiver:
         """Keep the secret (as bytes) and the body cap from ``settings``."""
         self._secret = settings.webhook_secret.encode()
         self._max_body_bytes = settings.max_body_bytes
-        self.queue: ArqRedis | None = None
+        self._rejections = RejectionLog(log)
+        self._queue: ArqRedis | None = None
+        self._pipe: RedisPipe | None = None
 
-    async def handle(self, request: Request) -> Response:
-        """Answer one delivery: 202 queued, 200 duplicate/ignored/pong, or 4xx/503 refused."""
+    @property
+    def queue(self) -> ArqRedis | None:
+        """The arq Redis client, or ``None`` outside the app's lifespan (answers 503)."""
+        return self._queue
+
+    @queue.setter
+    def queue(self, queue: ArqRedis | None) -> None:
+        """Use ``queue``; deliveries go through one pipelined connection of its pool."""
+        self._queue = queue
+        self._pipe = None if queue is None else RedisPipe(queue.connection_pool, REDIS_TIMEOUT_S)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """Answer one ``POST /webhook`` delivery, as a raw ASGI app (see ``app.asgi``).
+
+        202 queued, 200 duplicate/ignored/pong, or 4xx/503 refused, with a JSON body.
+        """
+        headers = header_values(scope, _WEBHOOK_HEADERS)
         try:
-            body = await read_body(request, self._max_body_bytes)
-            signature = request.headers.get("x-hub-signature-256")
+            body = await read_body(receive, headers.get("content-length"), self._max_body_bytes)
+            signature = headers.get("x-hub-signature-256")
             if not signature_matches(self._secret, body, signature):
                 raise Rejection(401, "missing or invalid X-Hub-Signature-256 (HMAC-SHA256)")
-            event = parse_delivery(request.headers, body)
+            event = parse_delivery(headers, body)
             status_code, answer = await self._settle(event.delivery_id, await route(event))
         except Rejection as rejection:
-            log.warning("webhook rejected (%d): %s", rejection.status_code, rejection.message)
-            return JSONResponse({"error": rejection.message}, rejection.status_code)
+            count_delivery("-", f"rejected_{rejection.status_code}")
+            self._rejections.record(rejection.status_code, rejection.message)  # aggregated
+            await send_json(send, rejection.status_code, {"error": rejection.message})
+            return
+        count_delivery(event.event, answer["status"])
         log.info("delivery %s event=%s action=%s: %s", event.delivery_id, event.event,
-                 event.data.get("action", "-"), answer["status"])
-        return JSONResponse(answer, status_code)
+                 event.data.get("action", "-"), answer["status"],
+                 extra=delivery_fields(event, answer["status"]))
+        await send_json(send, status_code, answer)
 
     async def _settle(self, delivery_id: str, decision: Decision) -> tuple[int, dict[str, str]]:
-        """Mark the delivery as seen, then enqueue the planned job; return (status, answer).
+        """Mark the delivery as seen and enqueue the planned job; return (status, answer).
+
+        One atomic Redis script does both (``app.enqueue``): when it fails, nothing was written
+        (or, if only its reply was lost, the job is queued and a redelivery is a duplicate).
 
         Raises:
-            Rejection: 503 when Redis fails; the mark is then removed so a redelivery counts.
+            Rejection: 503 when Redis fails or is slower than ``REDIS_TIMEOUT_S``.
         """
-        queue = self.queue
-        if queue is None:
+        pipe = self._pipe
+        if pipe is None:
             raise Rejection(503, "the job queue is not open yet; redeliver later")
-        key = DELIVERY_KEY_PREFIX + delivery_id
-        job = decision.job
-        marked = False
         try:
             async with asyncio.timeout(REDIS_TIMEOUT_S):
-                if not await queue.set(key, b"1", nx=True, ex=DELIVERY_TTL_S):
-                    return 200, {"status": "duplicate"}
-                marked = True
-                if job is None:
-                    return 200, decision.as_json()
-                queued = await queue.enqueue_job(job.function, job.payload, _job_id=job.job_id)
+                outcome = await mark_and_enqueue(pipe, delivery_id, decision.job)
         except REDIS_ERRORS:
-            if marked:
-                await _forget(queue, key)
             raise Rejection(503, "the job queue is unavailable; redeliver later") from None
-        return 202, {"status": "queued" if queued is not None else "already_queued"}
+        if outcome is Outcome.DUPLICATE:
+            return 200, {"status": "duplicate"}
+        if decision.job is None:
+            return 200, decision.as_json()
+        return 202, {"status": "queued" if outcome is Outcome.MARKED else "already_queued"}
 
     async def healthz(self, request: Request) -> Response:
         """Answer 200 ``{"status": "ok"}`` when Redis answers PING within 1 s, else 503."""
@@ -227,12 +260,3 @@ async def redis_answers(queue: ArqRedis, timeout_s: float = HEALTH_TIMEOUT_S) ->
         return bool(await asyncio.wait_for(queue.ping(), timeout_s))
     except REDIS_ERRORS:
         return False
-
-
-async def _forget(queue: ArqRedis, key: str) -> None:
-    """Delete a delivery mark, best effort (Redis may be the thing that is down)."""
-    try:
-        await asyncio.wait_for(queue.delete(key), HEALTH_TIMEOUT_S)
-    except REDIS_ERRORS:
-        log.warning("could not remove delivery mark %s; a redelivery will be seen as duplicate",
-                    key)

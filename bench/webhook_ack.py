@@ -1,25 +1,30 @@
 """Benchmark how fast the web process acknowledges webhook deliveries.
 
 Starts its own ``redis-server`` (free loopback port, no persistence) and ``uvicorn app.main:app``
-(one worker, log level warning), sends signed ``pull_request`` ``synchronize`` deliveries (the
-~28 KB fixture, each with its own head SHA and delivery id, so each is a distinct job), prints
-p50/p99 ack latency in ms and deliveries/s, checks that every delivery landed in the arq queue,
-and stops both processes on exit. The last line is ``deliveries_per_s=<n>``.
+(one worker; log level info without uvicorn's access log by default), sends signed
+``pull_request`` ``synchronize`` deliveries (the ~28 KB fixture, each with its own head SHA and
+delivery id, so each is a distinct job), prints p50/p99 ack latency in ms, deliveries/s and the
+CPU time per delivery of the web process, redis-server and the client, checks that every
+delivery landed in the arq queue as one job, and stops both processes on exit. The last line is
+``deliveries_per_s=<n>``.
 
     python bench/webhook_ack.py                      # closed loop: 2,000 at concurrency 50
     python bench/webhook_ack.py --rate 300           # open loop: a fixed send rate
-    python bench/webhook_ack.py --client httpx       # httpx.AsyncClient instead of raw streams
+    python bench/webhook_ack.py --server-cpu 1 --redis-cpu 0 --client-cpu 0   # web on one core
+    python bench/webhook_ack.py --rounds 5           # five measured rounds, median reported
+    python bench/webhook_ack.py --loop asyncio --http h11   # without uvloop and httptools
 
-Latency is from the moment a request is due (open loop) or sent (closed loop) to the end of
-its response, so queueing in the server is counted (no coordinated omission in open loop).
-Only loopback addresses are used.
+Latency runs from the moment a request is sent to the end of its response, so queueing in the
+server is counted. In open loop every request is sent on schedule on a free connection (a new
+one when all are busy), so a slow answer never holds back the next request (no coordinated
+omission); how late the client's timer sent each request is printed apart. Only loopback
+addresses are used.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import importlib.util
 import json
 import os
 import shutil
@@ -31,6 +36,7 @@ import tempfile
 import time
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import cast
 
@@ -45,6 +51,9 @@ from app.webhooks import sign  # noqa: E402
 FIXTURE = ROOT / "tests" / "fixtures" / "github" / "webhooks" / "pull_request.synchronize.json"
 SECRET = "bench-secret"
 HOST = "127.0.0.1"
+#: Pooled connections idle longer than this are replaced: uvicorn closes idle keep-alive
+#: connections after 5 s (its --timeout-keep-alive default).
+IDLE_LIMIT_S = 4.0
 Send = Callable[[int], Awaitable[int]]
 
 
@@ -68,9 +77,30 @@ def wait_until(check: Callable[[], bool], what: str, timeout_s: float = 15.0) ->
     raise TimeoutError(f"{what} not ready after {timeout_s} s")
 
 
+def pinned(command: list[str], cpu: str) -> list[str]:
+    """Return ``command`` run under ``taskset -c cpu`` (unchanged when ``cpu`` is empty)."""
+    return ["taskset", "-c", cpu, *command] if cpu else command
+
+
+def uvicorn_command(args: argparse.Namespace, port: int) -> list[str]:
+    """Return the web process's command line for the chosen loop, HTTP parser and logging."""
+    command = [sys.executable, "-m", "uvicorn", "app.main:app", "--host", HOST, "--port",
+               str(port), "--workers", "1", "--log-level", args.log_level,
+               "--loop", args.loop, "--http", args.http]
+    if not args.access_log:
+        command.append("--no-access-log")
+    return pinned(command, args.server_cpu)
+
+
+def cpu_seconds(pid: int) -> float:
+    """Return the user + system CPU time a process has used so far, in seconds (Linux)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 @contextmanager
-def services() -> Iterator[tuple[str, str]]:
-    """Run redis-server and the web process; yield (redis URL, web base URL); stop both."""
+def services(args: argparse.Namespace) -> Iterator[tuple[str, str, list[int]]]:
+    """Run redis-server and the web process; yield (redis URL, web URL, [web pid, redis pid])."""
     binary = shutil.which("redis-server")
     if binary is None:
         sys.exit("redis-server is not installed (apt-get install redis-server)")
@@ -79,21 +109,28 @@ def services() -> Iterator[tuple[str, str]]:
     procs: list[subprocess.Popen[bytes]] = []
     with tempfile.TemporaryDirectory() as workdir:
         try:
-            procs.append(subprocess.Popen(
+            procs.append(subprocess.Popen(pinned(
                 [binary, "--port", str(redis_port), "--bind", HOST, "--save", "",
-                 "--appendonly", "no", "--dir", workdir], stdout=subprocess.DEVNULL))
+                 "--appendonly", "no", "--dir", workdir], args.redis_cpu),
+                stdout=subprocess.DEVNULL))
             wait_until(lambda: bool(redis.Redis.from_url(redis_url).ping()), "redis-server")
             env = os.environ | {"GITHUB_WEBHOOK_SECRET": SECRET, "REDIS_URL": redis_url}
-            procs.append(subprocess.Popen(
-                [sys.executable, "-m", "uvicorn", "app.main:app", "--host", HOST, "--port",
-                 str(web_port), "--workers", "1", "--log-level", "warning", "--no-access-log"],
-                cwd=ROOT, env=env))
-            wait_until(lambda: httpx.get(web_url + "/healthz").status_code == 200, "web process")
-            yield redis_url, web_url
+            # The server's log goes to a file, as in production; shown if it fails to start.
+            log = open(Path(workdir) / "web.log", "wb")  # noqa: SIM115 - closed below
+            procs.append(subprocess.Popen(uvicorn_command(args, web_port), cwd=ROOT, env=env,
+                                          stderr=log, stdout=log))
+            try:
+                wait_until(lambda: httpx.get(web_url + "/healthz").status_code == 200,
+                           "web process")
+            except TimeoutError:
+                sys.stderr.write((Path(workdir) / "web.log").read_text()[-4000:])
+                raise
+            yield redis_url, web_url, [procs[1].pid, procs[0].pid]
         finally:
             for proc in reversed(procs):
                 proc.terminate()
                 proc.wait(timeout=10)
+            log.close()
 
 
 def make_deliveries(count: int, offset: int) -> list[tuple[bytes, dict[str, str]]]:
@@ -116,6 +153,7 @@ class RawConnection:
     def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         """Wrap an open stream pair."""
         self.reader, self.writer = reader, writer
+        self.last_used = time.monotonic()
 
     @classmethod
     async def open(cls, port: int) -> RawConnection:
@@ -150,8 +188,13 @@ def raw_sender(web_url: str, deliveries: list[tuple[bytes, dict[str, str]]],
         heads.append(("\r\n".join(lines) + "\r\n\r\n").encode())
 
     async def send(i: int) -> int:
-        conn = pool.pop() if pool else await RawConnection.open(port)
+        conn = pool.pop() if pool else None
+        if conn is not None and time.monotonic() - conn.last_used > IDLE_LIMIT_S:
+            conn.close()  # the server may have closed it already (keep-alive timeout)
+            conn = None
+        conn = conn or await RawConnection.open(port)
         status = await conn.post(heads[i], deliveries[i][0])
+        conn.last_used = time.monotonic()
         pool.append(conn)
         return status
 
@@ -186,14 +229,24 @@ async def closed_loop(send: Send, count: int, concurrency: int) -> tuple[list[fl
     return latencies, time.perf_counter() - started
 
 
-async def open_loop(send: Send, count: int, rate: float) -> tuple[list[float], float]:
-    """Start delivery ``i`` at ``i / rate`` seconds; return (latencies ms, seconds)."""
+async def open_loop(send: Send, count: int,
+                    rate: float) -> tuple[list[float], float, list[float]]:
+    """Start delivery ``i`` at ``i / rate`` seconds; return (latencies ms, seconds, lags ms).
+
+    Each request goes out on its own connection when the others are busy, so a slow answer
+    never delays the next send. Latency runs from the actual send; the lag (send minus due
+    time) is returned apart: timers wake the client up to ~1 ms late (the event loop sleeps in
+    whole milliseconds), which is the client's error, not the server's.
+    """
     latencies: list[float] = []
+    lags: list[float] = []
     statuses: list[int] = []
 
     async def one(i: int, due: float) -> None:
+        sent = time.perf_counter()
+        lags.append((sent - due) * 1000)
         statuses.append(await send(i))
-        latencies.append((time.perf_counter() - due) * 1000)
+        latencies.append((time.perf_counter() - sent) * 1000)
 
     started = time.perf_counter()
     tasks = []
@@ -203,7 +256,7 @@ async def open_loop(send: Send, count: int, rate: float) -> tuple[list[float], f
         tasks.append(asyncio.create_task(one(i, due)))
     await asyncio.gather(*tasks)
     check_statuses(statuses)
-    return latencies, time.perf_counter() - started
+    return latencies, time.perf_counter() - started, lags
 
 
 def check_statuses(statuses: list[int]) -> None:
@@ -219,57 +272,137 @@ def percentile(values: list[float], fraction: float) -> float:
     return ordered[min(len(ordered) - 1, max(0, round(fraction * len(ordered)) - 1))]
 
 
-async def run(args: argparse.Namespace, web_url: str, store: redis.Redis) -> float:
-    """Warm up, run the measured phase, report; return deliveries per second."""
-    count: int = args.count
+@dataclass
+class Round:
+    """One measured round: ack latencies (ms), wall time (s), CPU (s) of web/redis/client,
+    queued jobs, and in open loop how late each send was (ms)."""
+
+    latencies_ms: list[float]
+    elapsed_s: float
+    cpu_s: list[float]
+    jobs: int
+    lags_ms: list[float]
+
+    @property
+    def per_s(self) -> float:
+        """Deliveries acknowledged per second of wall time."""
+        return len(self.latencies_ms) / self.elapsed_s
+
+
+async def run(args: argparse.Namespace, web_url: str, store: redis.Redis,
+              pids: list[int]) -> list[Round]:
+    """Warm up, then run ``args.rounds`` measured rounds of fresh deliveries; return them."""
     pool: list[RawConnection] = []
     limits = httpx.Limits(max_connections=max(args.concurrency, 1000))
+    rounds = []
     async with httpx.AsyncClient(base_url=web_url, limits=limits) as client:
-        for deliveries in (make_deliveries(args.warmup, offset=10**9),
-                           make_deliveries(count, offset=0)):
-            store.flushdb()  # the warm-up's jobs must not count
+        # Made up front: a pause between rounds would let the server close idle connections.
+        phases = [make_deliveries(args.warmup, 10**9)] + [
+            make_deliveries(args.count, r * args.count) for r in range(args.rounds)]
+        for deliveries in phases:
+            count = len(deliveries)
+            store.flushdb()  # each round counts only its own jobs
             send = (httpx_sender(client, deliveries) if args.client == "httpx"
                     else raw_sender(web_url, deliveries, pool))
+            cpu_before = [cpu_seconds(pid) for pid in pids]
+            lags: list[float] = []
             if args.rate:
-                latencies, elapsed = await open_loop(send, len(deliveries), args.rate)
+                latencies, elapsed, lags = await open_loop(send, count, args.rate)
             else:
-                latencies, elapsed = await closed_loop(send, len(deliveries), args.concurrency)
+                latencies, elapsed = await closed_loop(send, count, args.concurrency)
+            cpu_used = [cpu_seconds(pid) - before
+                        for pid, before in zip(pids, cpu_before, strict=True)]
+            jobs = cast(int, store.zcard("arq:queue"))
+            rounds.append(Round(latencies, elapsed, cpu_used, jobs, lags))
     for conn in pool:
         conn.close()
-    report(latencies, args, cast(int, store.zcard("arq:queue")))
-    return count / elapsed
+    return rounds[1:]
 
 
-def report(latencies: list[float], args: argparse.Namespace, jobs: int) -> None:
-    """Print the figures; exit non-zero unless every delivery became one queued arq job."""
-    mode = f"open loop at {args.rate}/s" if args.rate else f"concurrency {args.concurrency}"
-    fast = [m for m in ("uvloop", "httptools") if importlib.util.find_spec(m)]
-    print(f"client={args.client} {mode} deliveries={args.count} "
-          f"server extras={','.join(fast) or 'none (asyncio loop, h11)'}")
-    print(f"ack latency ms: p50={percentile(latencies, 0.50):.2f} "
+def report(rounds: list[Round], args: argparse.Namespace) -> Round:
+    """Print each round and the median one in full; return the median round.
+
+    Exits non-zero unless every delivery of every round became one queued arq job. CPU per
+    delivery (web process, redis-server, this client) is each one's cost, whatever else the
+    machine was doing, so it is the steadier figure on a busy machine.
+    """
+    mode = f"open loop at {args.rate:g}/s" if args.rate else f"concurrency {args.concurrency}"
+    pins = f"web cpu {args.server_cpu or 'any'}, redis cpu {args.redis_cpu or 'any'}, " \
+           f"client cpu {args.client_cpu or 'any'}"
+    print(f"client={args.client} {mode} deliveries={args.count} rounds={args.rounds} "
+          f"loop={args.loop} http={args.http} log-level={args.log_level} "
+          f"access-log={args.access_log} ({pins})")
+    for number, one in enumerate(rounds, 1):
+        web_us = one.cpu_s[0] / args.count * 1e6
+        print(f"round {number}: {one.per_s:.0f}/s p50={percentile(one.latencies_ms, 0.5):.2f} "
+              f"p99={percentile(one.latencies_ms, 0.99):.2f} ms web cpu {web_us:.0f} us")
+        if one.jobs != args.count:
+            sys.exit(f"round {number}: expected {args.count} queued jobs, found {one.jobs}")
+    median = sorted(rounds, key=lambda one: one.per_s)[len(rounds) // 2]
+    latencies = median.latencies_ms
+    print(f"median round: ack latency ms: p50={percentile(latencies, 0.50):.2f} "
           f"p99={percentile(latencies, 0.99):.2f} max={max(latencies):.2f} "
           f"mean={statistics.fmean(latencies):.2f}")
-    print(f"jobs in arq queue: {jobs} (expected {args.count})")
-    if jobs != args.count:
-        sys.exit(f"expected {args.count} queued jobs, found {jobs}")
+    if median.lags_ms:
+        print(f"client send lag ms (not in the latency): p50={percentile(median.lags_ms, 0.5):.2f} "
+              f"p99={percentile(median.lags_ms, 0.99):.2f}")
+    web_us, redis_us, client_us = (seconds / args.count * 1e6 for seconds in median.cpu_s)
+    print(f"cpu per delivery us: web={web_us:.0f} redis={redis_us:.0f} client={client_us:.0f}; "
+          f"web busy {median.cpu_s[0] / median.elapsed_s:.0%} of {median.elapsed_s:.2f} s; "
+          f"every delivery queued one arq job")
+    return median
 
 
-def main() -> None:
-    """Parse the arguments, run the benchmark, print ``deliveries_per_s=<n>`` last."""
+def parse_args() -> argparse.Namespace:
+    """Parse the command line."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--count", type=int, default=2000, help="measured deliveries")
     parser.add_argument("--concurrency", type=int, default=50, help="closed-loop workers")
     parser.add_argument("--rate", type=float, default=0.0, help="open loop: deliveries/s")
     parser.add_argument("--warmup", type=int, default=200, help="unmeasured deliveries first")
+    parser.add_argument("--rounds", type=int, default=1,
+                        help="measured rounds (fresh deliveries each); the median is reported")
     parser.add_argument("--client", choices=("raw", "httpx"), default="raw")
+    parser.add_argument("--loop", choices=("auto", "asyncio", "uvloop"), default="auto",
+                        help="uvicorn --loop (auto: uvloop when installed)")
+    parser.add_argument("--http", choices=("auto", "h11", "httptools"), default="auto",
+                        help="uvicorn --http (auto: httptools when installed)")
+    parser.add_argument("--log-level", default="info", help="uvicorn --log-level")
+    parser.add_argument("--access-log", action=argparse.BooleanOptionalAction, default=False,
+                        help="uvicorn's access log line per request")
+    parser.add_argument("--server-cpu", default="", help="taskset -c list for the web process")
+    parser.add_argument("--redis-cpu", default="", help="taskset -c list for redis-server")
+    parser.add_argument("--client-cpu", default="", help="CPU list for this client process")
     args = parser.parse_args()
-    with services() as (redis_url, web_url):
+    if min(args.count, args.rounds, args.concurrency) < 1 or args.warmup < 0 or args.rate < 0:
+        parser.error("--count, --rounds and --concurrency must be positive, --warmup and --rate "
+                     "not negative")
+    return args
+
+
+def client_loop() -> Callable[[], asyncio.AbstractEventLoop]:
+    """Return the client's event loop factory: uvloop's when installed (a lighter client)."""
+    try:
+        import uvloop
+    except ImportError:
+        return asyncio.new_event_loop
+    return uvloop.new_event_loop
+
+
+def main() -> None:
+    """Parse the arguments, run the benchmark, print ``deliveries_per_s=<n>`` last."""
+    args = parse_args()
+    if args.client_cpu:
+        os.sched_setaffinity(0, {int(c) for c in args.client_cpu.split(",")})
+    with services(args) as (redis_url, web_url, pids):
         store = redis.Redis.from_url(redis_url)
         try:
-            per_s = asyncio.run(run(args, web_url, store))
+            with asyncio.Runner(loop_factory=client_loop()) as runner:
+                rounds = runner.run(run(args, web_url, store, [*pids, os.getpid()]))
         finally:
             store.close()
-    print(f"deliveries_per_s={per_s:.0f}")
+    median = report(rounds, args)
+    print(f"deliveries_per_s={median.per_s:.0f}")
 
 
 if __name__ == "__main__":

@@ -1,4 +1,6 @@
-"""The ``llmgate`` command line: ``run`` (gate locally), ``serve``, ``worker`` and ``demo``."""
+"""The ``llmgate`` command line: ``run`` (gate locally), ``serve``, ``worker``, ``demo``,
+``setup`` (register the GitHub App), ``healthcheck`` (the container's health check) and
+``calibrate`` (A/A runs: the gate's false-alarm rate and unstable examples)."""
 
 from __future__ import annotations
 
@@ -11,10 +13,18 @@ from contextlib import AsyncExitStack
 from pathlib import Path
 
 from worker import report
+from worker.calibrate import add_calibrate_command
 from worker.checkout import GitError, local_worktree, resolve_ref
+from worker.evals.cli_cache import eval_context
 from worker.evals.types import CONFIG_FILENAME, ExecutionError, GateReport
+from worker.healthcheck import add_healthcheck_command
 from worker.pipeline import gate_trees
+from worker.redact import Redactor, secrets_from_environ
+from worker.setup_server import add_setup_command
 
+#: On SIGTERM the web process stops accepting connections and lets requests in flight finish
+#: for up to this many seconds (GitHub itself waits 10 s for a delivery's answer).
+WEB_DRAIN_S = 20
 #: Exit codes of ``llmgate run``.
 EXIT_PASS, EXIT_GATE_FAILED, EXIT_CONFIG_ERROR, EXIT_EXECUTION_ERROR = 0, 1, 2, 3
 
@@ -40,16 +50,24 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--head", help="head ref or SHA (default: the working tree)")
     run.add_argument("--format", choices=("markdown", "json"), default="markdown")
     run.add_argument("--output", type=Path, help="write the report here instead of stdout")
-    run.add_argument("--repo", type=Path, default=Path.cwd(), help=argparse.SUPPRESS)
+    run.add_argument("--repo", type=Path, default=None, help=argparse.SUPPRESS)
+    cache = run.add_mutually_exclusive_group()
+    cache.add_argument("--no-cache", action="store_true",
+                       help="neither read nor write the model response cache")
+    cache.add_argument("--refresh-cache", action="store_true",
+                       help="send every model call again and store the new answers")
     run.set_defaults(func=cmd_run)
     serve = sub.add_parser("serve", help="start the webhook receiver (uvicorn app.main:app)")
     serve.add_argument("--host", default=os.environ.get("HOST", "127.0.0.1"))
-    serve.add_argument("--port", type=int, default=int(os.environ.get("PORT", "8000")))
+    serve.add_argument("--port", type=int, default=os.environ.get("PORT", "8000"))
     serve.set_defaults(func=cmd_serve)
     worker = sub.add_parser("worker", help="start an arq worker (arq worker.main.WorkerSettings)")
     worker.set_defaults(func=cmd_worker)
     demo = sub.add_parser("demo", help="gate the example PR end to end on this machine")
     demo.set_defaults(func=cmd_demo)
+    add_setup_command(sub)
+    add_healthcheck_command(sub)
+    add_calibrate_command(sub)
     return parser
 
 
@@ -65,10 +83,16 @@ def cmd_run(args: argparse.Namespace) -> int:
     except (GitError, ExecutionError, OSError) as err:
         print(f"llmgate: {err}", file=sys.stderr)
         return EXIT_EXECUTION_ERROR
+    # CI logs are often public: no provider key of the environment may appear in the report
+    gate_report = Redactor(secrets_from_environ(os.environ)).redact_value(gate_report)
     rendered = (report.render_json(gate_report) if args.format == "json"
                 else report.render_markdown(gate_report))
     if args.output:
-        args.output.write_text(rendered, encoding="utf-8")
+        try:
+            args.output.write_text(rendered, encoding="utf-8")
+        except OSError as err:
+            print(f"llmgate: cannot write {args.output}: {err.strerror}", file=sys.stderr)
+            return EXIT_EXECUTION_ERROR
     else:
         print(rendered)
     if gate_report.config_error is not None:
@@ -77,36 +101,67 @@ def cmd_run(args: argparse.Namespace) -> int:
     return EXIT_PASS if gate_report.conclusion == "success" else EXIT_GATE_FAILED
 
 
+def repo_root(start: Path) -> Path:
+    """Return the nearest directory at or above ``start`` holding ``.git``; else ``start``.
+
+    So ``llmgate run`` finds ``.llmgate.yml`` at the repository root from any subdirectory.
+    """
+    start = start.absolute()
+    return next((d for d in (start, *start.parents) if (d / ".git").exists()), start)
+
+
+async def _resolve(repo: Path, ref: str, option: str) -> str:
+    try:
+        return await resolve_ref(repo, ref)
+    except ValueError as err:  # e.g. --base=-x: never hand git an option
+        raise ExecutionError(f"{option}: {err}") from None
+
+
 async def _run_local(args: argparse.Namespace) -> GateReport:
-    repo: Path = args.repo
+    repo: Path = args.repo or repo_root(Path.cwd())
     async with AsyncExitStack() as stack:
         head_root, head_sha = repo, ""
         if args.head:
-            head_sha = await resolve_ref(repo, args.head)
+            head_sha = await _resolve(repo, args.head, "--head")
             head_root = await stack.enter_async_context(local_worktree(repo, head_sha))
         base_root, base_sha = None, ""
         if args.base:
-            base_sha = await resolve_ref(repo, args.base)
+            base_sha = await _resolve(repo, args.base, "--base")
             base_root = await stack.enter_async_context(local_worktree(repo, base_sha))
+        evals = await stack.enter_async_context(eval_context(args))
         return await gate_trees(head_root, base_root, head_sha=head_sha, base_sha=base_sha,
-                                config_path=args.config)
+                                config_path=args.config, evals=evals)
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
     """Start the web process (the webhook receiver) with uvicorn."""
     import uvicorn
 
-    uvicorn.run("app.main:app", host=args.host, port=args.port, log_level="info")
+    uvicorn.run("app.main:app", host=args.host, port=args.port, log_level="info",
+                timeout_graceful_shutdown=WEB_DRAIN_S)
     return 0
 
 
 def cmd_worker(args: argparse.Namespace) -> int:
-    """Start an arq worker that runs gate jobs from Redis."""
+    """Start an arq worker that runs gate jobs from Redis.
+
+    A missing or malformed setting prints one line and exits 2 (before Redis is contacted);
+    a Redis that still does not answer after arq's retries prints one line and exits 1.
+    """
+    import logging.config
+
+    from arq.logs import default_log_config
     from arq.worker import run_worker
+    from redis.exceptions import ConnectionError as RedisConnectionError
 
-    from worker.main import WorkerSettings
+    from worker.main import WorkerSettings  # checks every setting first (PEP 562 __getattr__)
 
-    run_worker(WorkerSettings)  # type: ignore[arg-type]
+    logging.config.dictConfig(default_log_config(verbose=False))
+    try:
+        run_worker(WorkerSettings)
+    except RedisConnectionError as err:
+        print(f"llmgate worker: cannot reach Redis: {err}", file=sys.stderr)
+        return 1
     return 0
 
 

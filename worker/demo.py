@@ -31,6 +31,9 @@ FIXTURES = SOURCE_ROOT / "tests" / "fixtures" / "github" / "webhooks"
 APP_ID = "4242"
 INSTALLATION_ID = 1
 BOT_LOGIN = "llmgate-demo[bot]"
+#: The pull request authors of GitHub's example payloads (webhook and REST) may write to the
+#: demo repository, so their pull requests are trusted and run without an approval.
+DEMO_WRITERS = {"Codertocat": "admin", "octocat": "admin"}
 
 
 def sign(secret: str, body: bytes) -> str:
@@ -129,7 +132,8 @@ class Stack:
         ready = self.workdir / "github-ready.json"
         setup = self.workdir / "github-setup.json"
         setup.write_text(json.dumps({"app_id": APP_ID, "public_key_pem": public_pem,
-                                     "bot_login": BOT_LOGIN, "app_slug": "llmgate-demo"}))
+                                     "bot_login": BOT_LOGIN, "app_slug": "llmgate-demo",
+                                     "collaborators": DEMO_WRITERS}))
         proc = self._spawn("github", [sys.executable, "-m", "tests.fakes.fake_github", "--port",
                                       "0", "--ready-file", str(ready), "--setup-file", str(setup)])
         deadline = time.monotonic() + 30

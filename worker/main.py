@@ -6,8 +6,9 @@ Several workers may share one Redis: arq hands each job to one worker, and job i
 
 from __future__ import annotations
 
-import logging
 import os
+import sys
+from collections.abc import Mapping
 from typing import Any, ClassVar
 
 import httpx
@@ -16,13 +17,18 @@ from redis.asyncio import Redis
 
 from worker.checkout import Checkouts
 from worker.github.auth import AppCredentials, InstallationTokenCache
-from worker.jobs import Services, gate_pull_request, rerun_from_comment
-from worker.settings import SettingsError, WorkerConfig, redis_url_from_env
+from worker.hardening import check_settings, harden
+from worker.jobs import Services, approve_pull_request, gate_pull_request, rerun_from_comment
+from worker.lifecycle import instrument_all, shutdown_grace_s, start_publishing, stop_publishing
+from worker.logging_setup import configure_worker_logging
+from worker.settings import SettingsError, WorkerConfig
 
 #: Wall-clock limit of one job, seconds: both checkouts and both eval runs.
 JOB_TIMEOUT_S = 3600
 #: GitHub API request timeout, seconds.
 HTTP_TIMEOUT_S = 30.0
+#: Exit status when a setting is missing or malformed (as the web process).
+EXIT_SETTINGS = 2
 
 
 async def startup(ctx: dict[str, Any]) -> None:
@@ -35,40 +41,86 @@ async def startup(ctx: dict[str, Any]) -> None:
         config = WorkerConfig.from_env()
     except SettingsError as err:
         raise SystemExit(f"llmgate worker: {err}") from None
-    logging.basicConfig(level=os.environ.get("LLMGATE_LOG_LEVEL", "INFO"),
-                        format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    try:
+        configure_worker_logging()
+    except ValueError as err:
+        raise SystemExit(f"llmgate worker: {err}") from None
+    try:
+        redactor = harden(config)  # sandbox, log redaction, non-dumpable process
+    except SettingsError as err:
+        raise SystemExit(f"llmgate worker: {err}") from None
     ctx["services"] = Services(
         config=config,
         http=httpx.AsyncClient(timeout=HTTP_TIMEOUT_S),
         tokens=InstallationTokenCache(AppCredentials(config.app_id, config.private_key)),
         checkouts=Checkouts(config.workdir),
         redis=Redis.from_url(config.redis_url),
+        redactor=redactor,
     )
+    start_publishing(ctx)
 
 
 async def shutdown(ctx: dict[str, Any]) -> None:
-    """Close the shared clients."""
+    """Publish the last metrics and close the shared clients."""
+    await stop_publishing(ctx)
     services: Services | None = ctx.get("services")
     if services is not None:
         await services.http.aclose()
         await services.redis.aclose()
 
 
-def _redis_settings() -> RedisSettings:
+def worker_settings(environ: Mapping[str, str] | None = None) -> type:
+    """Check every worker setting and return arq's settings class for them.
+
+    Everything a job will need is checked here, before arq connects to Redis, so a bad setting
+    stops the process at once (arq would otherwise retry Redis and then run ``on_startup``).
+
+    Raises:
+        SettingsError: one line naming the variable that is missing or malformed, or an
+            ``LLMGATE_WORKDIR`` that cannot be created.
+    """
+    config = WorkerConfig.from_env(environ)
     try:
-        return RedisSettings.from_dsn(redis_url_from_env(os.environ))
+        config.workdir.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise SettingsError(f"LLMGATE_WORKDIR cannot be created: {err.strerror}") from None
+    checked_redis = RedisSettings.from_dsn(config.redis_url)
+    check_settings(os.environ if environ is None else environ)
+    grace_s = shutdown_grace_s(os.environ if environ is None else environ)
+
+    class WorkerSettings:
+        """arq settings: the job functions, start-up/shutdown hooks and limits."""
+
+        functions: ClassVar[list[Any]] = instrument_all([gate_pull_request, rerun_from_comment,
+                                                         approve_pull_request])
+        on_startup = startup
+        on_shutdown = shutdown
+        redis_settings = checked_redis
+        job_timeout = JOB_TIMEOUT_S
+        max_tries = 3
+        max_jobs = config.max_jobs
+        keep_result = 3600
+        job_completion_wait = grace_s
+
+    return WorkerSettings
+
+
+def __getattr__(name: str) -> type:
+    """Build ``WorkerSettings`` from the environment on first access (PEP 562), for arq.
+
+    ``arq worker.main.WorkerSettings`` and ``llmgate worker`` get settings checked at start-up;
+    importing this module reads no environment.
+
+    Raises:
+        SystemExit: status 2 after one line on stderr, when a setting is missing or malformed.
+        AttributeError: for any other name.
+    """
+    if name != "WorkerSettings":
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    try:
+        settings = worker_settings()
     except SettingsError as err:
-        raise SystemExit(f"llmgate worker: {err}") from None
-
-
-class WorkerSettings:
-    """arq settings: the job functions, start-up/shutdown hooks and limits."""
-
-    functions: ClassVar[list[Any]] = [gate_pull_request, rerun_from_comment]
-    on_startup = startup
-    on_shutdown = shutdown
-    redis_settings = _redis_settings()
-    job_timeout = JOB_TIMEOUT_S
-    max_tries = 3
-    max_jobs = int(os.environ.get("LLMGATE_MAX_JOBS", "4"))
-    keep_result = 3600
+        sys.stderr.write(f"llmgate worker: configuration error: {err}\n")
+        raise SystemExit(EXIT_SETTINGS) from None
+    globals()["WorkerSettings"] = settings
+    return settings

@@ -23,6 +23,7 @@ from typing import Any
 
 import jinja2
 
+from worker import report_llm, report_stats
 from worker.contract import COMMENT_MARKER, RERUN_COMMAND
 from worker.evals.types import GateReport, Regression, RuleOutcome, RunResult
 
@@ -49,7 +50,9 @@ _INLINE = str.maketrans({"<": "&lt;", ">": "&gt;", "&": "&amp;"}
 _LEADING_MARKER = re.compile(r"^([-+#]|\d+(?=[.)]))")
 #: Runs of underscores; only those inside a word (pass_rate) cannot start emphasis (GFM 6.2).
 _UNDERSCORES = re.compile(r"_+")
-_STATUS = {"pass": "✅ pass", "fail": "❌ fail", "skipped": "⏭ skipped"}
+_STATUS = {"pass": "✅ pass", "fail": "❌ fail", "skipped": "⏭ skipped",
+           "regression": "❌ regression", "inconclusive": "❔ inconclusive"}
+_STATUS_ORDER = ("fail", "regression", "inconclusive", "pass", "skipped")
 _VERDICT = {"success": ("✅", "pass"), "failure": ("❌", "fail"), "neutral": ("⚪", "neutral"),
             "cancelled": ("⚪", "cancelled"), "timed_out": ("⌛", "timed out"),
             "action_required": ("⚠️", "action required")}
@@ -75,7 +78,9 @@ def check_title(report: GateReport) -> str:
     title = f"llmgate: {_VERDICT[report.conclusion][1]}"
     if report.regressions:
         title += f", {_plural(len(report.regressions), 'regression')}"
-    lead = next((o for o in report.outcomes if o.status == "fail"),
+    if report.headline:  # the rules did not decide (budget, rate limits, judge errors)
+        return _clip(" ".join(f"{title} - {report.headline}".split()), TITLE_MAX_CHARS)
+    lead = next((o for o in report.outcomes if o.status in ("fail", "regression")),
                 next((o for o in report.outcomes if o.head is not None), None))
     if lead is not None:
         title += f" - {_clip(lead.suite, 40)} {_clip(lead.metric, 40)} {_num(lead.head)}"
@@ -161,7 +166,10 @@ def render_json(report: GateReport) -> str:
 
     Keys: ``version`` (1), ``conclusion``, ``config_error`` (``{path, line, message}`` or null),
     ``notes``, ``outcomes``, ``regressions`` (ordered as `annotations`), ``head_sha``,
-    ``base_sha`` and ``metrics`` (suite -> ``{"base": {metric: value} | null, "head": ...}``).
+    ``base_sha``, ``metrics`` (suite -> ``{"base": {metric: value} | null, "head": ...}``),
+    ``comparisons`` (the paired statistics, see `PairedComparison`), ``holm_tests``,
+    ``headline`` and ``usage`` (model calls, tokens, USD, estimate per side:
+    `worker.report_llm.usage_json`).
     Non-finite numbers become null; values JSON cannot hold become strings.
     """
     err = report.config_error
@@ -174,6 +182,9 @@ def render_json(report: GateReport) -> str:
            "regressions": [asdict(r) for r in _ordered(report)],
            "head_sha": report.head.sha if report.head else None,
            "base_sha": report.base.sha if report.base else None,
+           "comparisons": [asdict(c) for c in report.comparisons],
+           "holm_tests": report.holm_tests,
+           "headline": report.headline, "usage": report_llm.usage_json(report),
            "metrics": {name: {"base": _suite_metrics(report.base, name),
                               "head": _suite_metrics(report.head, name)} for name in suites}}
     return json.dumps(_jsonable(doc), indent=2, sort_keys=True, ensure_ascii=False) + "\n"
@@ -200,19 +211,26 @@ def _comment(report: GateReport, head_sha: str, base_sha: str | None, check_url:
 def _common(report: GateReport, rows: list[_Row], k: int) -> dict[str, Any]:
     icon, verdict = _VERDICT[report.conclusion]
     verdict = "configuration error" if report.config_error is not None else verdict
-    why = [_inline(f"{o.suite} {o.metric}: {o.rule}: {o.reason}", 600)
+    why = [_inline(f"{o.suite} {_scoped(o.metric, o.group)}: {o.rule}: {o.reason}", 600)
            for o in report.outcomes if o.status != "pass" and o.reason]
+    stat_rows = report_stats.comparison_rows(report, _inline)
     return {"icon": icon, "verdict": verdict, "rows": rows[:k], "more_rows": len(rows) - k,
             "config_error": _config_error_block(report), "why": why[:50],
             "regression_count": len(report.regressions),
-            "notes": [_inline(n, 600) for n in report.notes[:50]]}
+            "notes": [_inline(n, 600) for n in report.notes[:50]],
+            "stat_rows": stat_rows[:report_stats.MAX_ROWS],
+            "more_stat_rows": max(len(stat_rows) - report_stats.MAX_ROWS, 0),
+            "headline": _inline(report.headline, 600) if report.headline else "",
+            "run_lines": report_llm.run_lines(report, _inline),
+            "method": report_stats.method_notes(report)}
 
 
 def _metric_rows(outcomes: Iterable[RuleOutcome]) -> list[_Row]:
     groups: dict[tuple[str, str], list[RuleOutcome]] = {}
     for outcome in outcomes:
-        groups.setdefault((outcome.suite, outcome.metric), []).append(outcome)
-    order = ("fail", "pass", "skipped")
+        groups.setdefault((outcome.suite, _scoped(outcome.metric, outcome.group)),
+                          []).append(outcome)
+    order = _STATUS_ORDER
     return [(_inline(suite, 100), _inline(metric, 100),
              _num(next((o.base for o in group if o.base is not None), None)),
              _num(next((o.head for o in group if o.head is not None), None)),
@@ -220,6 +238,10 @@ def _metric_rows(outcomes: Iterable[RuleOutcome]) -> list[_Row]:
              _inline("; ".join(o.rule for o in group), 200),
              _STATUS[min((o.status for o in group), key=order.index)])
             for (suite, metric), group in groups.items()]
+
+
+def _scoped(metric: str, group: str) -> str:
+    return f"{metric} [{group}]" if group else metric
 
 
 def _regression_row(r: Regression) -> _Row:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from gidgethub.routing import Router
 
-from app.routes import issue_comment, ping, pull_request
+from app.routes import approval, issue_comment, ping, pull_request
 
 #: All handlers of the web process, combined.
-router = Router(pull_request.router, issue_comment.router, ping.router)
+router = Router(pull_request.router, issue_comment.router, ping.router, approval.router)

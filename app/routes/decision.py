@@ -8,7 +8,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from worker.contract import GatePayload, RerunPayload
+from worker.contract import ApprovePayload, GatePayload, RerunPayload
+
+#: What a job's single positional argument may be.
+Payload = GatePayload | RerunPayload | ApprovePayload
 
 
 @dataclass(frozen=True, slots=True)
@@ -17,7 +20,7 @@ class PlannedJob:
     positional ``payload`` and the deterministic ``job_id`` that makes it run once."""
 
     function: str
-    payload: GatePayload | RerunPayload
+    payload: Payload
     job_id: str
 
 
@@ -35,7 +38,7 @@ class Decision:
     reason: str = "no handler for this event and action"
     job: PlannedJob | None = None
 
-    def enqueue(self, function: str, payload: GatePayload | RerunPayload, job_id: str) -> None:
+    def enqueue(self, function: str, payload: Payload, job_id: str) -> None:
         """Plan ``function(payload)`` under ``job_id``."""
         self.status, self.reason = "queued", ""
         self.job = PlannedJob(function, payload, job_id)

@@ -16,6 +16,10 @@ from worker.contract import RepoRef
 SHA_PATTERN = re.compile(r"[0-9a-f]{40}")
 #: Owner logins and repository names: GitHub allows letters, digits, ``-``, ``_`` and ``.``.
 NAME_PATTERN = re.compile(r"[A-Za-z0-9._-]{1,100}")
+#: User logins, including GitHub Apps' bot users such as ``dependabot[bot]``.
+LOGIN_PATTERN = re.compile(r"[A-Za-z0-9._-]{1,100}(\[bot\])?")
+#: ``owner/name`` of a repository.
+FULL_NAME_PATTERN = re.compile(r"[A-Za-z0-9._-]{1,100}/[A-Za-z0-9._-]{1,100}")
 #: Clone URLs: http(s) as GitHub sends them, or ``file://`` for on-premise mirrors and tests;
 #: never ``ext::``, ``ssh`` or a ``-option``, so a crafted URL cannot make git run a command.
 CLONE_URL_PATTERN = re.compile(r"(https?|file)://[^\s]{1,2000}")

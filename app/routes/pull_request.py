@@ -6,7 +6,17 @@ from gidgethub.routing import Router
 from gidgethub.sansio import Event
 
 from app.routes.decision import Decision
-from app.routes.payload import REF_PATTERN, SHA_PATTERN, get_id, get_str, installation_id, repo_ref
+from app.routes.payload import (
+    FULL_NAME_PATTERN,
+    LOGIN_PATTERN,
+    REF_PATTERN,
+    SHA_PATTERN,
+    get_id,
+    get_obj,
+    get_str,
+    installation_id,
+    repo_ref,
+)
 from worker.contract import JOB_GATE_PULL_REQUEST, GatePayload, gate_job_id
 
 router = Router()
@@ -38,6 +48,9 @@ async def gate_pull_request(event: Event, decision: Decision) -> None:
         head_sha=get_str(data, "pull_request.head.sha", SHA_PATTERN),
         base_sha=get_str(data, "pull_request.base.sha", SHA_PATTERN),
         base_ref=get_str(data, "pull_request.base.ref", REF_PATTERN),
+        head_repo=(get_str(data, "pull_request.head.repo.full_name", FULL_NAME_PATTERN)
+                   if get_obj(data, "pull_request.head").get("repo") is not None else None),
+        author=get_str(data, "pull_request.user.login", LOGIN_PATTERN),
     )
     job_id = gate_job_id(repo, gate["pr_number"], gate["head_sha"])
     decision.enqueue(JOB_GATE_PULL_REQUEST, gate, job_id)

@@ -31,7 +31,9 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
     repo_dir = work / "support-bot"
     shas = build_example_repo(repo_dir)
     call_log = work / "calls.log"
-    with Stack(work, workers=2, worker_env={"SUPPORT_BOT_CALL_LOG": str(call_log)}) as stack:
+    call_log.write_text("")  # the target sandbox lets the bot append to it (it must exist)
+    with Stack(work, workers=2, worker_env={"SUPPORT_BOT_CALL_LOG": str(call_log),
+                                            "LLMGATE_SANDBOX_WRITE_PATHS": str(call_log)}) as stack:
         yield {"stack": stack, "shas": shas, "repo_dir": repo_dir, "call_log": call_log,
                "clone_url": repo_dir.as_uri(), "work": work}
 

@@ -23,7 +23,8 @@ auth, body, fault, ``violations``, ``faults``);
 ``POST /_fake/setup`` (JSON merged into the config: ``app_id``, ``public_key_pem``, ``app_slug``,
 ``bot_login``, ``installations`` (list of ids; any when absent), ``token_ttl_s``,
 ``collaborators`` {login: role or null}, ``pulls`` [{owner, repo, number, head_sha, base_sha,
-base_ref, head_ref, clone_url, head_repo_full_name, head_clone_url, state, files}], ``contents``
+base_ref, head_ref, clone_url, head_repo_full_name, head_clone_url, state, files,
+author}], ``contents``
 {"owner/repo": {path: text}}, ``comments`` [{owner, repo, issue_number, body, user_login,
 user_type}] seeded as existing, ``faults`` [{method?, operation?, path?, status, times?,
 headers?, body?, rate_limit_reset_in_s?}] answered instead of the real thing, ``reset``: true

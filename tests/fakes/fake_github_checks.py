@@ -134,7 +134,8 @@ def get_pull(model: FakeModel, ctx: Ctx) -> Answer:
     Configured keys: ``head_sha``, ``base_sha`` (required), ``base_ref`` (main), ``head_ref``,
     ``clone_url``, ``head_repo_full_name`` (same repository; ``null`` for a deleted fork, which
     GitHub's REST schema does not allow, so the fake then reports an invalid response),
-    ``head_clone_url``, ``state`` (open), ``title``, ``draft``.
+    ``head_clone_url``, ``state`` (open), ``title``, ``draft``, ``author`` (the ``user.login``;
+    the spec example's ``octocat`` when absent).
     """
     cfg, p = model.pull(ctx), ctx.params
     full, number = f"{p['owner']}/{p['repo']}", int(p["pull_number"])
@@ -143,6 +144,7 @@ def get_pull(model: FakeModel, ctx: Ctx) -> Answer:
                title=cfg.get("title", f"Pull request {number}"), draft=cfg.get("draft", False),
                url=f"{ctx.api_root}/repos/{full}/pulls/{number}",
                html_url=f"https://github.com/{full}/pull/{number}")
+    out["user"]["login"] = cfg.get("author", out["user"]["login"])
     clone_url = cfg.get("clone_url", f"https://github.com/{full}.git")
     _set_branch(out["base"], full, cfg.get("base_ref", "main"), cfg["base_sha"], clone_url,
                 ctx.api_root)

@@ -69,7 +69,8 @@ async def test_synchronize_enqueues_the_gate_job_with_exact_payload(redis_url: s
     assert (job.function, job.job_id, job.kwargs) == ("gate_pull_request", GATE_JOB_ID, {})
     assert job.args == ({"delivery_id": "sync-1", "installation_id": 1, "repo": REPO,
                          "pr_number": 2, "head_sha": HEAD_SHA, "base_sha": BASE_SHA,
-                         "base_ref": "master"},)
+                         "base_ref": "master", "head_repo": "Codertocat/Hello-World",
+                         "author": "Codertocat"},)
 
 
 async def test_same_delivery_twice_makes_one_job(redis_url: str) -> None:
@@ -107,12 +108,12 @@ def _comment(body: str, *, action: str = "created", user_type: str = "User",
 
 @pytest.mark.parametrize("body, reason", [
     (_comment("Eval gate failed. comment `/llmgate rerun` to retry", user_type="Bot",
-              login="llmgate[bot]"), "comment is not a rerun command"),
+              login="llmgate[bot]"), "comment is not a rerun or approve command"),
     (_comment("/llmgate rerun", user_type="Bot", login="llmgate[bot]"), "comment is by a bot"),
     (_comment("/llmgate rerun", login="renovate[bot]"), "comment is by a bot"),
     (_comment("/llmgate rerun", on_pr=False), "comment is on an issue, not a pull request"),
     (_comment("/llmgate rerun", action="edited"), "no handler for this event and action"),
-    (_comment("/llmgate rerunx"), "comment is not a rerun command"),
+    (_comment("/llmgate rerunx"), "comment is not a rerun or approve command"),
 ], ids=["bot-mentions-command", "bot-type", "bot-login", "plain-issue", "edited", "rerunx"])
 async def test_comments_that_must_not_trigger(redis_url: str, body: bytes, reason: str) -> None:
     async with running_app(settings(redis_url)) as client:

@@ -21,7 +21,9 @@ def run(kind: str, output: Any, expected: Any = None, **params: Any) -> tuple[bo
 
 def test_known_assertions() -> None:
     assert set(KNOWN_ASSERTIONS) == {
-        "equals", "contains", "contains_any", "contains_all", "not_contains", "regex"}
+        "equals", "contains", "contains_any", "contains_all", "not_contains", "regex",
+        "json_valid", "json_schema", "starts_with", "length", "is_one_of", "classification",
+        "latency", "cost", "llm_judge", "similar", "python", "pairwise"}
 
 
 @pytest.mark.parametrize(

@@ -103,7 +103,7 @@ def test_top_level_errors(text: str, line: int, words: str) -> None:
         ("  - name: s\n    dataset: d.jsonl\n", 3, "suite 's' is missing `target`"),
         ("  - name: ''\n", 3, "suite `name` must be a non-empty string"),
         ("  - name: s\n    colour: red\n", 4,
-         "unknown key 'colour' (known keys: name, dataset, target, assertions, gate)"),
+         "unknown key 'colour' (known keys: name, dataset, target, assertions, gate, traps)"),
         ("  - name: s\n    dataset: /etc/passwd\n", 4, "must be a relative POSIX path"),
         ("  - name: s\n    dataset: evals/../../secret.jsonl\n", 4, "inside the repository"),
         ("  - name: s\n    dataset: '..'\n", 4, "inside the repository"),
@@ -132,8 +132,8 @@ def test_duplicate_suite_names_point_at_the_second() -> None:
 @pytest.mark.parametrize(
     ("assertions", "line", "words"),
     [
-        ("      - type: similar\n", 7,
-         "unknown assertion type 'similar' (known types: equals, contains, contains_any"),
+        ("      - type: fuzzy\n", 7,
+         "unknown assertion type 'fuzzy' (known types: equals, contains, contains_any"),
         ("      - value: x\n", 7, "an assertion is missing `type`"),
         ("      - type: contains\n", 7, "needs exactly one of `value`"),
         ("      - type: equals\n      - type: contains\n        value: a\n        values: [b]\n",
@@ -157,13 +157,13 @@ def test_assertion_errors(assertions: str, line: int, words: str) -> None:
 @pytest.mark.parametrize(
     ("gate", "line", "words"),
     [
-        ("      accuracy: {min: 0.5}\n", 7, "unknown metric 'accuracy' in `gate` (known metrics: "
+        ("      bleu: {min: 0.5}\n", 7, "unknown metric 'bleu' in `gate` (known metrics: "
          "pass_rate, error_rate, assertion.equals.pass_rate"),
         ("      assertion.fuzzy.pass_rate: {min: 0.5}\n", 7, "unknown metric"),
         ("      pass_rate: 0.8\n", 7, "gate metric 'pass_rate' must be a mapping"),
         ("      pass_rate: {}\n", 7, "needs `min` or `max_drop`"),
         ("      pass_rate:\n        min: 0.5\n        max: 0.9\n", 9,
-         "unknown key 'max' (known keys: min, max_drop)"),
+         "unknown key 'max' (known keys: min, max_drop, regression"),
         ("      pass_rate:\n        min: 1.5\n", 8, "`min` of 'pass_rate' must be a number from 0 "
          "to 1, got 1.5"),
         ("      pass_rate:\n        max_drop: -0.1\n", 8, "from 0 to 1"),
@@ -192,7 +192,8 @@ def test_gate_errors(gate: str, line: int, words: str) -> None:
         ("{env: ['A B']}", "variable names"),
         ("{env: [GITHUB_TOKEN]}", "GITHUB_TOKEN cannot be passed to targets"),
         ("{env: [REDIS_URL]}", "cannot be passed"),
-        ("{retries: 2}", "unknown key 'retries' (known keys: timeout, concurrency, env)"),
+        ("{retries: 2}", "unknown key 'retries' (known keys: timeout, concurrency, env, "
+         "repeats, cache, max_cost_usd, max_duration, retry"),
         ("[]", "`settings` must be a mapping"),
     ],
 )

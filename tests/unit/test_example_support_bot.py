@@ -129,7 +129,9 @@ def test_llmgate_fails_the_regressing_branch_and_calls_the_bot_per_example(
 
     repo, shas = built
     log = tmp_path / "calls.log"
+    log.write_text("")  # the target sandbox lets the bot append to it (it must exist)
     monkeypatch.setenv("SUPPORT_BOT_CALL_LOG", str(log))
+    monkeypatch.setenv("LLMGATE_SANDBOX_WRITE_PATHS", str(log))
     out = tmp_path / "report.json"
     code = llmgate_main(["run", "--repo", str(repo), "--base", "main", "--head", "pr/regress",
                          "--format", "json", "--output", str(out)])

@@ -72,7 +72,8 @@ async def test_get_pull(client: GitHubClient, fake_gh: FakeGitHubServer) -> None
     assert await client.get_pull(OWNER, REPO, 7) == PullInfo(
         head_sha=HEAD_SHA, base_sha=BASE_SHA, base_ref="main",
         head_repo_full_name=f"{OWNER}/{REPO}", clone_url="https://example.test/o/r.git",
-        state="open", head_clone_url="https://example.test/o/r.git")
+        state="open", head_clone_url="https://example.test/o/r.git",
+        author_login="octocat")  # the REST example's author, as the fake answers by default
     fork = await client.get_pull(OWNER, REPO, 8)
     assert (fork.head_repo_full_name, fork.head_clone_url) == (
         "fork/hello", "https://example.test/fork.git")

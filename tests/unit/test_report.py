@@ -243,7 +243,8 @@ def test_json_is_stable_and_complete() -> None:
     assert [r["line"] for r in doc["regressions"]] == [3, 7]
     assert doc["outcomes"][0] == {"suite": "tickets", "metric": "pass_rate", "rule": "min 0.80",
                                   "base": 0.925, "head": 0.775, "delta": -0.15, "status": "fail",
-                                  "reason": "0.775 is below the minimum 0.80"}
+                                  "reason": "0.775 is below the minimum 0.80", "group": "",
+                                  "effect": "none"}
     nan = GateReport("success", (RuleOutcome("s", "m", "min 0", None, float("nan"), None,
                                              "pass"),), (), None, None)
     assert json.loads(report.render_json(nan))["outcomes"][0]["head"] is None

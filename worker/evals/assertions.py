@@ -12,10 +12,15 @@ import re
 from collections.abc import Callable
 from typing import Any
 
+from worker.evals import structured
+from worker.evals.assertion_kinds import EXTRA_TYPES, validate_extra
 from worker.evals.types import AssertionResult, AssertionSpec, ConfigError, Example
 
-#: Assertion types, as written in ``type:`` of the config or of a dataset's ``assert`` list.
-KNOWN_ASSERTIONS = ("equals", "contains", "contains_any", "contains_all", "not_contains", "regex")
+#: The basic assertion types of this module.
+BASIC_ASSERTIONS = ("equals", "contains", "contains_any", "contains_all", "not_contains", "regex")
+#: Assertion types, as written in ``type:`` of the config or of a dataset's ``assert`` list
+#: (the added ones are described in worker/evals/assertion_kinds.py).
+KNOWN_ASSERTIONS = BASIC_ASSERTIONS + EXTRA_TYPES
 #: Longest value (characters of its JSON text) quoted in a failure message.
 CLIP_CHARS = 200
 
@@ -47,6 +52,9 @@ def validate_spec(spec: AssertionSpec, path: str) -> None:
     if spec.type not in KNOWN_ASSERTIONS:
         raise ConfigError(path, spec.line, f"unknown assertion type {spec.type!r} "
                           f"(known types: {', '.join(KNOWN_ASSERTIONS)})")
+    if spec.type in EXTRA_TYPES:
+        validate_extra(spec, path)
+        return
     known = _PARAMS[spec.type]
     for key, value in spec.params.items():
         if key not in known:
@@ -56,13 +64,17 @@ def validate_spec(spec: AssertionSpec, path: str) -> None:
     if spec.type in _TEXT_TYPES:
         _validate_needles(spec.params, fail)
     elif spec.type == "regex":
-        pattern = spec.params.get("pattern")
-        if not isinstance(pattern, str) or not pattern:
-            raise fail("needs `pattern`, a non-empty string (a Python regular expression)")
-        try:
-            re.compile(pattern)
-        except re.error as exc:
-            raise fail(f"invalid regex pattern {pattern!r}: {exc}") from None
+        _validate_regex(spec.params, fail)
+
+
+def _validate_regex(params: dict[str, Any], fail: Callable[[str], ConfigError]) -> None:
+    pattern = params.get("pattern")
+    if not isinstance(pattern, str) or not pattern:
+        raise fail("needs `pattern`, a non-empty string (a Python regular expression)")
+    try:
+        re.compile(pattern)
+    except re.error as exc:
+        raise fail(f"invalid regex pattern {pattern!r}: {exc}") from None
 
 
 def _validate_needles(params: dict[str, Any], fail: Callable[[str], ConfigError]) -> None:
@@ -85,8 +97,14 @@ def check(spec: AssertionSpec, output: Any, example: Example) -> AssertionResult
         example: the example, for ``expected``.
 
     Returns:
-        The result; score 1.0 when passed, else 0.0 with a message.
+        The result; score 1.0 when passed, else 0.0 with a message. Structured types are
+        checked without target metadata here (the engine passes it for ``latency``/``cost``);
+        model, batch and run-level types are not checked here (see worker/evals/scoring.py).
     """
+    if spec.type in structured.STRUCTURED_TYPES:
+        passed, message, details = structured.check(spec, output, example)
+        return AssertionResult(spec.type, passed, 1.0 if passed else 0.0,
+                               "" if passed else message, details=details)
     passed, message = _CHECKS[spec.type](spec, output, example)
     return AssertionResult(spec.type, passed, 1.0 if passed else 0.0, "" if passed else message)
 

@@ -26,29 +26,38 @@ import yaml
 from yaml.constructor import SafeConstructor
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
+from worker.evals import config_llm, safe_yaml
 from worker.evals.assertions import validate_spec
-from worker.evals.metrics import KNOWN_METRICS, is_known_metric
+from worker.evals.gate_config import parse_gate
 from worker.evals.types import (
     CONFIG_FILENAME,
     AssertionSpec,
     CommandTarget,
     Config,
     ConfigError,
+    GateOptions,
     GateRule,
+    ModelTarget,
     Settings,
     SuiteConfig,
 )
+from worker.repo_files import read_repo_file
 
 #: The only config schema version.
 SUPPORTED_VERSION = 1
 #: Worker variables a target never sees, whatever ``settings.env`` says: the App's key and id,
 #: the Redis URL and llmgate's own settings (see worker/settings.py).
 FORBIDDEN_ENV_PREFIXES = ("GITHUB_", "LLMGATE_", "REDIS_", "ARQ_")
-TOP_KEYS = ("version", "settings", "suites")
-SETTINGS_KEYS = ("timeout", "concurrency", "env")
-SUITE_KEYS = ("name", "dataset", "target", "assertions", "gate")
-TARGET_KEYS = ("command",)
-RULE_KEYS = ("min", "max_drop")
+TOP_KEYS = ("version", "settings", "suites", "untrusted")
+#: Bounds a pull request cannot raise: one invocation's time (the worker's job limit, seconds)
+#: and target processes at once per suite.
+MAX_TIMEOUT_S = 3600
+MAX_CONCURRENCY = 64
+#: Values of ``untrusted:`` (read from the base branch only; see worker/trust.py).
+UNTRUSTED_POLICIES = ("approve", "never", "run")
+SETTINGS_KEYS = ("timeout", "concurrency", "env", *config_llm.LLM_SETTINGS_KEYS)
+SUITE_KEYS = ("name", "dataset", "target", "assertions", "gate", "traps")
+TARGET_KEYS = ("command", "batch")
 PLACEHOLDERS = ("{input_file}", "{output_file}")
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 
@@ -75,7 +84,7 @@ def load_config(root: Path) -> Config | None:
     if not path.resolve().is_relative_to(root.resolve()) or not path.is_file():
         raise ConfigError(CONFIG_FILENAME, None, "must be a regular file inside the repository")
     try:
-        text = path.read_text(encoding="utf-8")
+        text = read_repo_file(root, CONFIG_FILENAME, 4 * safe_yaml.MAX_YAML_CHARS).decode("utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise ConfigError(CONFIG_FILENAME, None, f"cannot be read as UTF-8 text: {exc}") from None
     return parse_config(text, CONFIG_FILENAME)
@@ -95,7 +104,7 @@ def parse_config(text: str, path: str = CONFIG_FILENAME) -> Config:
         ConfigError: with the 1-based line of the problem and how to fix it.
     """
     try:
-        root = yaml.compose(text, Loader=yaml.SafeLoader)
+        root = safe_yaml.compose(text, path)  # bounded: no YAML bombs, no huge lines
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         line = mark.line + 1 if mark is not None else None
@@ -104,7 +113,7 @@ def parse_config(text: str, path: str = CONFIG_FILENAME) -> Config:
         raise ConfigError(path, None, f"YAML error: {exc}") from None
     if root is None:
         raise ConfigError(path, 1, "the file is empty; start with `version: 1` and `suites:`")
-    return _Reader(path).config(root)
+    return config_llm.check_models(_Reader(path).config(root))
 
 
 class _Reader:
@@ -120,7 +129,8 @@ class _Reader:
     def value(self, node: Node) -> Any:
         try:
             return self._constructor.construct_document(node)
-        except yaml.YAMLError as exc:  # an unknown tag such as !!python/object, a bad !!int
+        except (yaml.YAMLError, ValueError, TypeError, LookupError, ArithmeticError,
+                RecursionError) as exc:  # PyYAML on odd input: `!!int ''`, a 5000-digit int
             problem = getattr(exc, "problem", None) or exc
             raise self.error(node, f"YAML value error: {problem}") from None
 
@@ -170,6 +180,8 @@ class _Reader:
             raise self.error(version_node, f"unsupported version {version!r} "
                              f"(supported: {SUPPORTED_VERSION})")
         settings = self.settings(entries["settings"][1]) if "settings" in entries else Settings()
+        if "untrusted" in entries:
+            self.choice(entries["untrusted"][1], "`untrusted`", UNTRUSTED_POLICIES)
         suites_node = self.required(entries, "suites", root, "the config")
         items = self.sequence(suites_node, "`suites`")
         if not items:
@@ -183,6 +195,12 @@ class _Reader:
             suites[suite.name] = suite
         return Config(SUPPORTED_VERSION, tuple(suites.values()), settings, self.path)
 
+    def choice(self, node: Node, what: str, allowed: tuple[str, ...]) -> str:
+        value = self.value(node)
+        if value not in allowed:
+            raise self.error(node, f"{what} must be one of {', '.join(allowed)}, got {value!r}")
+        return str(value)
+
     def settings(self, node: Node) -> Settings:
         entries = self.mapping(node, "`settings`", SETTINGS_KEYS)
         default = Settings()
@@ -193,19 +211,23 @@ class _Reader:
             concurrency = self.concurrency(entries["concurrency"][1])
         if "env" in entries:
             env = self.env(entries["env"][1])
-        return Settings(timeout_s, concurrency, env)
+        return config_llm.settings_extras(self, entries, Settings(timeout_s, concurrency, env))
 
     def timeout(self, node: Node) -> float:
         value = self.value(node)
         if isinstance(value, bool) or not isinstance(value, int | float) \
                 or not math.isfinite(value) or value <= 0:
             raise self.error(node, f"`timeout` must be a number of seconds > 0, got {value!r}")
+        if value > MAX_TIMEOUT_S:
+            raise self.error(node, f"`timeout` may be at most {MAX_TIMEOUT_S} seconds, got {value}")
         return float(value)
 
     def concurrency(self, node: Node) -> int:
         value = self.value(node)
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise self.error(node, f"`concurrency` must be an integer >= 1, got {value!r}")
+        if value > MAX_CONCURRENCY:
+            raise self.error(node, f"`concurrency` may be at most {MAX_CONCURRENCY}, got {value}")
         return value
 
     def env(self, node: Node) -> tuple[str, ...]:
@@ -227,8 +249,12 @@ class _Reader:
         dataset = self.dataset(self.required(entries, "dataset", node, what))
         target = self.target(self.required(entries, "target", node, what), what)
         assertions = self.assertions(entries["assertions"][1]) if "assertions" in entries else ()
-        gate = self.gate(entries["gate"][1], what) if "gate" in entries else {}
-        return SuiteConfig(name, dataset, target, assertions, gate, int(node.start_mark.line) + 1)
+        gate, options = self.gate(entries["gate"][1], what) if "gate" in entries \
+            else ({}, GateOptions())
+        traps = config_llm.repo_path(self, entries["traps"][1], "`traps`") \
+            if "traps" in entries else None
+        return SuiteConfig(name, dataset, target, assertions, gate, int(node.start_mark.line) + 1,
+                           options, traps=traps)
 
     def dataset(self, node: Node) -> str:
         raw = self.string(node, "`dataset`")
@@ -239,7 +265,10 @@ class _Reader:
             raise self.error(node, f"`dataset` must name a file inside the repository, got {raw!r}")
         return normal
 
-    def target(self, node: Node, what: str) -> CommandTarget:
+    def target(self, node: Node, what: str) -> CommandTarget | ModelTarget:
+        if isinstance(node, MappingNode) and any(
+                isinstance(k, ScalarNode) and k.value == "model" for k, _ in node.value):
+            return config_llm.model_target(self, node, what)
         entries = self.mapping(node, f"{what}: `target`", TARGET_KEYS)
         command_node = self.required(entries, "command", node, f"{what}: `target`")
         command = self.string(command_node, "`command`")
@@ -251,7 +280,8 @@ class _Reader:
         if missing:
             raise self.error(command_node, f"`command` must pass {' and '.join(missing)} to the "
                              "program (llmgate writes the input there and reads the output)")
-        return CommandTarget(command, int(command_node.start_mark.line) + 1)
+        return CommandTarget(command, int(command_node.start_mark.line) + 1,
+                             config_llm.batch_flag(self, entries))
 
     def assertions(self, node: Node) -> tuple[AssertionSpec, ...]:
         specs = []
@@ -264,16 +294,5 @@ class _Reader:
             specs.append(spec)
         return tuple(specs)
 
-    def gate(self, node: Node, what: str) -> dict[str, GateRule]:
-        rules: dict[str, GateRule] = {}
-        for metric, (key_node, value_node) in self.mapping(node, f"{what}: `gate`").items():
-            if not is_known_metric(metric):
-                raise self.error(key_node, f"unknown metric {metric!r} in `gate` "
-                                 f"(known metrics: {', '.join(KNOWN_METRICS)})")
-            entries = self.mapping(value_node, f"gate metric {metric!r}", RULE_KEYS)
-            if not entries:
-                raise self.error(value_node, f"gate metric {metric!r} needs `min` or `max_drop`")
-            bounds = {k: self.fraction(v, f"`{k}` of {metric!r}") for k, (_, v) in entries.items()}
-            rules[metric] = GateRule(metric, bounds.get("min"), bounds.get("max_drop"),
-                                     int(key_node.start_mark.line) + 1)
-        return rules
+    def gate(self, node: Node, what: str) -> tuple[dict[str, GateRule], GateOptions]:
+        return parse_gate(self, node, what)

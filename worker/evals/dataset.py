@@ -3,7 +3,8 @@
 One JSON object a line::
 
     {"id": "t1", "input": "Where is my refund?", "expected": "billing",
-     "vars": {"lang": "en"}, "assert": [{"type": "contains", "value": "refund"}]}
+     "vars": {"lang": "en"}, "assert": [{"type": "contains", "value": "refund"}],
+     "tags": ["must_pass"], "metadata": {"category": "billing"}}
 
 Only ``input`` is required; ``id`` defaults to the 1-based line number. Lines are split on
 ``\\n`` only (JSON strings may hold U+2028), and blank lines are skipped.
@@ -17,9 +18,16 @@ from typing import Any
 
 from worker.evals.assertions import validate_spec
 from worker.evals.types import AssertionSpec, ConfigError, Example
+from worker.repo_files import read_repo_file
 
+#: Largest dataset file read, bytes (64 MiB).
+MAX_DATASET_BYTES = 64 << 20
+#: Longest line (one example), characters (1 MiB).
+MAX_LINE_CHARS = 1 << 20
+#: Most examples in one dataset.
+MAX_EXAMPLES = 100_000
 #: Keys an example may have.
-EXAMPLE_KEYS = ("id", "input", "expected", "vars", "assert")
+EXAMPLE_KEYS = ("id", "input", "expected", "vars", "assert", "tags", "metadata")
 
 
 def load_dataset(root: Path, rel_path: str) -> tuple[Example, ...]:
@@ -34,20 +42,13 @@ def load_dataset(root: Path, rel_path: str) -> tuple[Example, ...]:
 
     Raises:
         ConfigError: the path is absolute or leads outside ``root`` (symlinks are resolved
-            first), the file is missing or not UTF-8, or a line is invalid.
+            first), the file is missing, not regular, over `MAX_DATASET_BYTES` or not UTF-8,
+            or a line is invalid or over `MAX_LINE_CHARS`.
     """
-    if Path(rel_path).is_absolute():
-        raise ConfigError(rel_path, None, "the dataset path must be relative to the repository")
-    path = (root / rel_path).resolve()
-    if not path.is_relative_to(root.resolve()):
-        raise ConfigError(rel_path, None, "the dataset path leads outside the repository")
-    if not path.exists():
-        raise ConfigError(rel_path, None, "dataset file not found (commit it, or fix `dataset:`)")
-    if not path.is_file():
-        raise ConfigError(rel_path, None, "the dataset path is not a regular file")
+    data = read_repo_file(root, rel_path, MAX_DATASET_BYTES)  # no escape, size-capped
     try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
         raise ConfigError(rel_path, None, f"cannot be read as UTF-8 text: {exc}") from None
     return parse_dataset(text, rel_path)
 
@@ -71,6 +72,12 @@ def parse_dataset(text: str, path: str) -> tuple[Example, ...]:
     for number, raw in enumerate(text.split("\n"), start=1):
         if not raw.strip():
             continue
+        if len(raw) > MAX_LINE_CHARS:
+            raise ConfigError(path, number, f"line {number} has {len(raw)} characters; the "
+                              f"limit is {MAX_LINE_CHARS} per example")
+        if len(examples) >= MAX_EXAMPLES:
+            raise ConfigError(path, number, f"more than {MAX_EXAMPLES} examples; split the "
+                              "dataset into several suites")
         example = _parse_line(raw, number, path)
         if example.id in seen:
             raise ConfigError(path, number, f"duplicate id {example.id!r} "
@@ -87,6 +94,8 @@ def _parse_line(raw: str, line: int, path: str) -> Example:
         raise ConfigError(path, line, f"invalid JSON: {exc.msg} (column {exc.colno})") from None
     except RecursionError:
         raise ConfigError(path, line, "invalid JSON: nested too deeply") from None
+    except ValueError as exc:  # e.g. an integer of more than 4300 digits
+        raise ConfigError(path, line, f"invalid JSON: {str(exc)[:200]}") from None
     if not isinstance(doc, dict):
         raise ConfigError(path, line, f"each line must be a JSON object, got {type(doc).__name__}")
     unknown = sorted(set(doc) - set(EXAMPLE_KEYS))
@@ -105,7 +114,21 @@ def _parse_line(raw: str, line: int, path: str) -> Example:
         expected=doc.get("expected"),
         vars=variables,
         assertions=_assertions(doc.get("assert", []), line, path),
+        tags=_tags(doc.get("tags", []), line, path),
+        metadata=_metadata(doc.get("metadata", {}), line, path),
     )
+
+
+def _tags(value: Any, line: int, path: str) -> tuple[str, ...]:
+    if not isinstance(value, list) or not all(isinstance(t, str) and t for t in value):
+        raise ConfigError(path, line, "`tags` must be a list of non-empty strings")
+    return tuple(value)
+
+
+def _metadata(value: Any, line: int, path: str) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        raise ConfigError(path, line, "`metadata` must be a JSON object")
+    return value
 
 
 def _example_id(value: Any, line: int, path: str) -> str:

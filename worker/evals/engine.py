@@ -2,18 +2,18 @@
 
 Examples of a suite run concurrently, at most ``settings.concurrency`` at once; suites run one
 after another, in config order. Results keep dataset order whatever order targets finish in.
+The run itself (model targets, judges, repeats, cache, budget) is worker/evals/runner.py;
+`score_example` is the pure scoring of the basic assertions.
 """
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Sequence
 from pathlib import Path
 
+from worker.evals import runner
 from worker.evals.assertions import check
-from worker.evals.dataset import load_dataset
-from worker.evals.metrics import suite_metrics
-from worker.evals.targets import run_command
+from worker.evals.context import EvalContext
 from worker.evals.types import (
     AssertionResult,
     AssertionSpec,
@@ -31,13 +31,16 @@ from worker.evals.types import (
 NOT_CHECKED = "not checked: the target failed for this example"
 
 
-async def run_config(config: Config, root: Path, sha: str = "") -> RunResult:
+async def run_config(config: Config, root: Path, sha: str = "",
+                     evals: EvalContext | None = None, *, with_base: bool = True) -> RunResult:
     """Run every suite of ``config`` on the checkout at ``root``.
 
     Args:
         config: the parsed config (of this checkout).
         root: the checkout; datasets are read from it and commands run in it.
         sha: the commit checked out at ``root``, recorded in the result ("" for a work tree).
+        evals: Redis for the response cache, cache mode, clocks; None for none (real time).
+        with_base: whether a base run follows (the cost estimate counts ``pairwise`` calls).
 
     Returns:
         The run, with one `SuiteResult` per suite, keyed by suite name in config order.
@@ -45,13 +48,11 @@ async def run_config(config: Config, root: Path, sha: str = "") -> RunResult:
     Raises:
         ConfigError: a dataset is missing or invalid.
     """
-    suites = {}
-    for suite in config.suites:
-        suites[suite.name] = await run_suite(suite, root, config.settings)
-    return RunResult(sha, suites)
+    return await runner.run_config(config, root, sha, evals, with_base=with_base)
 
 
-async def run_suite(suite: SuiteConfig, root: Path, settings: Settings) -> SuiteResult:
+async def run_suite(suite: SuiteConfig, root: Path, settings: Settings,
+                    state: runner.RunState | None = None) -> SuiteResult:
     """Run one suite: its target on every example, then its assertions and metrics.
 
     Args:
@@ -65,16 +66,7 @@ async def run_suite(suite: SuiteConfig, root: Path, settings: Settings) -> Suite
     Raises:
         ConfigError: the dataset is missing or invalid (raised before any command runs).
     """
-    examples = load_dataset(root, suite.dataset)
-    limit = asyncio.Semaphore(settings.concurrency)
-
-    async def one(example: Example) -> ExampleResult:
-        async with limit:
-            output = await run_command(suite.target, example, root, settings)
-        return score_example(suite.assertions, example, output)
-
-    results = await asyncio.gather(*(one(example) for example in examples))
-    return SuiteResult(suite.name, suite.dataset, tuple(results), suite_metrics(results))
+    return await runner.run_suite(suite, root, settings, state)
 
 
 def score_example(
@@ -103,4 +95,6 @@ def score_example(
         assertions=results,
         latency_ms=output.latency_ms,
         cost_usd=output.cost_usd,
+        tags=example.tags,
+        metadata=example.metadata,
     )

@@ -1,137 +1,238 @@
 """Compare a head run with a base run under the config's gate rules (pure).
 
-A ``min`` rule holds when head >= min; a ``max_drop`` rule holds when base - head <= max_drop,
-both with a tolerance of `EPSILON` against float noise (0.7 - 0.65 is 0.04999... in binary).
-A ``max_drop`` rule without a base value is skipped, not failed. The check fails when any rule
-fails; regressions (examples that passed at base and fail at head) are reported either way.
+Threshold rules: ``min`` holds when head >= min; ``max_drop`` when base - head <= max_drop, both
+with a tolerance against float noise (worker/evals/thresholds.py); they end
+``pass``, ``fail`` or ``skipped`` (a relative rule without a base). Statistical and per-example
+rules (``regression``, ``non_inferiority_margin``, ``max_new_failures``, ``min_detectable``,
+``critical``) end ``pass``, ``regression`` or ``inconclusive`` (worker/evals/verdicts.py), on the
+examples paired by id (worker/evals/paired.py) and, with ``groups``, in each group too. The
+``regression`` p-values of the whole gate form one Holm family, so its false-alarm rate stays at
+alpha. The conclusion is ``failure`` when a rule fails or regresses (or an inconclusive rule is
+set to fail), else ``neutral`` when an inconclusive rule is set to neutral, else ``success``.
+Regressed examples (passed at base, fail at head) are listed either way.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass, replace
 
+import numpy as np
+
+from worker import stats
+from worker.evals.comparisons import (
+    DEFAULT_SETTINGS,
+    StatSettings,
+    compare_suite,
+    gated_groups,
+    scope_counts,
+)
+from worker.evals.paired import PairedSuite, has_example_values, pair_suite
+from worker.evals.thresholds import NO_BASE, check_thresholds, find_regressions
 from worker.evals.types import (
+    Conclusion,
     Config,
     ConfigError,
     ExampleResult,
     GateReport,
     GateRule,
+    PairedComparison,
     Regression,
     RuleOutcome,
-    RuleStatus,
     RunResult,
+    SuiteConfig,
     SuiteResult,
 )
+from worker.evals.verdicts import comparison_outcomes, critical_outcomes, new_failures_outcome
 
-#: Tolerance of rule comparisons (fractions 0-1).
-EPSILON = 1e-9
-NO_BASE = "no base result: suite is new or config missing at base"
+__all__ = ["NO_BASE", "compare", "conclude", "config_error_report", "paired_verdicts"]
+
+#: One-sided level of the minimum detectable drop of a metric without a ``regression`` rule:
+#: that of the lower bound of a two-sided 95% interval.
+INTERVAL_ALPHA = 0.025
+_Found = dict[tuple[str, str], list[PairedComparison]]
+
+
+@dataclass(frozen=True)
+class _Suite:
+    config: SuiteConfig
+    head: SuiteResult | None
+    base: SuiteResult | None
+    paired: PairedSuite | None
 
 
 def compare(
-    config: Config, head: RunResult, base: RunResult | None, notes: Sequence[str] = ()
+    config: Config,
+    head: RunResult,
+    base: RunResult | None,
+    notes: Sequence[str] = (),
+    settings: StatSettings = DEFAULT_SETTINGS,
 ) -> GateReport:
     """Check every gate rule of ``config`` on head (and base), and list the regressions.
 
     Args:
-        config: the head config; its suites and rules set the order of the outcomes.
+        config: the config whose suites and rules are checked (in the worker: head's suites
+            with the rules of base, or the stricter of the two); sets the order of outcomes.
         head: the head run.
         base: the base run, or None when there is none (relative rules are then skipped).
         notes: lines to carry into the report.
+        settings: bootstrap resamples, seed and power of the statistics.
 
     Returns:
-        The report: conclusion ``failure`` when any rule fails, else ``success``.
+        The report. An empty or duplicated example id (pairing must be exact) gives a failed
+        report with ``config_error`` naming the dataset and line.
     """
+    try:
+        suites = [_suite(s, head, base) for s in config.suites]
+    except ConfigError as err:
+        return config_error_report(err, head)
+    comparisons = _comparisons(suites, settings)
     outcomes: list[RuleOutcome] = []
     regressions: list[Regression] = []
-    for suite in config.suites:
-        head_suite = head.suites.get(suite.name)
-        base_suite = base.suites.get(suite.name) if base is not None else None
-        for rule in suite.gate.values():
-            outcomes.extend(_check_rule(suite.name, rule, head_suite, base_suite))
-        if head_suite is not None and base_suite is not None:
-            regressions.extend(find_regressions(head_suite, base_suite))
-    failed = any(outcome.status == "fail" for outcome in outcomes)
+    extra = list(notes)
+    for suite in suites:
+        outcomes.extend(_suite_outcomes(suite, comparisons))
+        extra.extend(_suite_notes(suite))
+        if suite.head is not None and suite.base is not None:
+            regressions.extend(find_regressions(suite.head, suite.base))
+    flat = tuple(c for found in comparisons.values() for c in found)
     return GateReport(
-        conclusion="failure" if failed else "success",
-        outcomes=tuple(outcomes),
-        regressions=tuple(regressions),
-        head=head,
-        base=base,
-        notes=tuple(notes),
-    )
+        conclusion=conclude(outcomes), outcomes=tuple(outcomes),
+        regressions=tuple(regressions), head=head, base=base, notes=tuple(extra),
+        comparisons=flat, holm_tests=sum(c.p_adjusted is not None for c in flat))
+
+
+def paired_verdicts(
+    suites: Sequence[tuple[SuiteConfig, PairedSuite]],
+    settings: StatSettings = DEFAULT_SETTINGS,
+) -> tuple[Conclusion, list[RuleOutcome], list[PairedComparison]]:
+    """Run the statistical part of `compare` on suites already paired (simulations, benches).
+
+    The same comparisons, Holm family and verdicts as `compare`, without the threshold rules,
+    the critical tags or the regressed-example list.
+
+    Returns:
+        The conclusion of those rules alone, their outcomes and the comparisons.
+    """
+    wrapped = [_Suite(config, None, None, paired) for config, paired in suites]
+    found = _comparisons(wrapped, settings)
+    outcomes = [o for suite in wrapped for rule in suite.config.gate.values()
+                for o in _paired_rules(suite, rule, found.get((suite.config.name, rule.metric),
+                                                              []))]
+    return conclude(outcomes), outcomes, [c for cs in found.values() for c in cs]
+
+
+def conclude(outcomes: Sequence[RuleOutcome]) -> Conclusion:
+    """Return the check conclusion of a list of rule outcomes (see the module docstring)."""
+    if any(o.status in ("fail", "regression") or o.effect == "failure" for o in outcomes):
+        return "failure"
+    return "neutral" if any(o.effect == "neutral" for o in outcomes) else "success"
+
+
+def _suite(config: SuiteConfig, head: RunResult, base: RunResult | None) -> _Suite:
+    head_suite = head.suites.get(config.name)
+    base_suite = base.suites.get(config.name) if base is not None else None
+    paired = None
+    metrics = [m for m in config.gate if has_example_values(m)]
+    if head_suite is not None and base_suite is not None:
+        options = config.gate_options
+        paired = pair_suite(base_suite, head_suite, metrics, options.group_by,
+                            options.critical_tags)
+    elif head_suite is not None:
+        pair_suite(head_suite, head_suite, ())  # validates the ids even without a base
+    return _Suite(config, head_suite, base_suite, paired)
+
+
+def _comparisons(suites: Sequence[_Suite], settings: StatSettings) -> _Found:
+    """Compare every gated metric of every paired suite; Holm-adjust the regression p-values."""
+    family = 0
+    for suite in suites:
+        if suite.paired is not None:
+            counts = scope_counts(suite.paired, suite.config.gate_options.group_min_items)
+            family += sum(n for n, m in zip(counts, suite.paired.metrics, strict=True)
+                          if suite.config.gate[m].regression_alpha is not None)
+    found: _Found = {}
+    for suite in suites:
+        if suite.paired is None or not suite.paired.metrics:
+            continue
+        rules = [suite.config.gate[m] for m in suite.paired.metrics]
+        alphas = [INTERVAL_ALPHA if r.regression_alpha is None
+                  else r.regression_alpha / max(family, 1) for r in rules]
+        for c in compare_suite(suite.config.name, suite.paired, alphas,
+                               suite.config.gate_options.group_min_items, settings):
+            found.setdefault((c.suite, c.metric), []).append(c)
+    return _holm(found, suites)
+
+
+def _holm(found: _Found, suites: Sequence[_Suite]) -> _Found:
+    tested = {(s.config.name, m) for s in suites for m, r in s.config.gate.items()
+              if r.regression_alpha is not None}
+    members = [(key, i) for key, found_ in found.items() if key in tested
+               for i, c in enumerate(found_) if c.p_value is not None]
+    p_values = np.array([found[key][i].p_value for key, i in members], dtype=np.float64)
+    for (key, i), adjusted in zip(members, stats.holm_adjust(p_values), strict=True):
+        found[key][i] = replace(found[key][i], p_adjusted=float(adjusted))
+    return found
+
+
+def _suite_outcomes(suite: _Suite, comparisons: _Found) -> list[RuleOutcome]:
+    name, options = suite.config.name, suite.config.gate_options
+    outcomes: list[RuleOutcome] = []
+    for rule in suite.config.gate.values():
+        outcomes.extend(check_thresholds(name, rule, suite.head, suite.base))
+        outcomes.extend(_paired_rules(suite, rule, comparisons.get((name, rule.metric), [])))
+    head_examples: Sequence[ExampleResult] = suite.head.examples if suite.head else ()
+    outcomes.extend(critical_outcomes(name, options, suite.paired, head_examples))
+    return outcomes
+
+
+def _paired_rules(suite: _Suite, rule: GateRule,
+                  found: list[PairedComparison]) -> list[RuleOutcome]:
+    texts = _paired_rule_texts(rule)
+    if not texts:
+        return []
+    name = suite.config.name
+    if suite.paired is None or not has_example_values(rule.metric):
+        reason = (NO_BASE if suite.base is None else
+                  f"suite {name} did not run at head" if suite.head is None else
+                  f"{rule.metric} has no per-example values to pair")
+        return [RuleOutcome(name, rule.metric, text, None, None, None, "skipped", reason)
+                for text in texts]
+    outcomes = comparison_outcomes(rule, suite.config.gate_options, found)
+    if rule.max_new_failures is not None:
+        outcomes.append(new_failures_outcome(name, rule, suite.paired,
+                                             suite.config.gate_options.quarantine))
+    return outcomes
+
+
+def _paired_rule_texts(rule: GateRule) -> list[str]:
+    texts = []
+    if rule.regression_alpha is not None:
+        texts.append(f"regression alpha {rule.regression_alpha:g}")
+    if rule.non_inferiority_margin is not None:
+        texts.append(f"non_inferiority_margin {rule.non_inferiority_margin:g}")
+    if rule.max_new_failures is not None:
+        texts.append(f"max_new_failures {rule.max_new_failures}")
+    if rule.min_detectable is not None:
+        texts.append(f"min_detectable {rule.min_detectable:g}")
+    return texts
+
+
+def _suite_notes(suite: _Suite) -> list[str]:
+    paired, name = suite.paired, suite.config.name
+    if paired is None:
+        return []
+    notes = []
+    if paired.added or paired.removed:
+        notes.append(f"{name}: {len(paired.added)} examples only at head and "
+                     f"{len(paired.removed)} only at base, left out of the paired tests")
+    small = gated_groups(paired, suite.config.gate_options.group_min_items)[1]
+    if small:
+        notes.append(f"{name}: groups under {suite.config.gate_options.group_min_items} paired "
+                     f"examples are not gated on their own: {', '.join(small)}")
+    return notes
 
 
 def config_error_report(err: ConfigError, head: RunResult | None = None) -> GateReport:
     """Return the failed report of an invalid head config or dataset (no rules checked)."""
     return GateReport("failure", (), (), head, None, config_error=err)
-
-
-def _check_rule(
-    suite: str, rule: GateRule, head: SuiteResult | None, base: SuiteResult | None
-) -> list[RuleOutcome]:
-    head_value = head.metrics.get(rule.metric) if head is not None else None
-    base_value = base.metrics.get(rule.metric) if base is not None else None
-    delta = head_value - base_value if head_value is not None and base_value is not None else None
-
-    def outcome(text: str, status: bool | None, reason: str) -> RuleOutcome:
-        verdict: RuleStatus = "skipped" if status is None else "pass" if status else "fail"
-        return RuleOutcome(suite, rule.metric, text, base_value, head_value, delta, verdict,
-                           "" if verdict == "pass" else reason)
-
-    outcomes = []
-    unavailable = f"{rule.metric} is unavailable at head (no example ran it)"
-    if rule.min is not None:
-        text = f"min {_fmt(rule.min)}"
-        if head_value is None:
-            outcomes.append(outcome(text, False, unavailable))
-        else:
-            outcomes.append(outcome(text, head_value >= rule.min - EPSILON,
-                                    f"{_fmt(head_value)} is below the minimum {_fmt(rule.min)}"))
-    if rule.max_drop is not None:
-        text = f"max_drop {_fmt(rule.max_drop)}"
-        if base is None:
-            outcomes.append(outcome(text, None, NO_BASE))
-        elif base_value is None:
-            outcomes.append(outcome(text, None, f"{rule.metric} is unavailable at base"))
-        elif head_value is None:
-            outcomes.append(outcome(text, False, unavailable))
-        else:
-            drop = base_value - head_value
-            outcomes.append(outcome(text, drop <= rule.max_drop + EPSILON,
-                                    f"dropped {_fmt(drop)} from base {_fmt(base_value)} "
-                                    f"(allowed {_fmt(rule.max_drop)})"))
-    return outcomes
-
-
-def find_regressions(head: SuiteResult, base: SuiteResult) -> list[Regression]:
-    """Return the examples (matched by id) that pass at base and fail at head, in head order."""
-    passed_at_base = {example.id: example for example in base.examples if example.passed}
-    return [
-        Regression(
-            suite=head.name,
-            dataset=head.dataset,
-            line=example.line,
-            example_id=example.id,
-            expected=example.expected,
-            base_output=passed_at_base[example.id].output,
-            head_output=example.output,
-            reason=failure_reason(example),
-        )
-        for example in head.examples
-        if not example.passed and example.id in passed_at_base
-    ]
-
-
-def failure_reason(example: ExampleResult) -> str:
-    """Return why an example failed: its target error, or its failed assertions' messages."""
-    if example.errored:
-        return example.error or "the target failed"
-    messages = [f"{a.type}: {a.message}" for a in example.assertions if not a.passed]
-    return "; ".join(messages) or "failed"
-
-
-def _fmt(value: float) -> str:
-    """Format a fraction with two decimals, or more when two would round it (0.825)."""
-    text = f"{value:.2f}"
-    return text if abs(float(text) - value) < EPSILON else f"{value:.4g}"

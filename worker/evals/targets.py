@@ -7,6 +7,9 @@ directory, and reads ``output.json``: ``{"output": ..., "usage": {"input": n, "o
 "cost": usd}`` (``usage`` and ``cost`` optional). The command sees only PATH, LANG/LC_ALL,
 HOME and TMPDIR (both the temporary directory) and the variables named in ``settings.env``;
 it runs in its own session, and its whole process group is killed on timeout and after exit.
+It runs confined by `worker.sandbox` (rlimits; with Landlock, no access to the worker's other
+checkouts, files or memory, and no TCP connection to Redis). Its output is capped: the output
+file at `MAX_OUTPUT_BYTES`, stdout/stderr to their last `MAX_LOG_BYTES`.
 """
 
 from __future__ import annotations
@@ -20,12 +23,15 @@ import shlex
 import shutil
 import signal
 import stat
+import subprocess
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
+from worker import sandbox
 from worker.evals.config import is_allowed_env_name
+from worker.evals.outputs import OutputError, parse_output_document
 from worker.evals.types import CommandTarget, Example, Settings, TargetOutput
 
 #: Largest output file read, bytes (1 MiB); a bigger one is an error.
@@ -63,13 +69,14 @@ async def run_command(
         document = {"id": example.id, "input": example.input, "vars": example.vars}
         input_path.write_text(json.dumps(document, ensure_ascii=False), encoding="utf-8")
         argv = build_argv(target.command, input_path, output_path)
-        await _execute(argv, cwd, build_env(settings, workdir), settings.timeout_s)
-        output, usage, cost_usd = read_output(output_path)
+        await _execute(argv, cwd, build_env(settings, workdir), settings.timeout_s, workdir)
+        result = read_target_output(output_path, (time.perf_counter() - started) * 1000)
     except _TargetFailed as exc:
-        return TargetOutput(None, str(exc), (time.perf_counter() - started) * 1000)
+        return TargetOutput(None, str(exc), (time.perf_counter() - started) * 1000,
+                            error_kind="target")
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
-    return TargetOutput(output, None, (time.perf_counter() - started) * 1000, usage, cost_usd)
+    return result
 
 
 def build_argv(command: str, input_path: Path, output_path: Path) -> list[str]:
@@ -110,15 +117,24 @@ def build_env(settings: Settings, home: Path) -> dict[str, str]:
     return env
 
 
-async def _execute(argv: list[str], cwd: Path, env: dict[str, str], timeout_s: float) -> None:
+async def _execute(argv: list[str], cwd: Path, env: dict[str, str], timeout_s: float,
+                   scratch: Path) -> None:
     try:
-        proc = await asyncio.create_subprocess_exec(
-            *argv, cwd=cwd, env=env, stdin=asyncio.subprocess.DEVNULL,
-            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
-            start_new_session=True,
-        )
+        box = sandbox.current()
+    except sandbox.SandboxError as exc:  # a malformed LLMGATE_SANDBOX* setting (CLI use)
+        raise _TargetFailed(f"cannot start {argv[0]!r}: {exc}") from None
+    try:
+        with box.confine(cwd, scratch) as preexec:  # rlimits + Landlock
+            proc = await asyncio.create_subprocess_exec(
+                *argv, cwd=cwd, env=env, stdin=asyncio.subprocess.DEVNULL,
+                stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
+                start_new_session=True, preexec_fn=preexec,
+            )
     except OSError as exc:
         raise _TargetFailed(f"cannot start {argv[0]!r}: {exc.strerror or exc}") from None
+    except subprocess.SubprocessError:  # the sandbox could not be set up in the child
+        raise _TargetFailed(f"cannot start {argv[0]!r}: the sandbox could not be applied") \
+            from None
     try:
         log = await asyncio.wait_for(_tail_and_wait(proc), timeout_s)
     except TimeoutError:
@@ -152,15 +168,43 @@ def _kill_group(pgid: int) -> None:
         os.killpg(pgid, signal.SIGKILL)
 
 
+def read_target_output(path: Path, measured_ms: float) -> TargetOutput:
+    """Read the output file as a structured output (worker/evals/outputs.py).
+
+    Args:
+        path: the output file.
+        measured_ms: the command's wall time, used when the file has no ``latency_ms``.
+
+    Raises:
+        _TargetFailed: the file cannot be read (see `read_document`) or is not a valid output.
+    """
+    try:
+        return parse_output_document(read_document(path), measured_ms)
+    except OutputError as exc:
+        raise _TargetFailed(f"the output file is invalid: {exc}") from None
+
+
 def read_output(path: Path) -> tuple[Any, dict[str, int], float | None]:
     """Read the output file: ``(output, usage, cost_usd)``.
+
+    Raises:
+        _TargetFailed: as `read_document`, or not an object with ``output``, or with an invalid
+            ``usage`` or ``cost``.
+    """
+    document = read_document(path)
+    if not isinstance(document, dict) or "output" not in document:
+        raise _TargetFailed('the output file must be a JSON object with an "output" key')
+    return document["output"], _usage(document.get("usage")), _cost(document.get("cost"))
+
+
+def read_document(path: Path) -> Any:
+    """Read and parse the JSON output file.
 
     The file is opened without following symlinks and without blocking (a FIFO is refused),
     and read up to `MAX_OUTPUT_BYTES` + 1 bytes.
 
     Raises:
-        _TargetFailed: missing, not a regular file, too big, not UTF-8 JSON, not an object with
-            ``output``, or with an invalid ``usage`` or ``cost``.
+        _TargetFailed: missing, not a regular file, too big, or not UTF-8 JSON.
     """
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
@@ -178,9 +222,7 @@ def read_output(path: Path) -> tuple[Any, dict[str, int], float | None]:
         document = json.loads(data.decode("utf-8"))
     except (UnicodeDecodeError, ValueError, RecursionError) as exc:
         raise _TargetFailed(f"the output file is not valid UTF-8 JSON: {exc}") from None
-    if not isinstance(document, dict) or "output" not in document:
-        raise _TargetFailed('the output file must be a JSON object with an "output" key')
-    return document["output"], _usage(document.get("usage")), _cost(document.get("cost"))
+    return document
 
 
 def _usage(value: Any) -> dict[str, int]:

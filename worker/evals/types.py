@@ -11,6 +11,18 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from worker.evals.llm_types import CacheMode as CacheMode
+from worker.evals.llm_types import CostEstimate as CostEstimate
+from worker.evals.llm_types import Endpoint as Endpoint
+from worker.evals.llm_types import ErrorKind as ErrorKind
+from worker.evals.llm_types import ModelTarget as ModelTarget
+from worker.evals.llm_types import PairwiseResult as PairwiseResult
+from worker.evals.llm_types import Pricing as Pricing
+from worker.evals.llm_types import RetrySettings as RetrySettings
+from worker.evals.llm_types import RunUsage as RunUsage
+from worker.evals.llm_types import TokenUsage as TokenUsage
+from worker.evals.llm_types import TrapSummary as TrapSummary
+
 #: File name of the configuration at the repository root.
 CONFIG_FILENAME = ".llmgate.yml"
 
@@ -61,11 +73,51 @@ class GateRule:
         min: head's value must be at least this (fraction 0-1), or None.
         max_drop: head may fall at most this far below base (absolute, fraction 0-1), or None.
         line: 1-based line of the metric's key in the config file.
+        regression_alpha: ``regression: {alpha}``: fail on a drop whose Holm-adjusted one-sided
+            p-value is at most this (fraction 0-1), or None.
+        non_inferiority_margin: pass only when the 95% CI of head - base lies above -margin
+            (metric units), or None.
+        max_new_failures: at most this many examples may pass at base and fail at head, or None.
+        min_detectable: the drop (metric units) the set must be able to detect at 80% power,
+            or None; ``min_detectable_action`` is ``fail`` or ``warn`` when it cannot.
+        max: for lower-is-better metrics (latency, cost, tokens, error rates): head's value
+            must be at most this (metric units), or None.
+        max_increase: for lower-is-better metrics: head may rise at most this far above base
+            (absolute, metric units), or None.
     """
 
     metric: str
     min: float | None = None
     max_drop: float | None = None
+    line: int | None = None
+    regression_alpha: float | None = None
+    non_inferiority_margin: float | None = None
+    max_new_failures: int | None = None
+    min_detectable: float | None = None
+    min_detectable_action: Literal["fail", "warn"] = "fail"
+    max: float | None = None
+    max_increase: float | None = None
+
+
+@dataclass(frozen=True)
+class GateOptions:
+    """Suite-wide options of the ``gate:`` section (besides the per-metric rules).
+
+    Attributes:
+        critical_tags: examples carrying any of these tags must pass at head.
+        group_by: metadata key whose value groups examples (rules also apply per group), or None.
+        group_min_items: smallest group (paired examples) the rules are applied to.
+        on_inconclusive: check conclusion when a rule is inconclusive: ``pass`` (success),
+            ``neutral`` or ``fail`` (failure).
+        quarantine: example ids left out of per-example rules (still counted in means).
+        line: 1-based line where the suite's ``gate:`` mapping starts.
+    """
+
+    critical_tags: tuple[str, ...] = ()
+    group_by: str | None = None
+    group_min_items: int = 5
+    on_inconclusive: Literal["pass", "neutral", "fail"] = "neutral"
+    quarantine: tuple[str, ...] = ()
     line: int | None = None
 
 
@@ -77,10 +129,13 @@ class CommandTarget:
         command: the command line, with ``{input_file}`` and ``{output_file}`` placeholders,
             split with shlex (never run through a shell).
         line: 1-based line of ``command`` in the config.
+        batch: one invocation for all examples: ``{input_file}`` is JSONL of every input and
+            ``{output_file}`` JSONL of every output (see worker/evals/batch.py).
     """
 
     command: str
     line: int | None = None
+    batch: bool = False
 
 
 @dataclass(frozen=True)
@@ -91,11 +146,35 @@ class Settings:
         timeout_s: wall-clock limit of one target invocation, seconds (default 60).
         concurrency: how many target invocations run at once (default 4).
         env: names of environment variables the target may see (besides PATH, HOME, LANG).
+        repeats: runs of each example (independent draws, cache bypassed), default 1.
+        cache: whether model and judge answers are cached in Redis (default true).
+        max_cost_usd: USD one run (one commit's suites) may spend, or None; a run estimated
+            above it does not start, and a run reaching it sends no more calls.
+        max_duration_s: seconds one run may take, or None; no call starts after it.
+        retry: retries of provider calls.
+        max_provider_error_rate: share (0-1) of examples that may end in provider errors
+            (429, 5xx, timeouts) before the check is ``neutral`` (default 0.1).
+        max_judge_error_rate: share (0-1) of examples whose judge may error before the check
+            is not ``success`` (default 0.1).
+        judge: the default judge model of ``llm_judge`` and ``pairwise``, or None.
+        embedding: the default embedding model of ``similar``, or None.
+        estimate_output_tokens: completion tokens assumed per call by the estimate when
+            ``max_tokens`` is not set (default 256).
     """
 
     timeout_s: float = 60.0
     concurrency: int = 4
     env: tuple[str, ...] = ()
+    repeats: int = 1
+    cache: bool = True
+    max_cost_usd: float | None = None
+    max_duration_s: float | None = None
+    retry: RetrySettings = field(default_factory=RetrySettings)
+    max_provider_error_rate: float = 0.1
+    max_judge_error_rate: float = 0.1
+    judge: Endpoint | None = None
+    embedding: Endpoint | None = None
+    estimate_output_tokens: int = 256
 
 
 @dataclass(frozen=True)
@@ -105,18 +184,22 @@ class SuiteConfig:
     Attributes:
         name: unique suite name.
         dataset: path of the JSONL dataset relative to the repository root (POSIX).
-        target: how outputs are produced.
+        target: how outputs are produced: a command, or a model and a prompt.
         assertions: assertions applied to every example.
         gate: gate rules keyed by metric name.
         line: 1-based line where the suite starts in the config.
+        gate_options: the suite-wide gate options (critical tags, groups, quarantine ...).
+        traps: JSONL of trap cases (known-wrong outputs the judge must fail), or None.
     """
 
     name: str
     dataset: str
-    target: CommandTarget
+    target: CommandTarget | ModelTarget
     assertions: tuple[AssertionSpec, ...]
     gate: dict[str, GateRule]
     line: int | None = None
+    gate_options: GateOptions = GateOptions()
+    traps: str | None = None
 
 
 @dataclass(frozen=True)
@@ -147,6 +230,8 @@ class Example:
         expected: the ``expected`` value, or None.
         vars: the ``vars`` mapping (empty when absent).
         assertions: per-example assertions from the ``assert`` field, added to the suite's.
+        tags: the ``tags`` list (e.g. ``must_pass`` for a critical example).
+        metadata: the ``metadata`` mapping (e.g. ``{"category": "billing"}`` for groups).
     """
 
     id: str
@@ -155,6 +240,8 @@ class Example:
     expected: Any = None
     vars: dict[str, Any] = field(default_factory=dict)
     assertions: tuple[AssertionSpec, ...] = ()
+    tags: tuple[str, ...] = ()
+    metadata: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -165,8 +252,14 @@ class TargetOutput:
         output: the output value, or None when the invocation errored.
         error: why the invocation failed (crash, timeout, missing or invalid output), else None.
         latency_ms: wall-clock time of the invocation, milliseconds.
-        usage: token counts as reported by the target (``{"input": n, "output": n}``), or {}.
+        usage: token counts as reported by the target (``{"input": n, "output": n}``, and
+            ``cached_input`` for model targets), or {}.
         cost_usd: cost reported by the target in USD, or None.
+        error_kind: what kind of failure ``error`` is (see `ErrorKind`), None when no error.
+        spend: provider calls, cache hits, tokens and USD actually spent producing it.
+        cached: True when the answer came from llmgate's response cache.
+        contexts: retrieved passages a RAG target reports, or ().
+        retrieved_ids: ids of the retrieved documents a RAG target reports, or ().
     """
 
     output: Any
@@ -174,6 +267,11 @@ class TargetOutput:
     latency_ms: float = 0.0
     usage: dict[str, int] = field(default_factory=dict)
     cost_usd: float | None = None
+    error_kind: ErrorKind | None = None
+    spend: RunUsage = field(default_factory=RunUsage)
+    cached: bool = False
+    contexts: tuple[Any, ...] = ()
+    retrieved_ids: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -185,12 +283,19 @@ class AssertionResult:
         passed: whether the assertion holds.
         score: 1.0 when passed else 0.0 (graded assertions may give values in between).
         message: a short reason, shown when it failed.
+        errored: True when the assertion could not be scored (a judge error: its call failed
+            or its reply had no verdict); then passed is False and it is neither a pass nor a
+            failure: the example is unscored.
+        details: extra data for the report (judge votes and disagreement, prompt version,
+            similarity, predicted label).
     """
 
     type: str
     passed: bool
     score: float
     message: str = ""
+    errored: bool = False
+    details: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -205,7 +310,20 @@ class ExampleResult:
         expected: the example's expected value.
         error: the target's error text when errored.
         assertions: the result of each assertion, in order.
-        latency_ms, cost_usd: as in `TargetOutput`.
+        latency_ms, cost_usd: as in `TargetOutput` (a cached answer keeps the latency and
+            cost measured when it was fetched).
+        tags, metadata: as in `Example` (the gate's critical tags and groups read them).
+        repeat: 0-based draw number with ``settings.repeats`` (results of one example share
+            its id and differ in ``repeat``); 0 otherwise.
+        error_kind: as in `TargetOutput`; ``budget`` when the call was not sent.
+        unscored: True when the example is neither a pass nor a failure: a provider error
+            (rate limited, 5xx, timeout), a call not sent (budget), or a judge error.
+        usage: tokens of the target's answer (``input``, ``output``, ``cached_input``).
+        spend: provider use of this example, target and judges (cache hits cost nothing).
+        cached: True when the target's answer came from the response cache.
+        label: the predicted class label (``classification`` assertion), or None.
+        contexts, retrieved_ids: as in `TargetOutput`.
+        input: the example's input (for pairwise judging and the report), or None.
     """
 
     id: str
@@ -218,6 +336,18 @@ class ExampleResult:
     assertions: tuple[AssertionResult, ...] = ()
     latency_ms: float = 0.0
     cost_usd: float | None = None
+    tags: tuple[str, ...] = ()
+    metadata: dict[str, Any] = field(default_factory=dict)
+    repeat: int = 0
+    error_kind: ErrorKind | None = None
+    unscored: bool = False
+    usage: dict[str, int] = field(default_factory=dict)
+    spend: RunUsage = field(default_factory=RunUsage)
+    cached: bool = False
+    label: str | None = None
+    contexts: tuple[Any, ...] = ()
+    retrieved_ids: tuple[str, ...] = ()
+    input: Any = None
 
 
 @dataclass(frozen=True)
@@ -227,14 +357,25 @@ class SuiteResult:
     Attributes:
         name: the suite name.
         dataset: the dataset path relative to the repository root.
-        examples: one result per example, in dataset order.
+        examples: one result per example, in dataset order (with repeats, each example's
+            draws one after another).
         metrics: metric name -> value (fractions 0-1 for rates).
+        spend: provider calls, cache hits, tokens and USD of the suite (targets and judges).
+        pairwise: head-versus-base judgements (head runs with a ``pairwise`` assertion only).
+        traps: the judge's record on the suite's trap cases, or None.
+        judge_versions: the prompt versions of the suite's judges (a changed rubric shows).
+        stopped: why the suite stopped sending calls (budget or time), or None.
     """
 
     name: str
     dataset: str
     examples: tuple[ExampleResult, ...]
     metrics: dict[str, float]
+    spend: RunUsage = field(default_factory=RunUsage)
+    pairwise: tuple[PairwiseResult, ...] = ()
+    traps: TrapSummary | None = None
+    judge_versions: tuple[str, ...] = ()
+    stopped: str | None = None
 
 
 @dataclass(frozen=True)
@@ -244,13 +385,19 @@ class RunResult:
     Attributes:
         sha: the commit the run used ("" for a working tree).
         suites: suite name -> result.
+        spend: provider use of the whole run (the sum of the suites').
+        estimate: what the run was expected to send before it started, or None.
+        stopped: why the run stopped early or did not start (budget, time), or None.
     """
 
     sha: str
     suites: dict[str, SuiteResult]
+    spend: RunUsage = field(default_factory=RunUsage)
+    estimate: CostEstimate | None = None
+    stopped: str | None = None
 
 
-RuleStatus = Literal["pass", "fail", "skipped"]
+RuleStatus = Literal["pass", "fail", "regression", "inconclusive", "skipped"]
 Conclusion = Literal["success", "failure", "neutral", "cancelled", "timed_out", "action_required"]
 
 
@@ -264,8 +411,13 @@ class RuleOutcome:
         base: base's metric value, or None (no base result).
         head: head's metric value, or None (metric unavailable).
         delta: head - base, or None.
-        status: ``pass``, ``fail`` or ``skipped`` (a relative rule without a base).
-        reason: a short explanation for fail and skipped.
+        status: ``pass``, ``fail`` or ``skipped`` (a relative rule without a base) for the
+            threshold rules ``min`` and ``max_drop``; ``pass``, ``regression``, ``inconclusive``
+            or ``skipped`` for the statistical and per-example rules.
+        reason: a short explanation for every status but pass.
+        group: the group the rule was applied to (``category=billing``), "" for the whole suite.
+        effect: for ``inconclusive``, what it does to the check: ``failure``, ``neutral`` or
+            ``none`` (from ``on_inconclusive``, or ``min_detectable``'s ``action``).
     """
 
     suite: str
@@ -276,6 +428,54 @@ class RuleOutcome:
     delta: float | None
     status: RuleStatus
     reason: str = ""
+    group: str = ""
+    effect: Literal["none", "neutral", "failure"] = "none"
+
+
+@dataclass(frozen=True)
+class PairedComparison:
+    """Base and head compared example by example for one suite, metric and group.
+
+    Values are in the metric's units (fractions 0-1 for rates); ``delta`` and the interval are
+    head - base. A "drop" is a change for the worse (a rise for a lower-is-better metric).
+
+    Attributes:
+        suite, metric: what was compared; group: "" for the whole suite, else ``key=value``.
+        n: paired examples (present on both sides with a value of the metric).
+        added, removed: examples only at head / only at base (left out of the tests).
+        base, head: means over the paired examples; delta: head - base.
+        ci_low, ci_high: 95% paired bootstrap interval of delta, or None (n < 2).
+        test: ``mcnemar`` (pass/fail values), ``wilcoxon`` (scores) or ``none`` (n = 0).
+        p_value: one-sided p-value of a drop; p_adjusted: Holm-adjusted over every
+            ``regression`` test of the gate, or None when no such rule covers it.
+        fixed, broken: McNemar's discordant pairs (fail->pass, pass->fail), else None.
+        n_zero: pairs with no difference (dropped before ranking by the signed-rank test).
+        mdd: smallest drop detectable at 80% power at ``mdd_alpha`` (``inf``: none is).
+        mdd_alpha: the one-sided level the MDD uses (the Holm first-step level).
+        repeats: most repeats of an example; noise_sd: pooled run-to-run SD, or None.
+    """
+
+    suite: str
+    metric: str
+    group: str
+    n: int
+    added: int
+    removed: int
+    base: float | None
+    head: float | None
+    delta: float | None
+    ci_low: float | None
+    ci_high: float | None
+    test: Literal["mcnemar", "wilcoxon", "none"]
+    p_value: float | None
+    p_adjusted: float | None
+    fixed: int | None
+    broken: int | None
+    n_zero: int
+    mdd: float
+    mdd_alpha: float
+    repeats: int = 1
+    noise_sd: float | None = None
 
 
 @dataclass(frozen=True)
@@ -314,6 +514,10 @@ class GateReport:
         config_error: set when the head config or dataset is invalid (then conclusion is failure
             and outcomes is empty).
         notes: other lines for the report (e.g. "no config at base: relative rules skipped").
+        comparisons: the paired statistics of every gated metric (and group) with a base.
+        holm_tests: how many ``regression`` p-values the Holm adjustment covered.
+        headline: why the conclusion is what it is when the rules did not decide it (budget
+            exceeded, rate limited, judge errors), shown first in the check title; or "".
     """
 
     conclusion: Conclusion
@@ -323,3 +527,6 @@ class GateReport:
     base: RunResult | None
     config_error: ConfigError | None = None
     notes: tuple[str, ...] = ()
+    comparisons: tuple[PairedComparison, ...] = ()
+    holm_tests: int = 0
+    headline: str = ""

@@ -25,6 +25,7 @@ import httpx
 
 from worker.contract import CHECK_NAME
 from worker.github.auth import AppCredentials, InstallationTokenCache, api_url, app_jwt
+from worker.metrics import record_github_response
 
 log = logging.getLogger(__name__)
 
@@ -111,6 +112,7 @@ class PullInfo:
             the head through ``refs/pull/N/head``).
         head_clone_url: HTTPS clone URL of the head repository, None when the fork was deleted.
         state: ``open`` or ``closed``.
+        author_login: login of the pull request's author ("" if GitHub sent none).
     """
 
     head_sha: str
@@ -120,6 +122,7 @@ class PullInfo:
     clone_url: str
     state: str
     head_clone_url: str | None = None
+    author_login: str = ""
 
 
 @dataclass(frozen=True)
@@ -148,10 +151,12 @@ class AppInfo:
 class _RetryingHttpxAPI(gidgethub.abc.GitHubAPI):
     """gidgethub over ``httpx.AsyncClient``, retrying 5xx answers and connection errors."""
 
-    def __init__(self, session: httpx.AsyncClient, api_root: str, delays_s: Sequence[float]):
+    def __init__(self, session: httpx.AsyncClient, api_root: str, delays_s: Sequence[float],
+                 installation: str = "-"):
         super().__init__(REQUESTER, base_url=api_root)
         self._session = session
         self._delays_s = tuple(delays_s)
+        self._installation = installation  # the metrics label of this client's calls
 
     async def _request(
         self, method: str, url: str, headers: Mapping[str, str], body: bytes = b""
@@ -160,10 +165,12 @@ class _RetryingHttpxAPI(gidgethub.abc.GitHubAPI):
             try:
                 resp = await self._session.request(method, url, headers=dict(headers), content=body)
             except httpx.TransportError as exc:
+                record_github_response(method, None, {}, self._installation)
                 if delay_s is None:
                     raise GitHubUnavailable(f"{method} {url}: {type(exc).__name__}") from exc
                 reason = type(exc).__name__
             else:
+                record_github_response(method, resp.status_code, resp.headers, self._installation)
                 if resp.status_code < 500 or delay_s is None:
                     return resp.status_code, resp.headers, resp.content
                 reason = f"HTTP {resp.status_code}"
@@ -208,7 +215,7 @@ class GitHubClient:
         self._creds = creds
         self._cache = cache
         self._installation_id = installation_id
-        self._gh = _RetryingHttpxAPI(session, self._api_url, retry_delays_s)
+        self._gh = _RetryingHttpxAPI(session, self._api_url, retry_delays_s, str(installation_id))
 
     def __repr__(self) -> str:
         return f"GitHubClient(api_url={self._api_url!r}, installation_id={self._installation_id})"
@@ -279,6 +286,7 @@ class GitHubClient:
             clone_url=str(_field(_field(base, "repo"), "clone_url")),
             state=str(_field(data, "state")),
             head_clone_url=str(head_repo["clone_url"]) if head_repo else None,
+            author_login=str((data.get("user") or {}).get("login") or ""),
         )
 
     async def get_permission(self, owner: str, repo: str, username: str) -> str:

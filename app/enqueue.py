@@ -1,0 +1,105 @@
+"""Mark a delivery as seen and enqueue its arq job in one Redis round trip.
+
+arq's own ``enqueue_job`` costs four round trips (WATCH, EXISTS, then MULTI/PSETEX/ZADD/EXEC
+in a pipeline) and the delivery mark one more; on the receiver's hot path that was about 60% of
+its time. Here one Lua script (``EVALSHA``; loaded on the first ``NOSCRIPT`` answer, e.g. after a
+Redis restart) does the same work atomically:
+
+1. ``SET llmgate:delivery:<id> 1 NX EX <ttl>`` semantics: a delivery id seen before is a
+   duplicate, and nothing else happens;
+2. if a job is planned and neither ``arq:job:<job id>`` nor ``arq:result:<job id>`` exists
+   (arq's own uniqueness rule), ``PSETEX`` the job and ``ZADD`` it to ``arq:queue`` with the
+   enqueue time (ms) as score, exactly as ``ArqRedis.enqueue_job`` does;
+3. only then write the delivery mark.
+
+All reads come before all writes, so a script refused by Redis (ACL ``NOPERM`` on a key, out of
+memory on the first write) changes nothing and a redelivery is not taken for a duplicate.
+
+This ties the web process to arq's key layout and job format. The job bytes come from arq's own
+``serialize_job`` and the key names from ``arq.constants``; ``tests/unit/test_app_enqueue.py``
+runs a real arq ``Worker`` on jobs queued here, so an arq release that changes the layout fails
+that test rather than production.
+"""
+
+from __future__ import annotations
+
+import enum
+import hashlib
+
+from arq.constants import default_queue_name, expires_extra_ms, job_key_prefix, result_key_prefix
+from arq.jobs import serialize_job
+from arq.utils import timestamp_ms
+from redis.exceptions import NoScriptError
+
+from app.redis_pipe import RedisPipe, pack
+from app.routes.decision import PlannedJob
+from worker.contract import DELIVERY_KEY_PREFIX, DELIVERY_TTL_S
+
+#: KEYS: delivery mark[, arq job key, arq result key, arq queue];
+#: ARGV: mark TTL (s)[, job id, serialized job, job expiry (ms), queue score (ms)].
+#: Returns 0 duplicate delivery, 1 marked (and queued, when a job was given), 2 already queued.
+SCRIPT = b"""
+if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
+local result = 1
+if #KEYS == 4 then
+  if redis.call('EXISTS', KEYS[2], KEYS[3]) > 0 then
+    result = 2
+  else
+    redis.call('PSETEX', KEYS[2], ARGV[4], ARGV[3])
+    redis.call('ZADD', KEYS[4], ARGV[5], ARGV[2])
+  end
+end
+redis.call('SET', KEYS[1], '1', 'EX', ARGV[1])
+return result
+"""
+#: The SHA-1 Redis knows the script by (``EVALSHA``).
+SCRIPT_SHA = hashlib.sha1(SCRIPT, usedforsecurity=False).hexdigest()
+
+
+class Outcome(enum.IntEnum):
+    """What the script did with one delivery (its integer reply)."""
+
+    DUPLICATE = 0
+    """The delivery id was seen before; nothing was written."""
+    MARKED = 1
+    """The delivery is marked as seen and its job, if any, is queued."""
+    ALREADY_QUEUED = 2
+    """The delivery is marked; a job with the same id is queued, running, or has a result."""
+
+
+def script_arguments(delivery_id: str, job: PlannedJob | None,
+                     now_ms: int | None = None) -> tuple[list[str], list[str | bytes | int]]:
+    """Return the (KEYS, ARGV) of the script for one delivery.
+
+    Args:
+        delivery_id: the ``X-GitHub-Delivery`` header, already checked.
+        job: the job to enqueue, or ``None`` to only mark the delivery.
+        now_ms: the enqueue time, Unix ms (default: now); arq stores it in the job and uses it
+            as the queue score, so the job is due at once.
+    """
+    keys = [DELIVERY_KEY_PREFIX + delivery_id]
+    args: list[str | bytes | int] = [DELIVERY_TTL_S]
+    if job is None:
+        return keys, args
+    enqueued_ms = timestamp_ms() if now_ms is None else now_ms
+    keys += [job_key_prefix + job.job_id, result_key_prefix + job.job_id, default_queue_name]
+    data = serialize_job(job.function, (job.payload,), {}, None, enqueued_ms)
+    args += [job.job_id, data, expires_extra_ms, enqueued_ms]
+    return keys, args
+
+
+async def mark_and_enqueue(pipe: RedisPipe, delivery_id: str, job: PlannedJob | None) -> Outcome:
+    """Mark ``delivery_id`` as seen and enqueue ``job`` (if any) in one atomic round trip.
+
+    Raises:
+        redis.exceptions.RedisError: Redis refused the script or the connection failed; no
+            state was changed unless the reply was lost after the script ran.
+    """
+    keys, args = script_arguments(delivery_id, job)
+    command = pack("EVALSHA", SCRIPT_SHA, len(keys), *keys, *args)
+    try:
+        reply = await pipe.execute(command)
+    except NoScriptError:  # a new or restarted Redis: load the script once, then run it
+        await pipe.execute(pack("SCRIPT", "LOAD", SCRIPT))
+        reply = await pipe.execute(command)
+    return Outcome(int(reply))

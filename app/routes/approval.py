@@ -1,0 +1,105 @@
+"""Approvals of untrusted pull request heads: ``/llmgate approve`` and the check run's button.
+
+A comment approves only when its first line is exactly ``/llmgate approve``, optionally with the
+head SHA (7 to 40 lowercase hex digits) to pin the commit: ``/llmgate approve 1a2b3c4``. Text
+on later lines is free; anything else on the first line, a quote (``> /llmgate approve``), a
+code block or a mention of the command inside a sentence approves nothing. The button is the
+``requested_action`` of llmgate's own check run (identifier ``approve``); that run's
+``external_id`` (``pr:<number>``) names the pull request, since GitHub leaves
+``check_run.pull_requests`` empty for forks. Whether the approver may write is checked by the
+worker, which can call GitHub.
+"""
+
+from __future__ import annotations
+
+import re
+
+from gidgethub.routing import Router
+from gidgethub.sansio import Event
+
+from app.routes.decision import Decision
+from app.routes.payload import (
+    LOGIN_PATTERN,
+    SHA_PATTERN,
+    get_id,
+    get_obj,
+    get_str,
+    installation_id,
+    repo_ref,
+)
+from worker.contract import (
+    APPROVE_ACTION,
+    APPROVE_COMMAND,
+    CHECK_NAME,
+    JOB_APPROVE,
+    ApprovePayload,
+    approve_job_id,
+)
+
+router = Router()
+_APPROVE_LINE = re.compile(re.escape(APPROVE_COMMAND) + r"(?: ([0-9a-f]{7,40}))?")
+#: ``external_id`` llmgate gives a check run that waits for approval.
+EXTERNAL_ID = re.compile(r"pr:([1-9][0-9]{0,9})")
+
+
+def parse_approve(body: str) -> str | None:
+    """Return the SHA (prefix) a comment approves, "" for "the current head", None if none.
+
+    ``"/llmgate approve"`` gives ``""``; ``"/llmgate approve 1a2b3c4\\nLGTM"`` gives
+    ``"1a2b3c4"``; ``"/llmgate approve please"``, ``"/llmgate approved"``,
+    ``"> /llmgate approve"`` and ``"ok /llmgate approve"`` give None.
+    """
+    first_line = body.strip().split("\n", 1)[0].strip()
+    match = _APPROVE_LINE.fullmatch(first_line)
+    if match is None:
+        return None
+    return match.group(1) or ""
+
+
+def plan_comment_approval(event: Event, decision: Decision, sha: str) -> None:
+    """Plan the approval job of a ``/llmgate approve`` comment already found to be one.
+
+    Raises:
+        PayloadError: a needed field is missing or malformed (the receiver answers 400).
+    """
+    data = event.data
+    install_id = installation_id(data)
+    if install_id is None:
+        decision.ignore("payload has no installation.id, so the App cannot authenticate")
+        return
+    repo = repo_ref(data)
+    approval = ApprovePayload(
+        delivery_id=event.delivery_id, installation_id=install_id, repo=repo,
+        pr_number=get_id(data, "issue.number"),
+        approver=get_str(data, "comment.user.login", LOGIN_PATTERN), source="comment",
+        head_sha=sha, comment_id=get_id(data, "comment.id"))
+    job_id = approve_job_id(repo, approval["pr_number"], comment_id=approval["comment_id"])
+    decision.enqueue(JOB_APPROVE, approval, job_id)
+
+
+@router.register("check_run", action="requested_action")
+async def approve_from_button(event: Event, decision: Decision) -> None:
+    """Plan an approval when someone presses "Approve and run" on llmgate's check run.
+
+    Raises:
+        PayloadError: a needed field is missing or malformed (the receiver answers 400).
+    """
+    data = event.data
+    external = EXTERNAL_ID.fullmatch(str(get_obj(data, "check_run").get("external_id") or ""))
+    if get_str(data, "requested_action.identifier") != APPROVE_ACTION:
+        decision.ignore("unknown requested action")
+    elif get_str(data, "check_run.name") != CHECK_NAME or external is None:
+        decision.ignore("not an llmgate check run waiting for approval")
+    elif get_str(data, "sender.type") == "Bot":
+        decision.ignore("requested by a bot")
+    elif (install_id := installation_id(data)) is None:
+        decision.ignore("payload has no installation.id, so the App cannot authenticate")
+    else:
+        repo, head_sha = repo_ref(data), get_str(data, "check_run.head_sha", SHA_PATTERN)
+        approver = get_str(data, "sender.login", LOGIN_PATTERN)
+        approval = ApprovePayload(
+            delivery_id=event.delivery_id, installation_id=install_id, repo=repo,
+            pr_number=int(external.group(1)), approver=approver, source="button",
+            head_sha=head_sha, comment_id=0)
+        decision.enqueue(JOB_APPROVE, approval, approve_job_id(
+            repo, approval["pr_number"], head_sha=head_sha, approver=approver))

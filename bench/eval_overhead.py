@@ -1,0 +1,150 @@
+"""Benchmark the eval engine's overhead on model calls, and a cached re-run.
+
+Starts the fake OpenAI-compatible provider (``tests/fakes/fake_llm.py``) as its own process
+with a fixed latency (100 ms by default) and a ``redis-server`` (free loopback port, no
+persistence), writes a suite of 500 examples with a model target and a ``contains`` assertion,
+and runs it through the engine (``run_config``: estimate, calls, scoring, metrics) at
+concurrency 20. It prints the wall time divided by the ideal (examples x latency /
+concurrency: 500 x 0.1 s / 20 = 2.5 s; goal <= 1.15), then re-runs the same suite against the
+response cache (goal: no provider calls, under 2 s). litellm's one-time import and a warm-up
+call happen before the timing and are printed apart. The last line is
+``eval_overhead_ratio=<wall / ideal>``.
+
+    python bench/eval_overhead.py
+    python bench/eval_overhead.py --examples 200 --latency-ms 50 --concurrency 10
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from redis.asyncio import Redis
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from worker.evals import llm  # noqa: E402
+from worker.evals.config import parse_config  # noqa: E402
+from worker.evals.context import EvalContext  # noqa: E402
+from worker.evals.engine import run_config  # noqa: E402
+
+KEY_ENV = "BENCH_FAKE_KEY"
+
+
+def free_port() -> int:
+    """Return a loopback TCP port that was free a moment ago."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def wait_for(path: Path, proc: subprocess.Popen[bytes], what: str) -> None:
+    """Wait until ``path`` exists, or raise when ``proc`` died or 30 s passed."""
+    deadline = time.monotonic() + 30
+    while not path.exists():
+        if proc.poll() is not None or time.monotonic() > deadline:
+            raise RuntimeError(f"{what} did not start")
+        time.sleep(0.05)
+
+
+@contextmanager
+def processes(work: Path, latency_ms: float) -> Iterator[tuple[str, str]]:
+    """Run the fake provider and redis-server; yield (api base URL, redis URL)."""
+    redis_bin = shutil.which("redis-server")
+    if redis_bin is None:
+        raise SystemExit("redis-server is not installed")
+    port = free_port()
+    procs = [subprocess.Popen([redis_bin, "--port", str(port), "--bind", "127.0.0.1", "--save",
+                               "", "--appendonly", "no", "--dir", str(work)],
+                              stdout=subprocess.DEVNULL)]
+    ready = work / "fake-llm.json"
+    procs.append(subprocess.Popen(
+        [sys.executable, "-m", "tests.fakes.fake_llm", "--port", "0", "--ready-file", str(ready),
+         "--latency-ms", str(latency_ms)], cwd=ROOT, stdout=subprocess.DEVNULL))
+    try:
+        wait_for(ready, procs[1], "the fake provider")
+        yield json.loads(ready.read_text())["url"], f"redis://127.0.0.1:{port}/0"
+    finally:
+        for proc in procs:
+            proc.terminate()
+            proc.wait(timeout=10)
+
+
+def write_suite(repo: Path, url: str, examples: int, concurrency: int) -> str:
+    """Write the dataset and prompt; return the config text."""
+    (repo / "evals").mkdir(parents=True)
+    (repo / "prompts").mkdir()
+    (repo / "prompts" / "p.txt").write_text("Answer the customer: {{ input }}")
+    (repo / "evals" / "d.jsonl").write_text("".join(
+        json.dumps({"id": f"e{i}", "input": f"ticket number {i}"}) + "\n"
+        for i in range(examples)))
+    return (f"version: 1\nsettings: {{concurrency: {concurrency}, timeout: 30}}\nsuites:\n"
+            "  - name: bench\n    dataset: evals/d.jsonl\n"
+            f"    target: {{model: openai/bench-model, prompt: prompts/p.txt, "
+            f'api_base: "{url}", api_key_env: {KEY_ENV}, '
+            "pricing: {input: 1, output: 2}}\n"
+            "    assertions: [{type: contains, value: ticket}]\n")
+
+
+async def timed_run(config_text: str, repo: Path, ctx: EvalContext) -> tuple[float, int, int]:
+    """Run the suite once; return (wall seconds, provider calls, cache hits)."""
+    started = time.perf_counter()
+    run = await run_config(parse_config(config_text), repo, "", ctx)
+    wall = time.perf_counter() - started
+    passed = sum(e.passed for e in run.suites["bench"].examples)
+    if passed != len(run.suites["bench"].examples):
+        raise SystemExit(f"only {passed} examples passed: the fake provider misbehaved")
+    return wall, run.spend.provider_calls, run.spend.cache_hits
+
+
+async def main_async(args: argparse.Namespace) -> None:
+    os.environ[KEY_ENV] = "bench-key"
+    with tempfile.TemporaryDirectory(prefix="llmgate-bench-") as tmp, \
+            processes(Path(tmp), args.latency_ms) as (url, redis_url):
+        started = time.perf_counter()
+        llm.litellm_module()
+        print(f"litellm import (once per worker process): {time.perf_counter() - started:.2f} s")
+        repo = Path(tmp) / "repo"
+        config = write_suite(repo, url, args.examples, args.concurrency)
+        warm = write_suite(Path(tmp) / "warm", url, 2, 2)
+        redis = Redis.from_url(redis_url)
+        try:
+            await timed_run(warm, Path(tmp) / "warm", EvalContext(say=lambda _: None))
+            ctx = EvalContext(redis=redis, namespace="bench", say=lambda _: None)
+            ideal = args.examples * args.latency_ms / 1000 / args.concurrency
+            wall, calls, _ = await timed_run(config, repo, ctx)
+            print(f"first run: {args.examples} examples, {calls} provider calls, "
+                  f"wall {wall:.2f} s, ideal {ideal:.2f} s, ratio {wall / ideal:.3f} "
+                  "(goal <= 1.15)")
+            cached_wall, cached_calls, hits = await timed_run(config, repo, ctx)
+            print(f"cached re-run: {cached_calls} provider calls, {hits} cache hits, wall "
+                  f"{cached_wall:.2f} s (goal: 0 calls, < 2 s)")
+            print(f"cached_rerun_s={cached_wall:.3f}")
+            print(f"eval_overhead_ratio={wall / ideal:.3f}")
+        finally:
+            await redis.aclose()
+
+
+def main() -> None:
+    """Parse the options and run the benchmark."""
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--examples", type=int, default=500)
+    parser.add_argument("--latency-ms", type=float, default=100.0)
+    parser.add_argument("--concurrency", type=int, default=20)
+    asyncio.run(main_async(parser.parse_args()))
+
+
+if __name__ == "__main__":
+    main()

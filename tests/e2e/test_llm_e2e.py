@@ -1,0 +1,138 @@
+"""End to end with a model target and an LLM judge: webhook -> worker -> litellm over real HTTP
+to the fake provider -> check run and comment on the fake GitHub.
+
+The fake provider runs in this process (a thread); the workers are separate processes that reach
+it on loopback with the key from their environment.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.fakes.fake_llm import running_fake_llm
+from worker.demo import Stack, pull_request_payload
+
+pytestmark = pytest.mark.slow
+
+OWNER, REPO = "acme", "llm-bot"
+KEY_ENV = "FAKE_LLM_KEY"
+TICKETS = ["refund for order 1", "refund for order 2", "refund for order 3", "refund for order 4"]
+
+
+def config(url: str, settings: str = "") -> str:
+    endpoint = f'api_base: "{url}", api_key_env: {KEY_ENV}'
+    return f"""\
+version: 1
+settings:
+  concurrency: 4
+  judge: {{model: openai/judge-model, {endpoint}}}
+{settings}suites:
+  - name: support
+    dataset: evals/tickets.jsonl
+    target:
+      model: openai/bot-model
+      prompt: prompts/support.txt
+      api_base: "{url}"
+      api_key_env: {KEY_ENV}
+      pricing: {{input: 2, cached_input: 0.5, output: 8}}
+    assertions:
+      - type: llm_judge
+        rubric: The reply promises the refund.
+    gate:
+      pass_rate: {{max_drop: 0.1}}
+"""
+
+
+def git(repo: Path, *args: str) -> str:
+    cmd = ["git", "-C", str(repo), "-c", "user.name=T", "-c", "user.email=t@example.com", *args]
+    return subprocess.run(cmd, check=True, capture_output=True, text=True).stdout.strip()
+
+
+def commit(repo: Path, branch: str, files: dict[str, str]) -> str:
+    if branch != "main":
+        git(repo, "checkout", "-q", "-B", branch, "main")
+    for name, text in files.items():
+        (repo / name).parent.mkdir(parents=True, exist_ok=True)
+        (repo / name).write_text(text)
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", branch)
+    sha = git(repo, "rev-parse", "HEAD")
+    git(repo, "checkout", "-q", "main")
+    return sha
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
+    work = tmp_path_factory.mktemp("llm-e2e")
+    with running_fake_llm() as llm:
+        repo = work / REPO
+        repo.mkdir()
+        git(repo, "init", "-q", "-b", "main")
+        base = commit(repo, "main", {
+            ".llmgate.yml": config(llm.url),
+            "prompts/support.txt": "Be kind. Ticket: {{ input }}",
+            "evals/tickets.jsonl": "".join(json.dumps({"id": f"t{i}", "input": text}) + "\n"
+                                           for i, text in enumerate(TICKETS, start=1))})
+        with Stack(work, workers=1, worker_env={KEY_ENV: "sk-e2e-fake"}) as stack:
+            yield {"stack": stack, "llm": llm, "repo": repo, "base": base}
+
+
+def open_pr(world: dict[str, Any], number: int, head: str) -> dict[str, Any]:
+    stack = world["stack"]
+    clone_url = world["repo"].as_uri()
+    stack.github("POST", "/_fake/setup", {"pulls": [{
+        "owner": OWNER, "repo": REPO, "number": number, "head_sha": head,
+        "base_sha": world["base"], "base_ref": "main", "head_ref": f"pr{number}",
+        "clone_url": clone_url}]})
+    payload = pull_request_payload("opened", owner=OWNER, repo=REPO, clone_url=clone_url,
+                                   number=number, head_sha=head, base_sha=world["base"])
+    assert stack.deliver("pull_request", payload).status_code < 300
+    run: dict[str, Any] = stack.wait_for_check(head, timeout_s=240)[-1]
+    return run
+
+
+def test_a_prompt_change_the_judge_fails_is_a_regression_with_costs(world):
+    llm, stack = world["llm"], world["stack"]
+    llm.reset()
+    llm.setup({"rules": [
+        {"model": "judge-model", "match": "<answer>\necho: Be kind.", "reply": "**PASS**"},
+        {"model": "judge-model", "match": "", "reply": "The reply refuses. VERDICT: FAIL"}]})
+    head = commit(world["repo"], "pr/rude", {"prompts/support.txt": "Go away. {{ input }}"})
+    run = open_pr(world, 1, head)
+    assert run["conclusion"] == "failure"
+    assert len(run["annotations"]) == 4  # every ticket regressed: the judge fails them all
+    summary = run["output"]["summary"]
+    assert "Model calls at head: 8 provider calls" in summary
+    assert "Model calls at base: 8 provider calls" in summary
+    calls = llm.calls()
+    assert sorted({c["model"] for c in calls}) == ["bot-model", "judge-model"]
+    assert len(calls) == 16
+    comment = [c for c in stack.state()["comments"] if c["issue_number"] == 1]
+    assert len(comment) == 1 and "Model calls at head" in comment[0]["body"]
+    assert stack.state()["violations"] == []
+
+
+def test_a_stalled_call_times_out_and_the_check_still_completes(world):
+    """Field case: timeout 5 s, 2 retries, 4 examples, the 3rd stalls: errored after ~15 s."""
+    llm = world["llm"]
+    llm.reset()
+    llm.setup({"faults": [{"model": "bot-model", "match": "order 3", "stall": True,
+                           "times": 3}],
+               "rules": [{"model": "judge-model", "match": "", "reply": "PASS"}]})
+    settings = "  timeout: 5\n  retry: {max_retries: 2, backoff_base: 0.1}\n" \
+               "  max_provider_error_rate: 0.5\n  cache: false\n"  # every call is sent
+    head = commit(world["repo"], "pr/stall", {".llmgate.yml": config(llm.url, settings)})
+    run = open_pr(world, 2, head)
+    assert run["status"] == "completed" and run["conclusion"] == "success"
+    stalled = [c for c in llm.calls() if c["fault"] == "stall"]
+    assert len(stalled) == 3  # the first try and 2 retries
+    span = stalled[-1]["t"] - stalled[0]["t"] + 5  # the last attempt also waited 5 s
+    assert 15 <= span <= 20
+    answered = [c for c in llm.calls() if c["model"] == "bot-model" and c["fault"] is None]
+    assert len(answered) == 3  # head's other 3 examples; base's answers are cached

@@ -1,0 +1,355 @@
+"""A fake OpenAI-compatible model provider over real HTTP on 127.0.0.1, for tests and benchmarks.
+
+Endpoints (also served without the ``/v1`` prefix):
+
+- ``POST /v1/chat/completions``: answers by rule. The text of a request is its messages'
+  contents joined with newlines; the first rule ``{"match": substring, "model"?: name,
+  "reply": text, "usage"?: {...}}`` whose ``match`` occurs in that text (and whose ``model``, when
+  given, equals the request's) gives the reply; else ``default_reply`` when set; else
+  ``"echo: "`` + the last user message. ``usage`` counts whitespace-separated words
+  (``prompt_tokens``: all message contents, ``completion_tokens``: the reply); a rule's ``usage``
+  (``prompt_tokens``, ``completion_tokens``, ``cached_tokens``) overrides them.
+- ``POST /v1/embeddings``: a deterministic 64-dimension unit vector per input text (words hashed
+  with SHA-256 into buckets), so texts sharing words have a high cosine similarity.
+- Control, never recorded: ``GET /_fake/state`` (``calls``, ``faults`` left, ``config``),
+  ``POST /_fake/setup`` (merges ``rules``, ``default_reply``, ``latency_ms``, ``faults``; lists
+  are replaced), ``POST /_fake/reset`` (forget calls and faults).
+
+Faults are consumed in order: the first fault ``{"match"?, "model"?, "path"?: "chat" |
+"embeddings", "times"?: n (default 1; null = forever), "status"?: code, "headers"?: {...},
+"body"?: JSON, "stall"?: true, "malformed"?: true}`` that applies answers instead of the rule:
+``stall`` accepts the request and never answers (until the server stops); ``malformed`` answers
+200 with a body that is not JSON; otherwise ``status`` with ``headers`` and ``body``. Every
+answer waits ``latency_ms`` first with ``asyncio.sleep``, so concurrent slow requests overlap.
+
+In-process: ``with running_fake_llm() as llm: llm.url ... llm.calls()``; as a process:
+``python -m tests.fakes.fake_llm --port 0 --ready-file R --latency-ms 100``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import hashlib
+import json
+import math
+import os
+import socket
+import tempfile
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import uvicorn
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+#: Dimensions of the fake embedding vectors.
+EMBEDDING_DIMS = 64
+#: How long a stalled request is held open at most, seconds (the server's stop ends it sooner).
+STALL_S = 3600.0
+#: Usage keys a rule may override.
+USAGE_KEYS = ("prompt_tokens", "completion_tokens", "cached_tokens")
+
+
+def embed_text(text: str) -> list[float]:
+    """Return the fake unit embedding of ``text`` (`EMBEDDING_DIMS` floats, deterministic)."""
+    vector = [0.0] * EMBEDDING_DIMS
+    for word in text.lower().split():
+        digest = hashlib.sha256(word.strip(".,!?;:\"'").encode()).digest()
+        vector[digest[0] % EMBEDDING_DIMS] += 1.0 if digest[1] % 2 else -1.0
+    norm = math.sqrt(sum(x * x for x in vector)) or 1.0
+    return [x / norm for x in vector]
+
+
+def _text_of(messages: Any) -> str:
+    if not isinstance(messages, list):
+        return ""
+    parts = []
+    for message in messages:
+        content = message.get("content") if isinstance(message, dict) else None
+        if isinstance(content, str):
+            parts.append(content)
+        elif isinstance(content, list):  # content parts: [{"type": "text", "text": ...}]
+            parts.extend(str(p.get("text", "")) for p in content if isinstance(p, dict))
+    return "\n".join(parts)
+
+
+def _last_user(messages: Any) -> str:
+    if not isinstance(messages, list):
+        return ""
+    users = [m for m in messages if isinstance(m, dict) and m.get("role") == "user"]
+    return _text_of(users[-1:]) if users else _text_of(messages[-1:])
+
+
+class FakeLLM:
+    """The state and Starlette app of the fake provider (thread-safe control methods)."""
+
+    def __init__(self, config: dict[str, Any] | None = None) -> None:
+        self._lock = threading.Lock()
+        self.stopping = threading.Event()
+        self._config: dict[str, Any] = {"rules": [], "default_reply": None, "latency_ms": 0.0}
+        self._faults: list[dict[str, Any]] = []
+        self._calls: list[dict[str, Any]] = []
+        self._seq = 0
+        self.setup(config or {})
+        routes = [Route(p, self._chat, methods=["POST"])
+                  for p in ("/v1/chat/completions", "/chat/completions")]
+        routes += [Route(p, self._embeddings, methods=["POST"])
+                   for p in ("/v1/embeddings", "/embeddings")]
+        routes += [Route("/_fake/state", self._http_state, methods=["GET"]),
+                   Route("/_fake/setup", self._http_setup, methods=["POST"]),
+                   Route("/_fake/reset", self._http_reset, methods=["POST"])]
+        self.app = Starlette(routes=routes)
+
+    # ------------------------------------------------------------------ control
+    def setup(self, cfg: dict[str, Any]) -> None:
+        """Merge ``cfg`` (``rules``, ``default_reply``, ``latency_ms``, ``faults``)."""
+        with self._lock:
+            for key in ("rules", "default_reply", "latency_ms"):
+                if key in cfg:
+                    self._config[key] = cfg[key]
+            if "faults" in cfg:
+                self._faults = [dict(f) for f in cfg["faults"]]
+
+    def reset(self) -> None:
+        """Forget recorded calls and pending faults."""
+        with self._lock:
+            self._calls.clear()
+            self._faults.clear()
+
+    def calls(self, path: str | None = None) -> list[dict[str, Any]]:
+        """Return a copy of the recorded calls, optionally only ``chat`` or ``embeddings``."""
+        with self._lock:
+            return [dict(c) for c in self._calls if path is None or c["path"] == path]
+
+    def state(self) -> dict[str, Any]:
+        """Return ``{"calls", "faults", "config"}`` as JSON-able data."""
+        with self._lock:
+            return {"calls": [dict(c) for c in self._calls],
+                    "faults": [dict(f) for f in self._faults], "config": dict(self._config)}
+
+    # ------------------------------------------------------------------ serving
+    def _take_fault(self, path: str, model: str, text: str) -> dict[str, Any] | None:
+        with self._lock:
+            for fault in self._faults:
+                if fault.get("path", path) != path or fault.get("model", model) != model:
+                    continue
+                if fault.get("match") is not None and fault["match"] not in text:
+                    continue
+                times = fault.get("times", 1)
+                if times is not None:
+                    if times <= 0:
+                        continue
+                    fault["times"] = times - 1
+                return dict(fault)
+        return None
+
+    def _record(self, path: str, model: str, body: dict[str, Any], status: int,
+                fault: dict[str, Any] | None) -> int:
+        with self._lock:
+            self._seq += 1
+            kind = None
+            if fault is not None:
+                kind = "stall" if fault.get("stall") else (
+                    "malformed" if fault.get("malformed") else f"status {fault.get('status')}")
+            self._calls.append({"seq": self._seq, "path": path, "model": model, "status": status,
+                                "fault": kind, "t": time.monotonic(),
+                                "messages": body.get("messages"), "input": body.get("input"),
+                                "params": {k: v for k, v in body.items()
+                                           if k not in ("messages", "input", "model")}})
+            return self._seq
+
+    async def _answer_fault(self, fault: dict[str, Any]) -> Response:
+        if fault.get("stall"):
+            deadline = time.monotonic() + float(fault.get("stall_s", STALL_S))
+            while not self.stopping.is_set() and time.monotonic() < deadline:
+                await asyncio.sleep(0.05)
+            return Response(status_code=504)
+        if fault.get("malformed"):
+            return Response(b'{"id": "chatcmpl-broken", "choices": [{"mess', status_code=200,
+                            media_type="application/json")
+        status = int(fault.get("status", 500))
+        body = fault.get("body", {"error": {"message": f"fake error {status}",
+                                            "type": "server_error", "code": None}})
+        return JSONResponse(body, status_code=status, headers=fault.get("headers") or {})
+
+    async def _read(self, request: Request) -> dict[str, Any] | None:
+        try:
+            body = json.loads(await request.body())
+        except ValueError:
+            return None
+        return body if isinstance(body, dict) else None
+
+    async def _chat(self, request: Request) -> Response:
+        body = await self._read(request)
+        if body is None:
+            return JSONResponse({"error": {"message": "body must be a JSON object"}}, 400)
+        model, messages = str(body.get("model", "")), body.get("messages")
+        text = _text_of(messages)
+        fault = self._take_fault("chat", model, text)
+        seq = self._record("chat", model, body, int(fault.get("status", 200)) if fault else 200,
+                           fault)
+        await asyncio.sleep(float(self._config["latency_ms"]) / 1000)
+        if fault is not None:
+            return await self._answer_fault(fault)
+        reply, usage = self._reply(model, text, messages)
+        return JSONResponse({
+            "id": f"chatcmpl-fake-{seq}", "object": "chat.completion", "created": 1700000000,
+            "model": model, "system_fingerprint": "fp_fake",
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": reply},
+                         "finish_reason": "stop", "logprobs": None}],
+            "usage": usage})
+
+    def _reply(self, model: str, text: str, messages: Any) -> tuple[str, dict[str, Any]]:
+        with self._lock:
+            rules = list(self._config["rules"])
+            default = self._config["default_reply"]
+        rule = next((r for r in rules if r.get("model", model) == model
+                     and str(r.get("match", "")) in text), None)
+        if rule is not None:
+            reply = str(rule["reply"])
+        else:
+            reply = str(default) if default is not None else "echo: " + _last_user(messages)
+        over = rule.get("usage", {}) if rule is not None else {}
+        prompt = int(over.get("prompt_tokens", len(text.split())))
+        completion = int(over.get("completion_tokens", len(reply.split())))
+        cached = int(over.get("cached_tokens", 0))
+        return reply, {"prompt_tokens": prompt, "completion_tokens": completion,
+                       "total_tokens": prompt + completion,
+                       "prompt_tokens_details": {"cached_tokens": cached}}
+
+    async def _embeddings(self, request: Request) -> Response:
+        body = await self._read(request)
+        if body is None:
+            return JSONResponse({"error": {"message": "body must be a JSON object"}}, 400)
+        model, inputs = str(body.get("model", "")), body.get("input")
+        texts = [inputs] if isinstance(inputs, str) else [str(t) for t in inputs or []]
+        fault = self._take_fault("embeddings", model, "\n".join(texts))
+        self._record("embeddings", model, body, int(fault.get("status", 200)) if fault else 200,
+                     fault)
+        await asyncio.sleep(float(self._config["latency_ms"]) / 1000)
+        if fault is not None:
+            return await self._answer_fault(fault)
+        tokens = sum(len(t.split()) for t in texts)
+        return JSONResponse({
+            "object": "list", "model": model,
+            "data": [{"object": "embedding", "index": i, "embedding": embed_text(t)}
+                     for i, t in enumerate(texts)],
+            "usage": {"prompt_tokens": tokens, "total_tokens": tokens}})
+
+    async def _http_state(self, request: Request) -> Response:
+        return JSONResponse(self.state())
+
+    async def _http_setup(self, request: Request) -> Response:
+        body = await self._read(request)
+        if body is None:
+            return JSONResponse({"error": "body must be a JSON object"}, 400)
+        self.setup(body)
+        return JSONResponse({"ok": True})
+
+    async def _http_reset(self, request: Request) -> Response:
+        self.reset()
+        return JSONResponse({"ok": True})
+
+
+def _listen(port: int) -> socket.socket:
+    sock = socket.socket()
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(("127.0.0.1", port))
+    sock.listen(1024)
+    return sock
+
+
+def _server(app: Starlette) -> uvicorn.Server:
+    return uvicorn.Server(uvicorn.Config(app, log_level="warning", access_log=False,
+                                         lifespan="off", loop="asyncio",
+                                         timeout_graceful_shutdown=1, backlog=1024))
+
+
+class FakeLLMServer:
+    """Serve a `FakeLLM` with uvicorn on 127.0.0.1 from a background thread."""
+
+    def __init__(self, fake: FakeLLM | None = None, port: int = 0) -> None:
+        self.fake = fake or FakeLLM()
+        self._sock = _listen(port)
+        self.port = int(self._sock.getsockname()[1])
+        self._server = _server(self.fake.app)
+        self._thread = threading.Thread(target=self._server.run,
+                                        kwargs={"sockets": [self._sock]}, daemon=True)
+
+    @property
+    def url(self) -> str:
+        """The OpenAI-style API base, ``http://127.0.0.1:PORT/v1``."""
+        return f"http://127.0.0.1:{self.port}/v1"
+
+    def start(self, timeout_s: float = 10.0) -> None:
+        """Start serving; raise RuntimeError when uvicorn is not up within ``timeout_s``."""
+        self._thread.start()
+        deadline = time.monotonic() + timeout_s
+        while not self._server.started:
+            if not self._thread.is_alive() or time.monotonic() > deadline:
+                raise RuntimeError("the fake LLM server did not start")
+            time.sleep(0.01)
+
+    def stop(self) -> None:
+        """Stop serving (stalled requests are released) and wait for the thread."""
+        self.fake.stopping.set()
+        self._server.should_exit = True
+        self._thread.join(timeout=10)
+        self._sock.close()
+
+    def setup(self, cfg: dict[str, Any]) -> None:
+        """See `FakeLLM.setup`."""
+        self.fake.setup(cfg)
+
+    def calls(self, path: str | None = None) -> list[dict[str, Any]]:
+        """See `FakeLLM.calls`."""
+        return self.fake.calls(path)
+
+    def reset(self) -> None:
+        """See `FakeLLM.reset`."""
+        self.fake.reset()
+
+
+@contextmanager
+def running_fake_llm(config: dict[str, Any] | None = None) -> Iterator[FakeLLMServer]:
+    """Serve a fresh fake provider on a free loopback port for the duration of the block."""
+    server = FakeLLMServer(FakeLLM(config))
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Command line: serve the fake until SIGTERM/SIGINT."""
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--port", type=int, default=0, help="0 picks a free port")
+    parser.add_argument("--latency-ms", type=float, default=0.0)
+    parser.add_argument("--setup-file", type=Path, help="JSON applied as /_fake/setup")
+    parser.add_argument("--ready-file", type=Path, help='gets {"url", "port", "pid"} once up')
+    args = parser.parse_args(argv)
+    cfg = json.loads(args.setup_file.read_text()) if args.setup_file else {}
+    fake = FakeLLM({"latency_ms": args.latency_ms, **cfg})
+    sock = _listen(args.port)
+    port = int(sock.getsockname()[1])
+    info = json.dumps({"url": f"http://127.0.0.1:{port}/v1", "port": port, "pid": os.getpid()})
+    if args.ready_file:
+        fd, tmp = tempfile.mkstemp(dir=args.ready_file.parent)
+        with os.fdopen(fd, "w") as handle:
+            handle.write(info)
+        os.replace(tmp, args.ready_file)
+    print(info, flush=True)
+    _server(fake.app).run(sockets=[sock])
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,83 @@
+"""Helpers of the LLM tests: the fake provider as a fixture, a test repository, a fake sleep."""
+
+from __future__ import annotations
+
+import json
+import random
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.fakes.fake_llm import FakeLLMServer, running_fake_llm
+from worker.evals.context import EvalContext
+
+#: The environment variable holding the fake provider's key in the test configs.
+KEY_ENV = "FAKE_LLM_KEY"
+
+
+@pytest.fixture(scope="module")
+def llm_server() -> Iterator[FakeLLMServer]:
+    """One fake OpenAI-compatible server per test module."""
+    with running_fake_llm() as server:
+        yield server
+
+
+@pytest.fixture()
+def llm(llm_server: FakeLLMServer, monkeypatch: pytest.MonkeyPatch) -> FakeLLMServer:
+    """The module's fake server, reset (no rules, faults or calls) and its key in the env."""
+    llm_server.reset()
+    llm_server.setup({"rules": [], "default_reply": None, "latency_ms": 0})
+    monkeypatch.setenv(KEY_ENV, "sk-fake-test-key")
+    return llm_server
+
+
+class FakeSleep:
+    """An ``asyncio.sleep`` stand-in that records the waits and returns at once."""
+
+    def __init__(self) -> None:
+        self.waits: list[float] = []
+
+    async def __call__(self, seconds: float) -> None:
+        self.waits.append(seconds)
+
+
+def context(sleep: FakeSleep | None = None, **kwargs: Any) -> EvalContext:
+    """An eval context with a recording sleep and a seeded jitter source."""
+    options: dict[str, Any] = {"sleep": sleep or FakeSleep(), "rng": random.Random(7),
+                               "say": lambda _: None, **kwargs}
+    return EvalContext(**options)
+
+
+def endpoint_yaml(url: str, model: str = "openai/test-model", extra: str = "") -> str:
+    """The YAML flow mapping of a model endpoint on the fake server."""
+    return (f'{{model: {model}, api_base: "{url}", api_key_env: {KEY_ENV}'
+            + (f", {extra}" if extra else "") + "}")
+
+
+def write_repo(root: Path, config: str, rows: list[dict[str, Any]],
+               prompt: str = "Customer says: {{ input }}", files: dict[str, str] | None = None,
+               ) -> Path:
+    """Write a config, ``evals/d.jsonl``, ``prompts/p.txt`` and other files under ``root``."""
+    (root / "evals").mkdir(parents=True, exist_ok=True)
+    (root / "prompts").mkdir(exist_ok=True)
+    (root / ".llmgate.yml").write_text(config)
+    (root / "evals" / "d.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    (root / "prompts" / "p.txt").write_text(prompt)
+    for name, text in (files or {}).items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text(text)
+    return root
+
+
+def model_config(url: str, *, settings: str = "", assertions: str = "", gate: str = "",
+                 target_extra: str = "", suite_extra: str = "") -> str:
+    """A one-suite config with a model target on the fake server."""
+    if "concurrency" not in settings:
+        settings = "concurrency: 4" + (f", {settings}" if settings else "")
+    return (f"version: 1\nsettings: {{{settings}}}\n"
+            "suites:\n  - name: s\n    dataset: evals/d.jsonl\n"
+            f"    target: {endpoint_yaml(url, extra='prompt: prompts/p.txt' + target_extra)}\n"
+            + (f"    assertions:\n{assertions}" if assertions else "")
+            + (f"    gate: {gate}\n" if gate else "") + suite_extra)

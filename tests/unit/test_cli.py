@@ -1,0 +1,202 @@
+"""``llmgate run`` on real git repositories: exit codes, formats, worktrees left behind (none).
+
+Most cases use the four-example repository of `worker_support.build_tiny_repo` (fast); one runs
+the shipped support-bot example as a real ``python -m worker.cli`` process.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.unit.worker_support import ASSERTION_LINE, build_tiny_repo, git, iter_worktrees
+from worker.cli import (
+    EXIT_CONFIG_ERROR,
+    EXIT_EXECUTION_ERROR,
+    EXIT_GATE_FAILED,
+    EXIT_PASS,
+    main,
+    repo_root,
+)
+from worker.demo import build_example_repo
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def tiny_template(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, str]]:
+    """One tiny repository per module; tests copy it (git is cheap, but not free)."""
+    repo = tmp_path_factory.mktemp("tiny") / "repo"
+    return repo, build_tiny_repo(repo)
+
+
+@pytest.fixture()
+def tiny(tiny_template: tuple[Path, dict[str, str]], tmp_path: Path,
+         monkeypatch: pytest.MonkeyPatch) -> tuple[Path, dict[str, str]]:
+    """A private clone of the tiny repository (all branches), as the current directory.
+
+    Temporary directories go to ``tmp_path / "tmp"`` so a test can see what was left there.
+    """
+    template, shas = tiny_template
+    repo = tmp_path / "repo"
+    subprocess.run(["git", "clone", "-q", "--no-local", str(template), str(repo)], check=True)
+    for branch in shas:
+        if branch != "main":
+            git(repo, "branch", "-q", branch, f"origin/{branch}")
+    (tmp_path / "tmp").mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
+    monkeypatch.chdir(repo)
+    return repo, shas
+
+
+def run_cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    code = main(["run", *args])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def outcomes(report: dict[str, Any]) -> dict[str, str]:
+    return {o["rule"]: o["status"] for o in report["outcomes"]}
+
+
+def assert_untouched(repo: Path, tmp_root: Path) -> None:
+    assert git(repo, "status", "--porcelain") == ""
+    assert list(iter_worktrees(repo)) == [str(repo)]
+    assert list(tmp_root.iterdir()) == []
+
+
+def test_head_below_base_by_more_than_max_drop_exits_1(tiny, tmp_path, capsys):
+    repo, shas = tiny
+    code, out, err = run_cli(capsys, "--base", "main", "--head", "pr/drop", "--format", "json")
+    report = json.loads(out)
+    assert (code, report["conclusion"], err) == (EXIT_GATE_FAILED, "failure", "")
+    assert outcomes(report) == {"min 0.50": "pass", "max_drop 0.05": "fail"}
+    assert report["metrics"]["echo"]["base"]["pass_rate"] == 1.0
+    assert report["metrics"]["echo"]["head"]["pass_rate"] == 0.75
+    assert (report["base_sha"], report["head_sha"]) == (shas["main"], shas["pr/drop"])
+    assert [r["example_id"] for r in report["regressions"]] == ["bravo"]
+    assert_untouched(repo, tmp_path / "tmp")
+
+
+def test_without_base_only_absolute_rules_apply(tiny, tmp_path, capsys):
+    repo, _ = tiny
+    code, out, _ = run_cli(capsys, "--head", "pr/drop", "--format", "json")
+    report = json.loads(out)
+    assert (code, report["conclusion"]) == (EXIT_PASS, "success")
+    assert outcomes(report) == {"min 0.50": "pass", "max_drop 0.05": "skipped"}
+    assert report["base_sha"] is None
+    assert "no base given: only absolute rules (min) apply" in report["notes"]
+    assert_untouched(repo, tmp_path / "tmp")
+
+
+def test_working_tree_is_the_head_by_default(tiny, tmp_path, capsys):
+    repo, _ = tiny
+    code, out, _ = run_cli(capsys, "--base", "main")
+    assert code == EXIT_PASS and "llmgate: pass" in out
+    echo = repo / "echo.py"
+    echo.write_text(echo.read_text().replace('BROKEN = ""', 'BROKEN = "a"'))  # uncommitted
+    code, out, _ = run_cli(capsys, "--base", "main", "--format", "json")
+    report = json.loads(out)
+    assert (code, report["head_sha"]) == (EXIT_GATE_FAILED, "")
+    assert report["metrics"]["echo"]["head"]["pass_rate"] == 0.0  # every word has an "a"
+    assert git(repo, "status", "--porcelain") == "M echo.py"
+
+
+def test_runs_from_a_subdirectory_against_the_repository_root(tiny, monkeypatch, capsys):
+    repo, _ = tiny
+    monkeypatch.chdir(repo / "evals")
+    code, out, _ = run_cli(capsys, "--base", "main", "--head", "pr/drop")
+    assert code == EXIT_GATE_FAILED and "max_drop 0.05" in out
+    assert repo_root(repo / "evals") == repo
+
+
+def test_broken_config_exits_2_naming_file_and_line(tiny, capsys):
+    code, out, err = run_cli(capsys, "--base", "main", "--head", "pr/broken", "--format", "json")
+    report = json.loads(out)
+    assert code == EXIT_CONFIG_ERROR
+    assert report["config_error"]["path"] == ".llmgate.yml"
+    assert report["config_error"]["line"] == ASSERTION_LINE
+    assert "equalz" in report["config_error"]["message"]
+    assert err.count("\n") == 1
+    assert err.startswith(f"llmgate: configuration error: .llmgate.yml:{ASSERTION_LINE}: ")
+
+
+def test_missing_config_exits_2(tiny, capsys):
+    code, out, err = run_cli(capsys, "--base", "main", "--head", "pr/noconfig")
+    assert code == EXIT_CONFIG_ERROR
+    assert "no .llmgate.yml at head" in out
+    assert err == "llmgate: configuration error: .llmgate.yml: no .llmgate.yml at head: " \
+                  "add one to gate\n"
+
+
+def test_config_outside_the_repository_exits_2(tiny, capsys):
+    code, _, err = run_cli(capsys, "--config", "../outside.yml")
+    assert code == EXIT_CONFIG_ERROR
+    assert "must stay inside the repository" in err
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["--base", "no-such-branch"], "'no-such-branch' names no commit"),
+    (["--base=-x"], "--base: expected a ref name or sha, got '-x'"),
+    (["--base", "main", "--head", "0" * 40], "names no commit"),
+    (["--base", "main", "--output", "missing-dir/report.md"], "cannot write missing-dir"),
+])
+def test_execution_errors_exit_3_with_one_line(tiny, tmp_path, capsys, args, message):
+    repo, _ = tiny
+    code, out, err = run_cli(capsys, *args)
+    assert code == EXIT_EXECUTION_ERROR
+    assert out == ""
+    assert err.count("\n") == 1 and message in err and "Traceback" not in err
+    assert_untouched(repo, tmp_path / "tmp")
+
+
+def test_outside_a_git_repository_exits_3(tmp_path, monkeypatch, capsys):
+    (tmp_path / "plain").mkdir()
+    monkeypatch.chdir(tmp_path / "plain")
+    code, out, err = run_cli(capsys, "--base", "main")
+    assert (code, out) == (EXIT_EXECUTION_ERROR, "")
+    assert "not a git repository" in err and err.count("\n") == 1
+
+
+def test_output_writes_the_report_to_the_file(tiny, capsys):
+    repo, _ = tiny
+    target = repo.parent / "report.md"
+    code, out, _ = run_cli(capsys, "--base", "main", "--head", "pr/docs", "--output", str(target))
+    assert (code, out) == (EXIT_PASS, "")
+    text = target.read_text()
+    assert text.startswith("### ✅ llmgate: pass")
+    assert "| echo | pass_rate | 1.000 | 1.000 |" in text
+
+
+def test_no_command_prints_help_and_exits_2(capsys):
+    assert main([]) == EXIT_CONFIG_ERROR
+    assert "usage: llmgate" in capsys.readouterr().out
+
+
+@pytest.mark.slow
+def test_support_bot_regression_as_a_process(tmp_path):
+    """The shipped example, through ``python -m worker.cli`` (44/46 at main, 33/46 at PR)."""
+    repo = tmp_path / "support-bot"
+    shas = build_example_repo(repo)
+    out_file = tmp_path / "report.json"
+    done = subprocess.run(
+        [sys.executable, "-m", "worker.cli", "run", "--base", "main", "--head", "pr/regress",
+         "--format", "json", "--output", str(out_file)],
+        cwd=repo, env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT), "HOME": str(tmp_path)},
+        capture_output=True, text=True, timeout=120)
+    assert (done.returncode, done.stdout, done.stderr) == (EXIT_GATE_FAILED, "", "")
+    report = json.loads(out_file.read_text())
+    assert report["conclusion"] == "failure"
+    assert (report["base_sha"], report["head_sha"]) == (shas["main"], shas["pr/regress"])
+    assert report["metrics"]["tickets"]["base"]["pass_rate"] == pytest.approx(44 / 46)
+    assert report["metrics"]["tickets"]["head"]["pass_rate"] == pytest.approx(33 / 46)
+    assert len(report["regressions"]) == 11
+    assert outcomes(report) == {"min 0.80": "fail", "max_drop 0.05": "fail"}
+    assert git(repo, "status", "--porcelain") == ""
+    assert list(iter_worktrees(repo)) == [str(repo)]

@@ -1,0 +1,117 @@
+"""Gate verdicts under provider trouble, and head-versus-base judging (pairwise), end to end
+through `gate_trees` with the fake provider."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from tests.fakes.fake_llm import FakeLLMServer
+from tests.unit import llm_support
+from tests.unit.llm_support import FakeSleep, context, endpoint_yaml, model_config, write_repo
+from worker import report
+from worker.pipeline import gate_trees
+
+llm_server = llm_support.llm_server  # module fixtures
+llm = llm_support.llm
+
+ROWS = [{"id": f"e{i}", "input": f"question {i}", "expected": "echo"} for i in range(4)]
+
+
+def two_trees(tmp_path: Path, config: str, rows: list[dict[str, str]] = ROWS,
+              head_prompt: str = "{{ input }}", base_prompt: str = "{{ input }}",
+              ) -> tuple[Path, Path]:
+    head = write_repo(tmp_path / "head", config, rows, prompt=head_prompt)
+    base = write_repo(tmp_path / "base", config, rows, prompt=base_prompt)
+    return head, base
+
+
+def gated(url: str, settings: str = "") -> str:
+    return model_config(url, settings=settings, gate="{pass_rate: {max_drop: 0.05}}",
+                        assertions="      - type: contains\n        value: echo\n")
+
+
+async def test_429_on_every_call_is_neutral_never_a_regression(llm: FakeLLMServer,
+                                                               tmp_path: Path) -> None:
+    """Field case: head is rate limited throughout (3 attempts x 4 examples), base is fine."""
+    llm.setup({"faults": [{"status": 429, "times": 12}]})
+    head, base = two_trees(tmp_path, gated(llm.url))
+    sleep = FakeSleep()
+    gate = await gate_trees(head, base, evals=context(sleep))
+    assert gate.head is not None and gate.base is not None
+    assert all(e.error_kind == "rate_limited" and e.unscored
+               for e in gate.head.suites["s"].examples)
+    assert all(e.passed for e in gate.base.suites["s"].examples)
+    assert gate.conclusion == "neutral" and gate.regressions == ()
+    assert gate.headline.startswith("rate limited: 4 of 4 examples got no answer at head")
+    assert report.check_title(gate).startswith("llmgate: neutral - rate limited")
+    assert len(sleep.waits) == 8  # 2 retries for each of the 4 examples
+
+
+async def test_a_few_provider_errors_are_unscored_not_regressions(llm: FakeLLMServer,
+                                                                  tmp_path: Path) -> None:
+    rows = [{"id": f"e{i}", "input": f"question {i}", "expected": "echo"} for i in range(20)]
+    llm.setup({"faults": [{"status": 503, "match": "question 7", "times": 3}]})
+    head, base = two_trees(tmp_path, gated(llm.url), rows)
+    gate = await gate_trees(head, base, evals=context())
+    assert gate.conclusion == "success" and gate.regressions == ()
+    broken = [e for e in gate.head.suites["s"].examples if e.errored]  # type: ignore[union-attr]
+    assert [(e.id, e.error_kind, e.unscored) for e in broken] == [("e7", "provider", True)]
+    assert gate.head.suites["s"].metrics["pass_rate"] == 1.0  # type: ignore[union-attr]
+
+
+def pairwise_config(url: str) -> str:
+    judge = endpoint_yaml(url, "openai/judge-model")
+    return model_config(url, settings=f"judge: {judge}",
+                        assertions="      - type: pairwise\n        rubric: Which is kinder?\n",
+                        gate="{win_rate: {min: 0.5}}")
+
+
+async def test_pairwise_judges_both_orders_and_scores_win_rate(llm: FakeLLMServer,
+                                                               tmp_path: Path) -> None:
+    llm.setup({"rules": [
+        {"model": "judge-model", "match": "<answer_a>\necho: kind", "reply": "WINNER: A"},
+        {"model": "judge-model", "match": "<answer_b>\necho: kind", "reply": "WINNER: B"}]})
+    head, base = two_trees(tmp_path, pairwise_config(llm.url), head_prompt="kind {{ input }}",
+                           base_prompt="rude {{ input }}")
+    gate = await gate_trees(head, base, evals=context())
+    suite = gate.head.suites["s"]  # type: ignore[union-attr]
+    assert suite.metrics["win_rate"] == 1.0
+    assert [p.verdicts for p in suite.pairwise] == [("A", "B")] * 4
+    assert len([c for c in llm.calls() if c["model"] == "judge-model"]) == 8
+    assert gate.conclusion == "success"
+    assert "head vs base win rate 1.000 over 4 examples" in report.check_summary(gate)
+    assert "win_rate" not in gate.base.suites["s"].metrics  # type: ignore[union-attr]
+
+
+async def test_a_judge_that_always_picks_the_first_answer_gives_ties(llm: FakeLLMServer,
+                                                                     tmp_path: Path) -> None:
+    llm.setup({"rules": [{"model": "judge-model", "match": "", "reply": "**A**"}]})
+    head, base = two_trees(tmp_path, pairwise_config(llm.url), head_prompt="kind {{ input }}",
+                           base_prompt="rude {{ input }}")
+    gate = await gate_trees(head, base, evals=context())
+    assert gate.head.suites["s"].metrics["win_rate"] == 0.5  # type: ignore[union-attr]
+
+
+async def test_pairwise_without_a_base_makes_win_rate_unavailable(llm: FakeLLMServer,
+                                                                  tmp_path: Path) -> None:
+    head = write_repo(tmp_path, pairwise_config(llm.url), ROWS)
+    gate = await gate_trees(head, None, evals=context())
+    assert gate.conclusion == "failure"
+    assert any("win_rate is unavailable" in o.reason for o in gate.outcomes)
+
+
+async def test_a_changed_rubric_is_noted(llm: FakeLLMServer, tmp_path: Path) -> None:
+    llm.setup({"rules": [{"model": "judge-model", "match": "", "reply": "PASS"}]})
+    judge = endpoint_yaml(llm.url, "openai/judge-model")
+
+    def config(rubric: str) -> str:
+        return model_config(llm.url, settings=f"judge: {judge}", gate="{pass_rate: {min: 0}}",
+                            assertions=f"      - type: llm_judge\n        rubric: {rubric}\n")
+
+    head = write_repo(tmp_path / "head", config("Kind and correct."), ROWS)
+    base = write_repo(tmp_path / "base", config("Correct."), ROWS)
+    gate = await gate_trees(head, base, evals=context())
+    assert any("the judge prompt changed between base and head" in n for n in gate.notes)
+    stored = json.loads(report.render_json(gate))
+    assert stored["usage"]["head"]["spend"]["provider_calls"] == 8

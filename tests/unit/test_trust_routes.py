@@ -1,0 +1,129 @@
+"""Approvals through the real receiver: strict ``/llmgate approve`` parsing and the button."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from app.routes.approval import parse_approve
+from tests.unit.app_support import (
+    encode,
+    fixture_json,
+    post,
+    queued_jobs,
+    running_app,
+    settings,
+)
+
+HEAD = "d6fde92930d4715a2b49857d24b940956b26d2d3"
+REPO = {"owner": "Codertocat", "name": "Hello-World",
+        "clone_url": "https://github.com/Codertocat/Hello-World.git"}
+
+
+@pytest.mark.parametrize(("body", "sha"), [
+    ("/llmgate approve", ""),
+    ("  /llmgate approve  \n", ""),
+    ("/llmgate approve\r\nLGTM, reviewed the prompt change", ""),
+    ("/llmgate approve 1a2b3c4", "1a2b3c4"),
+    (f"/llmgate approve {HEAD}", HEAD),
+    ("/llmgate approve please", None),
+    ("/llmgate approve 1A2B3C4", None),
+    ("/llmgate approve 1a2b3c", None),
+    ("/llmgate approved", None),
+    ("/llmgate  approve", None),
+    ("> /llmgate approve", None),
+    ("please /llmgate approve", None),
+    ("```\n/llmgate approve\n```", None),
+    ("/llmgate approve <img src=x onerror=alert(1)>", None),
+    ("/llmgate approve @org/team", None),
+    ("LGTM\n/llmgate approve", None),
+    ("", None),
+])
+def test_approve_command_is_parsed_strictly(body: str, sha: str | None) -> None:
+    assert parse_approve(body) == sha
+
+
+def _comment(body: str, **user: str) -> bytes:
+    data = fixture_json("issue_comment.created.on-pull-request.DERIVED.json")
+    data["comment"]["body"] = body
+    data["comment"]["user"].update(user)
+    return encode(data)
+
+
+async def test_approve_comment_enqueues_an_approval_job(redis_url: str) -> None:
+    body = _comment("/llmgate approve 1a2b3c4\nreviewed", login="maintainer", type="User")
+    async with running_app(settings(redis_url)) as client:
+        answer = await post(client, "issue_comment", "approve-1", body)
+        again = await post(client, "issue_comment", "approve-2", body)  # a redelivery, new id
+    assert (answer.status_code, answer.json()) == (202, {"status": "queued"})
+    assert again.json() == {"status": "already_queued"}
+    [job] = await queued_jobs(redis_url)
+    data = fixture_json("issue_comment.created.on-pull-request.DERIVED.json")
+    number, comment_id = data["issue"]["number"], data["comment"]["id"]
+    assert (job.function, job.job_id) == (
+        "approve_pull_request", f"approve:Codertocat/Hello-World#{number}:comment:{comment_id}")
+    assert job.args == ({"delivery_id": "approve-1", "installation_id": 1, "repo": REPO,
+                         "pr_number": number, "approver": "maintainer", "source": "comment",
+                         "head_sha": "1a2b3c4", "comment_id": comment_id},)
+
+
+async def test_approve_by_a_bot_is_ignored(redis_url: str) -> None:
+    body = _comment("/llmgate approve", login="llmgate[bot]", type="Bot")
+    async with running_app(settings(redis_url)) as client:
+        answer = await post(client, "issue_comment", "approve-bot", body)
+    assert answer.json() == {"status": "ignored", "reason": "comment is by a bot"}
+    assert await queued_jobs(redis_url) == []
+
+
+def _button(**changes: Any) -> dict[str, Any]:
+    data = fixture_json("check_run.rerequested.json")
+    data["action"] = "requested_action"
+    data["requested_action"] = {"identifier": "approve"}
+    data["check_run"].update(name="llmgate", external_id="pr:12", head_sha=HEAD)
+    data["repository"].update(name="Hello-World", clone_url=REPO["clone_url"])
+    data["repository"]["owner"]["login"] = "Codertocat"
+    for path, value in changes.items():
+        node = data
+        *parents, last = path.split("__")
+        for key in parents:
+            node = node[key]
+        node[last] = value
+    return data
+
+
+async def test_button_enqueues_an_approval_of_the_check_runs_head(redis_url: str) -> None:
+    async with running_app(settings(redis_url)) as client:
+        answer = await post(client, "check_run", "button-1", encode(_button()))
+    assert answer.status_code == 202
+    [job] = await queued_jobs(redis_url)
+    sender = fixture_json("check_run.rerequested.json")["sender"]["login"]
+    assert job.job_id == f"approve:Codertocat/Hello-World#12@{HEAD}:{sender}"
+    assert job.args == ({"delivery_id": "button-1", "installation_id": 1, "repo": REPO,
+                         "pr_number": 12, "approver": sender, "source": "button",
+                         "head_sha": HEAD, "comment_id": 0},)
+
+
+@pytest.mark.parametrize(("changes", "reason"), [
+    ({"requested_action__identifier": "fix"}, "unknown requested action"),
+    ({"check_run__name": "other-ci"}, "not an llmgate check run waiting for approval"),
+    ({"check_run__external_id": ""}, "not an llmgate check run waiting for approval"),
+    ({"check_run__external_id": "pr:12; rm -rf"}, "not an llmgate check run waiting for approval"),
+    ({"sender__type": "Bot"}, "requested by a bot"),
+], ids=["identifier", "name", "no-external-id", "bad-external-id", "bot"])
+async def test_buttons_that_approve_nothing(redis_url: str, changes: dict[str, Any],
+                                            reason: str) -> None:
+    async with running_app(settings(redis_url)) as client:
+        answer = await post(client, "check_run", "button-x", encode(_button(**changes)))
+    assert answer.json() == {"status": "ignored", "reason": reason}
+    assert await queued_jobs(redis_url) == []
+
+
+async def test_malformed_button_payload_is_a_400(redis_url: str) -> None:
+    async with running_app(settings(redis_url)) as client:
+        answer = await post(client, "check_run", "button-bad",
+                            encode(_button(check_run__head_sha="not-a-sha")))
+        other = await post(client, "check_run", "button-bad2",
+                           encode(_button(check_run=["not", "an", "object"])))
+    assert answer.status_code == 400 and "check_run.head_sha is malformed" in answer.text
+    assert other.status_code == 400

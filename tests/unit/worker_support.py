@@ -1,0 +1,189 @@
+"""Helpers for the worker and CLI tests: a tiny gated git repository, a git HTTP server, jobs.
+
+- `build_tiny_repo`: a real git repository with a four-example suite and branches whose gate
+  outcomes are known exactly (see its docstring).
+- `GitHttpServer`: serves bare repositories over git's "dumb" HTTP protocol on 127.0.0.1 and
+  records every ``Authorization`` header, so a test can prove the token reached git's server.
+- `gate_payload`: a `worker.contract.GatePayload` for a job enqueued straight into arq.
+"""
+
+from __future__ import annotations
+
+import base64
+import http.server
+import json
+import os
+import subprocess
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from worker.contract import GatePayload
+
+APP_ID = "4242"
+INSTALLATION_ID = 7
+OWNER, REPO = "acme", "tiny"
+#: The pull requests' author; test fakes give them write access, so their heads are trusted.
+WRITER = "writer"
+
+#: The target: echoes the input, except on branches that set BROKEN to a letter it then garbles.
+ECHO = """import json, sys
+BROKEN = ""
+example = json.load(open(sys.argv[1]))
+text = example["input"]
+json.dump({"output": "nope" if BROKEN and BROKEN in text else text}, open(sys.argv[2], "w"))
+"""
+DATASET = "".join(json.dumps({"id": word, "input": word, "expected": word}) + "\n"
+                  for word in ("alpha", "bravo", "charlie", "delta"))
+CONFIG = """version: 1
+settings:
+  concurrency: 4
+suites:
+  - name: echo
+    dataset: evals/echo.jsonl
+    target:
+      command: python3 echo.py {input_file} {output_file}
+    assertions:
+      - type: equals
+    gate:
+      pass_rate:
+        min: 0.5
+        max_drop: 0.05
+"""
+#: 1-based line of ``- type: equals`` in CONFIG (broken on ``pr/broken``).
+ASSERTION_LINE = CONFIG.splitlines().index("      - type: equals") + 1
+
+
+def git(repo: Path, *args: str) -> str:
+    """Run git in ``repo`` with a fixed identity, ignoring the user's and system config."""
+    env = {"PATH": os.environ.get("PATH", os.defpath), "HOME": str(repo), "LANG": "C",
+           "GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": os.devnull,
+           "GIT_AUTHOR_NAME": "T", "GIT_AUTHOR_EMAIL": "t@example.invalid",
+           "GIT_COMMITTER_NAME": "T", "GIT_COMMITTER_EMAIL": "t@example.invalid"}
+    done = subprocess.run(["git", "-C", str(repo), *args], env=env, capture_output=True,
+                          text=True, check=True)
+    return done.stdout.strip()
+
+
+def _commit(repo: Path, branch: str, files: dict[str, str | None], message: str) -> str:
+    if branch != "main":
+        git(repo, "switch", "-q", "-C", branch, "main")
+    for name, text in files.items():
+        path = repo / name
+        if text is None:
+            path.unlink()
+            continue
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", message)
+    sha = git(repo, "rev-parse", "HEAD")
+    git(repo, "switch", "-q", "main")
+    return sha
+
+
+def build_tiny_repo(dest: Path) -> dict[str, str]:
+    """Create a gated repository at ``dest``; return branch -> commit SHA.
+
+    Branches (each one commit on ``main``; ``main`` is checked out and clean afterwards):
+
+    - ``main``: 4 of 4 examples pass (pass rate 1.0);
+    - ``pr/drop``: ``bravo`` breaks, 3 of 4 (0.75): passes ``min 0.5``, fails ``max_drop 0.05``;
+    - ``pr/docs``: only a README change (1.0, passes);
+    - ``pr/broken``: the assertion type is misspelt ``equalz`` at line `ASSERTION_LINE`;
+    - ``pr/noconfig``: ``.llmgate.yml`` deleted.
+    """
+    dest.mkdir(parents=True)
+    git(dest, "init", "-q", "-b", "main")
+    files: dict[str, str | None] = {".llmgate.yml": CONFIG, "echo.py": ECHO,
+                                    "evals/echo.jsonl": DATASET}
+    shas = {"main": _commit(dest, "main", files, "echo bot")}
+    branches: dict[str, dict[str, str | None]] = {
+        "pr/drop": {"echo.py": ECHO.replace('BROKEN = ""', 'BROKEN = "bravo"')},
+        "pr/docs": {"README.md": "An echo bot.\n"},
+        "pr/broken": {".llmgate.yml": CONFIG.replace("type: equals", "type: equalz")},
+        "pr/noconfig": {".llmgate.yml": None},
+    }
+    for branch, change in branches.items():
+        shas[branch] = _commit(dest, branch, change, branch)
+    return shas
+
+
+def publish_bare(repo: Path, root: Path, name: str) -> Path:
+    """Copy ``repo`` as a bare repository ``root/name`` ready for dumb-HTTP fetches."""
+    bare = root / name
+    bare.parent.mkdir(parents=True, exist_ok=True)
+    subprocess.run(["git", "clone", "-q", "--bare", "--no-local", str(repo), str(bare)],
+                   check=True, capture_output=True)
+    git(bare, "update-server-info")
+    return bare
+
+
+class GitHttpServer:
+    """Serve a directory of bare repositories over git's dumb HTTP protocol on 127.0.0.1.
+
+    Attributes:
+        url: ``http://127.0.0.1:PORT``; a repository ``root/a/b.git`` is ``url + "/a/b.git"``.
+        authorizations: every ``Authorization`` header value received, in order.
+    """
+
+    def __init__(self, root: Path) -> None:
+        self.authorizations: list[str] = []
+        seen = self.authorizations
+
+        class Handler(http.server.SimpleHTTPRequestHandler):
+            def __init__(self, *args: Any, **kwargs: Any) -> None:
+                super().__init__(*args, directory=str(root), **kwargs)
+
+            def do_GET(self) -> None:
+                if "Authorization" in self.headers:
+                    seen.append(self.headers["Authorization"])
+                super().do_GET()
+
+            def log_message(self, format: str, *args: Any) -> None:
+                pass
+
+        self._server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self._server.server_address[1]}"
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+
+    def __enter__(self) -> GitHttpServer:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+
+
+def basic_auth(token: str) -> str:
+    """The ``Authorization`` value git sends for an installation token (``x-access-token``)."""
+    return "basic " + base64.b64encode(f"x-access-token:{token}".encode()).decode()
+
+
+def gate_payload(clone_url: str, head_sha: str, base_sha: str, *, number: int = 1,
+                 repo: str = REPO) -> GatePayload:
+    """Return the job payload the web process would enqueue for one pull request head."""
+    return {"delivery_id": f"test-{number}-{head_sha[:7]}", "installation_id": INSTALLATION_ID,
+            "repo": {"owner": OWNER, "name": repo, "clone_url": clone_url},
+            "pr_number": number, "head_sha": head_sha, "base_sha": base_sha, "base_ref": "main",
+            "head_repo": f"{OWNER}/{repo}", "author": WRITER}
+
+
+def files_containing(root: Path, needles: list[str]) -> list[Path]:
+    """Return every file under ``root`` whose bytes contain any of ``needles``."""
+    hits = []
+    for path in root.rglob("*"):
+        if path.is_file() and not path.is_symlink():
+            data = path.read_bytes()
+            if any(n.encode() in data for n in needles):
+                hits.append(path)
+    return hits
+
+
+def iter_worktrees(repo: Path) -> Iterator[str]:
+    """Yield the paths ``git worktree list --porcelain`` reports for ``repo``."""
+    for line in git(repo, "worktree", "list", "--porcelain").splitlines():
+        if line.startswith("worktree "):
+            yield line.removeprefix("worktree ")

@@ -1,0 +1,112 @@
+"""Prices, the cost of a call, and the budget that stops a run (``settings.max_cost_usd``).
+
+A call's cost (USD) is ``(input - cached) * input_price + cached * cached_price + output *
+output_price``, prices per token: providers bill prompt tokens served from their prompt cache at
+the cached rate (OpenAI "Prompt caching" guide; Anthropic "Prompt caching" pricing). It is
+computed in decimal arithmetic so that, e.g., 1000 prompt tokens of which 800 cached and 200
+completion tokens at $2 / $0.50 / $8 per million cost exactly $0.0024. Prices come from the
+config's ``pricing`` when given, else from litellm's bundled price table
+(``input_cost_per_token``, ``cache_read_input_token_cost``, ``output_cost_per_token``).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from decimal import Decimal
+
+from worker.evals import llm
+from worker.evals.llm_types import Endpoint, Pricing, TokenUsage
+
+_MILLION = Decimal(1_000_000)
+
+
+@dataclass(frozen=True)
+class TokenPrices:
+    """USD per token (exact decimals)."""
+
+    input: Decimal
+    output: Decimal
+    cached_input: Decimal
+
+
+def prices_from_pricing(pricing: Pricing) -> TokenPrices:
+    """Convert per-million prices of the config to per-token prices."""
+    cached = pricing.cached_input_per_mtok
+    return TokenPrices(Decimal(str(pricing.input_per_mtok)) / _MILLION,
+                       Decimal(str(pricing.output_per_mtok)) / _MILLION,
+                       Decimal(str(pricing.input_per_mtok if cached is None else cached))
+                       / _MILLION)
+
+
+def prices_for(endpoint: Endpoint) -> TokenPrices | None:
+    """Return the prices of ``endpoint``: its ``pricing``, else litellm's table, else None."""
+    if endpoint.pricing is not None:
+        return prices_from_pricing(endpoint.pricing)
+    entry = llm.price_table_entry(endpoint.model)
+    if entry is None:
+        return None
+    input_price, output_price = entry.get("input_cost_per_token"), entry.get(
+        "output_cost_per_token")
+    if not isinstance(input_price, int | float) or not isinstance(output_price, int | float):
+        return None
+    cached = entry.get("cache_read_input_token_cost")
+    cached = cached if isinstance(cached, int | float) else input_price
+    return TokenPrices(Decimal(repr(float(input_price))), Decimal(repr(float(output_price))),
+                       Decimal(repr(float(cached))))
+
+
+def call_cost_usd(usage: TokenUsage, prices: TokenPrices) -> float:
+    """Return the USD cost of one call's tokens (formula in the module docstring).
+
+    Cached tokens beyond the prompt count (a malformed usage) are capped at the prompt count.
+    """
+    cached = min(usage.cached_input, usage.input)
+    total = ((usage.input - cached) * prices.input + cached * prices.cached_input
+             + usage.output * prices.output)
+    return float(total)
+
+
+class BudgetExceeded(Exception):
+    """No more calls may be sent: the message says which limit and how far the run got."""
+
+
+class Budget:
+    """The spending and time limits of one run, shared by all its calls (not thread-safe).
+
+    Calls already in flight when a limit is reached still finish, so a run may overshoot
+    ``max_cost_usd`` by at most ``concurrency`` calls.
+    """
+
+    def __init__(self, max_cost_usd: float | None, max_duration_s: float | None,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.max_cost_usd = max_cost_usd
+        self.max_duration_s = max_duration_s
+        self._clock = clock
+        self.started_s = clock()
+        self.spent_usd = Decimal(0)
+        self.stopped: str | None = None
+
+    def charge(self, cost_usd: float) -> None:
+        """Add the cost of an answered call, USD."""
+        self.spent_usd += Decimal(repr(cost_usd))
+
+    def check(self) -> None:
+        """Raise `BudgetExceeded` when a limit is reached (and remember why).
+
+        Raises:
+            BudgetExceeded: ``spent >= max_cost_usd`` or ``elapsed >= max_duration_s``.
+        """
+        if self.stopped is None:
+            if self.max_cost_usd is not None and self.spent_usd >= Decimal(
+                    repr(float(self.max_cost_usd))):
+                self.stopped = (f"budget exceeded: ${float(self.spent_usd):.4f} spent of "
+                                f"max_cost_usd ${self.max_cost_usd:.4f}")
+            elapsed = self._clock() - self.started_s
+            if self.stopped is None and self.max_duration_s is not None \
+                    and elapsed >= self.max_duration_s:
+                self.stopped = (f"time limit reached: {elapsed:.0f} s of max_duration "
+                                f"{self.max_duration_s:g} s")
+        if self.stopped is not None:
+            raise BudgetExceeded(self.stopped)

@@ -1,0 +1,266 @@
+"""The one module that imports litellm: one chat or embeddings call, prices, token counts.
+
+litellm is imported on first use (its import takes seconds), never by the web process, and set
+up once: ``LITELLM_LOCAL_MODEL_COST_MAP=True`` before the import so it reads its bundled price
+table instead of fetching one from the network, its callbacks, telemetry and message logging
+off, and its own retries off (``num_retries=0`` and ``max_retries=0`` for the OpenAI client):
+llmgate retries itself (worker/evals/retry.py), so one attempt here is exactly one HTTP
+request. Every litellm exception becomes a `ProviderError` at once, and every answer our own
+`ChatReply` or `EmbeddingReply`.
+
+API keys come from the worker's environment only: an endpoint names a variable
+(``api_key_env``), never a value. A custom ``api_base`` receives that key, so it must be on
+loopback or start with one of the prefixes in the worker's ``LLMGATE_ALLOWED_API_BASES``
+(comma-separated): a pull request cannot send the organisation's key to a server of its own.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import logging
+import os
+import time
+import warnings
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlsplit
+
+from worker.evals.llm_types import Endpoint, TokenUsage
+from worker.evals.retry import ProviderError, parse_retry_after
+
+#: The worker variable listing the ``api_base`` prefixes (besides loopback) keys may go to.
+ALLOWED_API_BASES_ENV = "LLMGATE_ALLOWED_API_BASES"
+#: Longest provider message kept in an error, characters.
+MAX_MESSAGE_CHARS = 500
+
+_litellm: Any = None
+
+
+def litellm_module() -> Any:
+    """Import litellm once, set up for offline prices and no side effects, and return it."""
+    global _litellm
+    if _litellm is None:
+        os.environ["LITELLM_LOCAL_MODEL_COST_MAP"] = "True"
+        os.environ.setdefault("LITELLM_TELEMETRY", "False")
+        with warnings.catch_warnings():  # pydantic warns about litellm's own types at import
+            warnings.simplefilter("ignore")
+            import litellm
+
+        litellm.suppress_debug_info = True
+        litellm.telemetry = False
+        litellm.logging = False
+        # No callback or logger receives messages (all off here); True would only add work.
+        litellm.turn_off_message_logging = False
+        litellm.callbacks = []
+        litellm.success_callback = []
+        litellm.failure_callback = []
+        litellm._async_success_callback = []
+        litellm._async_failure_callback = []
+        litellm.num_retries = 0
+        logging.getLogger("LiteLLM").setLevel(logging.WARNING)
+        _litellm = litellm
+    return _litellm
+
+
+@dataclass(frozen=True)
+class ChatReply:
+    """One chat completion: the text, its tokens and the call's wall time (milliseconds)."""
+
+    text: str
+    usage: TokenUsage
+    latency_ms: float
+
+
+@dataclass(frozen=True)
+class EmbeddingReply:
+    """One embeddings call: a vector per input text, in order, and its tokens."""
+
+    vectors: list[list[float]]
+    usage: TokenUsage
+    latency_ms: float
+
+
+def check_api_base(api_base: str | None, environ: Mapping[str, str]) -> None:
+    """Refuse an ``api_base`` the worker's keys must not be sent to.
+
+    Allowed: None (the provider's own URL), an http(s) URL on loopback (``localhost``,
+    127.0.0.0/8, ``::1``), or one starting with a prefix listed in `ALLOWED_API_BASES_ENV`.
+
+    Raises:
+        ProviderError: kind ``provider``, not retryable, naming the variable to set.
+    """
+    if api_base is None:
+        return
+    parts = urlsplit(api_base)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ProviderError("provider", f"api_base {api_base!r} must be an http(s) URL")
+    if _is_loopback(parts.hostname):
+        return
+    allowed = [p.strip() for p in environ.get(ALLOWED_API_BASES_ENV, "").split(",") if p.strip()]
+    if not any(api_base.startswith(prefix) for prefix in allowed):
+        raise ProviderError("provider", f"api_base {api_base!r} is not allowed on this worker: "
+                            f"list it in {ALLOWED_API_BASES_ENV} (keys are sent there)")
+
+
+def _is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def api_key(endpoint: Endpoint, environ: Mapping[str, str]) -> str | None:
+    """Return the key named by ``endpoint.api_key_env`` from ``environ``, or None if unnamed.
+
+    Raises:
+        ProviderError: the named variable is not set on the worker (not retryable).
+    """
+    if endpoint.api_key_env is None:
+        return None
+    value = environ.get(endpoint.api_key_env)
+    if not value:
+        raise ProviderError("provider", f"the worker has no {endpoint.api_key_env} "
+                            "(api_key_env names a variable of the worker's environment)")
+    return value
+
+
+def _call_kwargs(endpoint: Endpoint, timeout_s: float) -> dict[str, Any]:
+    check_api_base(endpoint.api_base, os.environ)
+    kwargs: dict[str, Any] = {**endpoint.params, "model": endpoint.model, "timeout": timeout_s,
+                              "num_retries": 0, "max_retries": 0}
+    key = api_key(endpoint, os.environ)
+    if key is not None:
+        kwargs["api_key"] = key
+    if endpoint.api_base is not None:
+        kwargs["api_base"] = endpoint.api_base
+    return kwargs
+
+
+async def chat(endpoint: Endpoint, messages: list[dict[str, str]], timeout_s: float) -> ChatReply:
+    """Send one chat completion request (one HTTP request, no retries).
+
+    Args:
+        endpoint: model, params, api_base and key variable.
+        messages: OpenAI-style ``[{"role", "content"}]``.
+        timeout_s: request timeout, seconds.
+
+    Raises:
+        ProviderError: the call failed or the answer has no text (see `to_provider_error`).
+    """
+    litellm = litellm_module()
+    kwargs = _call_kwargs(endpoint, timeout_s)
+    started = time.perf_counter()
+    try:
+        response = await litellm.acompletion(messages=messages, **kwargs)
+        text = response.choices[0].message.content
+    except ProviderError:
+        raise
+    except Exception as exc:  # litellm's and the SDK's exceptions: mapped at the edge
+        raise to_provider_error(exc, kwargs.get("api_key")) from None
+    latency_ms = (time.perf_counter() - started) * 1000
+    return ChatReply(text if isinstance(text, str) else "", usage_of(response), latency_ms)
+
+
+async def embed(endpoint: Endpoint, texts: list[str], timeout_s: float) -> EmbeddingReply:
+    """Send one embeddings request for ``texts`` (one HTTP request, no retries).
+
+    Raises:
+        ProviderError: the call failed or the answer lacks a vector per text.
+    """
+    litellm = litellm_module()
+    kwargs = _call_kwargs(endpoint, timeout_s)
+    started = time.perf_counter()
+    try:
+        response = await litellm.aembedding(input=texts, **kwargs)
+        vectors = [list(map(float, _field(item, "embedding"))) for item in response.data]
+    except ProviderError:
+        raise
+    except Exception as exc:
+        raise to_provider_error(exc, kwargs.get("api_key")) from None
+    if len(vectors) != len(texts):
+        raise ProviderError("provider", f"expected {len(texts)} embeddings, got {len(vectors)}",
+                            retryable=True)
+    return EmbeddingReply(vectors, usage_of(response), (time.perf_counter() - started) * 1000)
+
+
+def _field(item: Any, name: str) -> Any:
+    return item[name] if isinstance(item, dict) else getattr(item, name)
+
+
+def usage_of(response: Any) -> TokenUsage:
+    """Read prompt, completion and cached prompt tokens from a litellm response's ``usage``."""
+    usage = getattr(response, "usage", None)
+    if usage is None:
+        return TokenUsage()
+    details = getattr(usage, "prompt_tokens_details", None)
+    cached = getattr(details, "cached_tokens", None) if details is not None else None
+    return TokenUsage(_count(getattr(usage, "prompt_tokens", 0)),
+                      _count(getattr(usage, "completion_tokens", 0)), _count(cached))
+
+
+def _count(value: Any) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
+
+
+def to_provider_error(exc: Exception, secret: str | None = None) -> ProviderError:
+    """Map a litellm or OpenAI SDK exception to a `ProviderError` (pure).
+
+    429 is ``rate_limited``; timeouts are ``timeout``; 408, 409, 5xx, connection errors and
+    answers that cannot be parsed are retryable ``provider`` errors; other statuses (400, 401,
+    403, 404, 422) are not retryable. ``Retry-After`` (or ``retry-after-ms``) is read from the
+    response headers. The key, if it appears in the message, is masked.
+    """
+    name = type(exc).__name__
+    status = getattr(exc, "status_code", None)
+    status = status if isinstance(status, int) else None
+    message = str(exc) or name
+    if secret:
+        message = message.replace(secret, "***")
+    message = message[:MAX_MESSAGE_CHARS]
+    if "Timeout" in name or isinstance(exc, TimeoutError):
+        return ProviderError("timeout", message, status=status, retryable=True)
+    retry_after = _retry_after(exc)
+    if status == 429 or "RateLimit" in name:
+        return ProviderError("rate_limited", message, status=status or 429, retryable=True,
+                             retry_after_s=retry_after)
+    retryable = status is None or status >= 500 or status in (408, 409)
+    return ProviderError("provider", message, status=status, retryable=retryable,
+                         retry_after_s=retry_after)
+
+
+def _retry_after(exc: Exception) -> float | None:
+    headers = getattr(getattr(exc, "response", None), "headers", None)
+    if headers is None:
+        headers = getattr(exc, "litellm_response_headers", None)
+    if headers is None:
+        return None
+    millis = headers.get("retry-after-ms")
+    if millis is not None:
+        seconds = parse_retry_after(str(millis), time.time())
+        return None if seconds is None else seconds / 1000
+    value = headers.get("retry-after")
+    return parse_retry_after(str(value), time.time()) if value is not None else None
+
+
+def price_table_entry(model: str) -> dict[str, Any] | None:
+    """Return litellm's bundled price entry of ``model`` (with or without its provider prefix)."""
+    table: dict[str, Any] = litellm_module().model_cost
+    entry = table.get(model)
+    if entry is None and "/" in model:
+        entry = table.get(model.split("/", 1)[1])
+    return entry if isinstance(entry, dict) else None
+
+
+def count_tokens(model: str, messages: list[dict[str, str]]) -> int:
+    """Count the prompt tokens of ``messages`` with litellm's tokenizer for ``model``.
+
+    Falls back to 4 characters a token (OpenAI's rule of thumb for English) when litellm cannot
+    count for this model.
+    """
+    try:
+        return int(litellm_module().token_counter(model=model, messages=messages))
+    except Exception:  # an unknown tokenizer: estimate instead
+        return sum(len(m.get("content", "")) for m in messages) // 4 + 4 * len(messages)

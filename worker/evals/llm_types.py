@@ -1,0 +1,191 @@
+"""Value types of model targets, judges, retries, cost and usage (re-exported by `types`).
+
+Plain frozen dataclasses with no I/O. Money is USD (``_usd``), prices are USD per token
+(``_per_token``) unless named per million tokens (``_per_mtok``), times are seconds (``_s``) or
+milliseconds (``_ms``), shares are fractions 0-1.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+#: What happened to a call that did not give an answer (``ExampleResult.error_kind``):
+#: ``rate_limited`` (429 after retries), ``provider`` (5xx, malformed answer, refused request),
+#: ``timeout``, ``budget`` (not sent: ``max_cost_usd`` or ``max_duration`` reached), ``target``
+#: (a command target failed: a model failure, scored as failed).
+ErrorKind = Literal["rate_limited", "provider", "timeout", "budget", "target"]
+#: Error kinds that are not the model's fault: such examples are unscored, never failures.
+UNSCORED_KINDS: tuple[str, ...] = ("rate_limited", "provider", "timeout", "budget")
+#: ``use`` reads and writes the response cache, ``refresh`` only writes it, ``off`` neither.
+CacheMode = Literal["use", "refresh", "off"]
+
+
+@dataclass(frozen=True)
+class Pricing:
+    """Prices of one model, USD per million tokens (as providers publish them).
+
+    Attributes:
+        input_per_mtok: uncached prompt tokens.
+        output_per_mtok: completion tokens.
+        cached_input_per_mtok: prompt tokens served from the provider's prompt cache; None
+            means they cost as much as uncached input.
+    """
+
+    input_per_mtok: float
+    output_per_mtok: float
+    cached_input_per_mtok: float | None = None
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    """Where and how a model is called (target, judge or embeddings).
+
+    Attributes:
+        model: a litellm model string, e.g. ``openai/gpt-4o-mini``.
+        params: extra call parameters (``temperature``, ``max_tokens`` ...).
+        api_base: base URL of an OpenAI-compatible proxy or local server, or None.
+        api_key_env: name of the worker's environment variable holding the key, or None
+            (litellm then reads the provider's usual variable).
+        pricing: prices from the config, overriding litellm's price table, or None.
+    """
+
+    model: str
+    params: dict[str, Any] = field(default_factory=dict)
+    api_base: str | None = None
+    api_key_env: str | None = None
+    pricing: Pricing | None = None
+
+
+@dataclass(frozen=True)
+class ModelTarget:
+    """A target that renders a prompt per example and calls a model through litellm.
+
+    Attributes:
+        endpoint: the model and how to reach it.
+        prompt: the prompt file relative to the repository root (POSIX): a jinja2 template
+            (``.txt``/``.j2``/``.md``...) or a chat message list (``.yaml``/``.yml``/``.json``).
+        version: a label the user bumps to invalidate cached answers ("" by default).
+        line: 1-based line of the target in the config.
+    """
+
+    endpoint: Endpoint
+    prompt: str
+    version: str = ""
+    line: int | None = None
+
+    @property
+    def model(self) -> str:
+        """The litellm model string."""
+        return self.endpoint.model
+
+
+@dataclass(frozen=True)
+class RetrySettings:
+    """Retries of provider calls (``settings.retry``).
+
+    Attributes:
+        max_retries: retries after the first attempt (default 2: three attempts in all).
+        backoff_base_s: first backoff, seconds; doubled each retry, with full jitter.
+        max_backoff_s: longest wait, seconds; a ``Retry-After`` above it fails the call at once.
+    """
+
+    max_retries: int = 2
+    backoff_base_s: float = 0.5
+    max_backoff_s: float = 60.0
+
+
+@dataclass(frozen=True)
+class TokenUsage:
+    """Tokens of one call (or a sum of calls).
+
+    Attributes:
+        input: prompt tokens, cached ones included.
+        output: completion tokens.
+        cached_input: prompt tokens the provider served from its prompt cache.
+    """
+
+    input: int = 0
+    output: int = 0
+    cached_input: int = 0
+
+    def __add__(self, other: TokenUsage) -> TokenUsage:
+        return TokenUsage(self.input + other.input, self.output + other.output,
+                          self.cached_input + other.cached_input)
+
+
+@dataclass(frozen=True)
+class RunUsage:
+    """Provider use of a suite or a run: what the report's cost line shows.
+
+    Attributes:
+        provider_calls: calls sent to a provider (each retry counts once more).
+        cache_hits: calls answered from llmgate's response cache (free, no provider time).
+        tokens: tokens of the answered provider calls (cache hits excluded).
+        cost_usd: USD spent on answered calls; failed calls are not billed.
+        unpriced_calls: answered calls of models without a known price (not in cost_usd).
+    """
+
+    provider_calls: int = 0
+    cache_hits: int = 0
+    tokens: TokenUsage = field(default_factory=TokenUsage)
+    cost_usd: float = 0.0
+    unpriced_calls: int = 0
+
+    def __add__(self, other: RunUsage) -> RunUsage:
+        return RunUsage(self.provider_calls + other.provider_calls,
+                        self.cache_hits + other.cache_hits, self.tokens + other.tokens,
+                        round(self.cost_usd + other.cost_usd, 12),
+                        self.unpriced_calls + other.unpriced_calls)
+
+
+@dataclass(frozen=True)
+class CostEstimate:
+    """What a run is expected to send before it starts (cached answers excluded).
+
+    Attributes:
+        calls: provider calls expected (targets and judges, times repeats and quorum).
+        tokens_in, tokens_out: expected prompt and completion tokens.
+        cost_usd: expected USD, or None when a model has no known price.
+        cached_calls: calls the response cache already answers.
+    """
+
+    calls: int = 0
+    tokens_in: int = 0
+    tokens_out: int = 0
+    cost_usd: float | None = 0.0
+    cached_calls: int = 0
+
+
+@dataclass(frozen=True)
+class PairwiseResult:
+    """The head-versus-base judgement of one example (both orders).
+
+    Attributes:
+        id: the example id.
+        score: 1 win, 0.5 tie, 0 loss for head, or None when the judge errored.
+        verdicts: the judge's pick in each order (``head``, ``base``, ``tie`` or ``error``).
+        message: why it errored, else "".
+    """
+
+    id: str
+    score: float | None
+    verdicts: tuple[str, ...] = ()
+    message: str = ""
+
+
+@dataclass(frozen=True)
+class TrapSummary:
+    """How a suite's judge did on its trap cases (known-wrong outputs it must fail).
+
+    Attributes:
+        total: trap cases judged.
+        caught: traps the judge failed, as it should.
+        errors: traps whose judge call errored (not caught).
+        missed_ids: ids of traps the judge passed or could not judge.
+    """
+
+    total: int
+    caught: int
+    errors: int = 0
+    missed_ids: tuple[str, ...] = ()

@@ -1,0 +1,44 @@
+"""Model targets: render the prompt for an example and call the model (one answer per example).
+
+The output is the model's text. Its cache key holds the model, the rendered messages, the call
+parameters and the target's ``version`` (worker/evals/cache.py); repeats bypass the cache. The
+latency is the provider's time (for a cache hit, the time measured when the answer was first
+fetched), the cost the answer's price (worker/evals/cost.py).
+"""
+
+from __future__ import annotations
+
+from worker.evals.prompts import PromptTemplate, render
+from worker.evals.provider import ModelCaller
+from worker.evals.types import Example, ModelTarget, TargetOutput
+
+
+async def run_model(target: ModelTarget, template: PromptTemplate, example: Example,
+                    caller: ModelCaller, *, use_cache: bool = True) -> TargetOutput:
+    """Answer one example with the target's model.
+
+    Args:
+        target: the model target.
+        template: its parsed prompt file.
+        example: the example (its input and vars fill the template).
+        caller: the run's call path (cache, budget, retries).
+        use_cache: False for repeats (independent draws).
+
+    Returns:
+        The output (text, tokens, cost, latency), or an error with its kind (rate limited,
+        provider, timeout, budget) and the provider's message.
+
+    Raises:
+        ConfigError: the template cannot be rendered for this example.
+    """
+    messages = render(template, example)
+    outcome = await caller.chat(target.endpoint, messages, kind="chat", version=target.version,
+                                use_cache=use_cache)
+    answer = outcome.answer
+    if answer is None:
+        return TargetOutput(None, outcome.error, 0.0, error_kind=outcome.error_kind,
+                            spend=outcome.spend)
+    usage = {"input": answer.usage.input, "output": answer.usage.output,
+             "cached_input": answer.usage.cached_input}
+    return TargetOutput(answer.text, None, answer.latency_ms, usage, answer.cost_usd,
+                        spend=outcome.spend, cached=answer.cached)

@@ -1,0 +1,200 @@
+"""Run a config's suites with model targets, judges, repeats, the cache and the budget.
+
+The engine (worker/evals/engine.py) hands its runs here. One `RunState` per run (one config at
+one commit) holds the call path (`ModelCaller`: response cache, budget, concurrency, retries)
+and the command-target concurrency limit. Before any call, the run is estimated
+(worker/evals/estimate.py) and the estimate printed; a run whose estimate exceeds
+``settings.max_cost_usd`` does not start (its `RunResult` has no suites and says why).
+
+A suite's examples are answered concurrently, each repeat an independent draw (no cache);
+results are ordered by dataset line, then repeat. Suites run one after another in config order.
+When the budget or time limit is reached, calls not yet sent are not sent: their examples are
+unscored with error kind ``budget``, and the run and suite record why they stopped.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+from worker.evals.batch import run_batch
+from worker.evals.cache import ResponseCache
+from worker.evals.context import EvalContext
+from worker.evals.cost import Budget, BudgetExceeded
+from worker.evals.dataset import load_dataset
+from worker.evals.estimate import estimate_config
+from worker.evals.judges import judge_spec
+from worker.evals.llm_types import CostEstimate, RunUsage, TokenUsage
+from worker.evals.metrics import suite_metrics
+from worker.evals.model_target import run_model
+from worker.evals.pairwise import add_pairwise
+from worker.evals.prompts import load_prompt
+from worker.evals.provider import ModelCaller
+from worker.evals.scoring import Item, score_items
+from worker.evals.structured import load_schema_file
+from worker.evals.targets import run_command
+from worker.evals.traps import judge_traps
+from worker.evals.types import (
+    CONFIG_FILENAME,
+    CommandTarget,
+    Config,
+    ConfigError,
+    Example,
+    ExampleResult,
+    RunResult,
+    Settings,
+    SuiteConfig,
+    SuiteResult,
+    TargetOutput,
+)
+
+
+class RunState:
+    """The shared state of one run (see the module docstring)."""
+
+    def __init__(self, settings: Settings, ctx: EvalContext | None = None) -> None:
+        self.ctx = ctx or EvalContext()
+        mode = self.ctx.cache_mode if settings.cache else "off"
+        self.cache = ResponseCache(self.ctx.redis, self.ctx.namespace, mode)
+        self.budget = Budget(settings.max_cost_usd, settings.max_duration_s, self.ctx.clock)
+        self.caller = ModelCaller(settings, self.cache, self.budget, self.ctx)
+        self.command_limit = asyncio.Semaphore(settings.concurrency)
+
+
+async def run_config(config: Config, root: Path, sha: str = "",
+                     ctx: EvalContext | None = None, *, with_base: bool = True) -> RunResult:
+    """Run every suite of ``config`` at ``root`` (see the module docstring).
+
+    Args:
+        config: the parsed config of this checkout.
+        root: the checkout.
+        sha: the commit at ``root`` ("" for a working tree).
+        ctx: Redis, cache mode, clocks and printer; None for no cache and real time.
+        with_base: whether a base run follows (counts ``pairwise`` calls in the estimate).
+
+    Raises:
+        ConfigError: a dataset, prompt, schema or trap file is missing or invalid.
+    """
+    state = RunState(config.settings, ctx)
+    estimate, unpriced = await estimate_config(config, root, state.caller, with_base)
+    if estimate.calls or estimate.cached_calls:
+        state.ctx.say(describe_estimate(sha, estimate, unpriced))
+    limit = config.settings.max_cost_usd
+    if limit is not None and estimate.cost_usd is not None and estimate.cost_usd > limit:
+        reason = (f"not started: the estimate ${estimate.cost_usd:.4f} ({estimate.calls} calls) "
+                  f"exceeds max_cost_usd ${limit:.4f}")
+        return RunResult(sha, {}, estimate=estimate, stopped=reason)
+    suites = {}
+    for suite in config.suites:
+        suites[suite.name] = await run_suite(suite, root, config.settings, state)
+    return RunResult(sha, suites, spend=state.caller.total, estimate=estimate,
+                     stopped=state.budget.stopped)
+
+
+def describe_estimate(sha: str, estimate: CostEstimate, unpriced: tuple[str, ...]) -> str:
+    """Return the estimate as one line for logs and the CLI."""
+    cost = "unknown" if estimate.cost_usd is None else f"${estimate.cost_usd:.4f}"
+    where = f"at {sha[:7]}" if sha else "in the working tree"
+    line = (f"estimate {where}: {estimate.calls} provider calls "
+            f"({estimate.cached_calls} cached), ~{estimate.tokens_in} tokens in, "
+            f"~{estimate.tokens_out} out, {cost}")
+    return line + (f" (no price for {', '.join(unpriced)})" if unpriced else "")
+
+
+async def run_suite(suite: SuiteConfig, root: Path, settings: Settings,
+                    state: RunState | None = None) -> SuiteResult:
+    """Run one suite: answer every example (``repeats`` times), score, judge traps, metrics.
+
+    Raises:
+        ConfigError: the dataset, prompt, schema or trap file is missing or invalid.
+    """
+    state = state or RunState(settings)
+    before = state.caller.total
+    examples = load_dataset(root, suite.dataset)
+    specs = tuple(load_schema_file(spec, root) for spec in suite.assertions)
+    results: list[ExampleResult] = []
+    use_cache = settings.repeats == 1
+    for repeat in range(settings.repeats):
+        outputs = await answer(suite, examples, root, settings, state, use_cache)
+        items = [Item(_schemas(e, root), o, repeat, use_cache)
+                 for e, o in zip(examples, outputs, strict=True)]
+        results.extend(await score_items(specs, items, root, settings, state.caller,
+                                         suite.dataset))
+    results.sort(key=lambda r: (r.line, r.repeat))
+    traps, _ = await judge_traps(suite, root, settings, state.caller)
+    metrics = suite_metrics(results)
+    if traps is not None and traps.total:
+        metrics["judge_trap_accuracy"] = traps.caught / traps.total
+    return SuiteResult(suite.name, suite.dataset, tuple(results), metrics,
+                       spend=difference(state.caller.total, before), traps=traps,
+                       judge_versions=_judge_versions(suite, settings),
+                       stopped=state.budget.stopped)
+
+
+def difference(after: RunUsage, before: RunUsage) -> RunUsage:
+    """Return what was spent between two totals of the same caller."""
+    tokens, spent = after.tokens, before.tokens
+    return RunUsage(after.provider_calls - before.provider_calls,
+                    after.cache_hits - before.cache_hits,
+                    TokenUsage(tokens.input - spent.input, tokens.output - spent.output,
+                               tokens.cached_input - spent.cached_input),
+                    round(after.cost_usd - before.cost_usd, 12),
+                    after.unpriced_calls - before.unpriced_calls)
+
+
+def _schemas(example: Example, root: Path) -> Example:
+    if not any(s.type == "json_schema" and "file" in s.params for s in example.assertions):
+        return example
+    specs = tuple(load_schema_file(s, root) for s in example.assertions)
+    return Example(example.id, example.line, example.input, example.expected, example.vars,
+                   specs, example.tags, example.metadata)
+
+
+async def answer(suite: SuiteConfig, examples: tuple[Example, ...], root: Path,
+                 settings: Settings, state: RunState, use_cache: bool) -> list[TargetOutput]:
+    """Produce the target's output for every example, in order (one draw)."""
+    target = suite.target
+    if isinstance(target, CommandTarget):
+        if target.batch:
+            async with state.command_limit:
+                return await run_batch(target, examples, root, settings)
+
+        async def command(example: Example) -> TargetOutput:
+            async with state.command_limit:
+                try:
+                    state.budget.check()
+                except BudgetExceeded as stop:
+                    return TargetOutput(None, f"not run: {stop}", error_kind="budget")
+                return await run_command(target, example, root, settings)
+
+        return list(await asyncio.gather(*(command(e) for e in examples)))
+    template = load_prompt(root, target.prompt)
+    return list(await asyncio.gather(*(
+        run_model(target, template, e, state.caller, use_cache=use_cache) for e in examples)))
+
+
+def _judge_versions(suite: SuiteConfig, settings: Settings) -> tuple[str, ...]:
+    def fail(message: str) -> ConfigError:
+        return ConfigError(CONFIG_FILENAME, None, message)
+
+    versions = []
+    for spec in suite.assertions:
+        if spec.type == "llm_judge":
+            versions.append(judge_spec(spec, settings.judge, fail).version)
+    return tuple(versions)
+
+
+async def judge_pairs(config: Config, head: RunResult, base: RunResult | None,
+                      ctx: EvalContext | None = None) -> RunResult:
+    """Run the ``pairwise`` judges of ``config`` on head against base (worker/evals/pairwise.py).
+
+    The step has its own budget with the same limits as a run.
+
+    Raises:
+        ConfigError: a ``pairwise`` assertion without a judge model.
+    """
+    if base is None or not any(s.type == "pairwise" for suite in config.suites
+                               for s in suite.assertions):
+        return head
+    state = RunState(config.settings, ctx)
+    return await add_pairwise(config, head, base, state.caller)

@@ -1,0 +1,70 @@
+"""Read files a config refers to (datasets, prompts, configs) without leaving the repository.
+
+Pull requests control these paths and the files behind them: an absolute path, ``..`` or a
+symlink could point at the worker's keys or another checkout, and a FIFO or a huge file could
+hang or exhaust the worker. Every path is resolved and checked, then opened without following a
+final symlink and without blocking, checked again through the open descriptor, and read up to a
+size cap.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+
+from worker.evals.types import ConfigError
+
+
+def repo_path(root: Path, rel_path: str) -> Path:
+    """Return the real path of ``rel_path`` inside the checkout ``root``.
+
+    Raises:
+        ConfigError: ``rel_path`` is absolute, or leads outside ``root`` through ``..`` or a
+            symlink (every component is resolved).
+    """
+    if Path(rel_path).is_absolute() or rel_path.startswith("\\"):
+        raise ConfigError(rel_path, None, "the path must be relative to the repository root")
+    real_root = root.resolve()
+    path = (real_root / rel_path).resolve()
+    if not path.is_relative_to(real_root):
+        raise ConfigError(rel_path, None, "the path leads outside the repository (through `..` "
+                          "or a symlink); keep the file in the repository")
+    return path
+
+
+def read_repo_file(root: Path, rel_path: str, max_bytes: int) -> bytes:
+    """Read a repository file that a config refers to, safely.
+
+    The path is checked with `repo_path`, opened without following a final symlink and
+    without blocking, checked again through the open descriptor (so a symlink swapped in
+    after the check is caught), and read up to ``max_bytes``.
+
+    Raises:
+        ConfigError: escape, missing, not a regular file, larger than ``max_bytes`` (the
+            message gives the size and the limit), or unreadable.
+    """
+    path = repo_path(root, rel_path)
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except FileNotFoundError:
+        raise ConfigError(rel_path, None, "file not found (commit it, or fix the path in "
+                          "the config)") from None
+    except OSError as exc:
+        raise ConfigError(rel_path, None, f"cannot be opened: {exc.strerror}") from None
+    try:
+        info = os.fstat(fd)
+        real = Path(os.readlink(f"/proc/self/fd/{fd}")) if os.path.isdir("/proc/self/fd") \
+            else path
+        if not real.is_relative_to(root.resolve()):
+            raise ConfigError(rel_path, None, "the path leads outside the repository")
+        if not stat.S_ISREG(info.st_mode):
+            raise ConfigError(rel_path, None, "not a regular file")
+        with os.fdopen(fd, "rb", closefd=False) as handle:
+            data = handle.read(max_bytes + 1)
+    finally:
+        os.close(fd)
+    if len(data) > max_bytes:
+        raise ConfigError(rel_path, None, f"the file is larger than {max_bytes} bytes "
+                          f"({info.st_size} bytes); split it or make it smaller")
+    return data

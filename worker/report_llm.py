@@ -1,0 +1,92 @@
+"""Report lines about model calls: cost, cache, estimate, judges, traps and pairwise (pure).
+
+`run_lines` gives the lines the check summary and the PR comment show under "Model calls";
+`usage_json` the same facts for ``llmgate run --format json`` (the stored run). Money is shown
+as USD with 4 decimals (``$0.0024``), the figure stored in `RunResult.spend`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import asdict
+from typing import Any
+
+from worker.evals.types import GateReport, RunResult, SuiteResult
+
+Inline = Callable[[Any, int], str]
+
+
+def usd(value: float) -> str:
+    """Format USD with 4 decimals, e.g. ``$0.0024``."""
+    return f"${value:.4f}"
+
+
+def spend_line(side: str, run: RunResult) -> str | None:
+    """Return ``Model calls at head: ...`` for a run that called a model, else None."""
+    spend = run.spend
+    if not spend.provider_calls and not spend.cache_hits:
+        return None
+    tokens = spend.tokens
+    line = (f"Model calls at {side}: {spend.provider_calls} provider calls, "
+            f"{spend.cache_hits} cache hits, {tokens.input} tokens in "
+            f"({tokens.cached_input} cached by the provider), {tokens.output} out, "
+            f"{usd(spend.cost_usd)} spent")
+    if spend.unpriced_calls:
+        line += f" ({spend.unpriced_calls} calls of models without a known price not counted)"
+    return line
+
+
+def _estimate_line(side: str, run: RunResult) -> str | None:
+    estimate = run.estimate
+    if estimate is None or not (estimate.calls or estimate.cached_calls):
+        return None
+    cost = "unknown" if estimate.cost_usd is None else usd(estimate.cost_usd)
+    return (f"Estimated before the run at {side}: {estimate.calls} calls "
+            f"({estimate.cached_calls} cached), ~{estimate.tokens_in} tokens in, "
+            f"~{estimate.tokens_out} out, {cost}")
+
+
+def _suite_lines(side: str, suite: SuiteResult) -> list[str]:
+    lines = []
+    traps = suite.traps
+    if traps is not None:
+        missed = f"; missed: {', '.join(traps.missed_ids[:10])}" if traps.missed_ids else ""
+        lines.append(f"{suite.name}: the judge caught {traps.caught} of {traps.total} trap cases "
+                     f"at {side} ({traps.errors} judge errors){missed}")
+    if suite.pairwise:
+        judged = [p for p in suite.pairwise if p.score is not None]
+        rate = suite.metrics.get("win_rate")
+        shown = "n/a" if rate is None else f"{rate:.3f}"
+        lines.append(f"{suite.name}: head vs base win rate {shown} over {len(judged)} examples "
+                     f"(both orders; {len(suite.pairwise) - len(judged)} judge errors)")
+    split = sum(1 for e in suite.examples for a in e.assertions
+                if a.details.get("disagreement", 0) and len(a.details.get("votes", ())) > 1)
+    if split:
+        lines.append(f"{suite.name}: the judge quorum disagreed on {split} judgements at {side}")
+    return lines
+
+
+def run_lines(report: GateReport, inline: Inline) -> list[str]:
+    """Return the escaped markdown lines about model calls for the summary and the comment."""
+    lines: list[str] = []
+    for side, run in (("head", report.head), ("base", report.base)):
+        if run is None:
+            continue
+        for line in (spend_line(side, run), _estimate_line(side, run)):
+            if line is not None:
+                lines.append(line)
+        for suite in run.suites.values():
+            lines.extend(_suite_lines(side, suite))
+    return [inline(line, 600) for line in lines[:40]]
+
+
+def usage_json(report: GateReport) -> dict[str, Any]:
+    """Return ``{"head": {...} | None, "base": ...}``: spend, estimate and why a run stopped."""
+    def side(run: RunResult | None) -> dict[str, Any] | None:
+        if run is None:
+            return None
+        return {"spend": asdict(run.spend),
+                "estimate": None if run.estimate is None else asdict(run.estimate),
+                "stopped": run.stopped}
+
+    return {"head": side(report.head), "base": side(report.base)}
