@@ -28,7 +28,8 @@ from worker.pipeline import read_config
 #: Exit codes: 0 calibrated, 2 configuration error, 3 execution error.
 EXIT_OK, EXIT_CONFIG_ERROR, EXIT_EXECUTION_ERROR = 0, 2, 3
 #: Rules whose failure in an A/A run is a false alarm (absolute rules fail on both sides alike).
-RELATIVE_RULES = ("max_drop", "regression", "non_inferiority_margin", "max_new_failures")
+RELATIVE_RULES = ("max_drop", "max_increase", "regression", "non_inferiority_margin",
+                  "max_new_failures")
 
 
 @dataclass(frozen=True)
@@ -80,11 +81,18 @@ async def calibrate_tree(root: Path, runs: int, config_path: str = CONFIG_FILENA
 
 
 def summarize(config: Config, results: Sequence[RunResult]) -> Calibration:
-    """Gate each run against the one before it and count false alarms and flips (pure)."""
+    """Gate each run against the one before it and count false alarms and flips (pure).
+
+    Raises:
+        ConfigError: the gate refuses the runs (e.g. an example without an ``id`` under rules
+            that pair examples), so nothing could be calibrated.
+    """
     alarms: dict[str, int] = {}
     false_alarms = failed = 0
     for before, after in zip(results, results[1:], strict=False):
         report = compare(config, after, before)
+        if report.config_error is not None:
+            raise report.config_error
         failed += report.conclusion == "failure"
         hits = [o for o in report.outcomes if o.status in ("fail", "regression")
                 and o.rule.startswith(RELATIVE_RULES)]

@@ -76,7 +76,8 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     Inside a git repository: with ``--base``, base (and ``--head`` if given, else the working
     tree) are checked out in temporary worktrees, run and compared. Exit codes: 0 the gate
-    passed, 1 the gate failed, 2 configuration error, 3 execution error (git or the run failed).
+    passed (or is neutral: an inconclusive rule under ``on_inconclusive: neutral``), 1 the gate
+    failed, 2 configuration error, 3 execution error (git or the run failed).
     """
     try:
         gate_report = asyncio.run(_run_local(args))
@@ -98,7 +99,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     if gate_report.config_error is not None:
         print(f"llmgate: configuration error: {gate_report.config_error}", file=sys.stderr)
         return EXIT_CONFIG_ERROR
-    return EXIT_PASS if gate_report.conclusion == "success" else EXIT_GATE_FAILED
+    return EXIT_PASS if gate_report.conclusion in ("success", "neutral") else EXIT_GATE_FAILED
 
 
 def repo_root(start: Path) -> Path:

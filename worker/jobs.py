@@ -17,6 +17,7 @@ import httpx
 from redis.asyncio import Redis
 
 from worker import report, untrusted
+from worker.calibrate_job import CalibrationSchedule, remember_base, with_calibration_note
 from worker.checkout import Checkouts, GitError
 from worker.contract import ApprovePayload, GatePayload, RepoRef, RerunPayload
 from worker.evals.context import EvalContext
@@ -52,6 +53,7 @@ class Services:
     checkouts: Checkouts
     redis: Redis
     redactor: Redactor = field(default_factory=Redactor)
+    calibration: CalibrationSchedule | None = None  # scheduled calibration (worker/calibrate_job)
 
     @property
     def approvals(self) -> ApprovalStore:
@@ -72,6 +74,7 @@ async def gate_pull_request(ctx: dict[str, Any], payload: GatePayload) -> dict[s
     """
     services: Services = ctx["services"]
     gh = services.github(payload["installation_id"])
+    await remember_base(services.redis, services.calibration, payload)
     return await _gate(services, gh, payload["repo"], payload["pr_number"],
                        payload["head_sha"], payload["base_sha"],
                        untrusted.facts_from_payload(payload))
@@ -137,6 +140,8 @@ async def _gate(
             reason = f"The eval run could not finish: {err}"
             raise
         record_gate_report(gate_report)
+        gate_report = services.redactor.redact_value(
+            await with_calibration_note(services.redis, repo, gate_report))
         await complete_check_run(
             gh, owner, name, check_run_id, gate_report.conclusion,
             CheckOutput(report.check_title(gate_report), report.check_summary(gate_report),

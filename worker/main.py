@@ -6,6 +6,7 @@ Several workers may share one Redis: arq hands each job to one worker, and job i
 
 from __future__ import annotations
 
+import datetime
 import os
 import sys
 from collections.abc import Mapping
@@ -15,6 +16,7 @@ import httpx
 from arq.connections import RedisSettings
 from redis.asyncio import Redis
 
+from worker.calibrate_job import CalibrationSchedule, calibration_cron_jobs
 from worker.checkout import Checkouts
 from worker.github.auth import AppCredentials, InstallationTokenCache
 from worker.hardening import check_settings, harden
@@ -39,6 +41,7 @@ async def startup(ctx: dict[str, Any]) -> None:
     """
     try:
         config = WorkerConfig.from_env()
+        calibration = CalibrationSchedule.from_env(os.environ)
     except SettingsError as err:
         raise SystemExit(f"llmgate worker: {err}") from None
     try:
@@ -56,6 +59,7 @@ async def startup(ctx: dict[str, Any]) -> None:
         checkouts=Checkouts(config.workdir),
         redis=Redis.from_url(config.redis_url),
         redactor=redactor,
+        calibration=calibration,
     )
     start_publishing(ctx)
 
@@ -76,8 +80,9 @@ def worker_settings(environ: Mapping[str, str] | None = None) -> type:
     stops the process at once (arq would otherwise retry Redis and then run ``on_startup``).
 
     Raises:
-        SettingsError: one line naming the variable that is missing or malformed, or an
-            ``LLMGATE_WORKDIR`` that cannot be created.
+        SettingsError: one line naming the variable that is missing or malformed (the
+            ``LLMGATE_CALIBRATE_*`` schedule included), or an ``LLMGATE_WORKDIR`` that cannot
+            be created.
     """
     config = WorkerConfig.from_env(environ)
     try:
@@ -87,6 +92,7 @@ def worker_settings(environ: Mapping[str, str] | None = None) -> type:
     checked_redis = RedisSettings.from_dsn(config.redis_url)
     check_settings(os.environ if environ is None else environ)
     grace_s = shutdown_grace_s(os.environ if environ is None else environ)
+    calibration = CalibrationSchedule.from_env(os.environ if environ is None else environ)
 
     class WorkerSettings:
         """arq settings: the job functions, start-up/shutdown hooks and limits."""
@@ -101,6 +107,8 @@ def worker_settings(environ: Mapping[str, str] | None = None) -> type:
         max_jobs = config.max_jobs
         keep_result = 3600
         job_completion_wait = grace_s
+        cron_jobs = calibration_cron_jobs(calibration)  # LLMGATE_CALIBRATE_*; none by default
+        timezone = datetime.UTC  # of the cron schedule
 
     return WorkerSettings
 

@@ -174,7 +174,7 @@ class Sandbox:
 
 _current: list[Sandbox] = []
 _from_env: dict[tuple[str, ...], Sandbox] = {}
-_SETTING_PREFIXES = ("LLMGATE_SANDBOX", "LLMGATE_TARGET_")
+_SETTING_GROUPS = ("SANDBOX", "TARGET")  # LLMGATE_SANDBOX*, LLMGATE_TARGET_*
 
 
 def current() -> Sandbox:
@@ -189,7 +189,8 @@ def current() -> Sandbox:
     if _current:
         return _current[0]
     key = tuple(f"{k}={v}" for k, v in sorted(os.environ.items())
-                if k.startswith(_SETTING_PREFIXES) or k in ("PATH", "REDIS_URL"))
+                if k.split("_")[:2][-1] in _SETTING_GROUPS and k.startswith("LLMGATE")
+                or k in ("PATH", "REDIS_URL"))
     if key not in _from_env:
         fresh = Sandbox.from_env(os.environ)
         for old in _from_env.values():

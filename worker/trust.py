@@ -9,7 +9,9 @@ it; an unreadable or absent base config means the default):
 
 - ``approve`` (default): nothing from the head runs; the check concludes ``action_required``
   with an **Approve and run** button, and a writer's click or ``/llmgate approve`` comment
-  approves exactly that head SHA. A later push is a new SHA and needs a new approval.
+  approves exactly that head SHA and runs it once (a second approval of it runs nothing; a
+  writer's ``/llmgate rerun`` or a reopen of the same SHA may run it again). A later push is a
+  new SHA and needs a new approval.
 - ``never``: nothing from an untrusted head ever runs (``action_required``, no button).
 - ``run``: untrusted heads run like trusted ones (still inside the target sandbox).
 

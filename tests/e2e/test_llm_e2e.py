@@ -133,6 +133,6 @@ def test_a_stalled_call_times_out_and_the_check_still_completes(world):
     stalled = [c for c in llm.calls() if c["fault"] == "stall"]
     assert len(stalled) == 3  # the first try and 2 retries
     span = stalled[-1]["t"] - stalled[0]["t"] + 5  # the last attempt also waited 5 s
-    assert 15 <= span <= 20
+    assert 15 <= span <= 25  # about 15 s: three 5 s timeouts and two short backoffs
     answered = [c for c in llm.calls() if c["model"] == "bot-model" and c["fault"] is None]
     assert len(answered) == 3  # head's other 3 examples; base's answers are cached

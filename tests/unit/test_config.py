@@ -163,7 +163,9 @@ def test_assertion_errors(assertions: str, line: int, words: str) -> None:
         ("      pass_rate: 0.8\n", 7, "gate metric 'pass_rate' must be a mapping"),
         ("      pass_rate: {}\n", 7, "needs `min` or `max_drop`"),
         ("      pass_rate:\n        min: 0.5\n        max: 0.9\n", 9,
-         "unknown key 'max' (known keys: min, max_drop, regression"),
+         "higher is better for pass_rate (a drop is the regression), so use `min`"),
+        ("      pass_rate:\n        min: 0.5\n        top: 0.9\n", 9,
+         "unknown key 'top' (known keys: min, max_drop, max, max_increase, regression"),
         ("      pass_rate:\n        min: 1.5\n", 8, "`min` of 'pass_rate' must be a number from 0 "
          "to 1, got 1.5"),
         ("      pass_rate:\n        max_drop: -0.1\n", 8, "from 0 to 1"),

@@ -40,7 +40,7 @@ suites:
     target: {command: "run2 {input_file} {output_file}"}
     gate:
       pass_rate: {min: 0.7, max_drop: 0.01, regression: {alpha: 0.01}}
-      error_rate: {max_drop: 0.1}
+      error_rate: {max_increase: 0.1}
       critical: {tag: smoke}
       on_inconclusive: pass
       quarantine: [b, c]
@@ -58,7 +58,7 @@ def test_a_pull_request_cannot_loosen_its_gate() -> None:
     rule = tickets.gate["pass_rate"]
     assert (rule.min, rule.max_drop, rule.regression_alpha, rule.max_new_failures) == (
         0.8, 0.01, 0.05, 1)
-    assert tickets.gate["error_rate"] == GateRule("error_rate", max_drop=0.1, line=8)
+    assert tickets.gate["error_rate"] == GateRule("error_rate", line=8, max_increase=0.1)
     options = tickets.gate_options
     assert (options.critical_tags, options.on_inconclusive, options.quarantine) == (
         ("must_pass", "smoke"), "neutral", ("b",))

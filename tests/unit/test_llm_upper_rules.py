@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from worker.evals.types import GateRule, SuiteResult
 from worker.evals.upper_rules import check_upper
+from worker.pipeline import gate_trees
 
 
 def suite(**metrics: float) -> SuiteResult:
@@ -34,3 +37,18 @@ def test_missing_values() -> None:
     assert [o.status for o in unavailable] == ["fail", "fail"]
     assert "unavailable at head" in unavailable[0].reason
     assert check_upper("s", GateRule("cost_mean"), suite(), None) == []
+
+
+async def test_a_cost_ceiling_gates_a_run_end_to_end(tmp_path: Path) -> None:
+    (tmp_path / "bot.py").write_text(
+        "import json, sys\njson.dump({'output': 'ok', 'cost': 0.0015, 'latency_ms': 900},"
+        " open(sys.argv[2], 'w'))\n")
+    (tmp_path / "d.jsonl").write_text('{"input": 1}\n{"input": 2}\n')
+    (tmp_path / ".llmgate.yml").write_text(
+        "version: 1\nsuites:\n  - name: s\n    dataset: d.jsonl\n"
+        "    target: {command: 'python3 bot.py {input_file} {output_file}'}\n"
+        "    gate:\n      cost_total: {max: 0.002}\n      latency_p90: {max: 1000}\n")
+    gate = await gate_trees(tmp_path, None)
+    outcomes = {(o.metric, o.rule): o.status for o in gate.outcomes}
+    assert outcomes == {("cost_total", "max 0.002"): "fail", ("latency_p90", "max 1000"): "pass"}
+    assert gate.conclusion == "failure"

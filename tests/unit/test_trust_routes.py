@@ -5,6 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given
+from hypothesis import settings as hyp_settings
+from hypothesis import strategies as st
 
 from app.routes.approval import parse_approve
 from tests.unit.app_support import (
@@ -127,3 +130,29 @@ async def test_malformed_button_payload_is_a_400(redis_url: str) -> None:
                            encode(_button(check_run=["not", "an", "object"])))
     assert answer.status_code == 400 and "check_run.head_sha is malformed" in answer.text
     assert other.status_code == 400
+
+
+BUTTON_PATHS = ["check_run", "check_run__external_id", "check_run__name", "check_run__head_sha",
+                "requested_action", "requested_action__identifier", "sender", "sender__type",
+                "sender__login", "installation", "repository__owner__login"]
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(max_size=20) | st.just("pr:3"),
+    lambda inner: st.lists(inner, max_size=2) | st.dictionaries(st.text(max_size=5), inner,
+                                                                max_size=2),
+    max_leaves=5)
+
+
+async def test_button_payloads_with_any_field_broken_never_give_5xx(redis_url: str) -> None:
+    async with running_app(settings(redis_url)) as client:
+        @given(path=st.sampled_from(BUTTON_PATHS), value=json_values)
+        @hyp_settings(max_examples=300, deadline=None,
+                      suppress_health_check=[HealthCheck.too_slow,
+                                             HealthCheck.function_scoped_fixture])
+        def one(path: str, value: Any) -> None:
+            bodies.append(encode(_button(**{path: value})))
+
+        bodies: list[bytes] = []
+        one()
+        for number, body in enumerate(bodies):
+            answer = await post(client, "check_run", f"fuzz-{number}", body)
+            assert answer.status_code < 500, answer.text

@@ -6,8 +6,10 @@ One JSON object a line::
      "vars": {"lang": "en"}, "assert": [{"type": "contains", "value": "refund"}],
      "tags": ["must_pass"], "metadata": {"category": "billing"}}
 
-Only ``input`` is required; ``id`` defaults to the 1-based line number. Lines are split on
-``\\n`` only (JSON strings may hold U+2028), and blank lines are skipped.
+Only ``input`` is required; ``id`` defaults to the 1-based line number (marked
+``id_from_line``: enough for ``min``/``max_drop``, but the rules that pair base and head example
+by example need explicit ids). Lines are split on ``\\n`` only (JSON strings may hold U+2028),
+and blank lines are skipped.
 """
 
 from __future__ import annotations
@@ -116,6 +118,7 @@ def _parse_line(raw: str, line: int, path: str) -> Example:
         assertions=_assertions(doc.get("assert", []), line, path),
         tags=_tags(doc.get("tags", []), line, path),
         metadata=_metadata(doc.get("metadata", {}), line, path),
+        id_from_line=doc.get("id") is None,
     )
 
 

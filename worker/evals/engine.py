@@ -97,4 +97,5 @@ def score_example(
         cost_usd=output.cost_usd,
         tags=example.tags,
         metadata=example.metadata,
+        id_from_line=example.id_from_line,
     )

@@ -1,11 +1,13 @@
 """Compare a head run with a base run under the config's gate rules (pure).
 
-Threshold rules: ``min`` holds when head >= min; ``max_drop`` when base - head <= max_drop, both
-with a tolerance against float noise (worker/evals/thresholds.py); they end
-``pass``, ``fail`` or ``skipped`` (a relative rule without a base). Statistical and per-example
-rules (``regression``, ``non_inferiority_margin``, ``max_new_failures``, ``min_detectable``,
-``critical``) end ``pass``, ``regression`` or ``inconclusive`` (worker/evals/verdicts.py), on the
-examples paired by id (worker/evals/paired.py) and, with ``groups``, in each group too. The
+Threshold rules: ``min`` holds when head >= min; ``max_drop`` when base - head <= max_drop; for
+lower-is-better metrics ``max`` when head <= max and ``max_increase`` when head - base <=
+max_increase; all with a tolerance against float noise (worker/evals/thresholds.py,
+upper_rules.py); they end ``pass``, ``fail`` or ``skipped`` (a relative rule without a base).
+Statistical and per-example rules (``regression``, ``non_inferiority_margin``,
+``max_new_failures``, ``min_detectable``, ``critical``) end ``pass``, ``regression`` or
+``inconclusive`` (worker/evals/verdicts.py), on the examples paired by id (worker/evals/
+paired.py; ids taken from line numbers are refused) and, with ``groups``, in each group too. The
 ``regression`` p-values of the whole gate form one Holm family, so its false-alarm rate stays at
 alpha. The conclusion is ``failure`` when a rule fails or regresses (or an inconclusive rule is
 set to fail), else ``neutral`` when an inconclusive rule is set to neutral, else ``success``.
@@ -27,7 +29,14 @@ from worker.evals.comparisons import (
     gated_groups,
     scope_counts,
 )
-from worker.evals.paired import PairedSuite, has_example_values, pair_suite
+from worker.evals.paired import (
+    PairedSuite,
+    first_line_id,
+    has_example_values,
+    pair_suite,
+    require_explicit_ids,
+    rules_needing_ids,
+)
 from worker.evals.thresholds import NO_BASE, check_thresholds, find_regressions
 from worker.evals.types import (
     Conclusion,
@@ -43,7 +52,13 @@ from worker.evals.types import (
     SuiteConfig,
     SuiteResult,
 )
-from worker.evals.verdicts import comparison_outcomes, critical_outcomes, new_failures_outcome
+from worker.evals.upper_rules import check_upper
+from worker.evals.verdicts import (
+    comparison_outcomes,
+    critical_outcomes,
+    inconclusive_outcome,
+    new_failures_outcome,
+)
 
 __all__ = ["NO_BASE", "compare", "conclude", "config_error_report", "paired_verdicts"]
 
@@ -59,6 +74,7 @@ class _Suite:
     head: SuiteResult | None
     base: SuiteResult | None
     paired: PairedSuite | None
+    unpaired: str = ""  # why base and head cannot be paired (base ids are line numbers)
 
 
 def compare(
@@ -79,8 +95,10 @@ def compare(
         settings: bootstrap resamples, seed and power of the statistics.
 
     Returns:
-        The report. An empty or duplicated example id (pairing must be exact) gives a failed
-        report with ``config_error`` naming the dataset and line.
+        The report. An empty or duplicated example id (pairing must be exact), or a head
+        example without an explicit ``id`` in a suite whose rules pair examples, gives a failed
+        report with ``config_error`` naming the dataset and line; a base dataset without ids
+        makes those rules inconclusive (the fix must be able to merge).
     """
     try:
         suites = [_suite(s, head, base) for s in config.suites]
@@ -132,15 +150,23 @@ def conclude(outcomes: Sequence[RuleOutcome]) -> Conclusion:
 def _suite(config: SuiteConfig, head: RunResult, base: RunResult | None) -> _Suite:
     head_suite = head.suites.get(config.name)
     base_suite = base.suites.get(config.name) if base is not None else None
-    paired = None
-    metrics = [m for m in config.gate if has_example_values(m)]
-    if head_suite is not None and base_suite is not None:
-        options = config.gate_options
-        paired = pair_suite(base_suite, head_suite, metrics, options.group_by,
-                            options.critical_tags)
-    elif head_suite is not None:
+    if head_suite is None:
+        return _Suite(config, None, base_suite, None)
+    require_explicit_ids(config, head_suite)  # head's dataset is the one a PR can fix
+    if base_suite is None:
         pair_suite(head_suite, head_suite, ())  # validates the ids even without a base
-    return _Suite(config, head_suite, base_suite, paired)
+        return _Suite(config, head_suite, None, None)
+    for side, found in (("base", base_suite), ("head", head_suite)):
+        line = first_line_id(found)
+        if line is not None:  # line numbers shift when lines move: pairing would be a guess
+            return _Suite(config, head_suite, base_suite, None,
+                          f"base and head are not paired example by example: the {side} "
+                          f"dataset {found.dataset} has no `id` at line {line}")
+    options = config.gate_options
+    metrics = [m for m in config.gate if has_example_values(m)]
+    return _Suite(config, head_suite, base_suite,
+                  pair_suite(base_suite, head_suite, metrics, options.group_by,
+                             options.critical_tags))
 
 
 def _comparisons(suites: Sequence[_Suite], settings: StatSettings) -> _Found:
@@ -180,6 +206,7 @@ def _suite_outcomes(suite: _Suite, comparisons: _Found) -> list[RuleOutcome]:
     outcomes: list[RuleOutcome] = []
     for rule in suite.config.gate.values():
         outcomes.extend(check_thresholds(name, rule, suite.head, suite.base))
+        outcomes.extend(check_upper(name, rule, suite.head, suite.base))
         outcomes.extend(_paired_rules(suite, rule, comparisons.get((name, rule.metric), [])))
     head_examples: Sequence[ExampleResult] = suite.head.examples if suite.head else ()
     outcomes.extend(critical_outcomes(name, options, suite.paired, head_examples))
@@ -192,6 +219,10 @@ def _paired_rules(suite: _Suite, rule: GateRule,
     if not texts:
         return []
     name = suite.config.name
+    if suite.unpaired and has_example_values(rule.metric):
+        reason = f"{suite.unpaired} (the paired rules apply once ids are merged)"
+        return [inconclusive_outcome(name, rule.metric, text, reason, suite.config.gate_options)
+                for text in texts]
     if suite.paired is None or not has_example_values(rule.metric):
         reason = (NO_BASE if suite.base is None else
                   f"suite {name} did not run at head" if suite.head is None else
@@ -220,6 +251,9 @@ def _paired_rule_texts(rule: GateRule) -> list[str]:
 
 def _suite_notes(suite: _Suite) -> list[str]:
     paired, name = suite.paired, suite.config.name
+    if suite.unpaired and not rules_needing_ids(suite.config):
+        return [f"{name}: {suite.unpaired}, so no paired statistics are shown; give every "
+                "example an `id` to see them"]
     if paired is None:
         return []
     notes = []

@@ -10,12 +10,18 @@ Format (every key optional; see README "Gate rules")::
         non_inferiority_margin: 0.03   # the 95% CI of head - base must lie above -0.03
         max_new_failures: 2            # at most 2 examples may go from pass to fail
         min_detectable: {drop: 0.05, action: warn}   # or just `min_detectable: 0.05` (fail)
+      latency_p90:                     # lower-is-better metrics (latency, cost, tokens, errors)
+        max: 1500                      # head must stay at or below this (metric units)
+        max_increase: 200              # head may rise at most this far above base
       critical: {tag: must_pass}       # examples tagged so must pass at head
       groups: {by: category, min_items: 5}
       on_inconclusive: neutral         # pass | neutral | fail
       quarantine: [t17, t33]           # left out of per-example rules
 
-Errors are raised through the config reader, so each names the file and line.
+``min``/``max_drop`` belong to higher-is-better metrics and ``max``/``max_increase`` to the
+lower-is-better ones (`worker.evals.metrics.LOWER_IS_BETTER`); the other way round is an error
+saying which to use. The paired rules know each metric's direction by themselves. Errors are
+raised through the config reader, so each names the file and line.
 """
 
 from __future__ import annotations
@@ -26,14 +32,16 @@ from typing import Any, Literal, Protocol
 from yaml.nodes import Node, ScalarNode
 
 from worker.evals.example_values import has_example_values
-from worker.evals.metrics import KNOWN_METRICS, is_known_metric
+from worker.evals.metrics import KNOWN_METRICS, LOWER_IS_BETTER, is_known_metric
 from worker.evals.types import ConfigError, GateOptions, GateRule
 
 #: Rule keys of one metric.
-RULE_KEYS = ("min", "max_drop", "regression", "non_inferiority_margin", "max_new_failures",
-             "min_detectable")
+RULE_KEYS = ("min", "max_drop", "max", "max_increase", "regression", "non_inferiority_margin",
+             "max_new_failures", "min_detectable")
 #: Rules that compare base and head example by example.
-PAIRED_KEYS = RULE_KEYS[2:]
+PAIRED_KEYS = ("regression", "non_inferiority_margin", "max_new_failures", "min_detectable")
+#: Threshold rules of higher-is-better metrics, and their lower-is-better counterparts.
+HIGHER_KEYS, LOWER_KEYS = ("min", "max_drop"), ("max", "max_increase")
 #: Suite-wide keys of ``gate:`` (never metric names).
 OPTION_KEYS = ("critical", "groups", "on_inconclusive", "quarantine")
 ON_INCONCLUSIVE = ("pass", "neutral", "fail")
@@ -85,17 +93,24 @@ def parse_gate(reader: Reader, node: Node, what: str) -> tuple[dict[str, GateRul
 
 def _rule(reader: Reader, metric: str, key_node: Node, node: Node) -> GateRule:
     entries = reader.mapping(node, f"gate metric {metric!r}", RULE_KEYS)
+    own, other = (LOWER_KEYS, HIGHER_KEYS) if metric in LOWER_IS_BETTER else (HIGHER_KEYS,
+                                                                             LOWER_KEYS)
     if not entries:
-        raise reader.error(node, f"gate metric {metric!r} needs `min` or `max_drop`, or one of "
-                           "regression, non_inferiority_margin, max_new_failures, min_detectable")
+        raise reader.error(node, f"gate metric {metric!r} needs `{own[0]}` or `{own[1]}`, or one"
+                           " of regression, non_inferiority_margin, max_new_failures, "
+                           "min_detectable")
     values: dict[str, Any] = {}
     for key, (rule_node, value_node) in entries.items():
         label = f"`{key}` of {metric!r}"
+        if key in other:
+            raise reader.error(rule_node, _direction_error(metric, key))
         if key in PAIRED_KEYS and not has_example_values(metric):
             raise reader.error(rule_node, f"{label} compares examples one by one, but {metric} "
-                               "is not a mean over examples; use `min`/`max_drop` for it")
-        if key in ("min", "max_drop"):
+                               f"is not a mean over examples; use `{own[0]}`/`{own[1]}` for it")
+        if key in HIGHER_KEYS or (key in LOWER_KEYS and metric.endswith("_rate")):
             values[key] = reader.fraction(value_node, label)
+        elif key in LOWER_KEYS:
+            values[key] = _number(reader, value_node, label, positive=False)
         elif key == "regression":
             values["regression_alpha"] = _alpha(reader, value_node, label)
         elif key == "non_inferiority_margin":
@@ -106,6 +121,17 @@ def _rule(reader: Reader, metric: str, key_node: Node, node: Node) -> GateRule:
             values["min_detectable"], values["min_detectable_action"] = \
                 _min_detectable(reader, value_node, label)
     return GateRule(metric, line=int(key_node.start_mark.line) + 1, **values)
+
+
+def _direction_error(metric: str, key: str) -> str:
+    """Return the error of a threshold rule that points the wrong way for ``metric``."""
+    if key in HIGHER_KEYS:
+        return (f"`{key}` of {metric!r}: lower is better for {metric} (a rise is the "
+                f"regression), so use `max` (head at most this) or `max_increase` (head at most "
+                f"this far above base) instead of `min`/`max_drop`")
+    return (f"`{key}` of {metric!r}: higher is better for {metric} (a drop is the regression), "
+            f"so use `min` (head at least this) or `max_drop` (head at most this far below "
+            f"base) instead of `max`/`max_increase`")
 
 
 def _alpha(reader: Reader, node: Node, what: str) -> float:

@@ -5,7 +5,8 @@ example_values.py): 1/0 for pass and error rates, mean assertion scores, cost, t
 of an example (results sharing an id with distinct ``repeat`` numbers) fill a third axis; their
 mean is the example's score. Examples on one side only are listed as added or removed and left out.
 Pairing must be exact: an empty id, or an id repeated without distinct repeat numbers, raises
-`ConfigError` naming the dataset and line.
+`ConfigError` naming the dataset and line, and so does an example without an explicit ``id``
+(its line number stands in, and shifts when lines move) in a suite whose rules pair examples.
 """
 
 from __future__ import annotations
@@ -17,11 +18,12 @@ import numpy as np
 
 from worker.evals.example_values import has_example_values, values_array
 from worker.evals.metrics import LOWER_IS_BETTER
-from worker.evals.types import ConfigError, ExampleResult, SuiteResult
+from worker.evals.types import ConfigError, ExampleResult, SuiteConfig, SuiteResult
 from worker.stats import FloatArray
 
-__all__ = ["PairedSuite", "has_example_values", "lower_is_better", "mean_over_repeats",
-           "pair_suite"]
+__all__ = ["PairedSuite", "first_line_id", "has_example_values", "lower_is_better",
+           "mean_over_repeats", "missing_id_message", "pair_suite", "require_explicit_ids",
+           "rules_needing_ids"]
 
 #: Group label of an example without the grouping key.
 NO_GROUP = "(none)"
@@ -99,6 +101,49 @@ def pair_suite(
         added=tuple(i for i in head_rows if i not in base_rows),
         removed=tuple(i for i in base_rows if i not in head_rows),
         critical=critical)
+
+
+def rules_needing_ids(config: SuiteConfig) -> list[str]:
+    """Return the suite's rules that pair base and head example by example, as text.
+
+    ``regression``, ``non_inferiority_margin``, ``max_new_failures``, ``min_detectable`` and
+    ``critical`` compare or look up examples by id, so an id that is only a line number (which
+    shifts when a line is added above it) would pair the wrong examples; ``min``, ``max_drop``,
+    ``max`` and ``max_increase`` compare suite means and need no ids.
+    """
+    found = [f"{metric}: {key}" for metric, rule in config.gate.items()
+             for key, value in (("regression", rule.regression_alpha),
+                                ("non_inferiority_margin", rule.non_inferiority_margin),
+                                ("max_new_failures", rule.max_new_failures),
+                                ("min_detectable", rule.min_detectable))
+             if value is not None]
+    return found + (["critical"] if config.gate_options.critical_tags else [])
+
+
+def first_line_id(suite: SuiteResult) -> int | None:
+    """Return the line of the suite's first example whose id is its line number, or None."""
+    return next((r.line for r in suite.examples if r.id_from_line), None)
+
+
+def require_explicit_ids(config: SuiteConfig, suite: SuiteResult) -> None:
+    """Refuse line-number ids in a suite whose rules pair examples (fail closed).
+
+    Raises:
+        ConfigError: at the suite's dataset and the first line without an ``id``, when
+            `rules_needing_ids` is not empty.
+    """
+    rules = rules_needing_ids(config)
+    line = first_line_id(suite) if rules else None
+    if line is not None:
+        raise ConfigError(suite.dataset, line, missing_id_message(config.name, line, rules))
+
+
+def missing_id_message(suite: str, line: int, rules: Sequence[str]) -> str:
+    """Return the error of a dataset line without an ``id`` under rules that pair examples."""
+    return (f"line {line} has no `id`, but suite {suite} gates with rules that pair base and "
+            f"head example by example ({'; '.join(rules)}), and a line number shifts when a "
+            "line is added or removed above it: give every example an `id` (a unique string "
+            "or integer)")
 
 
 def _by_id(suite: SuiteResult) -> dict[str, list[ExampleResult]]:

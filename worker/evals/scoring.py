@@ -143,7 +143,8 @@ def _finish(item: Item, results: list[AssertionResult | None], spend: RunUsage) 
         error_kind=output.error_kind if errored else None, unscored=unscored,
         usage=dict(output.usage), spend=output.spend + spend, cached=output.cached,
         label=_label(checked, example), contexts=output.contexts,
-        retrieved_ids=output.retrieved_ids, input=example.input)
+        retrieved_ids=output.retrieved_ids, input=example.input,
+        id_from_line=example.id_from_line)
 
 
 def _label(results: list[AssertionResult], example: Example) -> str | None:

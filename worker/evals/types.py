@@ -232,6 +232,8 @@ class Example:
         assertions: per-example assertions from the ``assert`` field, added to the suite's.
         tags: the ``tags`` list (e.g. ``must_pass`` for a critical example).
         metadata: the ``metadata`` mapping (e.g. ``{"category": "billing"}`` for groups).
+        id_from_line: True when the line had no ``id`` and ``id`` is its line number (such ids
+            shift when lines move, so rules that pair base and head by id refuse them).
     """
 
     id: str
@@ -242,6 +244,7 @@ class Example:
     assertions: tuple[AssertionSpec, ...] = ()
     tags: tuple[str, ...] = ()
     metadata: dict[str, Any] = field(default_factory=dict)
+    id_from_line: bool = False
 
 
 @dataclass(frozen=True)
@@ -324,6 +327,7 @@ class ExampleResult:
         label: the predicted class label (``classification`` assertion), or None.
         contexts, retrieved_ids: as in `TargetOutput`.
         input: the example's input (for pairwise judging and the report), or None.
+        id_from_line: as in `Example`.
     """
 
     id: str
@@ -348,6 +352,7 @@ class ExampleResult:
     contexts: tuple[Any, ...] = ()
     retrieved_ids: tuple[str, ...] = ()
     input: Any = None
+    id_from_line: bool = False
 
 
 @dataclass(frozen=True)

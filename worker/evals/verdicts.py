@@ -64,6 +64,17 @@ def comparison_outcomes(rule: GateRule, options: GateOptions,
     return found
 
 
+def inconclusive_outcome(suite: str, metric: str, rule: str, reason: str,
+                         options: GateOptions) -> RuleOutcome:
+    """Return an ``inconclusive`` outcome of a rule the data cannot decide, with its effect.
+
+    The effect on the check follows ``options.on_inconclusive``; the reason gets it appended.
+    """
+    effect = ON_INCONCLUSIVE[options.on_inconclusive]
+    return RuleOutcome(suite, metric, rule, None, None, None, "inconclusive",
+                       reason + _effect_text(effect), effect=effect)
+
+
 def _outcome(c: PairedComparison, rule: str, status: RuleStatus, reason: str = "",
              effect: Effect = "none") -> RuleOutcome:
     return RuleOutcome(c.suite, c.metric, rule, c.base, c.head, c.delta, status,
