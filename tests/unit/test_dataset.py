@@ -23,7 +23,7 @@ def test_parses_examples_with_lines() -> None:
     assert examples == (
         Example("a", 1, "hi", "hello", {"lang": "en"}),
         Example("3", 3, {"q": [1, 2]}, None, {},
-                (AssertionSpec("contains", {"value": "x"}, 3),)),
+                (AssertionSpec("contains", {"value": "x"}, 3),), id_from_line=True),
         Example("7", 5, "z\u2028still the same line"),
     )
 

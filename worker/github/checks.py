@@ -95,9 +95,9 @@ def completion_bodies(conclusion: str, output: CheckOutput,
                       annotations: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     """Return the PATCH bodies that complete a check run, in order.
 
-    The first sets ``status: completed``, the conclusion, the output and the first 50
-    annotations; each further body repeats the output and carries the next <= 50.
-    137 annotations give 3 bodies with 50, 50 and 37.
+    Each body carries the output and the next <= 50 annotations (GitHub appends them); only
+    the LAST sets ``status: completed`` and the conclusion, so a check run is never seen
+    completed with part of its annotations. 137 annotations give 3 bodies with 50, 50 and 37.
 
     Raises:
         ValueError: ``conclusion`` is not one an App may set.
@@ -113,7 +113,7 @@ def completion_bodies(conclusion: str, output: CheckOutput,
         if chunk:
             out["annotations"] = chunk
         body: dict[str, Any] = {"output": out}
-        if i == 0:
+        if i == len(chunks) - 1:
             body = {"status": "completed", "conclusion": conclusion, **body}
         bodies.append(body)
     return bodies
