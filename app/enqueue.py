@@ -5,12 +5,18 @@ in a pipeline) and the delivery mark one more; on the receiver's hot path that w
 its time. Here one Lua script (``EVALSHA``; loaded on the first ``NOSCRIPT`` answer, e.g. after a
 Redis restart) does the same work atomically:
 
-1. ``SET llmgate:delivery:<id> 1 NX EX <ttl>`` semantics: a delivery id seen before is a
-   duplicate, and nothing else happens;
+1. ``SET llmgate:delivery:<id> 1 NX EX <ttl>`` semantics, for the delivery id and for the
+   SHA-256 of the raw body (``llmgate:body:<hex>``): a delivery whose id *or* body was seen
+   before is a duplicate, and nothing else happens;
 2. if a job is planned and neither ``arq:job:<job id>`` nor ``arq:result:<job id>`` exists
    (arq's own uniqueness rule), ``PSETEX`` the job and ``ZADD`` it to ``arq:queue`` with the
    enqueue time (ms) as score, exactly as ``ArqRedis.enqueue_job`` does;
-3. only then write the delivery mark.
+3. only then write the two marks, with the same TTL.
+
+Why the body too: GitHub's own redeliveries reuse the delivery id, but ``X-GitHub-Delivery`` is
+not signed, so a captured signed body re-sent under a new id passes the HMAC check. Every real
+event differs in its body (ids, SHAs, timestamps), so keying on the body's hash refuses such a
+replay for as long as the marks live (``DELIVERY_TTL_S``) without touching distinct deliveries.
 
 All reads come before all writes, so a script refused by Redis (ACL ``NOPERM`` on a key, out of
 memory on the first write) changes nothing and a redelivery is not taken for a duplicate.
@@ -35,21 +41,25 @@ from app.redis_pipe import RedisPipe, pack
 from app.routes.decision import PlannedJob
 from worker.contract import DELIVERY_KEY_PREFIX, DELIVERY_TTL_S
 
-#: KEYS: delivery mark[, arq job key, arq result key, arq queue];
+#: Prefix of the mark keyed by the hex SHA-256 of a delivery's raw body (replay guard).
+BODY_KEY_PREFIX = "llmgate:body:"
+
+#: KEYS: delivery mark, body mark[, arq job key, arq result key, arq queue];
 #: ARGV: mark TTL (s)[, job id, serialized job, job expiry (ms), queue score (ms)].
 #: Returns 0 duplicate delivery, 1 marked (and queued, when a job was given), 2 already queued.
 SCRIPT = b"""
-if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
+if redis.call('EXISTS', KEYS[1], KEYS[2]) > 0 then return 0 end
 local result = 1
-if #KEYS == 4 then
-  if redis.call('EXISTS', KEYS[2], KEYS[3]) > 0 then
+if #KEYS == 5 then
+  if redis.call('EXISTS', KEYS[3], KEYS[4]) > 0 then
     result = 2
   else
-    redis.call('PSETEX', KEYS[2], ARGV[4], ARGV[3])
-    redis.call('ZADD', KEYS[4], ARGV[5], ARGV[2])
+    redis.call('PSETEX', KEYS[3], ARGV[4], ARGV[3])
+    redis.call('ZADD', KEYS[5], ARGV[5], ARGV[2])
   end
 end
 redis.call('SET', KEYS[1], '1', 'EX', ARGV[1])
+redis.call('SET', KEYS[2], '1', 'EX', ARGV[1])
 return result
 """
 #: The SHA-1 Redis knows the script by (``EVALSHA``).
@@ -60,24 +70,25 @@ class Outcome(enum.IntEnum):
     """What the script did with one delivery (its integer reply)."""
 
     DUPLICATE = 0
-    """The delivery id was seen before; nothing was written."""
+    """The delivery id or the exact body was seen before; nothing was written."""
     MARKED = 1
     """The delivery is marked as seen and its job, if any, is queued."""
     ALREADY_QUEUED = 2
     """The delivery is marked; a job with the same id is queued, running, or has a result."""
 
 
-def script_arguments(delivery_id: str, job: PlannedJob | None,
+def script_arguments(delivery_id: str, body_sha256: str, job: PlannedJob | None,
                      now_ms: int | None = None) -> tuple[list[str], list[str | bytes | int]]:
     """Return the (KEYS, ARGV) of the script for one delivery.
 
     Args:
         delivery_id: the ``X-GitHub-Delivery`` header, already checked.
+        body_sha256: the hex SHA-256 of the raw body (64 characters), see ``body_digest``.
         job: the job to enqueue, or ``None`` to only mark the delivery.
         now_ms: the enqueue time, Unix ms (default: now); arq stores it in the job and uses it
             as the queue score, so the job is due at once.
     """
-    keys = [DELIVERY_KEY_PREFIX + delivery_id]
+    keys = [DELIVERY_KEY_PREFIX + delivery_id, BODY_KEY_PREFIX + body_sha256]
     args: list[str | bytes | int] = [DELIVERY_TTL_S]
     if job is None:
         return keys, args
@@ -88,14 +99,23 @@ def script_arguments(delivery_id: str, job: PlannedJob | None,
     return keys, args
 
 
-async def mark_and_enqueue(pipe: RedisPipe, delivery_id: str, job: PlannedJob | None) -> Outcome:
-    """Mark ``delivery_id`` as seen and enqueue ``job`` (if any) in one atomic round trip.
+def body_digest(body: bytes) -> str:
+    """Return the hex SHA-256 of a delivery's raw body bytes: its replay-guard key."""
+    return hashlib.sha256(body).hexdigest()
+
+
+async def mark_and_enqueue(pipe: RedisPipe, delivery_id: str, body_sha256: str,
+                           job: PlannedJob | None) -> Outcome:
+    """Mark ``delivery_id`` and its body as seen and enqueue ``job`` (if any), atomically.
+
+    One round trip; ``body_sha256`` is ``body_digest(body)``. Either mark present already
+    makes the delivery a ``DUPLICATE``.
 
     Raises:
         redis.exceptions.RedisError: Redis refused the script or the connection failed; no
             state was changed unless the reply was lost after the script ran.
     """
-    keys, args = script_arguments(delivery_id, job)
+    keys, args = script_arguments(delivery_id, body_sha256, job)
     command = pack("EVALSHA", SCRIPT_SHA, len(keys), *keys, *args)
     try:
         reply = await pipe.execute(command)

@@ -2,8 +2,9 @@
 
 Per delivery: read the body under a size cap, check ``X-Hub-Signature-256`` over the raw bytes
 before parsing anything, parse the JSON once, route it (``app.routes``), then one Redis round
-trip that drops redeliveries and enqueues at most one arq job (``app.enqueue``). GitHub waits
-10 seconds for an answer and does not redeliver on its own (docs.github.com/en/webhooks/
+trip that drops redeliveries and replayed bodies and enqueues at most one arq job
+(``app.enqueue``). GitHub waits 10 seconds for an answer and does not redeliver on its own
+(docs.github.com/en/webhooks/
 using-webhooks/best-practices-for-using-webhooks), so a delivery we could not queue gets 503
 and is left unmarked for a manual redelivery.
 """
@@ -27,7 +28,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.types import Receive, Scope, Send
 
 from app.asgi import header_values, send_json
-from app.enqueue import Outcome, mark_and_enqueue
+from app.enqueue import Outcome, body_digest, mark_and_enqueue
 from app.logs import delivery_fields
 from app.metrics import count_delivery
 from app.redis_pipe import RedisPipe
@@ -198,7 +199,8 @@ class WebhookReceiver:
             if not signature_matches(self._secret, body, signature):
                 raise Rejection(401, "missing or invalid X-Hub-Signature-256 (HMAC-SHA256)")
             event = parse_delivery(headers, body)
-            status_code, answer = await self._settle(event.delivery_id, await route(event))
+            status_code, answer = await self._settle(event.delivery_id, body_digest(body),
+                                                     await route(event))
         except Rejection as rejection:
             count_delivery("-", f"rejected_{rejection.status_code}")
             self._rejections.record(rejection.status_code, rejection.message)  # aggregated
@@ -210,11 +212,14 @@ class WebhookReceiver:
                  extra=delivery_fields(event, answer["status"]))
         await send_json(send, status_code, answer)
 
-    async def _settle(self, delivery_id: str, decision: Decision) -> tuple[int, dict[str, str]]:
+    async def _settle(self, delivery_id: str, body_sha256: str,
+                      decision: Decision) -> tuple[int, dict[str, str]]:
         """Mark the delivery as seen and enqueue the planned job; return (status, answer).
 
         One atomic Redis script does both (``app.enqueue``): when it fails, nothing was written
-        (or, if only its reply was lost, the job is queued and a redelivery is a duplicate).
+        (or, if only its reply was lost, the job is queued and a redelivery is a duplicate). A
+        delivery whose id or body (``body_sha256``, hex SHA-256) was seen before, e.g. a signed
+        body replayed under a new delivery id, is answered 200 ``duplicate``.
 
         Raises:
             Rejection: 503 when Redis fails or is slower than ``REDIS_TIMEOUT_S``.
@@ -224,7 +229,7 @@ class WebhookReceiver:
             raise Rejection(503, "the job queue is not open yet; redeliver later")
         try:
             async with asyncio.timeout(REDIS_TIMEOUT_S):
-                outcome = await mark_and_enqueue(pipe, delivery_id, decision.job)
+                outcome = await mark_and_enqueue(pipe, delivery_id, body_sha256, decision.job)
         except REDIS_ERRORS:
             raise Rejection(503, "the job queue is unavailable; redeliver later") from None
         if outcome is Outcome.DUPLICATE:

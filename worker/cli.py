@@ -138,8 +138,10 @@ def cmd_serve(args: argparse.Namespace) -> int:
     """Start the web process (the webhook receiver) with uvicorn."""
     import uvicorn
 
+    # No access log: the receiver writes its own short line per delivery (and aggregates
+    # rejections), so a flood of unsigned deliveries cannot flood the log.
     uvicorn.run("app.main:app", host=args.host, port=args.port, log_level="info",
-                timeout_graceful_shutdown=WEB_DRAIN_S)
+                access_log=False, timeout_graceful_shutdown=WEB_DRAIN_S)
     return 0
 
 

@@ -26,7 +26,7 @@ from worker.github.auth import AppCredentials, InstallationTokenCache
 from worker.github.checks import CheckOutput, clip_text, complete_check_run
 from worker.github.client import GitHubClient
 from worker.github.comments import upsert_sticky_comment
-from worker.metrics import record_gate_report
+from worker.metrics import record_call, record_gate_report
 from worker.pipeline import gate_trees
 from worker.redact import Redactor
 from worker.settings import WorkerConfig
@@ -174,7 +174,8 @@ async def _run(
                 services.checkouts.worktree(key, repo["clone_url"], head_sha, token))
             base_root = await stack.enter_async_context(
                 services.checkouts.worktree(key, repo["clone_url"], base_sha, token))
-            evals = EvalContext(redis=services.redis, namespace=key)  # cache per repository
+            evals = EvalContext(redis=services.redis, namespace=key,  # cache per repository
+                                on_call=record_call)  # provider calls, cache hits, USD
             return await gate_trees(head_root, base_root, head_sha=head_sha, base_sha=base_sha,
                                     evals=evals)
     except GitError as err:

@@ -34,6 +34,7 @@ from typing import Literal
 
 from redis.asyncio import Redis
 
+from worker.evals.context import CallEvent
 from worker.evals.types import GateReport
 
 log = logging.getLogger(__name__)
@@ -71,11 +72,23 @@ JOB_DURATION = Family("llmgate_job_duration_seconds", "histogram",
                       "Wall-clock duration of a job in a worker, seconds.", ("function",),
                       JOB_DURATION_BUCKETS_S)
 PROVIDER_CALLS = Family("llmgate_provider_calls", "counter",
-                        "Calls to eval targets and model providers, by kind.", ("kind",))
+                        "Requests sent to model providers (each retry counts) and command-target "
+                        "runs, by kind and provider.", ("kind", "provider"))
 PROVIDER_CACHE_HITS = Family("llmgate_provider_cache_hits", "counter",
-                             "Provider calls answered from the response cache, by kind.", ("kind",))
+                             "Model calls answered from the response cache (nothing sent), by "
+                             "kind and provider.", ("kind", "provider"))
 COST_USD = Family("llmgate_cost_usd", "counter",
-                  "Money spent on provider calls as reported by targets, USD.", ("kind",))
+                  "Money spent, USD: priced model answers, and what command targets report.",
+                  ("kind", "provider"))
+#: ``provider`` label values: litellm model prefixes kept as they are (docs.litellm.ai,
+#: "Providers"); any other prefix is ``other``, so a pull request's config cannot make series
+#: without bound. A model without a prefix is ``default`` (litellm infers its provider);
+#: command targets are ``none``.
+KNOWN_PROVIDERS = frozenset({
+    "openai", "azure", "azure_ai", "anthropic", "bedrock", "vertex_ai", "gemini", "mistral",
+    "cohere", "groq", "ollama", "ollama_chat", "together_ai", "openrouter", "deepseek",
+    "fireworks_ai", "huggingface", "xai", "perplexity", "databricks", "watsonx", "sagemaker",
+    "text-completion-openai", "hosted_vllm", "vllm", "lm_studio", "cerebras", "nvidia_nim"})
 GATE_CONCLUSIONS = Family("llmgate_gate_conclusions", "counter",
                           "Check-run conclusions of finished gate runs.", ("conclusion",))
 GITHUB_CALLS = Family("llmgate_github_api_calls", "counter",
@@ -198,12 +211,31 @@ def record_job(function: str, outcome: str, duration_s: float) -> None:
     METRICS.observe(JOB_DURATION, function, value=duration_s)
 
 
-def record_provider_call(kind: str, *, cached: bool, cost_usd: float | None) -> None:
-    """Count one provider or target call: ``kind`` (e.g. ``command``, ``model``, ``judge``),
-    whether the cache answered it, and its cost in USD (None: not reported)."""
-    METRICS.inc(PROVIDER_CALLS, kind)
-    METRICS.inc(PROVIDER_CACHE_HITS, kind, amount=1.0 if cached else 0.0)
-    METRICS.inc(COST_USD, kind, amount=max(cost_usd or 0.0, 0.0))
+def provider_label(model: str) -> str:
+    """Return the bounded ``provider`` label of a model name (see `KNOWN_PROVIDERS`).
+
+    ``"openai/gpt-4o-mini"`` -> ``openai``; ``"gpt-4o-mini"`` -> ``default``; ``""`` (a command
+    target) -> ``none``; ``"evil-123/x"`` -> ``other``.
+    """
+    if not model:
+        return "none"
+    if "/" not in model:
+        return "default"
+    prefix = model.split("/", 1)[0].strip().lower()
+    return prefix if prefix in KNOWN_PROVIDERS else "other"
+
+
+def record_call(event: CallEvent) -> None:
+    """Count one call of an eval run (`worker.evals.context.EvalContext.on_call` of jobs).
+
+    Adds ``event.sent`` provider calls, ``event.cache_hits`` cache hits and ``event.cost_usd``
+    USD (negative values count as 0) under ``(kind, provider_label(model))``. Every sample is
+    touched, even by 0, so each series exists once its kind has been seen.
+    """
+    labels = (event.kind, provider_label(event.model))
+    METRICS.inc(PROVIDER_CALLS, *labels, amount=float(max(event.sent, 0)))
+    METRICS.inc(PROVIDER_CACHE_HITS, *labels, amount=float(max(event.cache_hits, 0)))
+    METRICS.inc(COST_USD, *labels, amount=max(event.cost_usd, 0.0))
 
 
 def record_github_response(method: str, status: int | None, headers: Mapping[str, str],
@@ -221,16 +253,8 @@ def record_github_response(method: str, status: int | None, headers: Mapping[str
 
 
 def record_gate_report(report: GateReport) -> None:
-    """Count a finished gate's conclusion and its target calls (head and base runs) with cost.
+    """Count a finished gate's conclusion.
 
-    Every example result of each run was one command-target invocation (kind ``command``),
-    never cached. Model targets and judges (which have a cache) should call
-    `record_provider_call` where they call the provider instead.
+    Its calls were counted as they happened, by `record_call` (the run context's ``on_call``).
     """
     METRICS.inc(GATE_CONCLUSIONS, str(report.conclusion))
-    for run in (report.head, report.base):
-        if run is None:
-            continue
-        for suite in run.suites.values():
-            for example in suite.examples:
-                record_provider_call("command", cached=False, cost_usd=example.cost_usd)

@@ -96,9 +96,12 @@ def test_jobs_queued_running_failed_and_their_duration(run):
 def test_provider_calls_cache_hits_and_cost(run):
     m = run["metrics"]
     calls = 2 * len(EXAMPLES)  # every example once at base and once at head
-    assert value(m, "llmgate_provider_calls_total", kind="command") == calls
-    assert value(m, "llmgate_provider_cache_hits_total", kind="command") == 0
-    assert value(m, "llmgate_cost_usd_total", kind="command") == 0  # the target reports none
+    assert value(m, "llmgate_provider_calls_total", kind="command",
+                 provider="none") == calls
+    assert value(m, "llmgate_provider_cache_hits_total", kind="command",
+                 provider="none") == 0
+    assert value(m, "llmgate_cost_usd_total", kind="command",
+                 provider="none") == 0  # the target reports none
 
 
 def test_github_api_calls_and_rate_limit_match_what_github_saw(run):

@@ -17,7 +17,13 @@ from arq.constants import default_queue_name, expires_extra_ms, job_key_prefix, 
 from arq.worker import Worker, func
 from redis.asyncio import ConnectionPool
 
-from app.enqueue import SCRIPT_SHA, Outcome, mark_and_enqueue
+from app.enqueue import (
+    BODY_KEY_PREFIX,
+    SCRIPT_SHA,
+    Outcome,
+    body_digest,
+    mark_and_enqueue,
+)
 from app.redis_pipe import RedisPipe
 from app.routes.decision import PlannedJob
 from worker.contract import (
@@ -40,6 +46,11 @@ def planned(delivery_id: str, head_sha: str = HEAD_SHA) -> PlannedJob:
     payload = GatePayload(delivery_id=delivery_id, installation_id=42, repo=REPO, pr_number=7,
                           head_sha=head_sha, base_sha="b" * 40, base_ref="main")
     return PlannedJob(JOB_GATE_PULL_REQUEST, payload, gate_job_id(REPO, 7, head_sha))
+
+
+def digest(delivery_id: str) -> str:
+    """Return the body digest of a distinct delivery body made from ``delivery_id``."""
+    return body_digest(f'{{"delivery": "{delivery_id}"}}'.encode())
 
 
 @pytest.fixture()
@@ -79,14 +90,14 @@ async def run_worker(queue: ArqRedis) -> list[tuple[str, Any]]:
 async def test_a_real_arq_worker_runs_the_queued_job_with_its_argument_and_id(
         queue: ArqRedis, pipe: RedisPipe) -> None:
     job = planned("d-1")
-    assert await mark_and_enqueue(pipe, "d-1", job) is Outcome.MARKED
+    assert await mark_and_enqueue(pipe, "d-1", digest("d-1"), job) is Outcome.MARKED
     assert await run_worker(queue) == [(job.job_id, job.payload)]
 
 
 async def test_the_job_matches_what_arq_enqueue_job_writes(
         queue: ArqRedis, pipe: RedisPipe) -> None:
     job = planned("d-1")
-    await mark_and_enqueue(pipe, "d-1", job)
+    await mark_and_enqueue(pipe, "d-1", digest("d-1"), job)
     ours = await queue.queued_jobs()
     ours_ttl_ms = await queue.pttl(job_key_prefix + job.job_id)
     await queue.flushdb()
@@ -100,7 +111,8 @@ async def test_the_job_matches_what_arq_enqueue_job_writes(
 
 async def test_a_second_delivery_for_the_same_job_id_is_not_queued_twice(
         queue: ArqRedis, pipe: RedisPipe) -> None:
-    outcomes = [await mark_and_enqueue(pipe, f"d-{i}", planned(f"d-{i}")) for i in range(3)]
+    outcomes = [await mark_and_enqueue(pipe, f"d-{i}", digest(f"d-{i}"), planned(f"d-{i}"))
+                for i in range(3)]
     assert outcomes == [Outcome.MARKED, Outcome.ALREADY_QUEUED, Outcome.ALREADY_QUEUED]
     assert await queue.zcard(default_queue_name) == 1
     assert [payload["delivery_id"] for _, payload in await run_worker(queue)] == ["d-0"]
@@ -111,35 +123,52 @@ async def test_a_second_delivery_for_the_same_job_id_is_not_queued_twice(
 async def test_a_job_id_with_a_kept_result_is_not_queued_again(
         queue: ArqRedis, pipe: RedisPipe) -> None:
     job = planned("d-1")
-    await mark_and_enqueue(pipe, "d-1", job)
+    await mark_and_enqueue(pipe, "d-1", digest("d-1"), job)
     await run_worker(queue)
     assert await queue.exists(result_key_prefix + job.job_id) == 1
-    assert await mark_and_enqueue(pipe, "d-2", planned("d-2")) is Outcome.ALREADY_QUEUED
+    outcome = await mark_and_enqueue(pipe, "d-2", digest("d-2"), planned("d-2"))
+    assert outcome is Outcome.ALREADY_QUEUED
     assert await queue.zcard(default_queue_name) == 0
 
 
 async def test_the_same_delivery_twice_is_a_duplicate_and_writes_nothing(
         queue: ArqRedis, pipe: RedisPipe) -> None:
-    assert await mark_and_enqueue(pipe, "d-1", planned("d-1")) is Outcome.MARKED
+    assert await mark_and_enqueue(pipe, "d-1", digest("d-1"), planned("d-1")) is Outcome.MARKED
     before = sorted(await queue.keys("*"))
     other_head = planned("d-1", head_sha="c" * 40)
-    assert await mark_and_enqueue(pipe, "d-1", other_head) is Outcome.DUPLICATE
+    # a redelivery by GitHub keeps its id; even with another body it is a duplicate
+    assert await mark_and_enqueue(pipe, "d-1", digest("other"), other_head) is Outcome.DUPLICATE
     assert sorted(await queue.keys("*")) == before
-    ttl_s = await queue.ttl(DELIVERY_KEY_PREFIX + "d-1")
-    assert DELIVERY_TTL_S - 60 < ttl_s <= DELIVERY_TTL_S
+    for key in (DELIVERY_KEY_PREFIX + "d-1", BODY_KEY_PREFIX + digest("d-1")):
+        assert DELIVERY_TTL_S - 60 < await queue.ttl(key) <= DELIVERY_TTL_S
+
+
+async def test_the_same_body_under_a_new_delivery_id_is_a_duplicate_and_writes_nothing(
+        queue: ArqRedis, pipe: RedisPipe) -> None:
+    """A captured signed body replayed with a fresh X-GitHub-Delivery is refused."""
+    assert await mark_and_enqueue(pipe, "d-1", digest("d-1"), planned("d-1")) is Outcome.MARKED
+    await run_worker(queue)  # the first run is over: only the body mark can stop a second one
+    await queue.delete(result_key_prefix + planned("d-1").job_id)
+    before = sorted(await queue.keys("*"))
+    outcome = await mark_and_enqueue(pipe, "replay-1", digest("d-1"), planned("replay-1"))
+    assert outcome is Outcome.DUPLICATE
+    assert sorted(await queue.keys("*")) == before
+    assert await queue.zcard(default_queue_name) == 0
+    assert await queue.exists(DELIVERY_KEY_PREFIX + "replay-1") == 0
 
 
 async def test_a_delivery_without_a_job_is_only_marked(
         queue: ArqRedis, pipe: RedisPipe) -> None:
-    assert await mark_and_enqueue(pipe, "ping-1", None) is Outcome.MARKED
-    assert await mark_and_enqueue(pipe, "ping-1", None) is Outcome.DUPLICATE
-    assert await queue.keys("*") == [(DELIVERY_KEY_PREFIX + "ping-1").encode()]
+    assert await mark_and_enqueue(pipe, "ping-1", digest("ping-1"), None) is Outcome.MARKED
+    assert await mark_and_enqueue(pipe, "ping-1", digest("ping-1"), None) is Outcome.DUPLICATE
+    assert sorted(await queue.keys("*")) == sorted(
+        [(BODY_KEY_PREFIX + digest("ping-1")).encode(), (DELIVERY_KEY_PREFIX + "ping-1").encode()])
 
 
 async def test_the_script_is_loaded_again_after_redis_forgets_it(
         queue: ArqRedis, pipe: RedisPipe) -> None:
-    await mark_and_enqueue(pipe, "d-1", None)
+    await mark_and_enqueue(pipe, "d-1", digest("d-1"), None)
     await queue.script_flush()
     assert await queue.script_exists(SCRIPT_SHA) == [False]
-    assert await mark_and_enqueue(pipe, "d-2", planned("d-2")) is Outcome.MARKED
+    assert await mark_and_enqueue(pipe, "d-2", digest("d-2"), planned("d-2")) is Outcome.MARKED
     assert await queue.script_exists(SCRIPT_SHA) == [True]

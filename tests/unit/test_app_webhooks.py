@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 from collections.abc import AsyncIterator
 from typing import Any
@@ -83,12 +84,51 @@ async def test_same_delivery_twice_makes_one_job(redis_url: str) -> None:
     assert len(await queued_jobs(redis_url)) == 1
 
 
+async def test_same_body_new_delivery_id_is_a_duplicate_and_makes_one_job(
+        redis_url: str) -> None:
+    """A captured signed body replayed under a fresh X-GitHub-Delivery queues nothing."""
+    body = fixture_bytes("pull_request.synchronize.json")
+    async with running_app(settings(redis_url)) as client:
+        first = await post(client, "pull_request", "orig-1", body)
+        [job] = await queued_jobs(redis_url)
+        _drop_arq_keys(redis_url)  # the run is over and its result expired
+        replay = await post(client, "pull_request", "replay-1", body)
+        assert await queued_jobs(redis_url) == []
+        data = fixture_json("pull_request.synchronize.json")
+        data["pull_request"]["head"]["sha"] = "d" * 40  # a real new push: a distinct body
+        pushed = await post(client, "pull_request", "push-2", encode(data))
+    assert (first.status_code, first.json()) == (202, {"status": "queued"})
+    assert (replay.status_code, replay.json()) == (200, {"status": "duplicate"})
+    assert (pushed.status_code, pushed.json()) == (202, {"status": "queued"})
+    assert job.job_id == GATE_JOB_ID
+    assert [j.job_id for j in await queued_jobs(redis_url)] == [GATE_JOB_ID.replace(HEAD_SHA,
+                                                                                    "d" * 40)]
+    assert "llmgate:delivery:replay-1" not in redis_keys(redis_url)
+
+
+def _drop_arq_keys(redis_url: str) -> None:
+    """Delete arq's job, result and queue keys, keeping the receiver's marks."""
+    client = redis.Redis.from_url(redis_url)
+    try:
+        for key in client.keys("arq:*"):  # type: ignore[union-attr]
+            client.delete(key)
+    finally:
+        client.close()
+
+
+def _distinct(name: str, i: int) -> bytes:
+    """Return fixture ``name`` made distinct as GitHub's own deliveries are (a timestamp)."""
+    data = fixture_json(name)
+    data["pull_request"]["updated_at"] = f"2019-05-15T15:20:{i:02d}Z"
+    return encode(data)
+
+
 async def test_racing_deliveries_for_one_head_sha_make_one_job(redis_url: str) -> None:
     names = ["pull_request.opened.json", "pull_request.synchronize.json",
              "pull_request.reopened.json", "pull_request.opened.from-fork.DERIVED.json"] * 3
     async with running_app(settings(redis_url)) as client:
         answers = await asyncio.gather(*(
-            post(client, "pull_request", f"race-{i}", fixture_bytes(name))
+            post(client, "pull_request", f"race-{i}", _distinct(name, i))
             for i, name in enumerate(names)))
     assert all(a.status_code in (200, 202) for a in answers)
     assert sorted(a.json()["status"] for a in answers) == ["already_queued"] * 11 + ["queued"]
@@ -126,8 +166,12 @@ async def test_human_rerun_comment_enqueues_exactly_once(redis_url: str) -> None
     body = _comment("/llmgate rerun\nthe judge timed out")
     async with running_app(settings(redis_url)) as client:
         first = await post(client, "issue_comment", "rerun-1", body)
-        again = await post(client, "issue_comment", "rerun-2", body)  # a second delivery of it
-    assert [first.json()["status"], again.json()["status"]] == ["queued", "already_queued"]
+        replay = await post(client, "issue_comment", "rerun-2", body)  # same body, new id
+        data = json.loads(body)
+        data["comment"]["updated_at"] = "2019-05-15T15:21:00Z"
+        again = await post(client, "issue_comment", "rerun-3", encode(data))  # same comment
+    assert [first.json()["status"], replay.json()["status"], again.json()["status"]] == [
+        "queued", "duplicate", "already_queued"]
     [job] = await queued_jobs(redis_url)
     assert (job.function, job.job_id) == (
         "rerun_from_comment", "rerun:Codertocat/Hello-World:comment:492700400")

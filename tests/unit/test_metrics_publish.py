@@ -13,6 +13,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from app import metrics as web_metrics
 from tests.conftest import free_port
 from worker import metrics as worker_metrics
+from worker.evals.context import CallEvent
 from worker.evals.types import ExampleResult, GateReport, RunResult, SuiteResult
 from worker.metrics import (
     GITHUB_CALLS,
@@ -178,19 +179,34 @@ def _run(*costs: float | None) -> RunResult:
     return RunResult("a" * 40, {"s": SuiteResult("s", "evals/s.jsonl", examples, {})})
 
 
-async def test_a_gate_report_counts_its_target_calls_and_cost(monkeypatch, redis, redis_url):
+async def test_a_gate_report_counts_its_conclusion_and_calls_count_as_they_happen(
+        monkeypatch, redis, redis_url):
     fresh = _fresh(monkeypatch)
     report: Any = GateReport(conclusion="success", outcomes=(), regressions=(),
                              head=_run(0.25, None, 0.5), base=_run(0.125))
     worker_metrics.record_gate_report(report)
     await fresh.flush(redis)
     samples = parse(web_metrics.render(await snapshot(redis_url)))
-    kind = (("kind", "command"),)
-    assert samples[("llmgate_provider_calls_total", kind)] == 4
-    assert samples[("llmgate_provider_cache_hits_total", kind)] == 0
-    assert samples[("llmgate_cost_usd_total", kind)] == 0.875
     assert samples[("llmgate_gate_conclusions_total", (("conclusion", "success"),))] == 1
-    worker_metrics.record_provider_call("model", cached=True, cost_usd=None)
+    assert not any(name.startswith("llmgate_provider") for name, _ in samples)  # not from here
+    for cost_usd in (0.25, 0.0, 0.5, 0.125):
+        worker_metrics.record_call(CallEvent("command", "", 1, 0, cost_usd))
+    worker_metrics.record_call(CallEvent("judge", "anthropic/claude-x", 3, 0, 0.002))
+    worker_metrics.record_call(CallEvent("judge", "Anthropic/claude-y", 0, 1, 0.0))
     await fresh.flush(redis)
     samples = parse(web_metrics.render(await snapshot(redis_url)))
-    assert samples[("llmgate_provider_cache_hits_total", (("kind", "model"),))] == 1
+    command = (("kind", "command"), ("provider", "none"))
+    assert samples[("llmgate_provider_calls_total", command)] == 4
+    assert samples[("llmgate_provider_cache_hits_total", command)] == 0
+    assert samples[("llmgate_cost_usd_total", command)] == 0.875
+    judge = (("kind", "judge"), ("provider", "anthropic"))
+    assert samples[("llmgate_provider_calls_total", judge)] == 3  # each retry was a request
+    assert samples[("llmgate_provider_cache_hits_total", judge)] == 1
+    assert samples[("llmgate_cost_usd_total", judge)] == 0.002
+
+
+@pytest.mark.parametrize(("model", "label"), [
+    ("openai/gpt-4o-mini", "openai"), ("gpt-4o-mini", "default"), ("", "none"),
+    ("evil-123/x", "other"), ("VERTEX_AI/gemini-pro", "vertex_ai"), ("/x", "other")])
+def test_the_provider_label_is_bounded(model: str, label: str) -> None:
+    assert worker_metrics.provider_label(model) == label

@@ -25,6 +25,31 @@ def _log_info(message: str) -> None:
     log.info("%s", message)
 
 
+@dataclass(frozen=True)
+class CallEvent:
+    """What one call of a run did, reported to `EvalContext.on_call` (the worker's metrics).
+
+    Attributes:
+        kind: ``model`` (a model target), ``judge``, ``pairwise``, ``embeddings`` or ``command``
+            (one command-target invocation for one example).
+        model: the endpoint's model name, e.g. ``openai/gpt-4o-mini`` ("" for a command).
+        sent: requests sent to the provider; each retry counts, 0 for a cache hit or a call
+            the budget stopped. 1 for a command that ran.
+        cache_hits: 1 when the response cache answered the call, else 0.
+        cost_usd: USD spent on the call (0 for a cache hit, a failed or an unpriced call).
+    """
+
+    kind: str
+    model: str
+    sent: int
+    cache_hits: int
+    cost_usd: float
+
+
+def _ignore_call(event: CallEvent) -> None:
+    """Observe nothing (the CLI's default): calls are only counted by the worker."""
+
+
 @dataclass
 class EvalContext:
     """Services of one gate job or ``llmgate run``.
@@ -38,6 +63,8 @@ class EvalContext:
         clock: monotonic seconds, for ``max_duration`` and latency.
         rng: the random source of retry jitter.
         say: prints progress lines (the cost estimate); the worker logs them.
+        on_call: told about every call as it ends (`CallEvent`); the worker counts them in
+            its metrics, the CLI ignores them. It must not block or raise.
     """
 
     redis: Redis | None = None
@@ -47,3 +74,4 @@ class EvalContext:
     clock: Callable[[], float] = time.monotonic
     rng: random.Random = field(default_factory=random.Random)
     say: Callable[[str], None] = _log_info
+    on_call: Callable[[CallEvent], None] = _ignore_call

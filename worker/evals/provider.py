@@ -16,11 +16,14 @@ from typing import Any
 
 from worker.evals import llm
 from worker.evals.cache import ResponseCache
-from worker.evals.context import EvalContext
+from worker.evals.context import CallEvent, EvalContext
 from worker.evals.cost import Budget, BudgetExceeded, TokenPrices, call_cost_usd, prices_for
 from worker.evals.llm_types import Endpoint, ErrorKind, Pricing, RunUsage, TokenUsage
 from worker.evals.retry import ProviderError, with_retries
 from worker.evals.types import Settings
+
+#: The `CallEvent` kind of each cache kind (the rest keep their name: ``judge``, ``pairwise``).
+EVENT_KINDS = {"chat": "model", "embed": "embeddings"}
 
 
 @dataclass(frozen=True)
@@ -104,7 +107,8 @@ class ModelCaller:
             reply = await llm.chat(endpoint, messages, self.settings.timeout_s)
             return self._priced(endpoint, reply.text, reply.usage, reply.latency_ms)
 
-        return await self._call(key, send, use_cache)
+        what = (EVENT_KINDS.get(kind, kind), endpoint.model)
+        return await self._call(key, send, use_cache, what)
 
     async def embed(self, endpoint: Endpoint, texts: list[str], *,
                     use_cache: bool = True) -> CallOutcome:
@@ -118,7 +122,7 @@ class ModelCaller:
             vectors = tuple(tuple(v) for v in reply.vectors)
             return Answer("", answer.usage, answer.latency_ms, answer.cost_usd, False, vectors)
 
-        return await self._call(key, send, use_cache)
+        return await self._call(key, send, use_cache, ("embeddings", endpoint.model))
 
     def _priced(self, endpoint: Endpoint, text: str, usage: TokenUsage,
                 latency_ms: float) -> Answer:
@@ -126,12 +130,14 @@ class ModelCaller:
         cost = call_cost_usd(usage, prices) if prices is not None else None
         return Answer(text, usage, latency_ms, cost)
 
-    async def _call(self, key: str, send: Any, use_cache: bool) -> CallOutcome:
+    async def _call(self, key: str, send: Any, use_cache: bool,
+                    what: tuple[str, str]) -> CallOutcome:
         if use_cache:
             hit = await self.cache.get(key)
             answer = _from_cache(hit) if hit is not None else None
             if answer is not None:
-                return self._account(CallOutcome(answer, None, None, RunUsage(cache_hits=1)))
+                hit_outcome = CallOutcome(answer, None, None, RunUsage(cache_hits=1))
+                return self._account(what, hit_outcome)
         sent = 0
 
         async def attempt() -> Answer:
@@ -146,10 +152,10 @@ class ModelCaller:
             answer = await with_retries(attempt, self.settings.retry, sleep=self.ctx.sleep,
                                         rng=self.ctx.rng, before_attempt=self.budget.check)
         except BudgetExceeded as stop:
-            return self._account(CallOutcome(None, f"not sent: {stop}", "budget",
+            return self._account(what, CallOutcome(None, f"not sent: {stop}", "budget",
                                              RunUsage(provider_calls=sent)))
         except ProviderError as err:
-            return self._account(CallOutcome(None, describe(err), err.kind,
+            return self._account(what, CallOutcome(None, describe(err), err.kind,
                                              RunUsage(provider_calls=sent)))
         self.budget.charge(answer.cost_usd or 0.0)
         if use_cache:
@@ -157,10 +163,13 @@ class ModelCaller:
         spend = RunUsage(provider_calls=sent, tokens=answer.usage,
                          cost_usd=answer.cost_usd or 0.0,
                          unpriced_calls=int(answer.cost_usd is None))
-        return self._account(CallOutcome(answer, None, None, spend))
+        return self._account(what, CallOutcome(answer, None, None, spend))
 
-    def _account(self, outcome: CallOutcome) -> CallOutcome:
+    def _account(self, what: tuple[str, str], outcome: CallOutcome) -> CallOutcome:
         self.total = self.total + outcome.spend
+        spend = outcome.spend
+        self.ctx.on_call(CallEvent(what[0], what[1], spend.provider_calls, spend.cache_hits,
+                                   spend.cost_usd))
         return outcome
 
 

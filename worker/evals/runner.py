@@ -19,7 +19,7 @@ from pathlib import Path
 
 from worker.evals.batch import run_batch
 from worker.evals.cache import ResponseCache
-from worker.evals.context import EvalContext
+from worker.evals.context import CallEvent, EvalContext
 from worker.evals.cost import Budget, BudgetExceeded
 from worker.evals.dataset import load_dataset
 from worker.evals.estimate import estimate_config
@@ -155,22 +155,32 @@ async def answer(suite: SuiteConfig, examples: tuple[Example, ...], root: Path,
     """Produce the target's output for every example, in order (one draw)."""
     target = suite.target
     if isinstance(target, CommandTarget):
-        if target.batch:
-            async with state.command_limit:
-                return await run_batch(target, examples, root, settings)
-
-        async def command(example: Example) -> TargetOutput:
-            async with state.command_limit:
-                try:
-                    state.budget.check()
-                except BudgetExceeded as stop:
-                    return TargetOutput(None, f"not run: {stop}", error_kind="budget")
-                return await run_command(target, example, root, settings)
-
-        return list(await asyncio.gather(*(command(e) for e in examples)))
+        outputs = await _commands(target, examples, root, settings, state)
+        for output in outputs:  # one command call per example that ran, at its reported cost
+            if output.error_kind != "budget":
+                cost_usd = max(output.cost_usd or 0.0, 0.0)
+                state.ctx.on_call(CallEvent("command", "", 1, 0, cost_usd))
+        return outputs
     template = load_prompt(root, target.prompt)
     return list(await asyncio.gather(*(
         run_model(target, template, e, state.caller, use_cache=use_cache) for e in examples)))
+
+
+async def _commands(target: CommandTarget, examples: tuple[Example, ...], root: Path,
+                    settings: Settings, state: RunState) -> list[TargetOutput]:
+    if target.batch:
+        async with state.command_limit:
+            return await run_batch(target, examples, root, settings)
+
+    async def command(example: Example) -> TargetOutput:
+        async with state.command_limit:
+            try:
+                state.budget.check()
+            except BudgetExceeded as stop:
+                return TargetOutput(None, f"not run: {stop}", error_kind="budget")
+            return await run_command(target, example, root, settings)
+
+    return list(await asyncio.gather(*(command(e) for e in examples)))
 
 
 def _judge_versions(suite: SuiteConfig, settings: Settings) -> tuple[str, ...]:
