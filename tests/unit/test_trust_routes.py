@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -58,8 +59,14 @@ async def test_approve_comment_enqueues_an_approval_job(redis_url: str) -> None:
     body = _comment("/llmgate approve 1a2b3c4\nreviewed", login="maintainer", type="User")
     async with running_app(settings(redis_url)) as client:
         answer = await post(client, "issue_comment", "approve-1", body)
-        again = await post(client, "issue_comment", "approve-2", body)  # a redelivery, new id
+        # The same signed body again under a new id is a replay (body-hash dedupe); an edited
+        # copy of the same comment (new updated_at) reaches arq, whose job id dedupes it.
+        replay = await post(client, "issue_comment", "approve-2", body)
+        edited = json.loads(body)
+        edited["comment"]["updated_at"] = "2030-01-01T00:00:00Z"
+        again = await post(client, "issue_comment", "approve-3", encode(edited))
     assert (answer.status_code, answer.json()) == (202, {"status": "queued"})
+    assert replay.json() == {"status": "duplicate"}
     assert again.json() == {"status": "already_queued"}
     [job] = await queued_jobs(redis_url)
     data = fixture_json("issue_comment.created.on-pull-request.DERIVED.json")
