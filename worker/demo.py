@@ -291,6 +291,8 @@ def _demo_steps(stack: Stack, shas: dict[str, str], clone_url: str) -> int:
         print(f"annotations: {len(run['annotations'])}")
         for note in run["annotations"][:5]:
             print(f"  {note['path']}:{note['start_line']}  {note['title']}")
+        if len(run["annotations"]) > 5:
+            print(f"  ... and {len(run['annotations']) - 5} more")
     comments = stack.state()["comments"]
     print(f"\n=== sticky PR comment ({len(comments)} comment(s), edited in place)\n")
     print(comments[-1]["body"] if comments else "(none)")

@@ -84,3 +84,16 @@ async def test_config_in_a_subdirectory(tmp_path):
     report = await gate_trees(head, None, config_path="ci/gate.yml")
     assert report.config_error is None and report.conclusion == "success"
     assert report.head.suites["echo"].metrics["pass_rate"] == 1.0
+
+
+async def test_missing_dataset_points_at_the_suite_line_of_the_config(tmp_path: Path) -> None:
+    """A missing dataset is not in the PR's diff: the error points at the config line naming it."""
+    (tmp_path / ".llmgate.yml").write_text(
+        "version: 1\nsuites:\n  - name: s\n    dataset: evals/nope.jsonl\n"
+        "    target:\n      command: python3 t.py {input_file} {output_file}\n"
+        "    assertions: [{type: equals}]\n")
+    report = await gate_trees(tmp_path, None)
+    err = report.config_error
+    assert err is not None
+    assert (err.path, err.line) == (".llmgate.yml", 3)
+    assert "evals/nope.jsonl" in err.message and "suite s" in err.message

@@ -18,6 +18,7 @@ from worker.evals.types import (
     AssertionResult,
     AssertionSpec,
     Config,
+    ConfigError,
     Example,
     ExampleResult,
     RunResult,
@@ -48,7 +49,25 @@ async def run_config(config: Config, root: Path, sha: str = "",
     Raises:
         ConfigError: a dataset is missing or invalid.
     """
-    return await runner.run_config(config, root, sha, evals, with_base=with_base)
+    try:
+        return await runner.run_config(config, root, sha, evals, with_base=with_base)
+    except ConfigError as err:
+        raise _at_config_line(config, err) from None
+
+
+def _at_config_line(config: Config, err: ConfigError) -> ConfigError:
+    """Point a dataset error that has no line (a missing file) at the config line naming it.
+
+    A missing dataset is not in the pull request's diff, so an annotation on it would point
+    nowhere; the suite's line in the config is where the fix goes.
+    """
+    if err.line is not None:
+        return err
+    for suite in config.suites:
+        if suite.dataset == err.path:
+            return ConfigError(config.path, suite.line,
+                               f"suite {suite.name}: dataset {err.path}: {err.message}")
+    return err
 
 
 async def run_suite(suite: SuiteConfig, root: Path, settings: Settings,
