@@ -386,3 +386,13 @@ def test_regressed_examples_with_repeats_are_listed_once_by_majority() -> None:
         [ex(2, False, repeat=r, unscored=True) for r in range(3)]
     result = gate(config(), base, head)
     assert [(r.example_id, r.line) for r in result.regressions] == [("e0", 1)]
+
+
+def test_a_critical_tag_no_example_carries_fails_closed() -> None:
+    """A misspelt tag (`must-pass` for `must_pass`) must not switch the rule off silently."""
+    base = [ex(i, True, tags=("must_pass",) if i == 3 else ()) for i in range(10)]
+    head = [ex(i, True, tags=("must_pass",) if i == 3 else ()) for i in range(10)]
+    result = gate(config(critical_tags=("must-pass",)), base, head)
+    assert statuses(result) == [("critical tag must-pass", "", "fail")]
+    assert "no example carries this tag" in result.outcomes[0].reason
+    assert result.conclusion == "failure"

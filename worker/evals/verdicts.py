@@ -187,14 +187,18 @@ def critical_outcomes(suite: str, options: GateOptions, paired: PairedSuite | No
     results: dict[str, list[ExampleResult]] = {}
     for result in head:
         results.setdefault(result.id, []).append(result)
-    critical = [r.id for r in head if tags & set(r.tags)]
-    critical = [i for i in dict.fromkeys([*critical, *(paired.critical if paired else ())])
-                if i not in set(options.quarantine)]
+    tagged = list(dict.fromkeys([*(r.id for r in head if tags & set(r.tags)),
+                                 *(paired.critical if paired else ())]))
+    critical = [i for i in tagged if i not in set(options.quarantine)]
     scored = {i: [r.passed for r in results.get(i, []) if not r.unscored] for i in critical}
     failing = [i for i in critical if i not in results or not all(scored[i])]
     unconfirmed = [i for i in critical if i in results and not scored[i]]
     text = f"critical tag {', '.join(options.critical_tags)}"
     share = (len(critical) - len(failing)) / len(critical) if critical else None
+    if not tagged:  # a misspelt tag must not switch the rule off silently: fail closed
+        return [RuleOutcome(suite, "critical examples", text, None, None, None, "fail",
+                            "no example carries this tag at base or head: check its spelling "
+                            "against the dataset's `tags`")]
     if failing:
         return [RuleOutcome(suite, "critical examples", text, None, share, None, "regression",
                             f"{len(failing)} of {len(critical)} critical examples do not pass "
