@@ -109,10 +109,13 @@ async def test_dataset_errors_propagate_before_any_command_runs(repo: Path) -> N
     assert not (repo / "log").exists()
 
 
-async def test_missing_dataset_propagates(repo: Path) -> None:
+async def test_missing_dataset_points_at_the_suite_in_the_config(repo: Path) -> None:
+    config = parse_config(config_text(dataset="evals/none.jsonl"))
     with pytest.raises(ConfigError) as info:
-        await run_config(parse_config(config_text(dataset="evals/none.jsonl")), repo)
-    assert (info.value.path, info.value.line) == ("evals/none.jsonl", None)
+        await run_config(config, repo)
+    # the missing file is not in the diff: the annotation goes on the suite's config line
+    assert (info.value.path, info.value.line) == (".llmgate.yml", config.suites[0].line)
+    assert "evals/none.jsonl" in info.value.message
 
 
 def test_score_example_combines_suite_and_example_assertions() -> None:
