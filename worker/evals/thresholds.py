@@ -7,7 +7,7 @@ A ``max_drop`` rule without a base value is skipped, not failed.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from worker.evals.types import (
     ExampleResult,
@@ -23,9 +23,20 @@ EPSILON = 1e-9
 NO_BASE = "no base result: suite is new or config missing at base"
 
 
-def check_thresholds(
+#: Builds one outcome of a threshold rule: ``(rule text, passed or None for skipped, reason)``.
+OutcomeMaker = Callable[[str, "bool | None", str], RuleOutcome]
+
+
+def metric_values(
     suite: str, rule: GateRule, head: SuiteResult | None, base: SuiteResult | None
-) -> list[RuleOutcome]:
+) -> tuple[float | None, float | None, OutcomeMaker]:
+    """Return head's and base's value of ``rule.metric`` and a maker of its rule outcomes.
+
+    The maker turns ``(text, status, reason)`` into a `RuleOutcome` carrying both values and
+    their delta: status None is ``skipped``, True ``pass`` (the reason is dropped), False
+    ``fail``. Shared by the lower (``min``/``max_drop``) and upper (``max``/``max_increase``)
+    threshold rules.
+    """
     head_value = head.metrics.get(rule.metric) if head is not None else None
     base_value = base.metrics.get(rule.metric) if base is not None else None
     delta = head_value - base_value if head_value is not None and base_value is not None else None
@@ -35,6 +46,13 @@ def check_thresholds(
         return RuleOutcome(suite, rule.metric, text, base_value, head_value, delta, verdict,
                            "" if verdict == "pass" else reason)
 
+    return head_value, base_value, outcome
+
+
+def check_thresholds(
+    suite: str, rule: GateRule, head: SuiteResult | None, base: SuiteResult | None
+) -> list[RuleOutcome]:
+    head_value, base_value, outcome = metric_values(suite, rule, head, base)
     outcomes = []
     unavailable = f"{rule.metric} is unavailable at head (no example ran it)"
     if rule.min is not None:

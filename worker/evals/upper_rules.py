@@ -9,8 +9,8 @@ a metric unavailable at head fails (a rule that names a metric needs it).
 
 from __future__ import annotations
 
-from worker.evals.thresholds import EPSILON, NO_BASE
-from worker.evals.types import GateRule, RuleOutcome, RuleStatus, SuiteResult
+from worker.evals.thresholds import EPSILON, NO_BASE, metric_values
+from worker.evals.types import GateRule, RuleOutcome, SuiteResult
 
 
 def check_upper(suite: str, rule: GateRule, head: SuiteResult | None,
@@ -21,15 +21,7 @@ def check_upper(suite: str, rule: GateRule, head: SuiteResult | None,
         One `RuleOutcome` per rule set (none when neither is), ``pass``, ``fail`` or
         ``skipped``.
     """
-    head_value = head.metrics.get(rule.metric) if head is not None else None
-    base_value = base.metrics.get(rule.metric) if base is not None else None
-    delta = head_value - base_value if head_value is not None and base_value is not None else None
-
-    def outcome(text: str, status: bool | None, reason: str) -> RuleOutcome:
-        verdict: RuleStatus = "skipped" if status is None else "pass" if status else "fail"
-        return RuleOutcome(suite, rule.metric, text, base_value, head_value, delta, verdict,
-                           "" if verdict == "pass" else reason)
-
+    head_value, base_value, outcome = metric_values(suite, rule, head, base)
     outcomes = []
     unavailable = f"{rule.metric} is unavailable at head (no example gave it)"
     if rule.max is not None:
