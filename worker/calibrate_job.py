@@ -35,7 +35,7 @@ from worker.github.client import GitHubError
 from worker.settings import SettingsError
 
 if TYPE_CHECKING:  # worker.jobs imports this module
-    from worker.jobs import Services
+    from worker.services import Services
 
 log = logging.getLogger("llmgate.worker")
 
@@ -155,7 +155,7 @@ async def calibrate_repository(services: Services, repo: str, runs: int) -> str:
     """Calibrate the remembered base commit of ``repo`` and store the result in Redis.
 
     Args:
-        services: the worker's `worker.jobs.Services` (Redis, GitHub, checkouts, redactor).
+        services: the worker's `worker.services.Services` (Redis, GitHub, checkouts, redactor).
         repo: ``owner/name``.
         runs: identical runs R.
 

@@ -41,8 +41,8 @@ from worker.checkout import Checkouts
 from worker.contract import gate_job_id
 from worker.evals.types import GateReport
 from worker.github.auth import AppCredentials, InstallationTokenCache
-from worker.jobs import Services
 from worker.main import worker_settings
+from worker.services import Services
 from worker.settings import SettingsError, WorkerConfig
 
 KEY = f"{OWNER}/{REPO}"

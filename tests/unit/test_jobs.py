@@ -30,8 +30,8 @@ from tests.unit.worker_support import (
     publish_bare,
 )
 from worker.contract import GatePayload, gate_job_id
-from worker.jobs import Services
 from worker.main import worker_settings
+from worker.services import Services
 
 TOKEN_OPERATION = "apps/create-installation-access-token"
 

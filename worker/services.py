@@ -1,0 +1,42 @@
+"""The clients every job of one worker process shares (made once in ``on_startup``)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+import httpx
+from redis.asyncio import Redis
+
+from worker.checkout import Checkouts
+from worker.github.auth import AppCredentials, InstallationTokenCache
+from worker.github.client import GitHubClient
+from worker.redact import Redactor
+from worker.settings import WorkerConfig
+from worker.trust import ApprovalStore
+
+if TYPE_CHECKING:  # worker.calibrate_job imports this module's users
+    from worker.calibrate_job import CalibrationSchedule
+
+
+@dataclass
+class Services:
+    """Clients shared by every job of one worker process (made once in ``on_startup``)."""
+
+    config: WorkerConfig
+    http: httpx.AsyncClient
+    tokens: InstallationTokenCache
+    checkouts: Checkouts
+    redis: Redis
+    redactor: Redactor = field(default_factory=Redactor)
+    calibration: CalibrationSchedule | None = None  # scheduled calibration (worker/calibrate_job)
+
+    @property
+    def approvals(self) -> ApprovalStore:
+        """Writers' approvals of untrusted heads (`worker.trust`), in this worker's Redis."""
+        return ApprovalStore(self.redis)
+
+    def github(self, installation_id: int) -> GitHubClient:
+        """Return a client authenticated as the given installation."""
+        creds = AppCredentials(self.config.app_id, self.config.private_key)
+        return GitHubClient(self.http, self.config.api_url, creds, self.tokens, installation_id)
