@@ -103,9 +103,8 @@ def _check_redis_url(url: str) -> None:
     except ValueError as exc:
         raise SettingsError(f"REDIS_URL is not a valid URL ({exc})") from None
     if parts.scheme not in _REDIS_SCHEMES:
-        raise SettingsError(
-            f"REDIS_URL must start with redis://, rediss:// or unix:// (got {parts.scheme!r})"
-        )
+        got = f"got {parts.scheme}://" if parts.scheme else "it has no scheme"
+        raise SettingsError(f"REDIS_URL must start with redis://, rediss:// or unix:// ({got})")
     if parts.scheme == "unix":
         if not parts.path:
             raise SettingsError("REDIS_URL unix:// needs a socket path, e.g. unix:///run/redis.sock")

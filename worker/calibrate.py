@@ -152,19 +152,6 @@ def render_json(cal: Calibration) -> str:
                       indent=2, sort_keys=True) + "\n"
 
 
-def add_calibrate_command(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    """Register ``llmgate calibrate`` on the CLI's subcommands."""
-    parser = sub.add_parser("calibrate", help="run head against itself R times: false-alarm "
-                            "rate and unstable examples", description=cmd_calibrate.__doc__)
-    parser.add_argument("--runs", type=int, default=5, help="identical runs R (>= 2; default 5)")
-    parser.add_argument("--config", default=CONFIG_FILENAME, help="config path in the repository")
-    parser.add_argument("--head", help="ref or SHA to calibrate (default: the working tree)")
-    parser.add_argument("--format", choices=("markdown", "json"), default="markdown")
-    parser.add_argument("--output", type=Path, help="write the result here instead of stdout")
-    parser.add_argument("--repo", type=Path, default=None, help=argparse.SUPPRESS)
-    parser.set_defaults(func=cmd_calibrate)
-
-
 def cmd_calibrate(args: argparse.Namespace) -> int:
     """Run the suites R times with nothing changed and report the gate's own noise.
 

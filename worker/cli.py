@@ -1,6 +1,10 @@
 """The ``llmgate`` command line: ``run`` (gate locally), ``serve``, ``worker``, ``demo``,
 ``setup`` (register the GitHub App), ``healthcheck`` (the container's health check) and
-``calibrate`` (A/A runs: the gate's false-alarm rate and unstable examples)."""
+``calibrate`` (A/A runs: the gate's false-alarm rate and unstable examples).
+
+The engine, numpy and scipy are imported only by the commands that run them, so ``--help`` and
+the container's ``healthcheck`` start in a fraction of a second.
+"""
 
 from __future__ import annotations
 
@@ -11,16 +15,28 @@ import sys
 from collections.abc import Sequence
 from contextlib import AsyncExitStack
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from worker import report
-from worker.calibrate import add_calibrate_command
+from worker.calibrate_args import add_calibrate_command
 from worker.checkout import GitError, local_worktree, resolve_ref
-from worker.evals.cli_cache import eval_context
-from worker.evals.types import CONFIG_FILENAME, ExecutionError, GateReport
+from worker.evals.types import CONFIG_FILENAME, ExecutionError
 from worker.healthcheck import add_healthcheck_command
-from worker.pipeline import gate_trees
 from worker.redact import Redactor, secrets_from_environ
 from worker.setup_server import add_setup_command
+
+if TYPE_CHECKING:
+    from worker.evals.types import GateReport
+
+#: What ``llmgate run --help`` says above its options.
+RUN_DESCRIPTION = ("Gate locally, as the worker does, and print the report. Inside a git "
+                   "repository: with --base, base (and --head if given, else the working tree) "
+                   "are checked out in temporary worktrees, run and compared. Exit codes: 0 the "
+                   "gate passed (or is neutral), 1 the gate failed, 2 configuration error, "
+                   "3 execution error (git or the run failed).")
+#: What ``llmgate --help`` says above the commands (plain text: argparse shows it verbatim).
+DESCRIPTION = ("Gate LLM quality regressions: run the eval suites at a base and a head, compare "
+               "them with paired statistics and report. Commands: run (gate locally), serve, "
+               "worker, demo, setup (register the GitHub App), healthcheck and calibrate.")
 
 #: On SIGTERM the web process stops accepting connections and lets requests in flight finish
 #: for up to this many seconds (GitHub itself waits 10 s for a delivery's answer).
@@ -41,10 +57,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="llmgate", description=__doc__)
+    parser = argparse.ArgumentParser(prog="llmgate", description=DESCRIPTION)
     sub = parser.add_subparsers(metavar="COMMAND")
     run = sub.add_parser("run", help="gate the working tree or a commit against a base, locally",
-                         description=cmd_run.__doc__)
+                         description=RUN_DESCRIPTION)
     run.add_argument("--config", default=CONFIG_FILENAME, help="config path in the repository")
     run.add_argument("--base", help="base ref or SHA; without it only absolute rules apply")
     run.add_argument("--head", help="head ref or SHA (default: the working tree)")
@@ -79,6 +95,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     passed (or is neutral: an inconclusive rule under ``on_inconclusive: neutral``), 1 the gate
     failed, 2 configuration error, 3 execution error (git or the run failed).
     """
+    from worker import report  # scipy via the statistics: only when a gate runs
+
     try:
         gate_report = asyncio.run(_run_local(args))
     except (GitError, ExecutionError, OSError) as err:
@@ -119,6 +137,9 @@ async def _resolve(repo: Path, ref: str, option: str) -> str:
 
 
 async def _run_local(args: argparse.Namespace) -> GateReport:
+    from worker.evals.cli_cache import eval_context
+    from worker.pipeline import gate_trees
+
     repo: Path = args.repo or repo_root(Path.cwd())
     async with AsyncExitStack() as stack:
         head_root, head_sha = repo, ""

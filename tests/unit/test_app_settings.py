@@ -83,3 +83,14 @@ def test_uvicorn_with_a_bad_redis_url_exits_2_with_one_line() -> None:
     assert result.returncode == 2
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and "REDIS_URL" in lines[0]
+
+
+@pytest.mark.parametrize(("url", "said"), [
+    ("notaurl", "(it has no scheme)"),
+    ("http://localhost:6379", "(got http://)"),
+])
+def test_wrong_redis_scheme_says_what_was_given(url: str, said: str) -> None:
+    with pytest.raises(SettingsError) as caught:
+        WebSettings.from_env({"GITHUB_WEBHOOK_SECRET": "s", "REDIS_URL": url})
+    assert str(caught.value) == (
+        f"REDIS_URL must start with redis://, rediss:// or unix:// {said}")

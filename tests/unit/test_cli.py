@@ -200,3 +200,19 @@ def test_support_bot_regression_as_a_process(tmp_path):
     assert outcomes(report) == {"min 0.80": "fail", "max_drop 0.05": "fail"}
     assert git(repo, "status", "--porcelain") == ""
     assert list(iter_worktrees(repo)) == [str(repo)]
+
+
+def test_help_and_healthcheck_import_neither_the_engine_nor_scipy() -> None:
+    probe = ("import sys, worker.cli; worker.cli._parser(); "
+             "print(sorted(m for m in ('scipy', 'numpy', 'litellm', 'worker.report', "
+             "'worker.evals.engine') if m in sys.modules))")
+    shown = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                           check=True, cwd=ROOT).stdout.strip()
+    assert shown == "[]"
+
+
+def test_help_shows_plain_text_not_docstring_markup(capsys: pytest.CaptureFixture[str]) -> None:
+    for argv in (["--help"], ["run", "--help"], ["calibrate", "--help"]):
+        with pytest.raises(SystemExit):
+            main(argv)
+        assert "``" not in capsys.readouterr().out
