@@ -120,3 +120,18 @@ def test_non_utf8_is_a_config_error(tmp_path: Path) -> None:
     (tmp_path / "d.jsonl").write_bytes(b'{"input": "\xff"}\n')
     with pytest.raises(ConfigError, match="UTF-8"):
         load_dataset(tmp_path, "d.jsonl")
+
+
+def test_non_utf8_error_names_line_and_byte(tmp_path: Path) -> None:
+    (tmp_path / "d.jsonl").write_bytes(b'{"input": "ok"}\n{"input": "caf\xe9"}\n')
+    with pytest.raises(ConfigError) as caught:
+        load_dataset(tmp_path, "d.jsonl")
+    assert caught.value.line == 2
+    assert str(caught.value).startswith("d.jsonl:2: not UTF-8 text at byte 15 of the line")
+
+
+@pytest.mark.parametrize("content", ["", "\n\n  \n"])
+def test_dataset_without_examples_is_a_config_error(tmp_path: Path, content: str) -> None:
+    (tmp_path / "d.jsonl").write_text(content)
+    with pytest.raises(ConfigError, match="the dataset has no examples"):
+        load_dataset(tmp_path, "d.jsonl")

@@ -44,15 +44,23 @@ def load_dataset(root: Path, rel_path: str) -> tuple[Example, ...]:
 
     Raises:
         ConfigError: the path is absolute or leads outside ``root`` (symlinks are resolved
-            first), the file is missing, not regular, over `MAX_DATASET_BYTES` or not UTF-8,
-            or a line is invalid or over `MAX_LINE_CHARS`.
+            first), the file is missing, not regular, over `MAX_DATASET_BYTES`, not UTF-8 (the
+            error names the line and byte), holds no example, or a line is invalid or over
+            `MAX_LINE_CHARS`.
     """
     data = read_repo_file(root, rel_path, MAX_DATASET_BYTES)  # no escape, size-capped
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise ConfigError(rel_path, None, f"cannot be read as UTF-8 text: {exc}") from None
-    return parse_dataset(text, rel_path)
+        line = data.count(b"\n", 0, exc.start) + 1
+        column = exc.start - (data.rfind(b"\n", 0, exc.start) + 1) + 1
+        raise ConfigError(rel_path, line, f"not UTF-8 text at byte {column} of the line "
+                          f"({exc.reason}); save the file as UTF-8") from None
+    examples = parse_dataset(text, rel_path)
+    if not examples:
+        raise ConfigError(rel_path, None, "the dataset has no examples: add one JSON object "
+                          "per line, or remove the suite")
+    return examples
 
 
 def parse_dataset(text: str, path: str) -> tuple[Example, ...]:
