@@ -11,7 +11,9 @@ Redis restart) does the same work atomically:
 2. if a job is planned and neither ``arq:job:<job id>`` nor ``arq:result:<job id>`` exists
    (arq's own uniqueness rule), ``PSETEX`` the job and ``ZADD`` it to ``arq:queue`` with the
    enqueue time (ms) as score, exactly as ``ArqRedis.enqueue_job`` does;
-3. only then write the two marks, with the same TTL.
+3. optionally ``SET`` a pull request's newest head (``llmgate:pr:...:head``, a head SHA or
+   ``closed``) with its TTL, so workers can drop runs of older heads (``worker.supersede``);
+4. only then write the two marks, with the same TTL.
 
 Why the body too: GitHub's own redeliveries reuse the delivery id, but ``X-GitHub-Delivery`` is
 not signed, so a captured signed body re-sent under a new id passes the HMAC check. Every real
@@ -39,18 +41,19 @@ from redis.exceptions import NoScriptError
 
 from app.redis_pipe import RedisPipe, pack
 from app.routes.decision import PlannedJob
-from worker.contract import DELIVERY_KEY_PREFIX, DELIVERY_TTL_S
+from worker.contract import DELIVERY_KEY_PREFIX, DELIVERY_TTL_S, PR_HEAD_TTL_S
 
 #: Prefix of the mark keyed by the hex SHA-256 of a delivery's raw body (replay guard).
 BODY_KEY_PREFIX = "llmgate:body:"
 
-#: KEYS: delivery mark, body mark[, arq job key, arq result key, arq queue];
-#: ARGV: mark TTL (s)[, job id, serialized job, job expiry (ms), queue score (ms)].
+#: KEYS: delivery mark, body mark[, arq job key, arq result key, arq queue][, PR head key];
+#: ARGV: mark TTL (s)[, job id, serialized job, job expiry (ms), queue score (ms)]
+#: [, PR head value, PR head TTL (s)]. The PR head key, when given, is the last key (3 or 6 keys).
 #: Returns 0 duplicate delivery, 1 marked (and queued, when a job was given), 2 already queued.
 SCRIPT = b"""
 if redis.call('EXISTS', KEYS[1], KEYS[2]) > 0 then return 0 end
 local result = 1
-if #KEYS == 5 then
+if #KEYS >= 5 then
   if redis.call('EXISTS', KEYS[3], KEYS[4]) > 0 then
     result = 2
   else
@@ -58,12 +61,16 @@ if #KEYS == 5 then
     redis.call('ZADD', KEYS[5], ARGV[5], ARGV[2])
   end
 end
+if #KEYS == 3 or #KEYS == 6 then
+  redis.call('SET', KEYS[#KEYS], ARGV[#ARGV - 1], 'EX', ARGV[#ARGV])
+end
 redis.call('SET', KEYS[1], '1', 'EX', ARGV[1])
 redis.call('SET', KEYS[2], '1', 'EX', ARGV[1])
 return result
 """
 #: The SHA-1 Redis knows the script by (``EVALSHA``).
 SCRIPT_SHA = hashlib.sha1(SCRIPT, usedforsecurity=False).hexdigest()
+_LOAD_SCRIPT = pack("SCRIPT", "LOAD", SCRIPT)
 
 
 class Outcome(enum.IntEnum):
@@ -78,7 +85,8 @@ class Outcome(enum.IntEnum):
 
 
 def script_arguments(delivery_id: str, body_sha256: str, job: PlannedJob | None,
-                     now_ms: int | None = None) -> tuple[list[str], list[str | bytes | int]]:
+                     now_ms: int | None = None, head_record: tuple[str, str] | None = None,
+                     ) -> tuple[list[str], list[str | bytes | int]]:
     """Return the (KEYS, ARGV) of the script for one delivery.
 
     Args:
@@ -87,15 +95,19 @@ def script_arguments(delivery_id: str, body_sha256: str, job: PlannedJob | None,
         job: the job to enqueue, or ``None`` to only mark the delivery.
         now_ms: the enqueue time, Unix ms (default: now); arq stores it in the job and uses it
             as the queue score, so the job is due at once.
+        head_record: ``(key, value)`` of a pull request's newest head to SET for
+            ``PR_HEAD_TTL_S`` seconds, or ``None``.
     """
     keys = [DELIVERY_KEY_PREFIX + delivery_id, BODY_KEY_PREFIX + body_sha256]
     args: list[str | bytes | int] = [DELIVERY_TTL_S]
-    if job is None:
-        return keys, args
-    enqueued_ms = timestamp_ms() if now_ms is None else now_ms
-    keys += [job_key_prefix + job.job_id, result_key_prefix + job.job_id, default_queue_name]
-    data = serialize_job(job.function, (job.payload,), {}, None, enqueued_ms)
-    args += [job.job_id, data, expires_extra_ms, enqueued_ms]
+    if job is not None:
+        enqueued_ms = timestamp_ms() if now_ms is None else now_ms
+        keys += [job_key_prefix + job.job_id, result_key_prefix + job.job_id, default_queue_name]
+        data = serialize_job(job.function, (job.payload,), {}, None, enqueued_ms)
+        args += [job.job_id, data, expires_extra_ms, enqueued_ms]
+    if head_record is not None:
+        keys.append(head_record[0])
+        args += [head_record[1], PR_HEAD_TTL_S]
     return keys, args
 
 
@@ -105,21 +117,25 @@ def body_digest(body: bytes) -> str:
 
 
 async def mark_and_enqueue(pipe: RedisPipe, delivery_id: str, body_sha256: str,
-                           job: PlannedJob | None) -> Outcome:
+                           job: PlannedJob | None,
+                           head_record: tuple[str, str] | None = None) -> Outcome:
     """Mark ``delivery_id`` and its body as seen and enqueue ``job`` (if any), atomically.
 
     One round trip; ``body_sha256`` is ``body_digest(body)``. Either mark present already
-    makes the delivery a ``DUPLICATE``.
+    makes the delivery a ``DUPLICATE`` (and nothing, not even ``head_record``, is written).
+    All of it, including loading the script after a ``NOSCRIPT``, must finish within the
+    pipe's ``reply_timeout_s``.
 
     Raises:
-        redis.exceptions.RedisError: Redis refused the script or the connection failed; no
-            state was changed unless the reply was lost after the script ran.
+        redis.exceptions.RedisError: Redis refused the script, the connection failed or the
+            time ran out; no state was changed unless the reply was lost after the script ran.
     """
-    keys, args = script_arguments(delivery_id, body_sha256, job)
+    keys, args = script_arguments(delivery_id, body_sha256, job, head_record=head_record)
     command = pack("EVALSHA", SCRIPT_SHA, len(keys), *keys, *args)
+    deadline = pipe.deadline()
     try:
-        reply = await pipe.execute(command)
+        reply = await pipe.execute(command, deadline)
     except NoScriptError:  # a new or restarted Redis: load the script once, then run it
-        await pipe.execute(pack("SCRIPT", "LOAD", SCRIPT))
-        reply = await pipe.execute(command)
+        await pipe.execute(_LOAD_SCRIPT, deadline)
+        reply = await pipe.execute(command, deadline)
     return Outcome(int(reply))

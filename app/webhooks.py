@@ -48,6 +48,7 @@ HEALTH_TIMEOUT_S = 1.0
 #: waits for an answer.
 REDIS_TIMEOUT_S = 5.0
 _SIGNATURE_PREFIX = "sha256="
+_SIGNATURE_PREFIX_BYTES = b"sha256="
 # Header values are not signed: accept only plain names (GitHub sends GUIDs and snake_case).
 _DELIVERY_ID = re.compile(r"[A-Za-z0-9._-]{1,128}")
 _EVENT_NAME = re.compile(r"[a-z0-9_]{1,64}")
@@ -99,7 +100,9 @@ def signature_matches(secret: str | bytes, body: bytes, header: str | None) -> b
         given = header.encode("latin-1")  # how Starlette decoded the header bytes
     except UnicodeEncodeError:
         return False
-    return hmac.compare_digest(sign(secret, body).encode("ascii"), given)
+    key = secret.encode() if isinstance(secret, str) else secret
+    expected = _SIGNATURE_PREFIX_BYTES + hmac.digest(key, body, "sha256").hex().encode()
+    return hmac.compare_digest(expected, given)
 
 
 async def read_body(receive: Receive, declared: str | None, max_bytes: int) -> bytes:
@@ -206,11 +209,12 @@ class WebhookReceiver:
             self._rejections.record(rejection.status_code, rejection.message)  # aggregated
             await send_json(send, rejection.status_code, {"error": rejection.message})
             return
+        await send_json(send, status_code, answer)  # answer first, then account for it
         count_delivery(event.event, answer["status"])
-        log.info("delivery %s event=%s action=%s: %s", event.delivery_id, event.event,
-                 event.data.get("action", "-"), answer["status"],
-                 extra=delivery_fields(event, answer["status"]))
-        await send_json(send, status_code, answer)
+        if log.isEnabledFor(logging.INFO):
+            log.info("delivery %s event=%s action=%s: %s", event.delivery_id, event.event,
+                     event.data.get("action", "-"), answer["status"],
+                     extra=delivery_fields(event, answer["status"]))
 
     async def _settle(self, delivery_id: str, body_sha256: str,
                       decision: Decision) -> tuple[int, dict[str, str]]:
@@ -227,9 +231,9 @@ class WebhookReceiver:
         pipe = self._pipe
         if pipe is None:
             raise Rejection(503, "the job queue is not open yet; redeliver later")
-        try:
-            async with asyncio.timeout(REDIS_TIMEOUT_S):
-                outcome = await mark_and_enqueue(pipe, delivery_id, body_sha256, decision.job)
+        try:  # bounded by REDIS_TIMEOUT_S: the pipe's deadline, no timer per delivery
+            outcome = await mark_and_enqueue(pipe, delivery_id, body_sha256, decision.job,
+                                             decision.head_record)
         except REDIS_ERRORS:
             raise Rejection(503, "the job queue is unavailable; redeliver later") from None
         if outcome is Outcome.DUPLICATE:

@@ -13,12 +13,17 @@ delivery landed in the arq queue as one job, and stops both processes on exit. T
     python bench/webhook_ack.py --server-cpu 1 --redis-cpu 0 --client-cpu 0   # web on one core
     python bench/webhook_ack.py --rounds 5           # five measured rounds, median reported
     python bench/webhook_ack.py --loop asyncio --http h11   # without uvloop and httptools
+    python bench/webhook_ack.py --bare               # reference: a bare ASGI app, same uvicorn
 
 Latency runs from the moment a request is sent to the end of its response, so queueing in the
 server is counted. In open loop every request is sent on schedule on a free connection (a new
 one when all are busy), so a slow answer never holds back the next request (no coordinated
 omission); how late the client's timer sent each request is printed apart. Only loopback
 addresses are used.
+
+``--bare`` serves ``bare_app`` below instead of llmgate: it reads the body and answers 202 with
+a small JSON body, and nothing else. Its figures are the floor that uvicorn, the loopback
+network, this client and the machine set, measured under the same load as llmgate's.
 """
 
 from __future__ import annotations
@@ -38,7 +43,7 @@ from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import cast
+from typing import Any, cast
 
 import httpx
 import redis
@@ -82,9 +87,33 @@ def pinned(command: list[str], cpu: str) -> list[str]:
     return ["taskset", "-c", cpu, *command] if cpu else command
 
 
+async def bare_app(scope: dict[str, Any], receive: Callable[[], Awaitable[dict[str, Any]]],
+                   send: Callable[[dict[str, Any]], Awaitable[None]]) -> None:
+    """The ``--bare`` reference ASGI app: read the whole body, answer 202 ``{"status":"queued"}``.
+
+    Lifespan events are answered so uvicorn starts it like llmgate; ``/healthz`` is 200 too.
+    """
+    if scope["type"] == "lifespan":
+        while (message := await receive())["type"] != "lifespan.shutdown":
+            await send({"type": message["type"] + ".complete"})
+        await send({"type": "lifespan.shutdown.complete"})
+        return
+    posted = scope["method"] == "POST"
+    more_body = posted
+    while more_body:
+        more_body = (await receive()).get("more_body", False)
+    status, body = (202, b'{"status":"queued"}') if posted else (200, b'{"status":"ok"}')
+    await send({"type": "http.response.start", "status": status,
+                "headers": [(b"content-type", b"application/json"),
+                            (b"content-length", b"%d" % len(body))]})
+    await send({"type": "http.response.body", "body": body})
+
+
 def uvicorn_command(args: argparse.Namespace, port: int) -> list[str]:
     """Return the web process's command line for the chosen loop, HTTP parser and logging."""
-    command = [sys.executable, "-m", "uvicorn", "app.main:app", "--host", HOST, "--port",
+    target = ["--app-dir", str(ROOT / "bench"), "webhook_ack:bare_app"] if args.bare else [
+        "app.main:app"]
+    command = [sys.executable, "-m", "uvicorn", *target, "--host", HOST, "--port",
                str(port), "--workers", "1", "--log-level", args.log_level,
                "--loop", args.loop, "--http", args.http]
     if not args.access_log:
@@ -329,14 +358,15 @@ def report(rounds: list[Round], args: argparse.Namespace) -> Round:
     mode = f"open loop at {args.rate:g}/s" if args.rate else f"concurrency {args.concurrency}"
     pins = f"web cpu {args.server_cpu or 'any'}, redis cpu {args.redis_cpu or 'any'}, " \
            f"client cpu {args.client_cpu or 'any'}"
-    print(f"client={args.client} {mode} deliveries={args.count} rounds={args.rounds} "
+    app = "bare ASGI app (reference)" if args.bare else "llmgate"
+    print(f"app={app} client={args.client} {mode} deliveries={args.count} rounds={args.rounds} "
           f"loop={args.loop} http={args.http} log-level={args.log_level} "
           f"access-log={args.access_log} ({pins})")
     for number, one in enumerate(rounds, 1):
         web_us = one.cpu_s[0] / args.count * 1e6
         print(f"round {number}: {one.per_s:.0f}/s p50={percentile(one.latencies_ms, 0.5):.2f} "
               f"p99={percentile(one.latencies_ms, 0.99):.2f} ms web cpu {web_us:.0f} us")
-        if one.jobs != args.count:
+        if one.jobs != args.count and not args.bare:
             sys.exit(f"round {number}: expected {args.count} queued jobs, found {one.jobs}")
     median = sorted(rounds, key=lambda one: one.per_s)[len(rounds) // 2]
     latencies = median.latencies_ms
@@ -347,9 +377,10 @@ def report(rounds: list[Round], args: argparse.Namespace) -> Round:
         print(f"client send lag ms (not in the latency): p50={percentile(median.lags_ms, 0.5):.2f} "
               f"p99={percentile(median.lags_ms, 0.99):.2f}")
     web_us, redis_us, client_us = (seconds / args.count * 1e6 for seconds in median.cpu_s)
+    checked = "no jobs (bare app)" if args.bare else "every delivery queued one arq job"
     print(f"cpu per delivery us: web={web_us:.0f} redis={redis_us:.0f} client={client_us:.0f}; "
           f"web busy {median.cpu_s[0] / median.elapsed_s:.0%} of {median.elapsed_s:.2f} s; "
-          f"every delivery queued one arq job")
+          f"{checked}")
     return median
 
 
@@ -370,6 +401,8 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--log-level", default="info", help="uvicorn --log-level")
     parser.add_argument("--access-log", action=argparse.BooleanOptionalAction, default=False,
                         help="uvicorn's access log line per request")
+    parser.add_argument("--bare", action="store_true",
+                        help="serve a bare ASGI app that only reads the body (the reference)")
     parser.add_argument("--server-cpu", default="", help="taskset -c list for the web process")
     parser.add_argument("--redis-cpu", default="", help="taskset -c list for redis-server")
     parser.add_argument("--client-cpu", default="", help="CPU list for this client process")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 import socket
 import subprocess
@@ -12,6 +13,8 @@ from pathlib import Path
 import pytest
 
 FIXTURES = Path(__file__).parent / "fixtures"
+# No provider processes unless a test starts them (each imports litellm: seconds of CPU).
+os.environ.setdefault("LLMGATE_PROVIDER_PROCESSES", "0")
 
 
 def free_port() -> int:

@@ -304,6 +304,25 @@ class Checkouts:
             raise GitError(["git", "merge-base", *shas], err or "the commits share no history")
         return out.strip()
 
+    async def changed_files(self, repo_key: str, clone_url: str, a: str, b: str,
+                            token: str | None = None) -> list[str]:
+        """Return the paths that differ between commits ``a`` and ``b`` (``git diff
+        --name-only``), sorted; a renamed file is listed under its old and its new path.
+
+        Raises:
+            ValueError: Malformed arguments, as for :meth:`worktree`.
+            GitError: Fetching or the diff failed.
+        """
+        shas = [check_sha(a), check_sha(b)]
+        check_clone_url(clone_url)
+        env = self._env()
+        mirror = self.workdir / "mirrors" / f"{_mirror_name(repo_key)}.git"
+        async with self._locked(mirror):
+            await self._ensure(mirror, clone_url, shas, token, env)
+            out = await _run(["diff", "--name-only", "-z", "--no-renames", "--no-ext-diff",
+                              "--no-textconv", *shas, "--"], cwd=mirror, env=env)
+        return sorted(path for path in out.split("\0") if path)
+
     @contextlib.asynccontextmanager
     async def _locked(self, mirror: Path) -> AsyncIterator[None]:
         async with self._locks.setdefault(mirror, asyncio.Lock()):

@@ -19,15 +19,34 @@ RERUN_COMMAND = "/llmgate rerun"
 APPROVE_COMMAND = "/llmgate approve"
 #: ``identifier`` of the check run's "Approve and run" button (GitHub allows 20 characters).
 APPROVE_ACTION = "approve"
+#: ``identifier``s of a finished check run's "Re-run" and "Accept regression" buttons.
+RERUN_ACTION = "rerun"
+ACCEPT_ACTION = "accept"
+#: The comment command that lists the commands.
+HELP_COMMAND = "/llmgate help"
 
 #: arq function names.
 JOB_GATE_PULL_REQUEST = "gate_pull_request"
 JOB_RERUN_FROM_COMMENT = "rerun_from_comment"
 JOB_APPROVE = "approve_pull_request"
+JOB_STORE_BASELINE = "store_baseline"
+JOB_RERUN_CHECK = "rerun_check"
+JOB_ACCEPT = "accept_regression"
+JOB_MERGE_GROUP = "gate_merge_group"
+JOB_COMMAND_REPLY = "reply_to_command"
+JOB_INSTALLATION = "installation_changed"
 
 #: Redis key prefix for delivery de-duplication, and how long a delivery id is remembered.
 DELIVERY_KEY_PREFIX = "llmgate:delivery:"
 DELIVERY_TTL_S = 7 * 24 * 3600
+#: What the web process records as a pull request's newest head (`pr_head_key`): its head SHA,
+#: or this value once the pull request is closed. A job for any other head is superseded.
+PR_CLOSED = "closed"
+#: How long the record lives, seconds (a pull request untouched for longer is not tracked).
+PR_HEAD_TTL_S = 30 * 24 * 3600
+#: Redis key prefix of a stored full report (``worker.report_store`` writes, ``app.reports``
+#: serves it at ``GET /reports/<id>``; the id is 32 lowercase hex characters).
+REPORT_KEY_PREFIX = "llmgate:report:"
 
 
 class RepoRef(TypedDict):
@@ -55,6 +74,9 @@ class GatePayload(TypedDict):
     #: trust is decided on. Absent from an older web process: the worker then asks GitHub.
     head_repo: NotRequired[str | None]
     author: NotRequired[str]
+    #: Whether the pull request is a draft (absent: False); the base config's
+    #: ``settings.drafts`` decides whether a draft runs.
+    draft: NotRequired[bool]
 
 
 class RerunPayload(TypedDict):
@@ -66,6 +88,8 @@ class RerunPayload(TypedDict):
     pr_number: int
     comment_id: int
     commenter: str
+    #: ``/llmgate rerun --no-cache``: bypass the response cache for this run (absent: False).
+    no_cache: NotRequired[bool]
 
 
 class ApprovePayload(TypedDict):
@@ -97,6 +121,15 @@ def gate_job_id(repo: RepoRef, pr_number: int, head_sha: str, suffix: str = "") 
     return f"{base}:{suffix}" if suffix else base
 
 
+def pr_head_key(repo: RepoRef, pr_number: int) -> str:
+    """Return the Redis key of a pull request's newest head: ``llmgate:pr:owner/name#N:head``.
+
+    The web process sets it with each enqueue (a head SHA) and on ``closed`` (`PR_CLOSED`);
+    workers read it to drop runs of older heads (`worker.supersede`).
+    """
+    return f"llmgate:pr:{repo['owner']}/{repo['name']}#{pr_number}:head"
+
+
 def rerun_job_id(repo: RepoRef, comment_id: int) -> str:
     """Return the deterministic arq job id of the job handling one rerun comment."""
     return f"rerun:{repo['owner']}/{repo['name']}:comment:{comment_id}"
@@ -111,3 +144,112 @@ def approve_job_id(repo: RepoRef, pr_number: int, *, comment_id: int = 0, head_s
     """
     base = f"approve:{repo['owner']}/{repo['name']}#{pr_number}"
     return f"{base}:comment:{comment_id}" if comment_id else f"{base}@{head_sha}:{approver}"
+
+
+class PushPayload(TypedDict):
+    """A push to the repository's default branch: run the suites at ``sha`` and store them as
+    the branch's baseline (worker/jobs_push.py). ``pushed_at`` is the push's Unix time in
+    seconds (``repository.pushed_at``, 0 when absent); it orders pushes of one branch."""
+
+    delivery_id: str
+    installation_id: int
+    repo: RepoRef
+    branch: str
+    sha: str
+    pushed_at: int
+
+
+def baseline_job_id(repo: RepoRef, sha: str) -> str:
+    """Return the arq job id storing the baseline of one pushed commit (one job per SHA)."""
+    return f"baseline:{repo['owner']}/{repo['name']}@{sha}"
+
+
+class RecheckPayload(TypedDict):
+    """Gate a head SHA afresh: GitHub's "Re-run" (``check_run``/``check_suite`` ``rerequested``)
+    or the check run's "Re-run" button (``source`` ``check_run``, ``check_suite``, ``button``).
+
+    ``pr_numbers`` are the pull requests the payload names (``pull_requests``, the check run's
+    ``external_id`` ``pr:<n>``); the worker adds those of every ``llmgate`` check run on
+    ``head_sha`` and gates each open one whose head is still ``head_sha``, against its own
+    base. ``merge_group_base`` is the base SHA of a merge-group run (``external_id``
+    ``mg:<sha>``), else "". ``app_id`` is the App that owns the check (0: not in the payload);
+    the worker ignores another App's. ``requester`` is the sender's login (a button needs write).
+    """
+
+    delivery_id: str
+    installation_id: int
+    repo: RepoRef
+    head_sha: str
+    pr_numbers: list[int]
+    merge_group_base: str
+    app_id: int
+    requester: str
+    source: str
+
+
+class AcceptPayload(TypedDict):
+    """The "Accept regression" button of a failed ``llmgate`` check run, pressed by ``accepter``."""
+
+    delivery_id: str
+    installation_id: int
+    repo: RepoRef
+    pr_number: int
+    check_run_id: int
+    head_sha: str
+    accepter: str
+
+
+class MergeGroupPayload(TypedDict):
+    """``merge_group`` ``checks_requested``: gate the group's head SHA against its base SHA.
+
+    ``base_ref``/``head_ref`` are full refs (``refs/heads/main``).
+    """
+
+    delivery_id: str
+    installation_id: int
+    repo: RepoRef
+    head_sha: str
+    base_sha: str
+    base_ref: str
+    head_ref: str
+
+
+class CommandPayload(TypedDict):
+    """A ``/llmgate`` comment that gets a reply: ``kind`` ``help`` or ``unknown``.
+
+    ``command`` is the comment's first line, reduced to letters, digits, spaces and ``._:/-``
+    (at most 60 characters), safe to quote in the reply.
+    """
+
+    delivery_id: str
+    installation_id: int
+    repo: RepoRef
+    pr_number: int
+    comment_id: int
+    commenter: str
+    command: str
+    kind: str
+
+
+class InstallationPayload(TypedDict):
+    """``installation`` or ``installation_repositories`` (``event``) with its ``action``.
+
+    ``repos_added``/``repos_removed`` are ``owner/name`` full names.
+    """
+
+    delivery_id: str
+    installation_id: int
+    event: str
+    action: str
+    repos_added: list[str]
+    repos_removed: list[str]
+
+
+def event_job_id(kind: str, repo: RepoRef | None, key: str) -> str:
+    """Return the arq job id of an event job: ``<kind>:<owner>/<name>:<key>``.
+
+    ``key`` is what makes the job unique (a delivery id, a head SHA, a check run and login);
+    ``repo`` None (installation events) gives ``<kind>:-:<key>``.
+    """
+    where = f"{repo['owner']}/{repo['name']}" if repo is not None else "-"
+    return f"{kind}:{where}:{key}"

@@ -81,6 +81,7 @@ class Stack:
         self.redis_url = ""
         self.web_url = ""
         self.github_url = ""
+        self._worker_env: dict[str, str] = {}
 
     def __enter__(self) -> Stack:
         try:
@@ -121,12 +122,16 @@ class Stack:
                           {"GITHUB_WEBHOOK_SECRET": self.secret, "REDIS_URL": self.redis_url})
         self.web_url = f"http://127.0.0.1:{web_port}"
         _wait_http(f"{self.web_url}/healthz", 30, web)
-        worker_env = {"GITHUB_APP_ID": APP_ID, "GITHUB_APP_PRIVATE_KEY_FILE": str(key_file),
-                      "GITHUB_API_URL": self.github_url, "REDIS_URL": self.redis_url,
-                      "LLMGATE_WORKDIR": str(self.workdir / "checkouts"), **self.worker_env}
+        self._worker_env = {"GITHUB_APP_ID": APP_ID, "GITHUB_APP_PRIVATE_KEY_FILE": str(key_file),
+                            "GITHUB_API_URL": self.github_url, "REDIS_URL": self.redis_url,
+                            "LLMGATE_WORKDIR": str(self.workdir / "checkouts"), **self.worker_env}
         for i in range(self.workers):
-            self._spawn(f"worker-{i}", [sys.executable, "-m", "arq", "worker.main.WorkerSettings"],
-                        worker_env)
+            self.start_worker(f"worker-{i}")
+
+    def start_worker(self, name: str) -> subprocess.Popen[bytes]:
+        """Start one more arq worker process (log ``<name>.log``) on this stack; return it."""
+        return self._spawn(name, [sys.executable, "-m", "arq", "worker.main.WorkerSettings"],
+                           self._worker_env)
 
     def _start_github(self, public_pem: str) -> None:
         ready = self.workdir / "github-ready.json"

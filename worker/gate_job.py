@@ -1,8 +1,15 @@
 """Run one gate request from check run to sticky comment, never leaving the check in progress.
 
-`run_gate` creates the ``llmgate`` check run on the head SHA, decides trust, evaluates base and
-head (`worker.gate_run`), completes the check run with annotations and edits the PR's sticky
-comment. Whatever happens after the check run is created, a ``finally`` concludes it.
+`run_gate` gives up at once when a newer push or a close superseded the request
+(`worker.supersede`); otherwise it opens the ``llmgate`` check run on the head SHA (or reuses
+the one an earlier try of its job opened: `worker.gate_check`), skips a draft when the base
+config says so (`worker.drafts`), decides trust, evaluates base and head (`worker.gate_run`),
+writes the PR's sticky comment and completes the check run with annotations. Every way out
+but one concludes the check run: ``cancelled`` when superseded, ``timed_out`` past the job's
+time limit or when its worker stopped on the last try, ``failure`` when the run failed. The one
+exception is a try that arq will repeat (a stopping worker, a transient failure): the check
+run stays ``in_progress`` for the next try, and the sweeper (`worker.sweeper`) concludes it if
+arq gives the job up.
 """
 
 from __future__ import annotations
@@ -10,95 +17,183 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from worker import report, untrusted
+from worker import accept, drafts, report, untrusted
 from worker.calibrate_job import with_calibration_note
 from worker.evals.types import ExecutionError
+from worker.gate_check import (
+    TRANSIENT_ERRORS,
+    OpenRun,
+    finish,
+    forget,
+    open_run,
+    retry_later,
+    stopped_reason,
+)
 from worker.gate_request import GateRequest
 from worker.gate_run import evaluate
-from worker.github.checks import CheckOutput, clip_text, complete_check_run
-from worker.github.client import GitHubClient
+from worker.github.checks import CheckOutput, complete_check_run
+from worker.github.client import GitHubClient, GitHubError
 from worker.github.comments import upsert_sticky_comment
+from worker.lease import JobRef, current_job
 from worker.metrics import record_gate_report
+from worker.report_store import store_report
+from worker.runs import RunRegistry
 from worker.services import Services
+from worker.supersede import Supersede, Superseded, supervise
+from worker.trust import Verdict
 
 log = logging.getLogger("llmgate.worker")
 
-#: Why a check run was concluded ``cancelled``: its job's task was cancelled.
-STOPPED_REASON = ("The run was stopped: its worker shut down (the job is queued again and a new "
-                  "check run follows) or it ran past the job time limit.")
+#: Why a check run was concluded ``cancelled`` when its task was cancelled outside an arq job.
+STOPPED_REASON = "The run was stopped: its worker shut down."
 #: How long one PR's sticky comment stays locked while it is found and edited, seconds.
 COMMENT_LOCK_TIMEOUT_S = 60
+#: The verdict of a `GateRequest.trusted` head (a merge group's commit): it runs.
+TRUSTED = Verdict("run", True)
 
 
 async def run_gate(services: Services, gh: GitHubClient, request: GateRequest) -> dict[str, str]:
     """Gate ``request`` and publish the check run and the sticky comment.
 
     Returns:
-        ``{"conclusion": ..., "head_sha": ...}``, stored by arq as the job result.
+        ``{"conclusion": ..., "head_sha": ...}`` (plus ``"reason"`` when superseded or timed
+        out), stored by arq as the job result.
 
     Raises:
+        arq.worker.Retry: a transient failure (GitHub 5xx or rate limit, Redis) before the
+            job's last try; the check run stays ``in_progress`` for the next try.
         ExecutionError: the run itself failed (the check run is concluded ``failure`` first).
-        asyncio.CancelledError: the job was stopped (the check run is concluded ``cancelled``).
+        GitHubError, redis.exceptions.RedisError: on the last try (concluded ``failure``).
+        asyncio.CancelledError: the worker is stopping (arq runs the job again; on the last
+            try the check run is concluded ``timed_out`` first).
     """
-    repo, pr_number, head_sha = request.repo, request.pr_number, request.head_sha
-    owner, name = repo["owner"], repo["name"]
-    check_run_id = await gh.create_check_run(owner, name, head_sha, status="in_progress", output={
-        "title": "llmgate: running", "summary": f"Running the eval suites at `{head_sha[:7]}`."})
-    completed = False
-    reason = "The eval run could not finish (see the worker logs)."
-    conclusion = "failure"
+    job, registry = current_job(), RunRegistry(services.redis)
+    watch = Supersede(services.redis, gh, request)
     try:
-        verdict = await untrusted.verdict_for(gh, services.checkouts, services.approvals, repo,
-                                              pr_number, head_sha, request.base_sha,
-                                              request.facts)
-        if verdict.decision != "run":  # untrusted and not approved: nothing of the head runs
-            await untrusted.conclude_waiting(gh, repo, check_run_id, pr_number, head_sha, verdict)
-            completed = True
-            return {"conclusion": "action_required", "head_sha": head_sha}
-        try:
-            gate_report = services.redactor.redact_value(await evaluate(services, gh, request))
-        except ExecutionError as err:
-            reason = f"The eval run could not finish: {err}"
+        reason = await watch.reason()
+        if reason is not None:
+            return await _cancel_unstarted(registry, gh, request, job, reason)
+        run = await open_run(registry, gh, request, job)
+    except TRANSIENT_ERRORS as err:  # no check run of this try to conclude
+        if job is None or job.last_try:
             raise
-        record_gate_report(gate_report)
-        gate_report = services.redactor.redact_value(
-            await with_calibration_note(services.redis, repo, gate_report))
-        await complete_check_run(
-            gh, owner, name, check_run_id, gate_report.conclusion,
-            CheckOutput(report.check_title(gate_report), report.check_summary(gate_report),
-                        report.check_text(gate_report)),
-            report.annotations(gate_report))
-        completed = True
-        body = report.comment_body(gate_report, head_sha=head_sha, base_sha=request.base_sha)
-        async with services.redis.lock(f"llmgate:lock:comment:{owner}/{name}#{pr_number}",
-                                       timeout=COMMENT_LOCK_TIMEOUT_S):
-            await upsert_sticky_comment(gh, owner, name, pr_number, body)
-        return {"conclusion": gate_report.conclusion, "head_sha": head_sha}
+        raise retry_later(job, err) from err
+    return await _run(services, gh, request, job, watch, run)
+
+
+async def _cancel_unstarted(registry: RunRegistry, gh: GitHubClient, request: GateRequest,
+                            job: JobRef | None, reason: str) -> dict[str, str]:
+    """Show on the head commit that its queued run was dropped: a ``cancelled`` check run
+    (registered first, so the sweeper concludes it should GitHub refuse the conclusion)."""
+    run = await open_run(registry, gh, request, job)
+    await finish(registry, gh, request.repo["owner"], request.repo["name"], run, "cancelled",
+                 reason, rerun_hint=False)
+    log.info("PR #%s @%s not run: %s", request.pr_number, request.head_sha[:7], reason)
+    return {"conclusion": "cancelled", "head_sha": request.head_sha, "reason": reason}
+
+
+async def _run(services: Services, gh: GitHubClient, request: GateRequest, job: JobRef | None,
+               watch: Supersede, run: OpenRun) -> dict[str, str]:
+    """Run the gate under the supersede watch and the job's time limit; conclude the check."""
+    owner, name, head_sha = request.repo["owner"], request.repo["name"], request.head_sha
+    ending: tuple[str, str, bool] | None = ("failure", "The eval run could not finish (see the "
+                                            "worker logs).", True)
+    finished = False  # the check run is concluded: forget the run
+    try:
+        async with asyncio.timeout(None if job is None else job.remaining_s()) as limit:
+            result = await supervise(_gate(services, gh, request, run.check_run_id, watch),
+                                     watch)
+        ending, finished = None, True  # _gate concluded the check run
+        return result
+    except Superseded as err:
+        ending = ("cancelled", err.reason, False)
+        return {"conclusion": "cancelled", "head_sha": head_sha, "reason": err.reason}
+    except TimeoutError:
+        if job is None or not limit.expired():
+            raise
+        reason = (f"The run took longer than the job time limit ({job.limits.job_timeout_s} s, "
+                  "`LLMGATE_JOB_TIMEOUT_S` of the worker).")
+        ending = ("timed_out", reason, True)
+        return {"conclusion": "timed_out", "head_sha": head_sha, "reason": reason}
     except asyncio.CancelledError:
-        conclusion, reason = "cancelled", STOPPED_REASON
+        ending = ("cancelled", STOPPED_REASON, True) if job is None else \
+            ("timed_out", stopped_reason(job.attempt), True) if job.last_try else None
+        raise
+    except TRANSIENT_ERRORS as err:
+        if job is not None and not job.last_try:
+            ending = None  # the next try reuses the check run
+            raise retry_later(job, err) from err
+        ending = ("failure", f"The run could not finish: GitHub or Redis kept failing "
+                             f"({type(err).__name__}).", True)
+        raise
+    except ExecutionError as err:
+        ending = ("failure", f"The eval run could not finish: {err}", True)
         raise
     finally:
-        if not completed:
-            await conclude_aborted(gh, owner, name, check_run_id,
-                                   services.redactor.redact(reason), conclusion)
+        registry = RunRegistry(services.redis)
+        if ending is not None:
+            conclusion, reason, hint = ending
+            await finish(registry, gh, owner, name, run, conclusion,
+                         services.redactor.redact(reason), rerun_hint=hint)
+        elif finished:
+            await forget(registry, run)
 
 
-async def conclude_aborted(
-    gh: GitHubClient, owner: str, name: str, check_run_id: int, reason: str,
-    conclusion: str = "failure",
-) -> None:
-    """Conclude a check run whose job failed or was stopped, so a required check never hangs.
+async def _gate(services: Services, gh: GitHubClient, request: GateRequest, check_run_id: int,
+                watch: Supersede) -> dict[str, str]:
+    """Skip a draft, decide trust, evaluate, write the comment, complete the check run."""
+    repo, pr_number, head_sha = request.repo, request.pr_number, request.head_sha
+    owner, name = repo["owner"], repo["name"]
+    if request.draft and await drafts.read_base_drafts(
+            services.checkouts, repo, request.base_sha, await gh.installation_token()) == "skip":
+        await drafts.conclude_skipped(gh, repo, check_run_id, request.base_sha)
+        return {"conclusion": "skipped", "head_sha": head_sha}
+    verdict = TRUSTED if request.trusted else await untrusted.verdict_for(
+        gh, services.checkouts, services.approvals, repo, pr_number, head_sha,
+        request.base_sha, request.facts)
+    if verdict.decision != "run":  # untrusted and not approved: nothing of the head runs
+        await untrusted.conclude_waiting(gh, repo, check_run_id, pr_number, head_sha, verdict)
+        return {"conclusion": "action_required", "head_sha": head_sha}
+    gate_report = services.redactor.redact_value(await evaluate(services, gh, request))
+    record_gate_report(gate_report)
+    gate_report = services.redactor.redact_value(
+        await with_calibration_note(services.redis, repo, gate_report))
+    gate_report = await accept.prepare_report(services.redis, request, check_run_id,
+                                              gate_report)  # Accept regression, its notes
+    if request.comment:  # a merge group has no pull request to comment on
+        body = report.comment_body(gate_report, head_sha=head_sha, base_sha=request.base_sha)
+        await _write_comment(services, gh, request, body, watch)
+    output = CheckOutput(report.check_title(gate_report), report.check_summary(gate_report),
+                         report.check_text(gate_report))
+    await complete_check_run(
+        gh, owner, name, check_run_id, gate_report.conclusion, output,
+        report.annotations(gate_report), accept.check_actions(request, gate_report),
+        details_url=await store_report(services.reports, output))  # LLMGATE_PUBLIC_URL only
+    return {"conclusion": gate_report.conclusion, "head_sha": head_sha}
 
-    ``conclusion`` is a GitHub check conclusion (``failure``, ``cancelled``, ``timed_out``);
-    ``reason`` becomes the output summary (clipped to 2,000 characters). A failure to reach
-    GitHub is logged, never raised: the job's own error is the one to report.
+
+async def _write_comment(services: Services, gh: GitHubClient, request: GateRequest, body: str,
+                         watch: Supersede) -> None:
+    """Create or edit the sticky comment, unless a newer head superseded this run meanwhile.
+
+    Raises:
+        Superseded: a newer push or a close came first (checked under the comment lock, so an
+            older head never overwrites a newer head's comment).
+        GitHubUnavailable, GitHubRateLimited: transient (the job is retried). Any other
+            GitHub refusal is logged and the check run is still completed.
     """
-    title = f"llmgate: the run {'was stopped' if conclusion == 'cancelled' else 'failed'}"
-    try:
-        await gh.update_check_run(owner, name, check_run_id, {
-            "status": "completed", "conclusion": conclusion,
-            "output": {"title": title,
-                       "summary": f"{clip_text(reason, 2000)}\n\n"
-                                  "Comment `/llmgate rerun` to try again."}})
-    except Exception:  # the job's own error is the one to report
-        log.exception("could not conclude check run %s", check_run_id)
+    owner, name = request.repo["owner"], request.repo["name"]
+    async with services.redis.lock(f"llmgate:lock:comment:{owner}/{name}#{request.pr_number}",
+                                   timeout=COMMENT_LOCK_TIMEOUT_S):
+        reason = await watch.reason()
+        if reason is not None:
+            raise Superseded(reason)
+        try:
+            await upsert_sticky_comment(gh, owner, name, request.pr_number, body)
+        except TRANSIENT_ERRORS:
+            raise
+        except GitHubError as err:
+            if err.status_code == 401:  # the token was revoked: the installation is gone
+                raise
+            log.warning("PR #%s: the sticky comment was not written (%s)", request.pr_number,
+                        err)

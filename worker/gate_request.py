@@ -17,6 +17,13 @@ class GateRequest:
         pr_number: the pull request whose sticky comment is written.
         head_sha, base_sha: 40-hex commit SHAs.
         facts: who opened the PR and from which repository (trust); None to ask GitHub.
+        no_cache: bypass the response cache (``/llmgate rerun --no-cache``: neither read nor
+            written, like ``llmgate run --no-cache``).
+        comment: write the PR's sticky comment (False for a merge group: no pull request).
+        trusted: skip the trust check: a merge group's commit, which GitHub built in the base
+            repository from pull requests a writer queued (each passed its own gate).
+        external_id: the check run's ``external_id``; "" means ``pr:<pr_number>``.
+        draft: the pull request is a draft (``settings.drafts: skip`` at base skips it).
     """
 
     repo: RepoRef
@@ -24,3 +31,8 @@ class GateRequest:
     head_sha: str
     base_sha: str
     facts: PullFacts | None = None
+    no_cache: bool = False
+    comment: bool = True
+    trusted: bool = False
+    external_id: str = ""
+    draft: bool = False

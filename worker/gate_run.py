@@ -1,23 +1,41 @@
-"""Check out base and head of one gate request and run the eval suites on both trees."""
+"""Check out base and head of one gate request and run the eval suites on both trees.
+
+The base compared is the merge base of the request's base and head (what "Files changed"
+shows), not the moving tip of the base branch, unless the config at the merge base says
+``settings.base: tip``. Commits without a common history fall back to the tip (noted). The
+changed files (merge base to head) decide which suites run (``on_paths``, read from base).
+The base side reuses stored baselines of exactly that commit (worker/baseline_runs.py).
+"""
 
 from __future__ import annotations
 
+import logging
 from contextlib import AsyncExitStack
+from dataclasses import replace
+from pathlib import Path
 
+from worker.baseline_runs import Origin, StoredBaselines
+from worker.baselines import BaselineSettings, BaselineStore
 from worker.checkout import GitError
 from worker.evals.context import EvalContext
-from worker.evals.types import ExecutionError, GateReport
+from worker.evals.types import ConfigError, ExecutionError, GateReport
 from worker.gate_request import GateRequest
 from worker.github.client import GitHubClient
 from worker.metrics import record_call
-from worker.pipeline import gate_trees
+from worker.pipeline import gate_trees, read_config
 from worker.services import Services
+
+log = logging.getLogger("llmgate.worker")
 
 
 async def evaluate(services: Services, gh: GitHubClient, request: GateRequest) -> GateReport:
-    """Check out ``request``'s head and base and gate them (`worker.pipeline.gate_trees`).
+    """Check out ``request``'s head and its base commit and gate them (`gate_trees`).
 
     The installation token is given to git per command and added to the redactor.
+
+    Returns:
+        The report; its ``base_sha`` is the base commit compared (the merge base by default)
+        and ``base_source`` says whether stored baselines were reused.
 
     Raises:
         ExecutionError: git failed, or a SHA, URL or repository name was refused.
@@ -26,17 +44,66 @@ async def evaluate(services: Services, gh: GitHubClient, request: GateRequest) -
     token = await gh.installation_token()
     services.redactor.add(token)
     key = f"{repo['owner']}/{repo['name']}"
+    url = repo["clone_url"]
     try:
+        merge_base, note = await _merge_base(services, key, url, request, token)
         async with AsyncExitStack() as stack:
             head_root = await stack.enter_async_context(
-                services.checkouts.worktree(key, repo["clone_url"], request.head_sha, token))
+                services.checkouts.worktree(key, url, request.head_sha, token))
+            base_sha = merge_base
             base_root = await stack.enter_async_context(
-                services.checkouts.worktree(key, repo["clone_url"], request.base_sha, token))
+                services.checkouts.worktree(key, url, base_sha, token))
+            if base_sha != request.base_sha and _base_mode(base_root) == "tip":
+                base_sha = request.base_sha
+                base_root = await stack.enter_async_context(
+                    services.checkouts.worktree(key, url, base_sha, token))
+            changed = await services.checkouts.changed_files(key, url, merge_base,
+                                                             request.head_sha, token)
             evals = EvalContext(redis=services.redis, namespace=key,  # cache per repository
+                                cache_mode="off" if request.no_cache else "use",
                                 on_call=record_call)  # provider calls, cache hits, USD
-            return await gate_trees(head_root, base_root, head_sha=request.head_sha,
-                                    base_sha=request.base_sha, evals=evals)
+            role = "" if merge_base == request.base_sha else "the merge base" \
+                if base_sha == merge_base else "the base branch's tip (settings.base: tip)"
+            runner = StoredBaselines(
+                BaselineStore(services.redis, BaselineSettings.from_env()), key,
+                Origin("pull_request", pr_number=request.pr_number, role=role),
+                reuse=not request.no_cache)
+            report = await gate_trees(head_root, base_root, head_sha=request.head_sha,
+                                      base_sha=base_sha, evals=evals, changed_files=changed,
+                                      base_runner=runner)
     except GitError as err:
         raise ExecutionError(f"git failed: {err}") from err
     except ValueError as err:  # a SHA, URL or repository name git must not be given
         raise ExecutionError(str(err)) from err
+    notes = (note, *report.notes) if note else report.notes
+    return replace(report, base_sha=base_sha, notes=notes)
+
+
+async def _merge_base(services: Services, key: str, url: str, request: GateRequest,
+                      token: str) -> tuple[str, str]:
+    """Return the merge base of the request's base and head, and a note ("" normally).
+
+    Commits that share no history are compared with the base as given (noted).
+
+    Raises:
+        GitError: fetching failed.
+    """
+    try:
+        found = await services.checkouts.merge_base(key, url, request.base_sha,
+                                                    request.head_sha, token)
+    except GitError as err:
+        if err.command[:2] != ["git", "merge-base"]:  # a fetch failed: not about history
+            raise
+        return request.base_sha, (f"{request.base_sha[:7]} and {request.head_sha[:7]} share "
+                                  "no history: compared with the base branch's tip")
+    return found, ""
+
+
+def _base_mode(root: Path) -> str:
+    """Return ``settings.base`` of the config at ``root`` (``merge_base`` when absent or
+    invalid: the gate reports a broken base config itself)."""
+    try:
+        config = read_config(root)
+    except ConfigError:
+        return "merge_base"
+    return config.settings.base if config is not None else "merge_base"

@@ -36,7 +36,7 @@ async def gate_pull_request(ctx: dict[str, Any], payload: GatePayload) -> dict[s
     await remember_base(services.redis, services.calibration, payload)
     return await run_gate(services, gh, GateRequest(
         payload["repo"], payload["pr_number"], payload["head_sha"], payload["base_sha"],
-        untrusted.facts_from_payload(payload)))
+        untrusted.facts_from_payload(payload), draft=payload.get("draft", False)))
 
 
 async def rerun_from_comment(ctx: dict[str, Any], payload: RerunPayload) -> dict[str, str]:
@@ -56,7 +56,7 @@ async def rerun_from_comment(ctx: dict[str, Any], payload: RerunPayload) -> dict
     pull = await gh.get_pull(repo["owner"], repo["name"], payload["pr_number"])
     return await run_gate(services, gh, GateRequest(
         repo, payload["pr_number"], pull.head_sha, pull.base_sha,
-        untrusted.facts_from_pull(repo, pull)))
+        untrusted.facts_from_pull(repo, pull), no_cache=payload.get("no_cache", False)))
 
 
 async def approve_pull_request(ctx: dict[str, Any], payload: ApprovePayload) -> dict[str, str]:

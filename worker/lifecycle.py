@@ -23,6 +23,7 @@ from arq.worker import Retry
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
+from worker.lease import job_scope
 from worker.logging_setup import bind_job, unbind_job
 from worker.metrics import FLUSH_INTERVAL_S, FLUSH_TIMEOUT_S, METRICS, record_job
 from worker.settings import SettingsError
@@ -56,7 +57,8 @@ def shutdown_grace_s(environ: Mapping[str, str] = os.environ) -> int:
 
 
 def observed(fn: JobFunction) -> JobFunction:
-    """Wrap a job so it is timed and counted, and logs carry its ids; arq sees the same name.
+    """Wrap a job so it is timed and counted, logs carry its ids and it holds a lease
+    (`worker.lease.job_scope`); arq sees the same name.
 
     Outcomes: ``completed``; ``failed`` (it raised); ``retried`` (it raised arq's ``Retry``);
     ``cancelled`` (a stopping worker cancelled it, and arq re-queues it, or it hit the job
@@ -72,7 +74,8 @@ def observed(fn: JobFunction) -> JobFunction:
         METRICS.running += 1
         try:
             await flush_quietly(redis)
-            result = await fn(ctx, payload)
+            async with job_scope(ctx, payload):  # lease: a dead worker's job is taken over soon
+                result = await fn(ctx, payload)
             outcome = "completed"
             return result
         except Retry:

@@ -16,17 +16,26 @@ import httpx
 from arq.connections import RedisSettings
 from redis.asyncio import Redis
 
+from worker.baselines import BaselineSettings
 from worker.calibrate_job import CalibrationSchedule, calibration_cron_jobs
 from worker.checkout import Checkouts
 from worker.github.auth import AppCredentials, InstallationTokenCache
+from worker.github.ratelimit import GitHubLimiter, GitHubLimits, RedisLimitStore
+from worker.github.token_store import SharedTokenStore
 from worker.hardening import check_settings, harden
+from worker.installs import quiet_when_uninstalled
 from worker.jobs import Services, approve_pull_request, gate_pull_request, rerun_from_comment
+from worker.jobs_events import EVENT_JOBS, installation_changed
+from worker.jobs_push import store_baseline
+from worker.lease import CTX_KEY, JobLimits
 from worker.lifecycle import instrument_all, shutdown_grace_s, start_publishing, stop_publishing
 from worker.logging_setup import configure_worker_logging
+from worker.report_store import ReportSettings, ReportStore
 from worker.settings import SettingsError, WorkerConfig
+from worker.sweeper import sweeper_cron_jobs
 
-#: Wall-clock limit of one job, seconds: both checkouts and both eval runs.
-JOB_TIMEOUT_S = 3600
+#: Wall-clock limit of one job, seconds, unless ``LLMGATE_JOB_TIMEOUT_S`` says otherwise.
+JOB_TIMEOUT_S = JobLimits().job_timeout_s
 #: GitHub API request timeout, seconds.
 HTTP_TIMEOUT_S = 30.0
 #: Exit status when a setting is missing or malformed (as the web process).
@@ -42,6 +51,9 @@ async def startup(ctx: dict[str, Any]) -> None:
     try:
         config = WorkerConfig.from_env()
         calibration = CalibrationSchedule.from_env(os.environ)
+        limits = GitHubLimits.from_env(os.environ)  # LLMGATE_GITHUB_*
+        report_settings = ReportSettings.from_env(os.environ)  # LLMGATE_PUBLIC_URL, *_REPORT_TTL_S
+        ctx[CTX_KEY] = JobLimits.from_env(os.environ)  # LLMGATE_JOB_*: leases (worker/lease.py)
     except SettingsError as err:
         raise SystemExit(f"llmgate worker: {err}") from None
     try:
@@ -52,14 +64,18 @@ async def startup(ctx: dict[str, Any]) -> None:
         redactor = harden(config)  # sandbox, log redaction, non-dumpable process
     except SettingsError as err:
         raise SystemExit(f"llmgate worker: {err}") from None
+    redis = Redis.from_url(config.redis_url)
     ctx["services"] = Services(
         config=config,
         http=httpx.AsyncClient(timeout=HTTP_TIMEOUT_S),
-        tokens=InstallationTokenCache(AppCredentials(config.app_id, config.private_key)),
+        tokens=InstallationTokenCache(AppCredentials(config.app_id, config.private_key),
+                                      shared=SharedTokenStore.from_env(redis, os.environ)),
         checkouts=Checkouts(config.workdir),
-        redis=Redis.from_url(config.redis_url),
+        redis=redis,
         redactor=redactor,
         calibration=calibration,
+        github_limiter=GitHubLimiter(RedisLimitStore(redis), limits),
+        reports=ReportStore(redis, report_settings) if report_settings else None,
     )
     start_publishing(ctx)
 
@@ -93,21 +109,29 @@ def worker_settings(environ: Mapping[str, str] | None = None) -> type:
     check_settings(os.environ if environ is None else environ)
     grace_s = shutdown_grace_s(os.environ if environ is None else environ)
     calibration = CalibrationSchedule.from_env(os.environ if environ is None else environ)
+    job_limits = JobLimits.from_env(os.environ if environ is None else environ)
+    GitHubLimits.from_env(os.environ if environ is None else environ)  # checked before arq starts
+    ReportSettings.from_env(os.environ if environ is None else environ)
+    BaselineSettings.from_env(os.environ if environ is None else environ)  # LLMGATE_BASELINE_*
 
     class WorkerSettings:
         """arq settings: the job functions, start-up/shutdown hooks and limits."""
 
-        functions: ClassVar[list[Any]] = instrument_all([gate_pull_request, rerun_from_comment,
-                                                         approve_pull_request])
+        functions: ClassVar[list[Any]] = instrument_all([
+            *(quiet_when_uninstalled(fn) for fn in (gate_pull_request, rerun_from_comment,
+                                                    approve_pull_request, *EVENT_JOBS,
+                                                    store_baseline)),
+            installation_changed])
         on_startup = startup
         on_shutdown = shutdown
         redis_settings = checked_redis
-        job_timeout = JOB_TIMEOUT_S
-        max_tries = 3
+        job_timeout = job_limits.job_timeout_s  # LLMGATE_JOB_TIMEOUT_S
+        max_tries = job_limits.max_tries  # LLMGATE_JOB_MAX_TRIES
         max_jobs = config.max_jobs
         keep_result = 3600
         job_completion_wait = grace_s
-        cron_jobs = calibration_cron_jobs(calibration)  # LLMGATE_CALIBRATE_*; none by default
+        cron_jobs = [*calibration_cron_jobs(calibration),  # LLMGATE_CALIBRATE_*; none by default
+                     *sweeper_cron_jobs(job_limits)]  # abandoned check runs (worker/sweeper.py)
         timezone = datetime.UTC  # of the cron schedule
 
     return WorkerSettings

@@ -1,22 +1,67 @@
 """Gate two checked-out trees: the one function both the worker and ``llmgate run`` call.
 
-It reads ``.llmgate.yml`` at head (and at base), runs every suite on each tree, and compares the
-runs. Configuration problems become a `GateReport` with ``config_error`` set (a failed check with
-an annotation), never an exception; only failures of the run itself raise.
+It reads ``.llmgate.yml`` at head (and at base), picks the suites the change needs (``on_paths``,
+when the caller knows the changed files), runs them on each tree, and compares the runs.
+Configuration problems become a `GateReport` with ``config_error`` set (a failed check with an
+annotation), never an exception; only failures of the run itself raise.
+
+The base side goes through a `BaseRunner`: ``llmgate run`` runs base now (`run_base_now`); the
+worker first looks for stored baselines (worker/baseline_runs.py).
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Protocol
 
+from worker.evals.comparability import compare_comparable
 from worker.evals.config import load_config, parse_config
 from worker.evals.context import EvalContext
 from worker.evals.engine import run_config
-from worker.evals.gate import compare, config_error_report
+from worker.evals.gate import config_error_report
 from worker.evals.health import finish_report
 from worker.evals.rules import merge_rules
 from worker.evals.runner import judge_pairs
 from worker.evals.types import CONFIG_FILENAME, Config, ConfigError, GateReport, RunResult
+from worker.on_paths import restrict, select_suites
+
+
+@dataclass(frozen=True)
+class BaseRun:
+    """The base side's results and, for the report, where they came from.
+
+    Attributes:
+        result: the base run (suites run now, stored ones reused, or both).
+        source: one sentence naming the base commit and whether stored baselines were reused
+            (`GateReport.base_source`), or None to say nothing.
+    """
+
+    result: RunResult
+    source: str | None = None
+
+
+class BaseRunner(Protocol):
+    """Produces the base side's results for a config checked out at ``root`` at ``sha``."""
+
+    async def __call__(self, config: Config, root: Path, sha: str,
+                       evals: EvalContext | None) -> BaseRun:
+        """Return the base run of ``config``.
+
+        Raises:
+            ConfigError: a dataset or another file the config names is missing or invalid.
+        """
+
+
+async def run_base_now(config: Config, root: Path, sha: str,
+                       evals: EvalContext | None) -> BaseRun:
+    """Run every suite of ``config`` at base now (no store; ``llmgate run``).
+
+    Raises:
+        ConfigError: as `worker.evals.engine.run_config`.
+    """
+    return BaseRun(await run_config(config, root, sha, evals))
 
 
 def read_config(root: Path, config_path: str = CONFIG_FILENAME) -> Config | None:
@@ -43,6 +88,8 @@ async def gate_trees(
     base_sha: str = "",
     config_path: str = CONFIG_FILENAME,
     evals: EvalContext | None = None,
+    changed_files: Sequence[str] | None = None,
+    base_runner: BaseRunner = run_base_now,
 ) -> GateReport:
     """Run the suites at head (and base, when given) and compare them.
 
@@ -53,13 +100,17 @@ async def gate_trees(
         config_path: the config file relative to each root.
         evals: the response cache's Redis and mode, clocks and printer for model calls;
             None for no cache (worker/evals/context.py).
+        changed_files: the files the change touches (merge base to head), to skip suites
+            whose base ``on_paths`` match none (worker/on_paths.py); None runs every suite.
+        base_runner: produces the base run (default: run it now).
 
     Returns:
         The gate report; ``config_error`` is set when the head config or a head dataset is
         invalid. A missing or invalid config at base only skips the relative rules (noted).
         The gate rules are base's (a pull request cannot loosen its own gate); where head
         changes them the stricter applies and the report notes the difference
-        (worker/evals/rules.py).
+        (worker/evals/rules.py). When ``on_paths`` skip every suite, nothing runs and the
+        conclusion is base's ``settings.on_paths_conclusion`` (``success`` or ``skipped``).
 
     Raises:
         ExecutionError: the run itself failed (not the user's configuration).
@@ -68,42 +119,66 @@ async def gate_trees(
         head_config = read_config(head_root, config_path)
         if head_config is None:
             raise ConfigError(config_path, None, f"no {config_path} at head: add one to gate")
+    except ConfigError as err:
+        return config_error_report(err)
+    notes: list[str] = []
+    base_config = _base_config(base_root, config_path, notes) if base_root else None
+    if changed_files is not None:
+        selection = select_suites(head_config, base_config, changed_files)
+        if not selection.run:
+            return _all_skipped(head_sha, base_config, list(selection.skipped.values()))
+        head_config = restrict(head_config, selection.run)
+        base_config = restrict(base_config, selection.run) if base_config else None
+        notes += selection.skipped.values()
+    try:
         head_run = await run_config(head_config, head_root, head_sha, evals,
                                     with_base=base_root is not None)
     except ConfigError as err:
         return config_error_report(err)
-    notes: list[str] = []
-    base_run = await _base_run(base_root, base_sha, config_path, notes, evals) \
-        if base_root else None
+    base = await _base_run(base_runner, base_config, base_root, base_sha, notes, evals) \
+        if base_root and base_config else None
+    base_run = base.result if base else None
     try:
         head_run = await judge_pairs(head_config, head_run, base_run, evals)
     except ConfigError as err:
         return config_error_report(err, head_run)
     if base_root is None:
         notes.append("no base given: only absolute rules (min) apply")
-    base_config = _base_rules(base_root, config_path) if base_root else None
     rules, changes = merge_rules(base_config, head_config)
-    return finish_report(compare(rules, head_run, base_run, [*notes, *changes]), head_config)
+    source = base.source if base else None
+    report = finish_report(await compare_comparable(  # re-scores base if scoring changed
+        rules, head_root, head_run, base_run, [*notes, *changes], evals), head_config)
+    if source:
+        report = replace(report, notes=(*report.notes, source))
+    return replace(report, base_source=source)
 
 
-def _base_rules(base_root: Path, config_path: str) -> Config | None:
-    """Return the base config whose gate rules apply (None when absent or invalid at base)."""
+def _base_config(base_root: Path, config_path: str, notes: list[str]) -> Config | None:
+    """Return the base config, or None (noted: absent, or invalid at base)."""
     try:
-        return read_config(base_root, config_path)
-    except ConfigError:
-        return None
-
-
-async def _base_run(
-    base_root: Path, base_sha: str, config_path: str, notes: list[str],
-    evals: EvalContext | None = None,
-) -> RunResult | None:
-    try:
-        base_config = read_config(base_root, config_path)
-        if base_config is None:
-            notes.append(f"no {config_path} at base: relative rules skipped")
-            return None
-        return await run_config(base_config, base_root, base_sha, evals)
+        config = read_config(base_root, config_path)
     except ConfigError as err:
         notes.append(f"base could not be evaluated ({err}): relative rules skipped")
         return None
+    if config is None:
+        notes.append(f"no {config_path} at base: relative rules skipped")
+    return config
+
+
+async def _base_run(runner: BaseRunner, config: Config, root: Path, sha: str,
+                    notes: list[str], evals: EvalContext | None) -> BaseRun | None:
+    try:
+        return await runner(config, root, sha, evals)
+    except ConfigError as err:
+        notes.append(f"base could not be evaluated ({err}): relative rules skipped")
+        return None
+
+
+def _all_skipped(head_sha: str, base: Config | None, reasons: list[str]) -> GateReport:
+    """The report of a change that no suite needs: nothing ran, so no rule applies."""
+    conclusion = base.settings.on_paths_conclusion if base else "success"
+    count = len(reasons)
+    headline = (f"no suite needed: the changed files match no suite's on_paths "
+                f"({count} suite{'s' if count != 1 else ''} skipped)")
+    return GateReport(conclusion, (), (), RunResult(head_sha, {}), None,
+                      notes=tuple(reasons), headline=headline)

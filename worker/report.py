@@ -3,9 +3,10 @@
 Pure: the only I/O is jinja2 reading ``worker/templates``. Everything a pull request controls
 (model outputs, expected values, example ids, suite and metric names, error messages) is
 untrusted. In markdown it goes through `_inline` (markdown and HTML escaped, whitespace collapsed,
-``@mentions`` broken with a zero-width joiner) or `_fenced` (a code block whose fence is longer
-than any backtick run inside it, mentions broken too); view models hold only such strings, so the
-templates never see raw text.
+``@mentions`` broken with a zero-width joiner), `_fenced` (a code block whose fence is longer
+than any backtick run inside it, mentions broken too) or `_cell` (an HTML table cell on one
+source line, every ``<``, ``>``, ``&`` and quote an entity); view models hold only such strings,
+so the templates never see raw text. Per-suite sections of the comment: worker/report_suites.py.
 
 Limits are GitHub's REST docs ("Create a check run"): ``output.summary`` and ``output.text`` at
 most 65535 characters, an annotation ``title`` at most 255 characters and ``message`` at most
@@ -13,6 +14,7 @@ most 65535 characters, an annotation ``title`` at most 255 characters and ``mess
 Row-shaped content that does not fit is cut to whole rows and ends with "... N more" lines.
 """
 
+import html
 import json
 import math
 import re
@@ -23,7 +25,7 @@ from typing import Any
 
 import jinja2
 
-from worker import report_llm, report_stats
+from worker import report_llm, report_stats, report_suites
 from worker.contract import COMMENT_MARKER, RERUN_COMMAND
 from worker.evals.types import GateReport, Regression, RuleOutcome, RunResult
 
@@ -37,10 +39,15 @@ TITLE_MAX_CHARS = 119
 ANNOTATION_TITLE_MAX_CHARS = 255
 #: Expected and actual outputs are clipped to this in an annotation message, characters.
 ANNOTATION_OUTPUT_CHARS = 500
-#: Regressed examples listed in the PR comment; the check run lists them all.
+#: Examples that got worse shown in the PR comment (all suites); the check run lists them all.
 COMMENT_MAX_REGRESSIONS = 20
+#: Examples that got worse kept in a comment too large for all, before metric rows go.
+COMMENT_MIN_REGRESSIONS = 3
+#: Suite sections in the PR comment; the metric table still has a row for every suite.
+COMMENT_MAX_SECTIONS = 30
 
 _ZWJ = "\u200d"
+_LINE_BREAK = re.compile(r"\r\n|\r|\n")
 _MENTION = re.compile(r"@(?=[\w-])")
 _CONTROL = {c: None for c in (*range(0, 9), 11, 12, *range(14, 32), 127)}
 #: Characters that start markdown, HTML or math inline: entities or backslash escapes (GFM).
@@ -55,7 +62,7 @@ _STATUS = {"pass": "✅ pass", "fail": "❌ fail", "skipped": "⏭ skipped",
 _STATUS_ORDER = ("fail", "regression", "inconclusive", "pass", "skipped")
 _VERDICT = {"success": ("✅", "pass"), "failure": ("❌", "fail"), "neutral": ("⚪", "neutral"),
             "cancelled": ("⚪", "cancelled"), "timed_out": ("⌛", "timed out"),
-            "action_required": ("⚠️", "action required")}
+            "action_required": ("⚠️", "action required"), "skipped": ("⏭", "skipped")}
 # Markdown, not HTML: HTML autoescaping would garble it; view models are escaped in Python.
 _ENV = jinja2.Environment(
     loader=jinja2.FileSystemLoader(Path(__file__).parent / "templates"),
@@ -93,12 +100,17 @@ def check_title(report: GateReport) -> str:
 def check_summary(report: GateReport) -> str:
     """Return the check-run summary (markdown, at most 65535 characters).
 
-    Holds the verdict, one table row per suite and metric (base, head, delta as fractions with
-    3 decimals, the rules and a status), why rules failed, the count of regressed examples and
-    the notes; or, for a configuration error, the file, line and message.
+    Holds the verdict, the short head and base SHAs compared and which baseline was used, one
+    table row per suite and metric (base, head, delta as fractions with 3 decimals, the rules
+    and a status), why rules failed, the count of regressed examples, the suites whose base was
+    re-scored or is not comparable, and the notes; or, for a configuration error, the file,
+    line and message.
     """
     rows = _metric_rows(report.outcomes)
-    return _fit_rows(lambda k: _render("summary.md.j2", **_common(report, rows, k)),
+    head = _sha(report.head.sha) if report.head is not None else ""
+    base = _compared_base(report, None)
+    return _fit_rows(lambda k: _render("summary.md.j2", **_common(report, rows, k), head=head,
+                                       base=_sha(base) if base else ""),
                      len(rows), CHECK_OUTPUT_MAX_CHARS)
 
 
@@ -146,8 +158,14 @@ def comment_body(report: GateReport, *, head_sha: str, base_sha: str | None,
     """Return the sticky PR comment (markdown, at most 65535 characters).
 
     The first line is exactly `COMMENT_MARKER`, so the comment can be found and edited. Shows the
-    verdict, short head and base SHAs, the metric table, up to 20 regressed examples in a
-    collapsible block, a link to ``check_url`` (http(s) only) and how to re-run.
+    verdict, the short head and base SHAs compared (base: the base run's commit when there is
+    one, else ``base_sha``) and which baseline was used, the metric and paired-comparison
+    tables, then one section per suite (worker/report_suites.py): verdict, examples paired,
+    added and removed, model calls live and cached with USD, comparability, up to 20 examples
+    that got worse (over all suites) with expected, base and head outputs side by side, and the
+    ids added and removed, both collapsed. Ends with a link to ``check_url`` (http(s) only) and
+    how to re-run. When it would exceed GitHub's limit, examples, then metric rows, then suite
+    sections are left out (counted) and a note says the comment was shortened.
     """
     return _comment(report, head_sha, base_sha, check_url, marker=True)
 
@@ -166,10 +184,13 @@ def render_json(report: GateReport) -> str:
 
     Keys: ``version`` (1), ``conclusion``, ``config_error`` (``{path, line, message}`` or null),
     ``notes``, ``outcomes``, ``regressions`` (ordered as `annotations`), ``head_sha``,
-    ``base_sha``, ``metrics`` (suite -> ``{"base": {metric: value} | null, "head": ...}``),
+    ``base_sha`` (the base compared), ``base_source`` (which baseline, or null),
+    ``metrics`` (suite -> ``{"base": {metric: value} | null, "head": ...}``),
     ``comparisons`` (the paired statistics, see `PairedComparison`), ``holm_tests``,
-    ``headline`` and ``usage`` (model calls, tokens, USD, estimate per side:
-    `worker.report_llm.usage_json`).
+    ``headline``, ``usage`` (model calls, tokens, USD, estimate per side:
+    `worker.report_llm.usage_json`) and ``comparability`` (per suite: ``suite``, ``status``
+    ``same``/``rescored``/``not_comparable``, ``scoring_changes``, ``output_changes``,
+    ``reason``, ``spend``; see `SuiteComparability`).
     Non-finite numbers become null; values JSON cannot hold become strings.
     """
     err = report.config_error
@@ -181,7 +202,9 @@ def render_json(report: GateReport) -> str:
            "outcomes": [asdict(o) for o in report.outcomes],
            "regressions": [asdict(r) for r in _ordered(report)],
            "head_sha": report.head.sha if report.head else None,
-           "base_sha": report.base.sha if report.base else None,
+           "base_sha": _compared_base(report, None) or None,
+           "base_source": report.base_source,
+           "comparability": [asdict(v) for v in report.comparability],
            "comparisons": [asdict(c) for c in report.comparisons],
            "holm_tests": report.holm_tests,
            "headline": report.headline, "usage": report_llm.usage_json(report),
@@ -193,19 +216,40 @@ def render_json(report: GateReport) -> str:
 def _comment(report: GateReport, head_sha: str, base_sha: str | None, check_url: str | None,
              *, marker: bool) -> str:
     rows = _metric_rows(report.outcomes)
-    regressions = [_regression_row(r) for r in _ordered(report)]
+    found = report_suites.sections(report, _inline, _cell)
+    worse = sum(s.worse_total for s in found)
     url = check_url if check_url and re.match(r"https?://[^\s()<>]+$", check_url) else None
+    base = _compared_base(report, base_sha)
+    sections, shown = min(len(found), COMMENT_MAX_SECTIONS), min(worse, COMMENT_MAX_REGRESSIONS)
 
-    def render(k_rows: int, k_regressions: int) -> str:
+    def render(k_rows: int, k_worse: int, k_sections: int) -> str:
+        clipped = k_rows < len(rows) or k_worse < shown or k_sections < sections
         return _render("comment.md.j2", **_common(report, rows, k_rows),
                        marker=COMMENT_MARKER if marker else "", rerun=RERUN_COMMAND,
-                       head=_sha(head_sha), base=_sha(base_sha) if base_sha else "",
-                       check_url=url, regressions=regressions[:k_regressions],
-                       more_regressions=len(regressions) - k_regressions)
+                       head=_sha(head_sha), base=_sha(base) if base else "", check_url=url,
+                       sections=report_suites.limit_worse(found[:k_sections], k_worse),
+                       more_sections=len(found) - k_sections, clipped=clipped)
 
-    shown = min(len(regressions), COMMENT_MAX_REGRESSIONS)
-    return (_largest(lambda k: render(len(rows), k), shown, COMMENT_MAX_CHARS)
-            or _fit_rows(lambda k: render(k, 0), len(rows), COMMENT_MAX_CHARS))
+    full = _largest(lambda k: render(len(rows), k, sections), shown, COMMENT_MAX_CHARS)
+    if full is not None:
+        return full
+    def with_items(items: int) -> Callable[[int], str]:
+        return lambda k: render(k, items, sections)
+
+    for items in dict.fromkeys((min(shown, COMMENT_MIN_REGRESSIONS), 0)):  # then fewer rows
+        k_rows = _best(with_items(items), len(rows), COMMENT_MAX_CHARS)
+        if k_rows is not None:
+            return render(k_rows, items, sections)
+    return _fit_rows(lambda k: render(0, 0, k), sections, COMMENT_MAX_CHARS)
+
+
+def _compared_base(report: GateReport, given: str | None) -> str:
+    """The base commit compared: the one the report names, its base run's, else ``given``."""
+    if report.base_sha:
+        return report.base_sha
+    if report.base is not None and report.base.sha:
+        return report.base.sha
+    return given or ""
 
 
 def _common(report: GateReport, rows: list[_Row], k: int) -> dict[str, Any]:
@@ -217,7 +261,9 @@ def _common(report: GateReport, rows: list[_Row], k: int) -> dict[str, Any]:
     return {"icon": icon, "verdict": verdict, "rows": rows[:k], "more_rows": len(rows) - k,
             "config_error": _config_error_block(report), "why": why[:50],
             "regression_count": len(report.regressions),
-            "notes": [_inline(n, 600) for n in report.notes[:50]],
+            "notes": [_inline(n, 600) for n in report.notes[:50] if n != report.base_source],
+            "base_source": _inline(report.base_source, 600) if report.base_source else "",
+            "comparability": report_suites.comparability_lines(report, _inline),
             "stat_rows": stat_rows[:report_stats.MAX_ROWS],
             "more_stat_rows": max(len(stat_rows) - report_stats.MAX_ROWS, 0),
             "headline": _inline(report.headline, 600) if report.headline else "",
@@ -242,12 +288,6 @@ def _metric_rows(outcomes: Iterable[RuleOutcome]) -> list[_Row]:
 
 def _scoped(metric: str, group: str) -> str:
     return f"{metric} [{group}]" if group else metric
-
-
-def _regression_row(r: Regression) -> _Row:
-    return (_inline(r.suite, 60), _inline(r.example_id, 60), _inline(f"{r.dataset}:{r.line}", 120),
-            _inline(r.expected, 100), _inline(r.base_output, 100),
-            _inline(r.head_output, 100), _inline(r.reason, 160))
 
 
 def _detail_item(r: Regression) -> dict[str, str]:
@@ -285,15 +325,19 @@ def _render(template: str, **context: Any) -> str:
 
 def _largest(render: Callable[[int], str], count: int, limit: int) -> str | None:
     """Return render(k) for the largest k <= count within limit, or None if even k=0 is over."""
-    text = render(count)
-    if len(text) <= limit:
-        return text
+    k = _best(render, count, limit)
+    return None if k is None else render(k)
+
+
+def _best(render: Callable[[int], str], count: int, limit: int) -> int | None:
+    """Return the largest k <= count with len(render(k)) <= limit (binary search), or None."""
+    if len(render(count)) <= limit:
+        return count
     best, low, high = None, 0, count - 1
     while low <= high:
         mid = (low + high) // 2
-        candidate = render(mid)
-        if len(candidate) <= limit:
-            best, low = candidate, mid + 1
+        if len(render(mid)) <= limit:
+            best, low = mid, mid + 1
         else:
             high = mid - 1
     return best
@@ -328,6 +372,18 @@ def _inline(value: Any, limit: int) -> str:
 def _underscores(text: str, match: re.Match[str]) -> str:
     before, after = text[match.start() - 1: match.start()], text[match.end(): match.end() + 1]
     return match[0] if before.isalnum() and after.isalnum() else match[0].replace("_", "\\_")
+
+
+def _cell(value: Any, limit: int) -> str:
+    """Escape untrusted text for an HTML table cell written on one source line.
+
+    Markdown is not parsed inside an HTML block, and the block ends only at a blank line, so
+    every ``<``, ``>``, ``&`` and quote is an entity (``</details>`` or ``<!-- llmgate -->``
+    stay text), line breaks (``\\r\\n``, ``\\r``, ``\\n``) become ``<br>``, control characters
+    are dropped and mentions are broken.
+    """
+    text = html.escape(_clip(_text(value), limit).translate(_CONTROL), quote=True)
+    return _LINE_BREAK.sub("<br>", _MENTION.sub("@" + _ZWJ, text))
 
 
 def _fenced(value: Any, limit: int) -> str:

@@ -11,7 +11,9 @@ from redis.asyncio import Redis
 from worker.checkout import Checkouts
 from worker.github.auth import AppCredentials, InstallationTokenCache
 from worker.github.client import GitHubClient
+from worker.github.ratelimit import GitHubLimiter, RedisLimitStore
 from worker.redact import Redactor
+from worker.report_store import ReportStore
 from worker.settings import WorkerConfig
 from worker.trust import ApprovalStore
 
@@ -30,6 +32,16 @@ class Services:
     redis: Redis
     redactor: Redactor = field(default_factory=Redactor)
     calibration: CalibrationSchedule | None = None  # scheduled calibration (worker/calibrate_job)
+    #: Rate-limit pauses and write pacing per installation, shared in Redis by every worker
+    #: (`worker.github.ratelimit`); None: made from ``redis`` with the default limits.
+    github_limiter: GitHubLimiter | None = None
+    #: Full reports behind the check run's Details link (None: ``LLMGATE_PUBLIC_URL`` unset).
+    reports: ReportStore | None = None
+
+    def __post_init__(self) -> None:
+        """Share the GitHub limits through this worker's Redis unless given."""
+        if self.github_limiter is None:
+            self.github_limiter = GitHubLimiter(RedisLimitStore(self.redis))
 
     @property
     def approvals(self) -> ApprovalStore:
@@ -39,4 +51,5 @@ class Services:
     def github(self, installation_id: int) -> GitHubClient:
         """Return a client authenticated as the given installation."""
         creds = AppCredentials(self.config.app_id, self.config.private_key)
-        return GitHubClient(self.http, self.config.api_url, creds, self.tokens, installation_id)
+        return GitHubClient(self.http, self.config.api_url, creds, self.tokens, installation_id,
+                            limiter=self.github_limiter)

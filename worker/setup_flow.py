@@ -34,9 +34,11 @@ APP_PERMISSIONS: dict[str, str] = {
     "issues": "write",         # sticky PR comment, reaction to /llmgate rerun; issue_comment events
     "contents": "read",        # git fetch of the PR's commits
     "metadata": "read",        # mandatory; collaborator permission of a rerun commenter
+    "merge_queues": "read",    # merge_group events: gate the merge queue's commits
 }
 #: Webhook events the App subscribes to: those ``app.routes`` handles (``ping`` is always sent).
-APP_EVENTS: tuple[str, ...] = ("check_run", "issue_comment", "pull_request")
+APP_EVENTS: tuple[str, ...] = ("check_run", "check_suite", "issue_comment", "merge_group",
+                                "pull_request", "push")
 DEFAULT_GITHUB_URL = "https://github.com"
 DEFAULT_API_URL = "https://api.github.com"
 #: Bound on the code exchange, seconds.

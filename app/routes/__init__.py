@@ -8,7 +8,17 @@ from __future__ import annotations
 
 from gidgethub.routing import Router
 
-from app.routes import approval, issue_comment, ping, pull_request
+from app.routes import (
+    approval,
+    checks,
+    installation,
+    issue_comment,
+    merge_group,
+    ping,
+    pull_request,
+    push,
+)
 
 #: All handlers of the web process, combined.
-router = Router(pull_request.router, issue_comment.router, ping.router, approval.router)
+router = Router(pull_request.router, issue_comment.router, ping.router, approval.router,
+                push.router, checks.router, merge_group.router, installation.router)

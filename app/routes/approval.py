@@ -7,7 +7,8 @@ code block or a mention of the command inside a sentence approves nothing. The b
 ``requested_action`` of llmgate's own check run (identifier ``approve``); that run's
 ``external_id`` (``pr:<number>``) names the pull request, since GitHub leaves
 ``check_run.pull_requests`` empty for forks. Whether the approver may write is checked by the
-worker, which can call GitHub.
+worker, which can call GitHub. The other buttons (``rerun``, ``accept``) are planned by
+`app.routes.checks`: this module's handler is the one ``requested_action`` handler.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import re
 from gidgethub.routing import Router
 from gidgethub.sansio import Event
 
+from app.routes.checks import plan_check_action
 from app.routes.decision import Decision
 from app.routes.payload import (
     LOGIN_PATTERN,
@@ -28,10 +30,12 @@ from app.routes.payload import (
     repo_ref,
 )
 from worker.contract import (
+    ACCEPT_ACTION,
     APPROVE_ACTION,
     APPROVE_COMMAND,
     CHECK_NAME,
     JOB_APPROVE,
+    RERUN_ACTION,
     ApprovePayload,
     approve_job_id,
 )
@@ -81,12 +85,18 @@ def plan_comment_approval(event: Event, decision: Decision, sha: str) -> None:
 async def approve_from_button(event: Event, decision: Decision) -> None:
     """Plan an approval when someone presses "Approve and run" on llmgate's check run.
 
+    The Re-run and Accept regression buttons go to `app.routes.checks.plan_check_action`.
+
     Raises:
         PayloadError: a needed field is missing or malformed (the receiver answers 400).
     """
     data = event.data
+    if (identifier := get_str(data, "requested_action.identifier")) in (RERUN_ACTION,
+                                                                         ACCEPT_ACTION):
+        plan_check_action(event, decision, identifier)
+        return
     external = EXTERNAL_ID.fullmatch(str(get_obj(data, "check_run").get("external_id") or ""))
-    if get_str(data, "requested_action.identifier") != APPROVE_ACTION:
+    if identifier != APPROVE_ACTION:
         decision.ignore("unknown requested action")
     elif get_str(data, "check_run.name") != CHECK_NAME or external is None:
         decision.ignore("not an llmgate check run waiting for approval")

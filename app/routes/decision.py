@@ -8,10 +8,21 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from worker.contract import ApprovePayload, GatePayload, RerunPayload
+from worker.contract import (
+    AcceptPayload,
+    ApprovePayload,
+    CommandPayload,
+    GatePayload,
+    InstallationPayload,
+    MergeGroupPayload,
+    PushPayload,
+    RecheckPayload,
+    RerunPayload,
+)
 
 #: What a job's single positional argument may be.
-Payload = GatePayload | RerunPayload | ApprovePayload
+Payload = (GatePayload | RerunPayload | ApprovePayload | PushPayload | RecheckPayload
+           | AcceptPayload | MergeGroupPayload | CommandPayload | InstallationPayload)
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,16 +43,23 @@ class Decision:
         status: short word for the JSON answer, e.g. ``"ignored"``, ``"pong"``, ``"queued"``.
         reason: why it was ignored (empty otherwise).
         job: the job to enqueue, or ``None``.
+        head_record: ``(key, value)`` to SET with the enqueue, or ``None``: a pull request's
+            newest head SHA, or ``closed`` (`worker.contract.pr_head_key`).
     """
 
     status: str = "ignored"
     reason: str = "no handler for this event and action"
     job: PlannedJob | None = None
+    head_record: tuple[str, str] | None = None
 
     def enqueue(self, function: str, payload: Payload, job_id: str) -> None:
         """Plan ``function(payload)`` under ``job_id``."""
         self.status, self.reason = "queued", ""
         self.job = PlannedJob(function, payload, job_id)
+
+    def record_head(self, key: str, value: str) -> None:
+        """Also SET ``key`` to ``value`` (a PR's newest head) in the enqueue's round trip."""
+        self.head_record = (key, value)
 
     def ignore(self, reason: str) -> None:
         """Do nothing for this delivery, and say why in the answer and the log."""

@@ -1,4 +1,5 @@
-"""``pull_request`` events: gate a PR head when it is opened, pushed to, or reopened."""
+"""``pull_request`` events: gate a PR head when it is opened, pushed to, reopened or made ready;
+record the PR's newest head (or that it closed) so workers drop runs of older heads."""
 
 from __future__ import annotations
 
@@ -17,19 +18,31 @@ from app.routes.payload import (
     installation_id,
     repo_ref,
 )
-from worker.contract import JOB_GATE_PULL_REQUEST, GatePayload, gate_job_id
+from worker.contract import (
+    JOB_GATE_PULL_REQUEST,
+    PR_CLOSED,
+    GatePayload,
+    gate_job_id,
+    pr_head_key,
+)
 
 router = Router()
+
+#: Actions that ask for a new run even when the head SHA was gated before (within arq's result
+#: retention the plain job id would be answered ``already_queued``): their job id carries the
+#: action and the delivery id.
+FRESH_RUN_ACTIONS = frozenset({"reopened", "ready_for_review"})
 
 
 @router.register("pull_request", action="opened")
 @router.register("pull_request", action="synchronize")
 @router.register("pull_request", action="reopened")
+@router.register("pull_request", action="ready_for_review")
 async def gate_pull_request(event: Event, decision: Decision) -> None:
-    """Plan a gate run of the PR's head SHA against its base.
+    """Plan a gate run of the PR's head SHA against its base, and record that head as newest.
 
-    The job id depends on the PR head only, so an ``opened`` and a ``synchronize`` for the same
-    head SHA (different deliveries) start one job.
+    ``opened`` and ``synchronize`` use the head's plain job id, so two deliveries for one head
+    start one job; ``reopened`` and ``ready_for_review`` (`FRESH_RUN_ACTIONS`) get a fresh one.
 
     Raises:
         PayloadError: a needed field is missing or malformed (the receiver answers 400).
@@ -51,6 +64,25 @@ async def gate_pull_request(event: Event, decision: Decision) -> None:
         head_repo=(get_str(data, "pull_request.head.repo.full_name", FULL_NAME_PATTERN)
                    if get_obj(data, "pull_request.head").get("repo") is not None else None),
         author=get_str(data, "pull_request.user.login", LOGIN_PATTERN),
+        draft=get_obj(data, "pull_request").get("draft") is True,
     )
-    job_id = gate_job_id(repo, gate["pr_number"], gate["head_sha"])
+    action = data.get("action", "")
+    suffix = f"{action}:{event.delivery_id}" if action in FRESH_RUN_ACTIONS else ""
+    job_id = gate_job_id(repo, gate["pr_number"], gate["head_sha"], suffix)
     decision.enqueue(JOB_GATE_PULL_REQUEST, gate, job_id)
+    decision.record_head(pr_head_key(repo, gate["pr_number"]), gate["head_sha"])
+
+
+@router.register("pull_request", action="closed")
+async def record_closed(event: Event, decision: Decision) -> None:
+    """Record that the PR closed (merged or not): its queued or running job is cancelled.
+
+    Answered ``recorded``; no job is planned.
+
+    Raises:
+        PayloadError: a needed field is missing or malformed (the receiver answers 400).
+    """
+    data = event.data
+    repo = repo_ref(data)
+    decision.answer("recorded")
+    decision.record_head(pr_head_key(repo, get_id(data, "pull_request.number")), PR_CLOSED)

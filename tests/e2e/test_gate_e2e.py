@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import redis
 
 from worker.demo import Stack, build_example_repo, issue_comment_payload, pull_request_payload
 
@@ -107,6 +108,9 @@ def test_duplicate_delivery_and_racing_opened_synchronize_start_one_run(world):
     stack, call_log = world["stack"], world["call_log"]
     head = _commit(world["repo_dir"], "pr/dupe", {"README.md": "docs only\n"}, "docs")
     call_log.write_text("")
+    client = redis.Redis.from_url(stack.redis_url)  # forget the baselines earlier PRs stored,
+    client.delete(*client.keys("llmgate:baseline*") or ["none"])  # so base runs here too
+    client.close()
     payload = _pr(world, "synchronize", head, number=2)
     assert stack.deliver("pull_request", payload, delivery_id="dup-1").status_code < 300
     assert stack.deliver("pull_request", payload, delivery_id="dup-1").status_code < 300

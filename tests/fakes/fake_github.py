@@ -19,7 +19,8 @@ The API is served at the root and under ``/api/v3`` (GitHub Enterprise Server st
 Control endpoints (never recorded): ``GET /_fake/state`` (JSON of config, ``check_runs`` with
 ``history`` and accumulated ``annotations``, ``comments`` with edit ``history``, ``reactions``,
 ``tokens``, ``requests`` with method, path (API path + query), raw_path, operation, status,
-auth, body, fault, ``violations``, ``faults``);
+auth, body, fault, at (Unix seconds when it arrived), installation_id (token requests),
+``violations``, ``faults``);
 ``POST /_fake/setup`` (JSON merged into the config: ``app_id``, ``public_key_pem``, ``app_slug``,
 ``bot_login``, ``installations`` (list of ids; any when absent), ``token_ttl_s``,
 ``collaborators`` {login: role or null}, ``pulls`` [{owner, repo, number, head_sha, base_sha,
@@ -202,7 +203,8 @@ class FakeGitHub:
         with self._lock:
             record: dict[str, Any] = {"method": request.method, "path": target,
                                       "raw_path": path, "operation": None, "status": None,
-                                      "auth": None, "body": None, "fault": False}
+                                      "auth": None, "body": None, "fault": False,
+                                      "at": time.time()}
             self.model.requests.append(record)
             status, payload, extra = self._process(request.method, target, raw, headers,
                                                    api_root, record)

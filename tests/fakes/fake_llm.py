@@ -22,6 +22,9 @@ Faults are consumed in order: the first fault ``{"match"?, "model"?, "path"?: "c
 200 with a body that is not JSON; otherwise ``status`` with ``headers`` and ``body``. Every
 answer waits ``latency_ms`` first with ``asyncio.sleep``, so concurrent slow requests overlap.
 
+Each recorded call holds ``seq``, ``path``, ``model``, ``status``, ``fault``, ``t``, ``messages``,
+``input``, ``authorization`` (the header as received) and the other body fields as ``params``.
+
 In-process: ``with running_fake_llm() as llm: llm.url ... llm.calls()``; as a process:
 ``python -m tests.fakes.fake_llm --port 0 --ready-file R --latency-ms 100``.
 """
@@ -151,7 +154,7 @@ class FakeLLM:
         return None
 
     def _record(self, path: str, model: str, body: dict[str, Any], status: int,
-                fault: dict[str, Any] | None) -> int:
+                fault: dict[str, Any] | None, authorization: str | None = None) -> int:
         with self._lock:
             self._seq += 1
             kind = None
@@ -161,6 +164,7 @@ class FakeLLM:
             self._calls.append({"seq": self._seq, "path": path, "model": model, "status": status,
                                 "fault": kind, "t": time.monotonic(),
                                 "messages": body.get("messages"), "input": body.get("input"),
+                                "authorization": authorization,
                                 "params": {k: v for k, v in body.items()
                                            if k not in ("messages", "input", "model")}})
             return self._seq
@@ -194,7 +198,7 @@ class FakeLLM:
         text = _text_of(messages)
         fault = self._take_fault("chat", model, text)
         seq = self._record("chat", model, body, int(fault.get("status", 200)) if fault else 200,
-                           fault)
+                           fault, request.headers.get("authorization"))
         await asyncio.sleep(float(self._config["latency_ms"]) / 1000)
         if fault is not None:
             return await self._answer_fault(fault)
@@ -232,7 +236,7 @@ class FakeLLM:
         texts = [inputs] if isinstance(inputs, str) else [str(t) for t in inputs or []]
         fault = self._take_fault("embeddings", model, "\n".join(texts))
         self._record("embeddings", model, body, int(fault.get("status", 200)) if fault else 200,
-                     fault)
+                     fault, request.headers.get("authorization"))
         await asyncio.sleep(float(self._config["latency_ms"]) / 1000)
         if fault is not None:
             return await self._answer_fault(fault)

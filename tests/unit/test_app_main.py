@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import os
 import subprocess
 import sys
@@ -9,6 +10,7 @@ from pathlib import Path
 
 import httpx
 
+from app.main import GC_YOUNG_THRESHOLD, tune_gc
 from tests.conftest import free_port, wait_for_port
 from tests.unit.app_support import SECRET, fixture_bytes, headers, redis_keys
 
@@ -39,3 +41,19 @@ def test_served_by_uvicorn_from_the_environment(redis_url: str) -> None:
     assert "arq:queue" in redis_keys(redis_url)
     assert "app.webhooks: delivery main-1 event=pull_request action=synchronize: queued" in output
     assert SECRET not in output
+
+
+def test_tune_gc_freezes_the_start_up_heap_and_raises_the_young_threshold() -> None:
+    saved = gc.get_threshold()
+    assert gc.get_freeze_count() == 0
+    try:
+        tune_gc()
+        assert gc.get_threshold() == (GC_YOUNG_THRESHOLD, saved[1], saved[2])
+        assert gc.get_freeze_count() > 10_000  # modules, classes, functions of this process
+        cycle: list[object] = []
+        cycle.append(cycle)
+        del cycle
+        assert gc.collect() >= 1  # a cycle made after start-up is still collected
+    finally:
+        gc.unfreeze()
+        gc.set_threshold(*saved)

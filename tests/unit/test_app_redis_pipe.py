@@ -4,16 +4,19 @@ from __future__ import annotations
 
 import asyncio
 import socket
-from collections.abc import AsyncIterator, Iterator
+import subprocess
+from collections.abc import AsyncIterator, Callable, Iterator
+from pathlib import Path
+from typing import Any
 
 import pytest
 import redis
 from redis.asyncio import ConnectionPool
 from redis.asyncio.connection import Connection
-from redis.exceptions import RedisError, ResponseError
+from redis.exceptions import AuthenticationError, RedisError, ResponseError
 
 from app.redis_pipe import RedisPipe, pack
-from tests.conftest import free_port
+from tests.conftest import free_port, wait_for_port
 
 
 @pytest.fixture()
@@ -101,3 +104,100 @@ async def test_a_server_that_never_answers_fails_every_waiting_call_after_the_ti
     assert all(isinstance(result, RedisError) for result in results)
     assert 0.2 <= elapsed_s < 2.0
     await pool.aclose()
+
+
+async def test_an_error_reply_of_the_connection_kind_is_raised_not_returned(
+        pool: ConnectionPool) -> None:
+    """redis-py maps WRONGPASS to AuthenticationError, a ConnectionError, not a ResponseError."""
+    pipe = RedisPipe(pool, reply_timeout_s=5.0)
+    with pytest.raises(AuthenticationError, match="invalid username-password pair"):
+        await pipe.execute(pack("AUTH", "nobody", "wrong"))
+    assert await pipe.execute(pack("ECHO", "still usable")) == b"still usable"
+
+
+async def test_a_shared_deadline_bounds_the_call_whatever_the_default(silent_server: int) -> None:
+    pool = ConnectionPool.from_url(f"redis://127.0.0.1:{silent_server}/0")
+    pipe = RedisPipe(pool, reply_timeout_s=30.0)
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    with pytest.raises(RedisError):
+        await pipe.execute(pack("PING"), loop.time() + 0.2)
+    assert 0.2 <= loop.time() - started < 2.0
+    await pool.aclose()
+
+
+async def test_pool_disconnect_closes_the_pipe_promptly_and_the_pipe_reconnects(
+        pool: ConnectionPool) -> None:
+    """Shutdown (``pool.disconnect()``) must not wait for redis-py's own timeout."""
+    pipe = RedisPipe(pool, reply_timeout_s=5.0)
+    first = await pipe.execute(pack("CLIENT", "ID"))
+    await asyncio.wait_for(pool.disconnect(), 0.5)
+    second = await pipe.execute(pack("CLIENT", "ID"))
+    assert isinstance(first, int) and isinstance(second, int) and second != first
+
+
+@pytest.fixture()
+def own_redis(tmp_path: Path) -> Iterator[Callable[[], subprocess.Popen[bytes]]]:
+    """Start (and restart) a private redis-server on one free port: ``start()`` -> process."""
+    port = free_port()
+    procs: list[subprocess.Popen[bytes]] = []
+
+    def start() -> subprocess.Popen[bytes]:
+        procs.append(subprocess.Popen(
+            ["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "",
+             "--appendonly", "no", "--dir", str(tmp_path)],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+        wait_for_port(port)
+        return procs[-1]
+
+    start.port = port  # type: ignore[attr-defined]
+    yield start
+    for proc in procs:
+        proc.terminate()
+        proc.wait(timeout=10)
+
+
+async def test_a_restarted_redis_fails_the_calls_in_flight_then_is_used_again(
+        own_redis: Any) -> None:
+    server = own_redis()
+    pool = ConnectionPool.from_url(f"redis://127.0.0.1:{own_redis.port}/0")
+    pipe = RedisPipe(pool, reply_timeout_s=5.0)
+    assert await pipe.execute(pack("SET", "k", "before")) == b"OK"
+    server.terminate()
+    server.wait(timeout=10)
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    with pytest.raises(RedisError):
+        await pipe.execute(pack("PING"))
+    assert loop.time() - started < 2.0  # the lost connection is noticed, not timed out
+    own_redis()
+    assert await pipe.execute(pack("PING")) == b"PONG"
+    assert await pipe.execute(pack("GET", "k")) is None  # a new server, not the old reply
+    await pool.aclose()
+
+
+async def test_a_reply_nobody_asked_for_drops_the_connection() -> None:
+    """A server that answers every command twice: the stray reply must not reach a caller."""
+    connections = 0
+
+    async def answer_twice(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        nonlocal connections
+        connections += 1
+        while await reader.read(65536):
+            writer.write(b"+OK\r\n+STRAY\r\n")
+        writer.close()
+
+    server = await asyncio.start_server(answer_twice, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    pool = ConnectionPool.from_url(f"redis://127.0.0.1:{port}/0", lib_name=None,
+                                   lib_version=None)
+    pipe = RedisPipe(pool, reply_timeout_s=5.0)
+    try:
+        assert await pipe.execute(pack("PING")) == b"OK"
+        await asyncio.sleep(0.05)  # the stray reply arrives and drops the connection
+        assert await pipe.execute(pack("PING")) == b"OK"
+        assert connections == 2
+    finally:
+        await pool.aclose()
+        server.close()
+        await server.wait_closed()

@@ -18,7 +18,8 @@ from tests.unit.app_support import fixture_json
     ("/llmgate rerun", True),
     ("  /llmgate rerun  ", True),
     ("/llmgate rerun\nthe judge timed out", True),
-    ("/llmgate rerun please", True),
+    ("/llmgate rerun please", False),  # unknown form: a help reply, never a silent run
+    ("/llmgate rerun --no-cache", True),
     ("/llmgate rerunx", False),
     ("/llmgate rerun.", False),
     ("/llmgate", False),

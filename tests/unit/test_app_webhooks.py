@@ -34,19 +34,19 @@ GATE_JOB_ID = f"gate:Codertocat/Hello-World#2@{HEAD_SHA}"
 
 FIXTURE_OUTCOMES = [
     ("check_run.rerequested.json", "check_run", 200, "ignored", 0),
-    ("check_suite.rerequested.json", "check_suite", 200, "ignored", 0),
+    ("check_suite.rerequested.json", "check_suite", 202, "queued", 1),  # App id: worker's
     ("issue_comment.created.json", "issue_comment", 200, "ignored", 0),
     ("issue_comment.created.on-pull-request.DERIVED.json", "issue_comment", 202, "queued", 1),
     ("issue_comment.edited.json", "issue_comment", 200, "ignored", 0),
     ("ping.json", "ping", 200, "pong", 0),
-    ("pull_request.closed.json", "pull_request", 200, "ignored", 0),
+    ("pull_request.closed.json", "pull_request", 200, "recorded", 0),  # cancels its runs
     ("pull_request.edited.DERIVED.json", "pull_request", 200, "ignored", 0),
     ("pull_request.opened.from-fork.DERIVED.json", "pull_request", 202, "queued", 1),
     ("pull_request.opened.json", "pull_request", 202, "queued", 1),
-    ("pull_request.ready_for_review.json", "pull_request", 200, "ignored", 0),
+    ("pull_request.ready_for_review.json", "pull_request", 202, "queued", 1),
     ("pull_request.reopened.json", "pull_request", 202, "queued", 1),
     ("pull_request.synchronize.json", "pull_request", 202, "queued", 1),
-    ("push.json", "push", 200, "ignored", 0),
+    ("push.json", "push", 202, "queued", 1),  # to the default branch: stores a baseline
 ]
 
 
@@ -71,7 +71,7 @@ async def test_synchronize_enqueues_the_gate_job_with_exact_payload(redis_url: s
     assert job.args == ({"delivery_id": "sync-1", "installation_id": 1, "repo": REPO,
                          "pr_number": 2, "head_sha": HEAD_SHA, "base_sha": BASE_SHA,
                          "base_ref": "master", "head_repo": "Codertocat/Hello-World",
-                         "author": "Codertocat"},)
+                         "author": "Codertocat", "draft": False},)
 
 
 async def test_same_delivery_twice_makes_one_job(redis_url: str) -> None:
@@ -124,8 +124,9 @@ def _distinct(name: str, i: int) -> bytes:
 
 
 async def test_racing_deliveries_for_one_head_sha_make_one_job(redis_url: str) -> None:
-    names = ["pull_request.opened.json", "pull_request.synchronize.json",
-             "pull_request.reopened.json", "pull_request.opened.from-fork.DERIVED.json"] * 3
+    names = ["pull_request.opened.json", "pull_request.synchronize.json",  # (a reopen gets a
+             "pull_request.synchronize.json",  # job of its own: tests/unit/test_runs_web.py)
+             "pull_request.opened.from-fork.DERIVED.json"] * 3
     async with running_app(settings(redis_url)) as client:
         answers = await asyncio.gather(*(
             post(client, "pull_request", f"race-{i}", _distinct(name, i))
@@ -148,13 +149,13 @@ def _comment(body: str, *, action: str = "created", user_type: str = "User",
 
 @pytest.mark.parametrize("body, reason", [
     (_comment("Eval gate failed. comment `/llmgate rerun` to retry", user_type="Bot",
-              login="llmgate[bot]"), "comment is not a rerun or approve command"),
+              login="llmgate[bot]"), "comment is not an /llmgate command"),
     (_comment("/llmgate rerun", user_type="Bot", login="llmgate[bot]"), "comment is by a bot"),
     (_comment("/llmgate rerun", login="renovate[bot]"), "comment is by a bot"),
     (_comment("/llmgate rerun", on_pr=False), "comment is on an issue, not a pull request"),
     (_comment("/llmgate rerun", action="edited"), "no handler for this event and action"),
-    (_comment("/llmgate rerunx"), "comment is not a rerun or approve command"),
-], ids=["bot-mentions-command", "bot-type", "bot-login", "plain-issue", "edited", "rerunx"])
+    (_comment("/llmgaterun"), "comment is not an /llmgate command"),
+], ids=["bot-mentions-command", "bot-type", "bot-login", "plain-issue", "edited", "no-word"])
 async def test_comments_that_must_not_trigger(redis_url: str, body: bytes, reason: str) -> None:
     async with running_app(settings(redis_url)) as client:
         answer = await post(client, "issue_comment", "comment-1", body)

@@ -37,6 +37,7 @@ PATH_PERMISSION: dict[str, tuple[str, str] | None] = {
     "/app/installations/{installation_id}/access_tokens": None,  # app JWT
     "/repos/{owner}/{repo}/check-runs": ("checks", "write"),
     "/repos/{owner}/{repo}/check-runs/{check_run_id}": ("checks", "write"),
+    "/repos/{owner}/{repo}/commits/{ref}/check-runs": ("checks", "read"),
     "/repos/{owner}/{repo}/pulls/{number}": ("pull_requests", "read"),
     "/repos/{owner}/{repo}/collaborators/{username}/permission": ("metadata", "read"),
     "/repos/{owner}/{repo}/issues/comments/{comment_id}/reactions": ("issues", "write"),

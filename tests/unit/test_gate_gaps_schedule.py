@@ -89,10 +89,10 @@ def base_env(tmp_path: Path, redis_url: str = "redis://127.0.0.1:6379/2") -> dic
 
 
 def test_the_cron_job_is_registered_only_when_opted_in(tmp_path: Path) -> None:
-    assert worker_settings(base_env(tmp_path)).cron_jobs == []
+    assert [j.name for j in worker_settings(base_env(tmp_path)).cron_jobs] == ["sweep_runs"]
     settings = worker_settings(base_env(tmp_path) | {"LLMGATE_CALIBRATE_REPOS": KEY,
                                                      "LLMGATE_CALIBRATE_AT": "wed 02:15"})
-    (job,) = settings.cron_jobs
+    job, _sweeper = settings.cron_jobs
     assert (job.name, job.weekday, job.hour, job.minute, job.second) == (
         "calibrate_repositories", 2, 2, 15, 0)
     assert (job.unique, job.timeout_s, job.max_tries) == (True, CALIBRATE_TIMEOUT_S, 1)

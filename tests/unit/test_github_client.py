@@ -170,11 +170,14 @@ async def test_rate_limit_is_a_typed_error_with_the_reset_time(
 
 async def test_secondary_rate_limit_uses_retry_after(client: GitHubClient,
                                                      fake_gh: FakeGitHubServer) -> None:
+    # longer than the 60 s the client sleeps at most: raised for the job to defer, not sent
     fake_gh.setup({"faults": [{"operation": "issues/update-comment", "status": 429,
-                               "headers": {"Retry-After": "30"}}]})
+                               "headers": {"Retry-After": "90"}}]})
     with pytest.raises(GitHubRateLimited) as info:
         await client.update_issue_comment(OWNER, REPO, 1, "x")
-    assert 25 <= info.value.retry_after_s() <= 30
+    assert 85 <= info.value.retry_after_s() <= 90
+    assert info.value.status_code == 429
+    assert len(requests_for(fake_gh.state(), "issues/update-comment")) == 1
 
 
 async def test_revoked_token_is_forgotten_after_a_401(client: GitHubClient,

@@ -112,6 +112,9 @@ async def test_a_changed_rubric_is_noted(llm: FakeLLMServer, tmp_path: Path) -> 
     head = write_repo(tmp_path / "head", config("Kind and correct."), ROWS)
     base = write_repo(tmp_path / "base", config("Correct."), ROWS)
     gate = await gate_trees(head, base, evals=context())
-    assert any("the judge prompt changed between base and head" in n for n in gate.notes)
+    # A changed rubric re-scores base with head's judge (worker/evals/comparability.py).
+    (verdict,) = gate.comparability
+    assert (verdict.status, verdict.scoring_changes) == ("rescored", ("assertions",
+                                                                      "judge_prompts"))
     stored = json.loads(report.render_json(gate))
     assert stored["usage"]["head"]["spend"]["provider_calls"] == 8

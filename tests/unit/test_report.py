@@ -2,6 +2,7 @@
 
 import json
 import re
+from dataclasses import replace
 from typing import Any
 
 from worker import report
@@ -18,7 +19,6 @@ from worker.evals.types import (
 HEAD_SHA = "a" * 40
 BASE_SHA = "b" * 40
 HOSTILE = "<img src=x onerror=alert(1)> hi @org/team | pipe | ```js\nalert(1)\n``` done"
-UNESCAPED_PIPE = re.compile(r"(?<!\\)\|")
 
 
 def _run(sha: str, **metrics: dict[str, float]) -> RunResult:
@@ -61,6 +61,8 @@ def test_summary_is_exact_for_a_known_report() -> None:
     assert report.check_summary(_failing()) == (
         "### ❌ llmgate: fail\n"
         "\n"
+        "**Head** `aaaaaaa` · **base** `bbbbbbb`\n"
+        "\n"
         "| suite | metric | base | head | delta | rule | status |\n"
         "| --- | --- | ---: | ---: | ---: | --- | --- |\n"
         "| tickets | pass_rate | 0.925 | 0.775 | -0.150 | min 0.80; max_drop 0.05 | ❌ fail |\n"
@@ -84,14 +86,16 @@ def test_comment_starts_with_the_marker_and_lists_regressions_in_line_order() ->
     lines = body.splitlines()
     assert lines[:4] == [COMMENT_MARKER, "### ❌ llmgate: fail", "",
                          "**Head** `aaaaaaa` · **base** `bbbbbbb`"]
-    rows = [line for line in lines if line.startswith("| tickets | t")]
-    assert rows == [
-        '| tickets | t03 | evals/tickets.jsonl:3 | billing | billing | bug | '
-        'equals: expected "billing", got "bug" |',
-        '| tickets | t07 | evals/tickets.jsonl:7 | billing | billing | other | '
-        'equals: expected "billing", got "other" |',
+    items = [line for line in lines if line.startswith("**t")]
+    assert items == [
+        '**t03** · evals/tickets.jsonl:3 · equals: expected "billing", got "bug"',
+        '**t07** · evals/tickets.jsonl:7 · equals: expected "billing", got "other"',
     ]
-    assert "<summary>Regressed examples (2 of 2 shown)</summary>" in body
+    assert ("<table><tr><th>expected</th><th>base output</th><th>head output</th></tr>"
+            "<tr><td>billing</td><td>billing</td><td>bug</td></tr></table>") in lines
+    assert "#### tickets · ❌ fail" in lines
+    assert ("<details><summary>2 examples got worse (passed at base, fail at head)</summary>"
+            in lines)
     assert "Comment `/llmgate rerun` to run again." in body
     assert "[Check run details](https://github.com/o/r/runs/42)" in body
 
@@ -104,7 +108,8 @@ def test_cli_markdown_has_no_marker_and_no_rerun_footer() -> None:
 
 
 def test_check_url_that_is_not_http_is_not_linked() -> None:
-    body = report.comment_body(_failing(), head_sha=HEAD_SHA, base_sha=None,
+    gate = replace(_failing(), base=None)
+    body = report.comment_body(gate, head_sha=HEAD_SHA, base_sha=None,
                                check_url="javascript:alert(1)")
     assert "javascript" not in body and "no base run" in body
 
@@ -164,7 +169,8 @@ def test_137_regressions_stay_within_githubs_limits() -> None:
     assert more is not None and 0 < shown < 137 and shown + int(more[1]) == 137
     body = report.comment_body(gate, head_sha=HEAD_SHA, base_sha=BASE_SHA)
     assert len(body) <= 65535
-    assert "(20 of 137 shown)" in body and "... 117 more regressed examples" in body
+    assert "137 examples got worse" in body and "... 117 more: see the check run." in body
+    assert body.count("<table>") == 20
 
 
 def test_too_many_metric_rows_are_cut_with_a_count() -> None:
@@ -188,7 +194,8 @@ def test_a_70k_character_output_is_clipped_everywhere() -> None:
     assert len(report.check_text(gate)) <= 65535
     assert "clipped, 70000 chars" in report.check_text(gate)
     body = report.comment_body(gate, head_sha=HEAD_SHA, base_sha=BASE_SHA)
-    assert len(body) <= 65535 and "| tickets | t05 |" in body
+    assert len(body) <= 65535 and "**t05** · evals/tickets.jsonl:5" in body
+    assert "clipped, 70000 chars" in body
     assert len(report.check_summary(gate)) <= 65535
 
 
@@ -197,10 +204,11 @@ def test_hostile_output_cannot_mention_inject_html_or_break_the_comment() -> Non
     body = report.comment_body(gate, head_sha=HEAD_SHA, base_sha=BASE_SHA)
     assert "<img" not in body and "&lt;img src=x onerror=alert(1)&gt;" in body
     assert re.search(r"@(?!\u200d)", body) is None  # every @ is followed by a zero-width joiner
-    (row,) = [line for line in body.splitlines() if line.startswith("| tickets | t03")]
-    assert len(UNESCAPED_PIPE.findall(row)) == 8  # 7 cells: the output's pipes are escaped
-    assert re.search(r"(?<!\\)`", row) is None  # no code span can open
-    assert "\\`\\`\\`js alert(1) \\`\\`\\` done" in row  # the newlines collapsed into the cell
+    (row,) = [line for line in body.splitlines() if line.startswith("<table>")]
+    cells = re.findall(r"<td>(.*?)</td>", row)
+    assert cells == ["@\u200dadmin", "billing",
+                     "&lt;img src=x onerror=alert(1)&gt; hi @\u200dorg/team | pipe | ```js<br>"
+                     "alert(1)<br>``` done"]  # one source line: the HTML block cannot end
     for rendered in (report.check_summary(gate), report.check_text(gate)):
         assert re.search(r"@(?!\u200d)", rendered) is None
 
@@ -227,7 +235,7 @@ def test_hostile_suite_and_example_names_are_escaped_in_tables() -> None:
     assert row == ("| evil \\| suite # heading &lt;b&gt; | pass_rate | 0.900 | 0.100 | -0.800 "
                    "| min 0.8 | ❌ fail |")
     body = report.comment_body(gate, head_sha=HEAD_SHA, base_sha=None)
-    assert "| \\_x\\_ \\*y\\* \\[l\\](http://e) |" in body
+    assert "**\\_x\\_ \\*y\\* \\[l\\](http://e)** · " in body
 
 
 def test_json_is_stable_and_complete() -> None:

@@ -20,13 +20,13 @@ import posixpath
 import re
 import shlex
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import yaml
 from yaml.constructor import SafeConstructor
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
-from worker.evals import config_llm, safe_yaml
+from worker.evals import config_llm, config_paths, safe_yaml
 from worker.evals.assertions import validate_spec
 from worker.evals.gate_config import parse_gate
 from worker.evals.types import (
@@ -55,8 +55,11 @@ MAX_TIMEOUT_S = 3600
 MAX_CONCURRENCY = 64
 #: Values of ``untrusted:`` (read from the base branch only; see worker/trust.py).
 UNTRUSTED_POLICIES = ("approve", "never", "run")
-SETTINGS_KEYS = ("timeout", "concurrency", "env", *config_llm.LLM_SETTINGS_KEYS)
-SUITE_KEYS = ("name", "dataset", "target", "assertions", "gate", "traps")
+#: Values of ``settings.drafts`` (read from the base branch only; see worker/drafts.py).
+DRAFT_POLICIES = ("run", "skip")
+SETTINGS_KEYS = ("timeout", "concurrency", "env", *config_llm.LLM_SETTINGS_KEYS,
+                 *config_paths.PATH_SETTINGS_KEYS, "drafts")
+SUITE_KEYS = ("name", "dataset", "target", "assertions", "gate", "traps", "on_paths")
 TARGET_KEYS = ("command", "batch")
 PLACEHOLDERS = ("{input_file}", "{output_file}")
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
@@ -211,7 +214,13 @@ class _Reader:
             concurrency = self.concurrency(entries["concurrency"][1])
         if "env" in entries:
             env = self.env(entries["env"][1])
-        return config_llm.settings_extras(self, entries, Settings(timeout_s, concurrency, env))
+        drafts: Literal["run", "skip"] = default.drafts
+        if "drafts" in entries:
+            value = self.choice(entries["drafts"][1], "`settings.drafts`", DRAFT_POLICIES)
+            drafts = "skip" if value == "skip" else "run"
+        settings = config_llm.settings_extras(
+            self, entries, Settings(timeout_s, concurrency, env, drafts=drafts))
+        return config_paths.settings_paths(self, entries, settings)
 
     def timeout(self, node: Node) -> float:
         value = self.value(node)
@@ -253,8 +262,10 @@ class _Reader:
             else ({}, GateOptions())
         traps = config_llm.repo_path(self, entries["traps"][1], "`traps`") \
             if "traps" in entries else None
+        paths = config_paths.on_paths(self, entries["on_paths"][1]) if "on_paths" in entries \
+            else ()
         return SuiteConfig(name, dataset, target, assertions, gate, int(node.start_mark.line) + 1,
-                           options, traps=traps)
+                           options, traps=traps, on_paths=paths)
 
     def dataset(self, node: Node) -> str:
         raw = self.string(node, "`dataset`")

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from worker.evals import runner
+from worker.evals import fingerprint, runner
 from worker.evals.assertions import check
 from worker.evals.context import EvalContext
 from worker.evals.types import (
@@ -44,15 +44,17 @@ async def run_config(config: Config, root: Path, sha: str = "",
         with_base: whether a base run follows (the cost estimate counts ``pairwise`` calls).
 
     Returns:
-        The run, with one `SuiteResult` per suite, keyed by suite name in config order.
+        The run, with one `SuiteResult` per suite, keyed by suite name in config order, each
+        with its fingerprint (worker/evals/fingerprint.py).
 
     Raises:
         ConfigError: a dataset is missing or invalid.
     """
     try:
-        return await runner.run_config(config, root, sha, evals, with_base=with_base)
+        run = await runner.run_config(config, root, sha, evals, with_base=with_base)
     except ConfigError as err:
         raise _at_config_line(config, err) from None
+    return fingerprint.attach(run, config, root)
 
 
 def _at_config_line(config: Config, err: ConfigError) -> ConfigError:

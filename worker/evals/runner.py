@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
+from worker.evals import llm_pool
 from worker.evals.batch import run_batch
 from worker.evals.cache import ResponseCache
 from worker.evals.context import CallEvent, EvalContext
@@ -77,6 +78,7 @@ async def run_config(config: Config, root: Path, sha: str = "",
     """
     state = RunState(config.settings, ctx)
     estimate, unpriced = await estimate_config(config, root, state.caller, with_base)
+    llm_pool.expect(estimate.calls)  # a large run gets provider processes
     if estimate.calls or estimate.cached_calls:
         state.ctx.say(describe_estimate(sha, estimate, unpriced))
     limit = config.settings.max_cost_usd

@@ -160,6 +160,13 @@ class Settings:
         embedding: the default embedding model of ``similar``, or None.
         estimate_output_tokens: completion tokens assumed per call by the estimate when
             ``max_tokens`` is not set (default 256).
+        base: which base commit a pull request is compared with: ``merge_base`` (default,
+            what "Files changed" shows) or ``tip`` (the base branch's tip); read from the base
+            side only (worker/gate_run.py).
+        on_paths_conclusion: the check's conclusion when no suite's ``on_paths`` matches a
+            changed file: ``success`` (default) or ``skipped``; read from the base side only.
+        drafts: whether a draft pull request is gated: ``run`` (default) or ``skip`` (its check
+            is concluded ``skipped``); read from the base side only (worker/drafts.py).
     """
 
     timeout_s: float = 60.0
@@ -175,6 +182,9 @@ class Settings:
     judge: Endpoint | None = None
     embedding: Endpoint | None = None
     estimate_output_tokens: int = 256
+    base: Literal["merge_base", "tip"] = "merge_base"
+    on_paths_conclusion: Literal["success", "skipped"] = "success"
+    drafts: Literal["run", "skip"] = "run"
 
 
 @dataclass(frozen=True)
@@ -190,6 +200,8 @@ class SuiteConfig:
         line: 1-based line where the suite starts in the config.
         gate_options: the suite-wide gate options (critical tags, groups, quarantine ...).
         traps: JSONL of trap cases (known-wrong outputs the judge must fail), or None.
+        on_paths: globs of repository paths; when set (at base), a pull request changing no
+            matching file skips the suite (worker/on_paths.py). () runs it always.
     """
 
     name: str
@@ -200,6 +212,7 @@ class SuiteConfig:
     line: int | None = None
     gate_options: GateOptions = GateOptions()
     traps: str | None = None
+    on_paths: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -356,6 +369,25 @@ class ExampleResult:
 
 
 @dataclass(frozen=True)
+class SuiteFingerprint:
+    """What produced one suite result and what scored it (worker/evals/fingerprint.py).
+
+    Each component is the SHA-256 hex digest (64 characters) of one input of the run.
+
+    Attributes:
+        outputs: component -> digest of what produces the outputs: ``target`` (command or
+            model, params, version, repeats), ``target_files``, ``prompt``, ``dataset_inputs``.
+        scoring: component -> digest of what scores them: ``assertions``,
+            ``assertion_files``, ``judges``, ``judge_prompts``, ``expected``, ``traps``.
+        digest: SHA-256 over every component of both maps.
+    """
+
+    outputs: dict[str, str]
+    scoring: dict[str, str]
+    digest: str
+
+
+@dataclass(frozen=True)
 class SuiteResult:
     """One suite run at one commit.
 
@@ -370,6 +402,8 @@ class SuiteResult:
         traps: the judge's record on the suite's trap cases, or None.
         judge_versions: the prompt versions of the suite's judges (a changed rubric shows).
         stopped: why the suite stopped sending calls (budget or time), or None.
+        fingerprint: what produced and scored the result (worker/evals/fingerprint.py), or
+            None when unknown (a result made before fingerprints existed).
     """
 
     name: str
@@ -381,6 +415,7 @@ class SuiteResult:
     traps: TrapSummary | None = None
     judge_versions: tuple[str, ...] = ()
     stopped: str | None = None
+    fingerprint: SuiteFingerprint | None = None
 
 
 @dataclass(frozen=True)
@@ -403,7 +438,8 @@ class RunResult:
 
 
 RuleStatus = Literal["pass", "fail", "regression", "inconclusive", "skipped"]
-Conclusion = Literal["success", "failure", "neutral", "cancelled", "timed_out", "action_required"]
+Conclusion = Literal["success", "failure", "neutral", "cancelled", "timed_out", "action_required",
+                     "skipped"]
 
 
 @dataclass(frozen=True)
@@ -508,6 +544,31 @@ class Regression:
 
 
 @dataclass(frozen=True)
+class SuiteComparability:
+    """Whether base and head of one suite were scored alike (worker/evals/comparability.py).
+
+    Attributes:
+        suite: the suite name.
+        status: ``same`` (the scoring fingerprints match), ``rescored`` (base's outputs were
+            re-scored with head's assertions and judges) or ``not_comparable`` (scoring
+            differs and base could not be re-scored: relative rules do not decide the suite).
+        scoring_changes: fingerprint components of the scoring that differ (``judges``,
+            ``judge_prompts`` ...); () when they match or base has no fingerprint.
+        output_changes: components of what produces the outputs that differ (``prompt``,
+            ``target``, ``dataset_inputs`` ...): what the pull request changed.
+        reason: one sentence for the report ("" for ``same``).
+        spend: provider calls, cache hits, tokens and USD of the re-scoring.
+    """
+
+    suite: str
+    status: Literal["same", "rescored", "not_comparable"]
+    scoring_changes: tuple[str, ...] = ()
+    output_changes: tuple[str, ...] = ()
+    reason: str = ""
+    spend: RunUsage = field(default_factory=RunUsage)
+
+
+@dataclass(frozen=True)
 class GateReport:
     """The verdict of one comparison, everything the report renders.
 
@@ -523,6 +584,13 @@ class GateReport:
         holm_tests: how many ``regression`` p-values the Holm adjustment covered.
         headline: why the conclusion is what it is when the rules did not decide it (budget
             exceeded, rate limited, judge errors), shown first in the check title; or "".
+        base_source: which base was compared and where its results came from, one sentence
+            (e.g. "compared with 1a2b3c4, the merge base (stored baseline from the push to
+            main ...)"), also the last note; None when no base ran (worker/baseline_runs.py).
+        base_sha: the base commit compared (the merge base by default, worker/gate_run.py);
+            "" when the caller's base was used as given.
+        comparability: per suite with a base, whether base and head were scored alike
+            (worker/evals/comparability.py).
     """
 
     conclusion: Conclusion
@@ -535,3 +603,6 @@ class GateReport:
     comparisons: tuple[PairedComparison, ...] = ()
     holm_tests: int = 0
     headline: str = ""
+    base_source: str | None = None
+    base_sha: str = ""
+    comparability: tuple[SuiteComparability, ...] = ()

@@ -19,6 +19,8 @@ from typing import Any
 import gidgethub.abc
 import jwt
 
+from worker.github.token_store import SharedTokenStore
+
 #: Seconds ``iat`` is backdated to absorb clock drift (GitHub's docs recommend 60).
 JWT_BACKDATE_S = 60
 #: Lifetime of an app JWT measured from ``iat``; GitHub refuses ``exp`` more than 10 minutes ahead.
@@ -112,8 +114,10 @@ def _parse_token_response(data: Any, installation_id: int) -> tuple[str, float]:
 class InstallationTokenCache:
     """Mint installation access tokens and reuse each until 5 minutes before it expires.
 
-    One cache serves every installation of the App; concurrent callers for the same
-    installation share one mint. Tokens are opaque strings of any length.
+    One cache serves every installation of the App. Concurrent callers of one process share one
+    mint (an ``asyncio.Lock`` per installation); with a `SharedTokenStore` the tokens are also
+    shared, encrypted, between worker processes, which mint one at a time (a Redis lock).
+    Tokens are opaque strings of any length and never appear in a ``repr``.
     """
 
     def __init__(
@@ -122,6 +126,7 @@ class InstallationTokenCache:
         *,
         refresh_margin_s: float = TOKEN_REFRESH_MARGIN_S,
         clock: Callable[[], float] = time.time,
+        shared: SharedTokenStore | None = None,
     ) -> None:
         """Create an empty cache.
 
@@ -130,15 +135,24 @@ class InstallationTokenCache:
             refresh_margin_s: seconds before ``expires_at`` at which a token is replaced.
             clock: returns the current Unix time in seconds, for token freshness only
                 (injectable for tests); JWTs always use the real time.
+            shared: the tokens of every worker process (None: this process only).
         """
         self._creds = creds
         self._refresh_margin_s = refresh_margin_s
         self._clock = clock
+        self._shared = shared
         self._tokens: dict[int, _CachedToken] = {}
         self._locks: dict[int, asyncio.Lock] = {}
 
     def __repr__(self) -> str:
-        return f"InstallationTokenCache(app_id={self._creds.app_id!r}, cached={len(self._tokens)})"
+        return (f"InstallationTokenCache(app_id={self._creds.app_id!r}, "
+                f"cached={len(self._tokens)}, shared={self._shared is not None})")
+
+    def _fresh(self, installation_id: int) -> str | None:
+        cached = self._tokens.get(installation_id)
+        if cached is not None and self._clock() < cached.refresh_at:
+            return cached.token
+        return None
 
     async def get(self, gh: gidgethub.abc.GitHubAPI, installation_id: int) -> str:
         """Return a valid installation token, minting one when none is cached or it is stale.
@@ -155,24 +169,60 @@ class InstallationTokenCache:
             gidgethub.HTTPException: GitHub refused the request (e.g. 401 for a wrong App id,
                 404 for an unknown installation).
         """
-        cached = self._tokens.get(installation_id)
-        if cached is not None and self._clock() < cached.refresh_at:
-            return cached.token
-        lock = self._locks.setdefault(installation_id, asyncio.Lock())
-        async with lock:
-            cached = self._tokens.get(installation_id)
-            if cached is not None and self._clock() < cached.refresh_at:
-                return cached.token
-            data = await gh.post(
-                api_url(gh.base_url, "/app/installations/{installation_id}/access_tokens"),
-                {"installation_id": installation_id},
-                data={},
-                jwt=app_jwt(self._creds),
-            )
-            token, expires_s = _parse_token_response(data, installation_id)
-            self._tokens[installation_id] = _CachedToken(token, expires_s - self._refresh_margin_s)
+        token = self._fresh(installation_id)
+        if token is not None:
             return token
+        async with self._locks.setdefault(installation_id, asyncio.Lock()):
+            token = self._fresh(installation_id)
+            if token is not None:
+                return token
+            if self._shared is None:
+                return await self._mint(gh, installation_id)
+            token = await self._from_shared(installation_id)
+            if token is not None:
+                return token
+            async with self._shared.mint_lock(installation_id):
+                token = await self._from_shared(installation_id)
+                return token if token is not None else await self._mint(gh, installation_id)
 
-    def invalidate(self, installation_id: int) -> None:
-        """Forget the cached token of one installation (e.g. after GitHub answered 401)."""
-        self._tokens.pop(installation_id, None)
+    async def _from_shared(self, installation_id: int) -> str | None:
+        """Adopt the shared token when it is still fresh."""
+        if self._shared is None:
+            return None
+        stored = await self._shared.get(installation_id)
+        if stored is None:
+            return None
+        token, expires_s = stored
+        refresh_at = expires_s - self._refresh_margin_s
+        if self._clock() >= refresh_at:
+            return None
+        self._tokens[installation_id] = _CachedToken(token, refresh_at)
+        return token
+
+    async def _mint(self, gh: gidgethub.abc.GitHubAPI, installation_id: int) -> str:
+        """Ask GitHub for a token, keep it here (and shared, until it is due for refresh)."""
+        data = await gh.post(
+            api_url(gh.base_url, "/app/installations/{installation_id}/access_tokens"),
+            {"installation_id": installation_id},
+            data={},
+            jwt=app_jwt(self._creds),
+        )
+        token, expires_s = _parse_token_response(data, installation_id)
+        refresh_at = expires_s - self._refresh_margin_s
+        self._tokens[installation_id] = _CachedToken(token, refresh_at)
+        keep_s = refresh_at - self._clock()
+        if self._shared is not None and keep_s > 0:
+            await self._shared.put(installation_id, token, expires_s, keep_s)
+        return token
+
+    async def invalidate(self, installation_id: int, token: str | None = None) -> None:
+        """Forget the token of one installation (e.g. after GitHub answered 401).
+
+        With ``token``, only that token is forgotten: another worker may already have minted
+        its successor. The shared copy is dropped too.
+        """
+        cached = self._tokens.get(installation_id)
+        if cached is not None and (token is None or cached.token == token):
+            del self._tokens[installation_id]
+        if self._shared is not None:
+            await self._shared.drop(installation_id, token)

@@ -127,15 +127,24 @@ async def complete_check_run(
     conclusion: str,
     output: CheckOutput,
     annotations: Sequence[Mapping[str, Any]],
+    actions: Sequence[Mapping[str, str]] = (),
+    details_url: str | None = None,
 ) -> None:
     """Mark a check run completed with ``conclusion`` and attach all ``annotations``.
 
     Sends ``ceil(len(annotations) / 50)`` PATCH requests (at least one); see
-    ``completion_bodies``.
+    ``completion_bodies``. ``actions`` (buttons: ``label`` <= 20, ``description`` <= 40,
+    ``identifier`` <= 20 characters, at most 3: GitHub's limits) go with the last one, and so
+    does ``details_url`` (the full report's page, ``worker.report_store``), when given.
 
     Raises:
         ValueError: an invalid ``conclusion``.
         GitHubError: GitHub refused a request (see ``GitHubClient``).
     """
-    for body in completion_bodies(conclusion, output, annotations):
+    bodies = completion_bodies(conclusion, output, annotations)
+    if actions:
+        bodies[-1]["actions"] = [dict(a) for a in actions]
+    if details_url:
+        bodies[-1]["details_url"] = details_url
+    for body in bodies:
         await client.update_check_run(owner, repo, check_run_id, body)

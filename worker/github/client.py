@@ -1,93 +1,48 @@
 """The one module that talks to GitHub's REST API, as one App installation.
 
-Built on gidgethub's sans-I/O core (URL templates, pagination, error mapping) over an
-``httpx.AsyncClient``. Paths are joined to ``api_url`` by hand so a GitHub Enterprise root such
-as ``https://HOST/api/v3`` keeps its prefix. 5xx answers and connection errors are retried a
-couple of times with a short backoff (POSTs too: GitHub's 5xx rarely hides a success, and a
-duplicated sticky comment is still found and edited, oldest first); everything else becomes a
-typed error at once. Tokens travel only in headers and never reach a log line or a ``repr``.
+Built on gidgethub's sans-I/O core (URL templates, pagination, error mapping) over
+`worker.github.transport` (httpx, shared rate-limit pauses and write pacing per installation,
+exponential full-jitter backoff for 5xx answers). Paths are joined to ``api_url`` by hand so a
+GitHub Enterprise root such as ``https://HOST/api/v3`` keeps its prefix. Every refusal becomes a
+typed error (`worker.github.errors`). Tokens travel only in headers and never reach a log line,
+a ``repr`` or an exception.
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
-import time
-from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import AsyncIterator, Mapping, Sequence
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import gidgethub
-import gidgethub.abc
 import httpx
 
 from worker.contract import CHECK_NAME
 from worker.github.auth import AppCredentials, InstallationTokenCache, api_url, app_jwt
-from worker.metrics import record_github_response
+from worker.github.errors import GitHubError, GitHubRateLimited, GitHubUnavailable
+from worker.github.ratelimit import GitHubLimiter
+from worker.github.transport import REQUESTER, LimitedHttpxAPI
 
 log = logging.getLogger(__name__)
 
-#: User-Agent of every request (GitHub requires one).
-REQUESTER = "llmgate"
-#: Sleep before each retry of a 5xx answer or a connection error, in seconds.
-DEFAULT_RETRY_DELAYS_S: tuple[float, ...] = (0.5, 2.0)
+__all__ = ["REQUESTER", "AppInfo", "GitHubClient", "GitHubError", "GitHubRateLimited",
+           "GitHubUnavailable", "IssueComment", "PullInfo"]
+
+#: Backoff ceilings of the retries of a 5xx answer or a connection error, seconds: retry ``i``
+#: sleeps uniformly in ``[0, ceiling_i]`` (exponential backoff with full jitter).
+DEFAULT_RETRY_DELAYS_S: tuple[float, ...] = (1.0, 2.0, 4.0)
 #: Reaction ``content`` values the API accepts (GitHub docs "REST API endpoints for reactions").
 REACTIONS = frozenset({"+1", "-1", "laugh", "confused", "heart", "hooray", "rocket", "eyes"})
 
 
-class GitHubError(Exception):
-    """GitHub refused a request; ``status_code`` is the HTTP status (None without an answer)."""
-
-    def __init__(self, message: str, status_code: int | None = None) -> None:
-        super().__init__(message)
-        self.status_code = status_code
-
-
-class GitHubUnavailable(GitHubError):
-    """GitHub kept answering 5xx, or could not be reached, through every retry (transient)."""
-
-
-class GitHubRateLimited(GitHubError):
-    """The installation is rate limited until ``reset_at`` (timezone-aware UTC).
-
-    Source: GitHub docs "Rate limits for the REST API": a primary limit answers 403/429 with
-    ``x-ratelimit-remaining: 0`` and ``x-ratelimit-reset`` (Unix seconds); a secondary limit
-    sends ``retry-after`` (seconds).
-    """
-
-    def __init__(self, message: str, reset_at: datetime, status_code: int | None = None) -> None:
-        super().__init__(f"{message} (rate limited until {reset_at.isoformat()})", status_code)
-        self.reset_at = reset_at
-
-    def retry_after_s(self, now: datetime | None = None) -> float:
-        """Seconds from ``now`` (default: the current time) until the limit resets, >= 0."""
-        return max(0.0, (self.reset_at - (now or datetime.now(UTC))).total_seconds())
-
-
-def _rate_limit_reset(exc: gidgethub.HTTPException) -> datetime | None:
-    """Return when a rate-limited answer may be retried, or None if it is not rate limiting."""
-    if isinstance(exc, gidgethub.RateLimitExceeded) and exc.rate_limit is not None:
-        reset: datetime = exc.rate_limit.reset_datetime
-        return reset
-    headers = getattr(exc, "headers", None) or {}
-    status = int(exc.status_code)
-    retry_after = headers.get("retry-after")
-    if status in (403, 429) and retry_after is not None and retry_after.isdigit():
-        return datetime.now(UTC) + timedelta(seconds=int(retry_after))
-    reset_epoch = headers.get("x-ratelimit-reset")
-    if status == 429 and reset_epoch is not None and reset_epoch.isdigit():
-        return datetime.fromtimestamp(max(int(reset_epoch), time.time()), UTC)
-    return None
-
-
 def _as_github_error(what: str, exc: gidgethub.HTTPException) -> GitHubError:
-    """Map a gidgethub exception to our typed errors; ``what`` names the call."""
+    """Map a gidgethub exception to our typed errors; ``what`` names the call.
+
+    Rate limits never get here: the transport retries them or raises `GitHubRateLimited`.
+    """
     status = int(exc.status_code)
-    reset_at = _rate_limit_reset(exc)
-    if reset_at is not None:
-        return GitHubRateLimited(what, reset_at, status)
     if isinstance(exc, gidgethub.GitHubBroken):
         return GitHubUnavailable(f"{what}: GitHub answered {status} after retries", status)
     return GitHubError(f"{what}: GitHub answered {status}: {exc}", status)
@@ -136,6 +91,24 @@ class IssueComment:
 
 
 @dataclass(frozen=True)
+class CheckRunInfo:
+    """One check run as listed for a commit: ids, state and output (texts "" when unset).
+
+    ``conclusion`` is "" while the run is not completed.
+    """
+
+    id: int
+    name: str
+    head_sha: str
+    external_id: str
+    status: str
+    conclusion: str
+    title: str
+    summary: str
+    text: str
+
+
+@dataclass(frozen=True)
 class AppInfo:
     """The App itself (``GET /app``): numeric id, slug and the login its bot comments with."""
 
@@ -148,47 +121,14 @@ class AppInfo:
         return f"{self.slug}[bot]"
 
 
-class _RetryingHttpxAPI(gidgethub.abc.GitHubAPI):
-    """gidgethub over ``httpx.AsyncClient``, retrying 5xx answers and connection errors."""
-
-    def __init__(self, session: httpx.AsyncClient, api_root: str, delays_s: Sequence[float],
-                 installation: str = "-"):
-        super().__init__(REQUESTER, base_url=api_root)
-        self._session = session
-        self._delays_s = tuple(delays_s)
-        self._installation = installation  # the metrics label of this client's calls
-
-    async def _request(
-        self, method: str, url: str, headers: Mapping[str, str], body: bytes = b""
-    ) -> tuple[int, Mapping[str, str], bytes]:
-        for attempt, delay_s in enumerate((*self._delays_s, None)):
-            try:
-                resp = await self._session.request(method, url, headers=dict(headers), content=body)
-            except httpx.TransportError as exc:
-                record_github_response(method, None, {}, self._installation)
-                if delay_s is None:
-                    raise GitHubUnavailable(f"{method} {url}: {type(exc).__name__}") from exc
-                reason = type(exc).__name__
-            else:
-                record_github_response(method, resp.status_code, resp.headers, self._installation)
-                if resp.status_code < 500 or delay_s is None:
-                    return resp.status_code, resp.headers, resp.content
-                reason = f"HTTP {resp.status_code}"
-            log.warning("GitHub %s %s failed (%s), retry %d in %.1f s",
-                        method, url, reason, attempt + 1, delay_s)
-            await self.sleep(delay_s)
-        raise AssertionError("unreachable")
-
-    async def sleep(self, seconds: float) -> None:
-        await asyncio.sleep(seconds)
-
-
 class GitHubClient:
     """Typed calls to the GitHub REST API on behalf of one App installation.
 
-    Every method raises ``GitHubRateLimited`` (with ``reset_at``) when rate limited,
-    ``GitHubUnavailable`` after the retries of a 5xx answer or connection error, and
-    ``GitHubError`` (with ``status_code``) for any other refusal.
+    Every method waits out short rate-limit pauses of the installation (shared by every worker)
+    and retries 5xx answers; it raises ``GitHubRateLimited`` (with ``reset_at``) when the wait
+    would be longer than ``LLMGATE_GITHUB_MAX_WAIT_S``, ``GitHubUnavailable`` after the retries
+    of a 5xx answer or connection error, and ``GitHubError`` (with ``status_code``) for any
+    other refusal (a 403 for a missing permission included: never retried).
     """
 
     def __init__(
@@ -200,6 +140,7 @@ class GitHubClient:
         installation_id: int,
         *,
         retry_delays_s: Sequence[float] = DEFAULT_RETRY_DELAYS_S,
+        limiter: GitHubLimiter | None = None,
     ) -> None:
         """Bind a client to one installation.
 
@@ -209,36 +150,41 @@ class GitHubClient:
             creds: App credentials, used for the JWT of ``/app`` calls.
             cache: the process-wide installation token cache.
             installation_id: the installation this client acts as.
-            retry_delays_s: sleeps before each retry; its length is the number of retries.
+            retry_delays_s: backoff ceilings, seconds, one per retry of a 5xx answer or a
+                connection error (full jitter: each sleep is uniform in ``[0, ceiling]``).
+            limiter: the worker's shared rate-limit state (`worker.github.ratelimit`, in
+                Redis); default: one in memory for this client only.
         """
         self._api_url = api_url.rstrip("/")
         self._creds = creds
         self._cache = cache
         self._installation_id = installation_id
-        self._gh = _RetryingHttpxAPI(session, self._api_url, retry_delays_s, str(installation_id))
+        self._gh = LimitedHttpxAPI(session, self._api_url, retry_delays_s, str(installation_id),
+                                   limiter)
 
     def __repr__(self) -> str:
         return f"GitHubClient(api_url={self._api_url!r}, installation_id={self._installation_id})"
 
-    @contextmanager
-    def _errors(self, what: str) -> Iterator[None]:
+    @asynccontextmanager
+    async def _errors(self, what: str, token: str | None = None) -> AsyncIterator[None]:
+        """Map gidgethub's exceptions; a 401 drops the token it was refused (everywhere)."""
         try:
             yield
         except gidgethub.HTTPException as exc:
             if int(exc.status_code) == 401:
-                self._cache.invalidate(self._installation_id)
+                await self._cache.invalidate(self._installation_id, token)
             raise _as_github_error(what, exc) from exc
 
     async def installation_token(self) -> str:
         """Return the installation token (for ``git`` over HTTPS); never log or persist it."""
-        with self._errors("minting an installation access token"):
+        async with self._errors("minting an installation access token"):
             return await self._cache.get(self._gh, self._installation_id)
 
     async def _call(self, method: str, path: str, url_vars: Mapping[str, Any],
                     body: Any = None) -> Any:
         token = await self.installation_token()
         url = api_url(self._api_url, path)
-        with self._errors(f"{method} {path}"):
+        async with self._errors(f"{method} {path}", token):
             if method == "GET":
                 return await self._gh.getitem(url, url_vars, oauth_token=token)
             if method == "POST":
@@ -247,22 +193,26 @@ class GitHubClient:
 
     async def get_app(self) -> AppInfo:
         """Return the authenticated App (``GET /app``, with an app JWT)."""
-        with self._errors("GET /app"):
+        async with self._errors("GET /app"):
             data = await self._gh.getitem(api_url(self._api_url, "/app"), jwt=app_jwt(self._creds))
         return AppInfo(id=int(_field(data, "id")), slug=str(_field(data, "slug")))
 
     async def create_check_run(self, owner: str, repo: str, head_sha: str, *,
                                status: str = "in_progress",
-                               output: Mapping[str, Any] | None = None) -> int:
+                               output: Mapping[str, Any] | None = None,
+                               external_id: str | None = None) -> int:
         """Create the ``llmgate`` check run on ``head_sha``; return its id.
 
         Args:
             status: ``queued`` or ``in_progress``.
             output: optional ``{"title", "summary", "text"?}`` (title and summary required).
+            external_id: optional reference kept on the run (llmgate: ``pr:<number>``).
         """
         body: dict[str, Any] = {"name": CHECK_NAME, "head_sha": head_sha, "status": status}
         if output is not None:
             body["output"] = dict(output)
+        if external_id:
+            body["external_id"] = external_id
         data = await self._call("POST", "/repos/{owner}/{repo}/check-runs",
                                 {"owner": owner, "repo": repo}, body)
         return int(_field(data, "id"))
@@ -323,13 +273,37 @@ class GitHubClient:
         """Yield every comment of issue/PR ``number``, oldest first, following all pages."""
         token = await self.installation_token()
         url = api_url(self._api_url, "/repos/{owner}/{repo}/issues/{number}/comments?per_page=100")
-        with self._errors(f"GET comments of {owner}/{repo}#{number}"):
+        async with self._errors(f"GET comments of {owner}/{repo}#{number}", token):
             async for item in self._gh.getiter(url, {"owner": owner, "repo": repo,
                                                      "number": number}, oauth_token=token):
                 user = item.get("user") or {}
                 yield IssueComment(id=int(_field(item, "id")), body=str(item.get("body") or ""),
                                    user_login=str(user.get("login", "")),
                                    user_type=str(user.get("type", "")))
+
+    async def list_check_runs(self, owner: str, repo: str, ref: str,
+                              check_name: str = CHECK_NAME) -> AsyncIterator[CheckRunInfo]:
+        """Yield every check run named ``check_name`` on commit ``ref``, newest first.
+
+        ``filter=all`` (not only the latest per name), 100 per page, all pages. GitHub looks at
+        the 1,000 most recent check suites of the ref ("List check runs for a Git reference").
+        """
+        token = await self.installation_token()
+        url = api_url(self._api_url, "/repos/{owner}/{repo}/commits/{ref}/check-runs"
+                                     "?check_name={check_name}&filter=all&per_page=100")
+        async with self._errors(f"GET check runs of {owner}/{repo}@{ref[:12]}", token):
+            async for item in self._gh.getiter(url, {"owner": owner, "repo": repo, "ref": ref,
+                                                     "check_name": check_name},
+                                               oauth_token=token, iterable_key="check_runs"):
+                output = item.get("output") or {}
+                yield CheckRunInfo(
+                    id=int(_field(item, "id")), name=str(item.get("name") or ""),
+                    head_sha=str(item.get("head_sha") or ""),
+                    external_id=str(item.get("external_id") or ""),
+                    status=str(item.get("status") or ""),
+                    conclusion=str(item.get("conclusion") or ""),
+                    title=str(output.get("title") or ""), summary=str(output.get("summary") or ""),
+                    text=str(output.get("text") or ""))
 
     async def create_issue_comment(self, owner: str, repo: str, number: int, body: str) -> int:
         """Post a comment on issue/PR ``number``; return the new comment's id."""

@@ -1,0 +1,66 @@
+"""``GET /reports/<id>``: serve a gate's full report, the check run's "Details" link.
+
+The worker renders and stores each report (``worker.report_store``, only when
+``LLMGATE_PUBLIC_URL`` is set); this endpoint only reads ``llmgate:report:<id>`` from Redis and
+answers the stored bytes, so the web process stays light (no rendering, no model or stats
+libraries). The id is 128 random bits: anything but 32 lowercase hex characters is a 404
+without touching Redis. The page is served with a Content-Security-Policy that allows no script,
+no frame and no external resource, and is never indexed or cached by shared caches.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from collections.abc import Callable
+
+from redis.asyncio import Redis
+from redis.exceptions import RedisError
+from starlette.requests import Request
+from starlette.responses import PlainTextResponse, Response
+
+from worker.contract import REPORT_KEY_PREFIX
+
+#: A report id: 128 bits as lowercase hex.
+REPORT_ID = re.compile(r"[0-9a-f]{32}")
+#: Bound on reading one report from Redis, seconds.
+READ_TIMEOUT_S = 2.0
+#: Headers of every answer: no script, frame or external resource; not indexed; private.
+PAGE_HEADERS = {
+    "Content-Security-Policy": "default-src 'none'; style-src 'unsafe-inline'; "
+                               "frame-ancestors 'none'; base-uri 'none'; form-action 'none'",
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "no-referrer",
+    "X-Robots-Tag": "noindex, nofollow",
+    "Cache-Control": "private, max-age=300",
+}
+
+
+class ReportPages:
+    """The ``GET /reports/{report_id}`` endpoint; ``redis`` returns the app's client or None."""
+
+    def __init__(self, redis: Callable[[], Redis | None]) -> None:
+        """Read reports through ``redis()`` (None outside the app's lifespan: 503)."""
+        self._redis = redis
+
+    async def page(self, request: Request) -> Response:
+        """Answer 200 with the stored page, 404 for an unknown or expired id, 503 without Redis."""
+        report_id = str(request.path_params.get("report_id", ""))
+        if not REPORT_ID.fullmatch(report_id):
+            return _text(404, "No such report.")
+        redis = self._redis()
+        if redis is None:
+            return _text(503, "Reports are unavailable: Redis is not connected.")
+        try:
+            page = await asyncio.wait_for(redis.get(REPORT_KEY_PREFIX + report_id),
+                                          READ_TIMEOUT_S)
+        except (RedisError, TimeoutError):
+            return _text(503, "Reports are unavailable: Redis does not answer.")
+        if page is None:
+            return _text(404, "No such report: it never existed or has expired.")
+        return Response(page, media_type="text/html; charset=utf-8", headers=PAGE_HEADERS)
+
+
+def _text(status: int, message: str) -> Response:
+    return PlainTextResponse(message + "\n", status_code=status,
+                             headers={**PAGE_HEADERS, "Cache-Control": "no-store"})

@@ -1,0 +1,45 @@
+"""``merge_group``: gate the merge queue's commit, so ``llmgate`` can be a required check there.
+
+``checks_requested`` queues ``gate_merge_group``: an ``llmgate`` check run on the group's
+``head_sha``, gated against its ``base_sha`` (the commit the group is built on), with no PR
+comment. ``destroyed`` (merged, dequeued or invalidated) needs nothing and is acknowledged.
+"""
+
+from __future__ import annotations
+
+from gidgethub.routing import Router
+from gidgethub.sansio import Event
+
+from app.routes.decision import Decision
+from app.routes.payload import REF_PATTERN, SHA_PATTERN, get_str, installation_id, repo_ref
+from worker.contract import JOB_MERGE_GROUP, MergeGroupPayload, event_job_id
+
+router = Router()
+
+
+@router.register("merge_group", action="checks_requested")
+async def gate_merge_group(event: Event, decision: Decision) -> None:
+    """Plan the gate of a merge group's head SHA; one job per head SHA.
+
+    Raises:
+        PayloadError: a needed field is missing or malformed (the receiver answers 400).
+    """
+    data = event.data
+    install_id = installation_id(data)
+    if install_id is None:
+        decision.ignore("payload has no installation.id, so the App cannot authenticate")
+        return
+    repo = repo_ref(data)
+    group = MergeGroupPayload(
+        delivery_id=event.delivery_id, installation_id=install_id, repo=repo,
+        head_sha=get_str(data, "merge_group.head_sha", SHA_PATTERN),
+        base_sha=get_str(data, "merge_group.base_sha", SHA_PATTERN),
+        base_ref=get_str(data, "merge_group.base_ref", REF_PATTERN),
+        head_ref=get_str(data, "merge_group.head_ref", REF_PATTERN))
+    decision.enqueue(JOB_MERGE_GROUP, group, event_job_id("merge_group", repo, group["head_sha"]))
+
+
+@router.register("merge_group", action="destroyed")
+async def merge_group_destroyed(event: Event, decision: Decision) -> None:
+    """Acknowledge a merge group that is gone: nothing to gate or clean up."""
+    decision.ignore("merge group destroyed: nothing to gate")

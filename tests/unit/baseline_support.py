@@ -1,0 +1,134 @@
+"""Helpers for the baseline, push and on_paths tests: a repository whose pass rates are known
+exactly at each commit, worker services started the way arq starts them, and a count of target
+runs.
+
+The suite ``score`` has `EXAMPLES` examples ``{"id": "e<i>", "input": "<i>", "expected": "ok"}``;
+its batch target answers ``ok`` for inputs below the ``PASS`` constant of ``bot.py``, so the
+pass rate at a commit is exactly ``PASS / EXAMPLES``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from redis.asyncio import Redis
+
+from tests.fakes.fake_github import FakeGitHubServer, generate_app_keypair, running_fake_github
+from tests.unit.worker_support import APP_ID, INSTALLATION_ID, OWNER, REPO, WRITER, git
+from worker.contract import PushPayload
+from worker.main import shutdown, startup
+from worker.metrics import METRICS, SAMPLES_KEY
+from worker.services import Services
+
+EXAMPLES = 100
+BOT = """import json, sys
+PASS = {passing}
+lines = [json.loads(line) for line in open(sys.argv[1]) if line.strip()]
+with open(sys.argv[2], "w") as out:
+    for item in lines:
+        answer = "ok" if int(item["input"]) < PASS else "no"
+        out.write(json.dumps({{"id": item["id"], "output": answer}}) + "\\n")
+"""
+DATASET = "".join(json.dumps({"id": f"e{i}", "input": str(i), "expected": "ok"}) + "\n"
+                  for i in range(EXAMPLES))
+
+
+def config(settings: str = "", on_paths: str = "") -> str:
+    """Return ``.llmgate.yml``: the ``score`` suite, gated by ``max_drop 0.05``."""
+    return f"""version: 1
+settings:
+  concurrency: 2
+{settings}suites:
+  - name: score
+    dataset: evals/score.jsonl
+{on_paths}    target:
+      command: python3 bot.py {{input_file}} {{output_file}}
+      batch: true
+    assertions:
+      - type: equals
+    gate:
+      pass_rate:
+        max_drop: 0.05
+"""
+
+
+def commit(repo: Path, branch: str, files: dict[str, str | None], message: str,
+           start: str = "main") -> str:
+    """Commit ``files`` (None deletes one) on ``branch`` (created from ``start``); return the
+    SHA; main is checked out afterwards."""
+    if branch != "main":
+        git(repo, "switch", "-q", "-C", branch, start)
+    for name, text in files.items():
+        if text is None:
+            (repo / name).unlink()
+            continue
+        (repo / name).parent.mkdir(parents=True, exist_ok=True)
+        (repo / name).write_text(text)
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", message)
+    sha = git(repo, "rev-parse", "HEAD")
+    git(repo, "switch", "-q", "main")
+    return sha
+
+
+def build_field_repo(dest: Path, conf: str | None = None) -> dict[str, str]:
+    """The field case: ``b1`` on main passes 70 of 100, ``m9`` (main's tip, after ``b1``) 90,
+    and ``head`` (branch ``pr`` from ``b1``) 71. Returns name -> SHA."""
+    dest.mkdir(parents=True)
+    git(dest, "init", "-q", "-b", "main")
+    shas = {"b1": commit(dest, "main", {".llmgate.yml": conf or config(),
+                                        "bot.py": BOT.format(passing=70),
+                                        "evals/score.jsonl": DATASET}, "b1")}
+    shas["head"] = commit(dest, "pr", {"bot.py": BOT.format(passing=71)}, "head")
+    shas["m9"] = commit(dest, "main", {"bot.py": BOT.format(passing=90)}, "m9")
+    return shas
+
+
+@pytest.fixture()
+def github(monkeypatch: pytest.MonkeyPatch, redis_url: str,
+           tmp_path: Path) -> Iterator[FakeGitHubServer]:
+    """A fresh fake GitHub, and the worker's environment pointing at it and at Redis."""
+    private_pem, public_pem = generate_app_keypair()
+    with running_fake_github({"app_id": APP_ID, "public_key_pem": public_pem,
+                              "installations": [INSTALLATION_ID],
+                              "collaborators": {WRITER: "write"}}) as server:
+        for name, value in {"GITHUB_APP_ID": APP_ID, "GITHUB_APP_PRIVATE_KEY": private_pem,
+                            "GITHUB_API_URL": server.url, "REDIS_URL": redis_url,
+                            "LLMGATE_WORKDIR": str(tmp_path / "work")}.items():
+            monkeypatch.setenv(name, value)
+        yield server
+
+
+@pytest.fixture()
+async def worker_ctx(github: FakeGitHubServer) -> AsyncIterator[dict[str, Any]]:
+    """The arq job context of a started worker (``worker.main.startup``), shut down after."""
+    ctx: dict[str, Any] = {}
+    await startup(ctx)
+    await command_runs(ctx["services"])  # forget what earlier tests of this process counted
+    try:
+        yield ctx
+    finally:
+        await shutdown(ctx)
+
+
+def push_payload(clone_url: str, sha: str, pushed_at: int, branch: str = "main") -> PushPayload:
+    """The job payload the web process plans for a push of ``sha`` to ``branch``."""
+    return {"delivery_id": f"push-{sha[:7]}", "installation_id": INSTALLATION_ID,
+            "repo": {"owner": OWNER, "name": REPO, "clone_url": clone_url},
+            "branch": branch, "sha": sha, "pushed_at": pushed_at}
+
+
+async def command_runs(services: Services) -> int:
+    """Return how many examples a command target answered since the last call (the worker's
+    ``llmgate_provider_calls_total{kind="command"}``, published to Redis and reset)."""
+    redis: Redis = services.redis
+    await METRICS.flush(redis)
+    field = json.dumps(["llmgate_provider_calls_total", {"kind": "command", "provider": "none"}],
+                       sort_keys=True, separators=(",", ":"))
+    value = await redis.hget(SAMPLES_KEY, field)  # type: ignore[misc]
+    await redis.hdel(SAMPLES_KEY, field)  # type: ignore[misc]
+    return int(float(value)) if value is not None else 0

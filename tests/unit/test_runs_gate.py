@@ -1,0 +1,234 @@
+"""Gate runs across their lifecycle in a real arq worker: superseded, drafts, retries, limits.
+
+The worker runs in this process (arq burst mode) on a real Redis; repositories are real git
+repositories; GitHub is the schema-checking fake. A run that finishes must leave nothing in the
+run registry, and a retry must update the check run of its first try, never create a second.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from arq import create_pool
+from arq.worker import Worker, create_worker
+from redis.asyncio import Redis
+
+from tests.fakes.fake_github import FakeGitHubServer, running_fake_github
+from tests.unit.runs_support import COMMENT_HINT, PRIVATE_PEM, PUBLIC_PEM, github_client
+from tests.unit.worker_support import (
+    APP_ID,
+    CONFIG,
+    INSTALLATION_ID,
+    OWNER,
+    REPO,
+    WRITER,
+    build_tiny_repo,
+    gate_payload,
+    git,
+)
+from worker import gate_check, lease
+from worker.contract import GatePayload, RepoRef, gate_job_id, pr_head_key
+from worker.drafts import SKIPPED_TITLE
+from worker.lease import JobLimits
+from worker.main import worker_settings
+from worker.runs import RunRegistry
+from worker.sweeper import sweep
+
+pytestmark = pytest.mark.filterwarnings("ignore:Call to deprecated close:DeprecationWarning")
+
+
+@pytest.fixture(scope="module")
+def tiny_repo(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, str]]:
+    """The tiny repository, plus ``skipdrafts``: main with ``settings.drafts: skip``."""
+    repo = tmp_path_factory.mktemp("runs") / "tiny"
+    shas = build_tiny_repo(repo)
+    (repo / ".llmgate.yml").write_text(CONFIG.replace("  concurrency: 4\n",
+                                                      "  concurrency: 4\n  drafts: skip\n"))
+    git(repo, "switch", "-q", "-c", "skipdrafts")
+    git(repo, "commit", "-q", "-am", "skip drafts")
+    shas["skipdrafts"] = git(repo, "rev-parse", "HEAD")
+    git(repo, "switch", "-q", "main")
+    return repo, shas
+
+
+@pytest.fixture()
+def github(monkeypatch: pytest.MonkeyPatch, redis_url: str,
+           tmp_path: Path) -> Iterator[FakeGitHubServer]:
+    """A fresh fake GitHub and the worker's environment (GitHub rate limits are not slept)."""
+    with running_fake_github({"app_id": APP_ID, "public_key_pem": PUBLIC_PEM,
+                              "installations": [INSTALLATION_ID],
+                              "collaborators": {WRITER: "write"}}) as server:
+        for name, value in {"GITHUB_APP_ID": APP_ID, "GITHUB_APP_PRIVATE_KEY": PRIVATE_PEM,
+                            "GITHUB_API_URL": server.url, "REDIS_URL": redis_url,
+                            "LLMGATE_WORKDIR": str(tmp_path / "work"),
+                            "LLMGATE_GITHUB_MAX_WAIT_S": "0"}.items():
+            monkeypatch.setenv(name, value)
+        yield server
+
+
+async def run_jobs(payloads: list[GatePayload]) -> Worker:
+    """Enqueue one gate job per payload and run a burst worker until the queue is empty."""
+    settings = worker_settings()
+    pool = await create_pool(settings.redis_settings)
+    for p in payloads:
+        await pool.enqueue_job("gate_pull_request", p,
+                               _job_id=gate_job_id(p["repo"], p["pr_number"], p["head_sha"]))
+    await pool.aclose()
+    worker = create_worker(settings, burst=True, poll_delay=0.05, handle_signals=False)
+    await worker.async_run()
+    await worker.close()
+    return worker
+
+
+async def _record(redis_url: str, repo: RepoRef, value: str) -> None:
+    redis = Redis.from_url(redis_url)
+    await redis.set(pr_head_key(repo, 1), value)
+    await redis.aclose()
+
+
+async def _registered(redis_url: str) -> list[str]:
+    redis = Redis.from_url(redis_url)
+    try:
+        return await RunRegistry(redis).run_ids()
+    finally:
+        await redis.aclose()
+
+
+def _pull(shas: dict[str, str], clone_url: str, head: str, state: str = "open") -> dict[str, Any]:
+    return {"owner": OWNER, "repo": REPO, "number": 1, "head_sha": shas[head],
+            "base_sha": shas["main"], "base_ref": "main", "head_ref": head,
+            "clone_url": clone_url, "state": state, "author": WRITER}
+
+
+def _title_summary(run: dict[str, Any]) -> dict[str, str]:
+    return {"title": run["output"]["title"], "summary": run["output"]["summary"]}
+
+
+def _runs(server: FakeGitHubServer, head_sha: str) -> list[dict[str, Any]]:
+    return [r for r in server.state()["check_runs"] if r["head_sha"] == head_sha]
+
+
+@pytest.mark.parametrize(("recorded", "state", "reason"), [
+    ("pr/docs", "open", "Superseded by a push of {docs}."),
+    ("closed", "closed", "The pull request was closed."),
+])
+async def test_a_queued_job_of_an_older_head_is_cancelled_at_once(
+        github, tiny_repo, redis_url, recorded, state, reason):
+    repo, shas = tiny_repo
+    payload = gate_payload(repo.as_uri(), shas["pr/drop"], shas["main"])
+    github.setup({"pulls": [_pull(shas, repo.as_uri(), "pr/docs", state)]})
+    await _record(redis_url, payload["repo"], shas.get(recorded, recorded))
+    worker = await run_jobs([payload])
+    [run] = _runs(github, shas["pr/drop"])
+    assert (run["status"], run["conclusion"]) == ("completed", "cancelled")
+    assert _title_summary(run) == {"title": "llmgate: cancelled",
+                             "summary": reason.format(docs=shas["pr/docs"][:7])}
+    state_now = github.state()
+    assert state_now["comments"] == []
+    assert [r["operation"] for r in state_now["requests"]] == [
+        "apps/create-installation-access-token", "pulls/get", "checks/create", "checks/update"]
+    assert worker.jobs_complete == 1 and await _registered(redis_url) == []
+    assert state_now["violations"] == []
+
+
+async def test_a_stale_record_github_contradicts_does_not_stop_the_run(
+        github, tiny_repo, redis_url):
+    repo, shas = tiny_repo
+    github.setup({"pulls": [_pull(shas, repo.as_uri(), "pr/docs")]})
+    await _record(redis_url, gate_payload(repo.as_uri(), "", "")["repo"], "closed")
+    await run_jobs([gate_payload(repo.as_uri(), shas["pr/docs"], shas["main"])])
+    [run] = _runs(github, shas["pr/docs"])
+    assert (run["status"], run["conclusion"]) == ("completed", "success")
+    assert len(github.state()["comments"]) == 1
+    assert await _registered(redis_url) == []
+
+
+@pytest.mark.parametrize(("base", "draft", "conclusion"), [
+    ("skipdrafts", True, "skipped"),
+    ("skipdrafts", False, "success"),
+    ("main", True, "success"),  # no `settings.drafts` at base: drafts run
+])
+async def test_drafts_follow_the_base_config(github, tiny_repo, redis_url, base, draft,
+                                             conclusion):
+    repo, shas = tiny_repo
+    payload = gate_payload(repo.as_uri(), shas["pr/docs"], shas[base])
+    payload["draft"] = draft
+    await run_jobs([payload])
+    [run] = _runs(github, shas["pr/docs"])
+    assert (run["status"], run["conclusion"]) == ("completed", conclusion)
+    comments = github.state()["comments"]
+    if conclusion == "skipped":
+        assert _title_summary(run) == {"title": SKIPPED_TITLE, "summary": (
+            f"This pull request is a draft, and `.llmgate.yml` at the base commit "
+            f"(`{shas['skipdrafts'][:7]}`) sets `settings.drafts: skip`, so no suite ran. Mark "
+            "it ready for review to run them, or comment `/llmgate rerun` to run them now.")}
+        assert comments == []
+    else:
+        assert len(comments) == 1
+    assert await _registered(redis_url) == []
+
+
+RATE_LIMITED = {"operation": "issues/list-comments", "status": 429, "times": 1,
+                "headers": {"retry-after": "1"}, "body": {"message": "secondary rate limit"}}
+
+
+async def test_a_transient_failure_retries_and_reuses_the_check_run(
+        github, tiny_repo, redis_url, monkeypatch):
+    monkeypatch.setattr(gate_check, "BACKOFF_BASE_S", 0.1)
+    repo, shas = tiny_repo
+    github.setup({"faults": [RATE_LIMITED]})
+    worker = await run_jobs([gate_payload(repo.as_uri(), shas["pr/docs"], shas["main"])])
+    [run] = _runs(github, shas["pr/docs"])  # one check run for both tries
+    assert (run["status"], run["conclusion"]) == ("completed", "success")
+    history = [(h["body"].get("status"), h["body"].get("output", {}).get("title"))
+               for h in run["history"]]
+    assert history == [("in_progress", "llmgate: running"),
+                       ("in_progress", "llmgate: running (try 2 of 3)"),
+                       ("completed", run["output"]["title"])]
+    assert len(github.state()["comments"]) == 1
+    assert (worker.jobs_retried, worker.jobs_complete) == (1, 1)
+    assert await _registered(redis_url) == []
+    assert github.state()["violations"] == []
+
+
+async def test_a_transient_failure_on_the_last_try_concludes_failure_via_the_sweeper(
+        github, tiny_repo, redis_url, monkeypatch):
+    """GitHub rate limits the comment, then the conclusion too: the sweeper concludes later."""
+    monkeypatch.setenv("LLMGATE_JOB_MAX_TRIES", "1")
+    repo, shas = tiny_repo
+    github.setup({"faults": [RATE_LIMITED]})
+    worker = await run_jobs([gate_payload(repo.as_uri(), shas["pr/docs"], shas["main"])])
+    [run] = _runs(github, shas["pr/docs"])
+    assert run["status"] == "in_progress"  # the installation is paused: GitHub refused it
+    assert (worker.jobs_retried, worker.jobs_failed) == (0, 1)
+    redis = Redis.from_url(redis_url)
+    try:
+        async with github_client(github) as gh:
+            counts = await sweep(redis, lambda installation_id: gh, JobLimits())
+    finally:
+        await redis.aclose()
+    assert counts == {"concluded": 1, "forgotten": 0, "alive": 0}
+    [run] = _runs(github, shas["pr/docs"])
+    assert (run["status"], run["conclusion"]) == ("completed", "failure")
+    assert _title_summary(run) == {"title": "llmgate: the run failed", "summary": (
+        "The run could not finish: GitHub or Redis kept failing (GitHubRateLimited)."
+        + COMMENT_HINT)}
+    assert await _registered(redis_url) == []
+
+
+async def test_a_run_past_the_time_limit_concludes_timed_out(github, tiny_repo, redis_url,
+                                                             monkeypatch):
+    monkeypatch.setenv("LLMGATE_JOB_TIMEOUT_S", "30")
+    monkeypatch.setattr(lease, "TIMEOUT_MARGIN_S", 29.9)  # 0.1 s for the whole run
+    repo, shas = tiny_repo
+    worker = await run_jobs([gate_payload(repo.as_uri(), shas["pr/docs"], shas["main"])])
+    [run] = _runs(github, shas["pr/docs"])
+    assert (run["status"], run["conclusion"]) == ("completed", "timed_out")
+    assert _title_summary(run) == {"title": "llmgate: the run timed out", "summary": (
+        "The run took longer than the job time limit (30 s, `LLMGATE_JOB_TIMEOUT_S` of the "
+        "worker)." + COMMENT_HINT)}
+    assert github.state()["comments"] == []
+    assert worker.jobs_complete == 1 and await _registered(redis_url) == []

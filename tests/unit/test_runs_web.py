@@ -1,0 +1,99 @@
+"""The web side of the run lifecycle: real signed deliveries into the app, a real Redis queue.
+
+Every ``pull_request`` delivery that plans a gate also records the PR's newest head, in the same
+single Redis round trip (the enqueue script); ``closed`` records ``closed`` and plans nothing;
+``reopened`` and ``ready_for_review`` get a job id of their own, so they start a run even when
+the head's plain job id still has a result in arq; ``draft`` travels in the payload.
+"""
+
+from __future__ import annotations
+
+import redis as redis_sync
+
+from tests.unit.app_support import (
+    BASE_SHA,
+    HEAD_SHA,
+    encode,
+    fixture_json,
+    post,
+    queued_jobs,
+    running_app,
+    settings,
+)
+from worker.contract import PR_HEAD_TTL_S, gate_job_id, pr_head_key
+
+REPO = {"owner": "Codertocat", "name": "Hello-World",
+        "clone_url": "https://github.com/Codertocat/Hello-World.git"}
+HEAD_KEY = pr_head_key(REPO, 2)  # type: ignore[arg-type]
+
+
+def _payload(action: str, *, draft: bool = False, head_sha: str = HEAD_SHA) -> bytes:
+    data = fixture_json(f"pull_request.{action}.json")
+    data["pull_request"]["draft"] = draft
+    data["pull_request"]["head"]["sha"] = head_sha
+    return encode(data)
+
+
+def _get(redis_url: str, key: str) -> tuple[bytes | None, int]:
+    client = redis_sync.Redis.from_url(redis_url)
+    try:
+        return client.get(key), int(client.ttl(key))  # type: ignore[arg-type]
+    finally:
+        client.close()
+
+
+async def test_each_enqueue_records_the_newest_head_in_one_round_trip(redis_url: str) -> None:
+    newer = "d" * 40
+    async with running_app(settings(redis_url)) as client:
+        first = await post(client, "pull_request", "d-1", _payload("opened"))
+        assert (first.status_code, first.json()) == (202, {"status": "queued"})
+        assert _get(redis_url, HEAD_KEY)[0] == HEAD_SHA.encode()
+        stats = redis_sync.Redis.from_url(redis_url)
+        stats.config_resetstat()
+        second = await post(client, "pull_request", "d-2", _payload("synchronize", head_sha=newer))
+        assert second.status_code == 202
+        commands = {name: info["calls"] for name, info in stats.info("commandstats").items()
+                    if "config" not in name}
+        stats.close()
+        assert commands.pop("cmdstat_evalsha") == 1  # the one round trip ...
+        assert commands == {"cmdstat_exists": 2, "cmdstat_psetex": 1, "cmdstat_zadd": 1,
+                            "cmdstat_set": 3}  # ... whose script also SETs the head
+        value, ttl = _get(redis_url, HEAD_KEY)
+        assert value == newer.encode() and PR_HEAD_TTL_S - 5 <= ttl <= PR_HEAD_TTL_S
+        again = await post(client, "pull_request", "d-1", _payload("synchronize"))  # redelivery
+        assert again.json() == {"status": "duplicate"}
+        assert _get(redis_url, HEAD_KEY)[0] == newer.encode()  # a duplicate writes nothing
+    jobs = await queued_jobs(redis_url)
+    assert sorted(j.job_id for j in jobs) == sorted(  # type: ignore[type-var]
+        [gate_job_id(REPO, 2, HEAD_SHA), gate_job_id(REPO, 2, newer)])  # type: ignore[arg-type]
+
+
+async def test_closed_records_closed_and_plans_nothing(redis_url: str) -> None:
+    async with running_app(settings(redis_url)) as client:
+        await post(client, "pull_request", "c-1", _payload("opened"))
+        closed = await post(client, "pull_request", "c-2", encode(fixture_json(
+            "pull_request.closed.json")))
+    assert (closed.status_code, closed.json()) == (200, {"status": "recorded"})
+    assert _get(redis_url, HEAD_KEY)[0] == b"closed"
+    assert len(await queued_jobs(redis_url)) == 1
+
+
+async def test_reopened_and_ready_for_review_start_fresh_jobs(redis_url: str) -> None:
+    async with running_app(settings(redis_url)) as client:
+        opened = await post(client, "pull_request", "r-1", _payload("opened", draft=True))
+        closed = await post(client, "pull_request", "r-2", encode(fixture_json(
+            "pull_request.closed.json")))
+        reopened = await post(client, "pull_request", "r-3", _payload("reopened", draft=True))
+        ready = await post(client, "pull_request", "r-4", _payload("ready_for_review"))
+        synchronize = await post(client, "pull_request", "r-5", _payload("synchronize"))
+    assert [r.json()["status"] for r in (opened, closed, reopened, ready, synchronize)] == [
+        "queued", "recorded", "queued", "queued", "already_queued"]
+    assert _get(redis_url, HEAD_KEY)[0] == HEAD_SHA.encode()
+    jobs = {j.job_id: j for j in await queued_jobs(redis_url)}
+    plain = gate_job_id(REPO, 2, HEAD_SHA)  # type: ignore[arg-type]
+    assert sorted(jobs) == sorted([plain, f"{plain}:reopened:r-3",
+                                   f"{plain}:ready_for_review:r-4"])
+    drafts = {job_id: job.args[0]["draft"] for job_id, job in jobs.items()}
+    assert drafts == {plain: True, f"{plain}:reopened:r-3": True,
+                      f"{plain}:ready_for_review:r-4": False}
+    assert {job.args[0]["base_sha"] for job in jobs.values()} == {BASE_SHA}

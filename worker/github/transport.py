@@ -1,0 +1,170 @@
+"""gidgethub over ``httpx``: every request waits for its installation's limits, and retries.
+
+Per request (one page of a list included):
+
+1. `GitHubLimiter.acquire` waits out a pause of the installation set by any worker (up to
+   ``LLMGATE_GITHUB_MAX_WAIT_S``; a longer one raises `GitHubRateLimited` without sending) and,
+   for a POST/PATCH/PUT/DELETE, takes a write slot (see `worker.github.ratelimit`).
+2. A rate-limited answer (403/429, see `rate_limit_wait_s`) pauses the installation for every
+   worker and is retried after the pause, at most `MAX_RATE_LIMIT_RETRIES` times.
+3. A 5xx answer or a connection error is retried after an exponential full-jitter backoff
+   (and after its ``retry-after``, if any). POSTs too: GitHub's 5xx rarely hides a success,
+   and a duplicated sticky comment is still found and edited, oldest first.
+4. Anything else goes back to gidgethub, which maps it to its exceptions.
+
+A 403 that is not a rate limit (a missing permission) is never retried. Tokens travel only in
+headers and never reach a log line, a ``repr`` or an exception.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from urllib.parse import urlsplit
+
+import gidgethub.abc
+import httpx
+
+from worker.github.errors import GitHubError, GitHubRateLimited, GitHubUnavailable, in_seconds
+from worker.github.ratelimit import (
+    MUTATING_METHODS,
+    GitHubLimiter,
+    backoff_s,
+    rate_limit_wait_s,
+    retry_after_s,
+)
+from worker.metrics import record_github_response
+
+log = logging.getLogger("worker.github.client")
+
+#: User-Agent of every request (GitHub requires one).
+REQUESTER = "llmgate"
+#: Rate-limited answers of one request retried before `GitHubRateLimited` is raised.
+MAX_RATE_LIMIT_RETRIES = 2
+
+
+@dataclass
+class _Tries:
+    """What happened so far to one request."""
+
+    what: str
+    bucket: str
+    failures: int = 0  # 5xx answers and connection errors
+    limit_hits: int = 0  # rate-limited answers
+    status: int | None = None  # the status that caused the last wait
+    server_error: bool = False  # the last wait was a 5xx's retry-after, not a rate limit
+
+
+class LimitedHttpxAPI(gidgethub.abc.GitHubAPI):
+    """gidgethub over ``httpx.AsyncClient`` with shared limits, backoff and retries."""
+
+    def __init__(self, session: httpx.AsyncClient, api_root: str, delays_s: Sequence[float],
+                 installation: str = "-", limiter: GitHubLimiter | None = None) -> None:
+        """Send through ``session``.
+
+        Args:
+            api_root: the API root URL (gidgethub's ``base_url``).
+            delays_s: backoff ceilings, seconds: retry ``i`` of a 5xx or connection error
+                sleeps uniformly in ``[0, delays_s[i]]``; the length is the number of retries.
+            installation: the installation id as text (metrics label and limit bucket).
+            limiter: shared pauses and write pacing (default: this client's own, in memory).
+        """
+        super().__init__(REQUESTER, base_url=api_root)
+        self._session = session
+        self._delays_s = tuple(delays_s)
+        self._installation = installation
+        self.limiter = limiter or GitHubLimiter()
+
+    async def _request(
+        self, method: str, url: str, headers: Mapping[str, str], body: bytes = b""
+    ) -> tuple[int, Mapping[str, str], bytes]:
+        """Send one request under the limits; see the module docstring.
+
+        Raises:
+            GitHubRateLimited: paused or rate limited for longer than the client waits.
+            GitHubUnavailable: no answer after every retry, or a 5xx asking for a long wait.
+        """
+        as_app = headers.get("authorization", "").lower().startswith("bearer ")
+        tries = _Tries(f"{method} {urlsplit(url).path}",
+                       "app" if as_app else f"installation:{self._installation}")
+        mutating = method in MUTATING_METHODS and not as_app
+        async with self.limiter.serial(tries.bucket, mutating):
+            while True:
+                blocked_s = await self.limiter.acquire(tries.bucket, mutating)
+                if blocked_s is not None:
+                    raise _blocked(tries, blocked_s)
+                resp, error = await self._send(method, url, headers, body)
+                wait_s = await self._wait_before_retry(tries, resp, error)
+                if wait_s is None and resp is not None:
+                    return resp.status_code, resp.headers, resp.content
+                if wait_s:
+                    await self.sleep(wait_s)
+
+    async def _send(self, method: str, url: str, headers: Mapping[str, str],
+                    body: bytes) -> tuple[httpx.Response | None, str]:
+        try:
+            resp = await self._session.request(method, url, headers=dict(headers), content=body)
+        except httpx.TransportError as exc:
+            record_github_response(method, None, {}, self._installation)
+            return None, type(exc).__name__
+        record_github_response(method, resp.status_code, resp.headers, self._installation)
+        return resp, f"HTTP {resp.status_code}"
+
+    async def _wait_before_retry(self, tries: _Tries, resp: httpx.Response | None,
+                                 error: str) -> float | None:
+        """Return None to hand ``resp`` to gidgethub, or the seconds to sleep before a retry.
+
+        Raises:
+            GitHubRateLimited: rate limited more than `MAX_RATE_LIMIT_RETRIES` times.
+            GitHubUnavailable: a connection error after the last retry.
+        """
+        if resp is not None:
+            limit_s = rate_limit_wait_s(resp.status_code, resp.headers, resp.content,
+                                        tries.limit_hits)
+            if limit_s is not None:
+                return await self._rate_limited(tries, resp.status_code, limit_s)
+            if resp.status_code < 500:
+                return None
+        if tries.failures >= len(self._delays_s):
+            if resp is None:
+                raise GitHubUnavailable(f"{tries.what}: {error} after "
+                                        f"{tries.failures} retries")
+            return None  # gidgethub raises GitHubBroken, mapped to GitHubUnavailable
+        ceiling_s = self._delays_s[tries.failures]
+        tries.failures += 1
+        hinted_s = retry_after_s(resp.headers) if resp is not None else None
+        if resp is not None and hinted_s is not None:
+            tries.status, tries.server_error = resp.status_code, True
+            await self.limiter.pause(tries.bucket, hinted_s)
+        delay_s = backoff_s(ceiling_s)
+        log.warning("GitHub %s failed (%s), retry %d in %.1f s%s", tries.what, error,
+                    tries.failures, delay_s,
+                    "" if hinted_s is None else f" after its retry-after of {hinted_s:g} s")
+        return delay_s
+
+    async def _rate_limited(self, tries: _Tries, status: int, limit_s: float) -> float:
+        tries.limit_hits += 1
+        tries.status, tries.server_error = status, False
+        in_force_s = await self.limiter.pause(tries.bucket, limit_s)
+        if tries.limit_hits > MAX_RATE_LIMIT_RETRIES:
+            raise GitHubRateLimited(f"{tries.what}: still rate limited after "
+                                    f"{MAX_RATE_LIMIT_RETRIES} waits", in_seconds(in_force_s),
+                                    status)
+        log.warning("GitHub %s rate limited (HTTP %d): %s paused for %.1f s", tries.what,
+                    status, tries.bucket, in_force_s)
+        return 0.0  # the limiter sleeps the pause (or refuses it) before the next try
+
+    async def sleep(self, seconds: float) -> None:
+        """Sleep ``seconds`` (gidgethub's hook; tests may override it)."""
+        await asyncio.sleep(seconds)
+
+
+def _blocked(tries: _Tries, blocked_s: float) -> GitHubError:
+    """The error for a request not sent because its bucket is paused for ``blocked_s``."""
+    if tries.server_error:
+        return GitHubUnavailable(f"{tries.what}: GitHub answered {tries.status} and asks to "
+                                 f"wait {blocked_s:.0f} s", tries.status, in_seconds(blocked_s))
+    return GitHubRateLimited(f"{tries.what}: {tries.bucket} is paused", in_seconds(blocked_s),
+                             tries.status)

@@ -1,0 +1,160 @@
+"""Which suites a pull request needs: ``on_paths`` globs against the changed files (pure).
+
+A suite with ``on_paths`` (as configured at BASE: a pull request cannot switch off its own
+gate) runs only when the pull request changes a matching file. The changed files are the diff
+between the merge base and head (what "Files changed" shows), computed by git in the worker.
+Whatever ``on_paths`` says, a suite also runs when the pull request changes the config file or
+a file the suite names at base or head (its dataset, prompt, traps, or a file on its command
+line), so moving a suite onto new files cannot skip it.
+
+Globs match whole repository paths (POSIX, relative to the root), segment by segment:
+
+- ``*`` matches any characters but ``/``; ``?`` one character but ``/``; ``[abc]``/``[!abc]``
+  one character of (or not of) a set;
+- ``**`` as a whole segment matches any number of directories (``prompts/**`` is everything
+  under ``prompts/``, ``**/*.md`` every Markdown file);
+- a pattern starting with ``!`` excludes what it matches; later patterns win, so
+  ``["prompts/**", "!prompts/README.md"]`` ignores a change to that one file.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, replace
+from functools import lru_cache
+
+from worker.evals.types import CommandTarget, Config, SuiteConfig
+
+#: Names of the changed files shown in a skip reason at most.
+SHOWN_FILES = 3
+
+
+@dataclass(frozen=True)
+class Selection:
+    """The suites to run and why the others are skipped.
+
+    Attributes:
+        run: names of the suites that run (head config order).
+        skipped: suite name -> why it is skipped (one sentence).
+    """
+
+    run: tuple[str, ...]
+    skipped: dict[str, str]
+
+
+def glob_regex(pattern: str) -> re.Pattern[str]:
+    """Return the compiled regular expression of one glob (without its ``!``).
+
+    Raises:
+        ValueError: the glob is empty, absolute, or has an unclosed ``[``.
+    """
+    return _compile(pattern)
+
+
+@lru_cache(maxsize=1024)
+def _compile(pattern: str) -> re.Pattern[str]:
+    if not pattern or pattern.startswith("/"):
+        raise ValueError(f"{pattern!r}: a glob must be a non-empty path relative to the root")
+    parts = []
+    segments = pattern.split("/")
+    for i, segment in enumerate(segments):
+        last = i == len(segments) - 1
+        if segment == "**":
+            parts.append(".*" if last else "(?:[^/]*/)*")
+        else:
+            parts.append(_segment(segment) + ("" if last else "/"))
+    return re.compile("".join(parts) + r"\Z")
+
+
+def _segment(segment: str) -> str:
+    out, i = [], 0
+    while i < len(segment):
+        char = segment[i]
+        if char == "*":
+            out.append("[^/]*")
+        elif char == "?":
+            out.append("[^/]")
+        elif char == "[":
+            end = segment.find("]", i + 2)
+            if end < 0:
+                raise ValueError(f"{segment!r}: unclosed '[' in a glob")
+            body = segment[i + 1:end]
+            negate = body.startswith("!")
+            body = re.sub(r"([\\\]^])", r"\\\1", body[1:] if negate else body)
+            out.append(f"[{'^/' if negate else ''}{body}]")
+            i = end
+        else:
+            out.append(re.escape(char))
+        i += 1
+    return "".join(out)
+
+
+def matches(patterns: Sequence[str], path: str) -> bool:
+    """Return True when ``path`` is selected by ``patterns`` (the last matching glob decides;
+    a ``!`` glob deselects)."""
+    selected = False
+    for pattern in patterns:
+        negated = pattern.startswith("!")
+        if glob_regex(pattern[1:] if negated else pattern).match(path):
+            selected = not negated
+    return selected
+
+
+def select_suites(head: Config, base: Config | None, changed: Sequence[str]) -> Selection:
+    """Decide which of ``head``'s suites run for a pull request changing ``changed``.
+
+    Args:
+        head: the head config (its suites are the ones that may run).
+        base: the base config, whose ``on_paths`` apply; None runs every suite.
+        changed: the changed files (repository paths, POSIX), merge base to head.
+
+    Returns:
+        The suites to run and the reasons of the skipped ones.
+    """
+    base_suites = {s.name: s for s in base.suites} if base is not None else {}
+    config_changed = head.path in changed or (base is not None and base.path in changed)
+    run, skipped = [], {}
+    for suite in head.suites:
+        rule = base_suites.get(suite.name)
+        if rule is None or not rule.on_paths or config_changed \
+                or _own_files(suite, rule) & set(changed) \
+                or any(matches(rule.on_paths, path) for path in changed):
+            run.append(suite.name)
+        else:
+            skipped[suite.name] = _reason(suite.name, rule.on_paths, changed)
+    return Selection(tuple(run), skipped)
+
+
+def restrict(config: Config, names: Iterable[str]) -> Config:
+    """Return ``config`` with only the suites named in ``names``."""
+    keep = set(names)
+    return replace(config, suites=tuple(s for s in config.suites if s.name in keep))
+
+
+def _own_files(*suites: SuiteConfig) -> set[str]:
+    """Files a suite names: its dataset, prompt, traps and files on its command line."""
+    files: set[str] = set()
+    for suite in suites:
+        files.add(suite.dataset)
+        files.update(p for p in (getattr(suite.target, "prompt", None), suite.traps) if p)
+        if isinstance(suite.target, CommandTarget):
+            try:
+                words = shlex.split(suite.target.command)
+            except ValueError:
+                words = []
+            files.update(w for w in words if "{" not in w and not w.startswith("-"))
+    return files
+
+
+def _reason(name: str, on_paths: Sequence[str], changed: Sequence[str]) -> str:
+    globs = f"its on_paths ({', '.join(on_paths)})"
+    if not changed:
+        return f"suite {name} skipped: the pull request changes no file, so none matches {globs}"
+    shown = ", ".join(changed[:SHOWN_FILES]) + (
+        f" and {len(changed) - SHOWN_FILES} more" if len(changed) > SHOWN_FILES else "")
+    if len(changed) == 1:
+        return f"suite {name} skipped: the changed file ({shown}) matches none of {globs}"
+    return (f"suite {name} skipped: none of the {len(changed)} changed files ({shown}) "
+            f"matches {globs}")
