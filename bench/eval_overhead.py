@@ -113,6 +113,11 @@ def children_cpu_s(pool: llm_pool.ProviderPool | None) -> float:
     return total
 
 
+def load_average() -> str:
+    """Return the machine's 1, 5 and 15 minute load averages as text."""
+    return ", ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
 async def timed_run(config_text: str, repo: Path, ctx: EvalContext) -> tuple[float, int, int]:
     """Run the suite once; return (wall seconds, provider calls, cache hits)."""
     started = time.perf_counter()
@@ -126,6 +131,7 @@ async def timed_run(config_text: str, repo: Path, ctx: EvalContext) -> tuple[flo
 
 async def main_async(args: argparse.Namespace) -> None:
     os.environ[KEY_ENV] = "bench-key"
+    print(f"machine load average (1, 5, 15 min) at the start: {load_average()}")
     with tempfile.TemporaryDirectory(prefix="llmgate-bench-") as tmp, \
             processes(Path(tmp), args.latency_ms) as (url, redis_url):
         started = time.perf_counter()
@@ -160,6 +166,8 @@ async def main_async(args: argparse.Namespace) -> None:
             cached_wall, cached_calls, hits = await timed_run(config, repo, ctx)
             print(f"cached re-run: {cached_calls} provider calls, {hits} cache hits, wall "
                   f"{cached_wall:.2f} s (goal: 0 calls, < 2 s)")
+            print(f"machine load average (1, 5, 15 min) at the end: {load_average()} on "
+                  f"{usable} cores (other processes slow the run)")
             print(f"cached_rerun_s={cached_wall:.3f}")
             print(f"eval_overhead_ratio={wall / ideal:.3f}")
         finally:

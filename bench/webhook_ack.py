@@ -14,6 +14,7 @@ delivery landed in the arq queue as one job, and stops both processes on exit. T
     python bench/webhook_ack.py --rounds 5           # five measured rounds, median reported
     python bench/webhook_ack.py --loop asyncio --http h11   # without uvloop and httptools
     python bench/webhook_ack.py --bare               # reference: a bare ASGI app, same uvicorn
+    python bench/webhook_ack.py --probe 10           # only: how steady is this machine's CPU?
 
 Latency runs from the moment a request is sent to the end of its response, so queueing in the
 server is counted. In open loop every request is sent on schedule on a free connection (a new
@@ -31,6 +32,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import math
 import os
 import shutil
 import socket
@@ -401,6 +403,8 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--log-level", default="info", help="uvicorn --log-level")
     parser.add_argument("--access-log", action=argparse.BooleanOptionalAction, default=False,
                         help="uvicorn's access log line per request")
+    parser.add_argument("--probe", type=float, default=0.0, metavar="SECONDS",
+                        help="only probe how steady this machine's CPU is, then exit")
     parser.add_argument("--bare", action="store_true",
                         help="serve a bare ASGI app that only reads the body (the reference)")
     parser.add_argument("--server-cpu", default="", help="taskset -c list for the web process")
@@ -422,9 +426,51 @@ def client_loop() -> Callable[[], asyncio.AbstractEventLoop]:
     return uvloop.new_event_loop
 
 
+def _work_unit() -> int:
+    """A fixed piece of pure-Python work (about 150 us on the benchmark machine)."""
+    total = 0
+    for i in range(2000):
+        total += i * i
+    return total
+
+
+def steadiness_probe(seconds: float) -> tuple[float, int, int, float]:
+    """Time a fixed work unit every 2 ms for ``seconds``: how steady is this machine's CPU?
+
+    It sleeps between units, as a web process between deliveries does. On a shared or
+    virtual machine a unit can run several times slower for tens of ms at a time (the host's
+    other work); any request in flight then is as slow, which sets the p99 whatever the app.
+
+    Returns:
+        (fastest unit in us, units timed, units more than 4x slower than the fastest,
+        worst slowdown factor).
+    """
+    for _ in range(200):
+        _work_unit()
+    fastest = math.inf
+    for _ in range(200):
+        started = time.perf_counter()
+        _work_unit()
+        fastest = min(fastest, time.perf_counter() - started)
+    durations = []
+    deadline = time.perf_counter() + seconds
+    while time.perf_counter() < deadline:
+        started = time.perf_counter()
+        _work_unit()
+        durations.append(time.perf_counter() - started)
+        time.sleep(0.002)
+    slow = [d for d in durations if d > 4 * fastest]
+    return fastest * 1e6, len(durations), len(slow), max(durations) / fastest
+
+
 def main() -> None:
     """Parse the arguments, run the benchmark, print ``deliveries_per_s=<n>`` last."""
     args = parse_args()
+    if args.probe:
+        unit_us, units, slow, worst = steadiness_probe(args.probe)
+        print(f"machine probe: work unit {unit_us:.0f} us; {units} units in {args.probe:g} s; "
+              f"{slow} ran more than 4x slower (worst {worst:.1f}x)")
+        return
     if args.client_cpu:
         os.sched_setaffinity(0, {int(c) for c in args.client_cpu.split(",")})
     with services(args) as (redis_url, web_url, pids):

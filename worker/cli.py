@@ -25,7 +25,7 @@ from worker.redact import Redactor, secrets_from_environ
 from worker.setup_server import add_setup_command
 
 if TYPE_CHECKING:
-    from worker.evals.types import GateReport
+    from worker.monorepo_run import MultiReport
 
 #: What ``llmgate run --help`` says above its options.
 RUN_DESCRIPTION = ("Gate locally, as the worker does, and print the report. Inside a git "
@@ -61,7 +61,9 @@ def _parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(metavar="COMMAND")
     run = sub.add_parser("run", help="gate the working tree or a commit against a base, locally",
                          description=RUN_DESCRIPTION)
-    run.add_argument("--config", default=CONFIG_FILENAME, help="config path in the repository")
+    run.add_argument("--config", default=CONFIG_FILENAME,
+                     help="config path in the repository (default: every config; a "
+                          ".llmgate.yml in a folder runs in its folder)")
     run.add_argument("--base", help="base ref or SHA; without it only absolute rules apply")
     run.add_argument("--head", help="head ref or SHA (default: the working tree)")
     run.add_argument("--format", choices=("markdown", "json"), default="markdown")
@@ -91,21 +93,24 @@ def cmd_run(args: argparse.Namespace) -> int:
     """Gate locally, as the worker does, and print the report.
 
     Inside a git repository: with ``--base``, base (and ``--head`` if given, else the working
-    tree) are checked out in temporary worktrees, run and compared. Exit codes: 0 the gate
+    tree) are checked out in temporary worktrees, run and compared; without ``--config``,
+    every config of the repository is gated as the worker gates them (worker/monorepo.py).
+    Exit codes: 0 the gate
     passed (or is neutral: an inconclusive rule under ``on_inconclusive: neutral``), 1 the gate
     failed, 2 configuration error, 3 execution error (git or the run failed).
     """
-    from worker import report  # scipy via the statistics: only when a gate runs
+    from worker import report_multi  # scipy via the statistics: only when a gate runs
 
     try:
-        gate_report = asyncio.run(_run_local(args))
+        multi = asyncio.run(_run_local(args))
     except (GitError, ExecutionError, OSError) as err:
         print(f"llmgate: {err}", file=sys.stderr)
         return EXIT_EXECUTION_ERROR
     # CI logs are often public: no provider key of the environment may appear in the report
-    gate_report = Redactor(secrets_from_environ(os.environ)).redact_value(gate_report)
-    rendered = (report.render_json(gate_report) if args.format == "json"
-                else report.render_markdown(gate_report))
+    multi = Redactor(secrets_from_environ(os.environ)).redact_value(multi)
+    gate_report = multi.merged()
+    rendered = (report_multi.render_json(multi) if args.format == "json"
+                else report_multi.render_markdown(multi))
     if args.output:
         try:
             args.output.write_text(rendered, encoding="utf-8")
@@ -136,8 +141,10 @@ async def _resolve(repo: Path, ref: str, option: str) -> str:
         raise ExecutionError(f"{option}: {err}") from None
 
 
-async def _run_local(args: argparse.Namespace) -> GateReport:
+async def _run_local(args: argparse.Namespace) -> MultiReport:
     from worker.evals.cli_cache import eval_context
+    from worker.monorepo import folder_plan, plan_configs
+    from worker.monorepo_run import ConfigReport, MultiReport, gate_plan
     from worker.pipeline import gate_trees
 
     repo: Path = args.repo or repo_root(Path.cwd())
@@ -151,8 +158,14 @@ async def _run_local(args: argparse.Namespace) -> GateReport:
             base_sha = await _resolve(repo, args.base, "--base")
             base_root = await stack.enter_async_context(local_worktree(repo, base_sha))
         evals = await stack.enter_async_context(eval_context(args))
-        return await gate_trees(head_root, base_root, head_sha=head_sha, base_sha=base_sha,
-                                config_path=args.config, evals=evals)
+        plan = plan_configs(head_root, base_root) if args.config == CONFIG_FILENAME \
+            else folder_plan(args.config, head_root, base_root)  # a folder's: as the worker
+        if plan is not None:  # every config of the repository, or one folder's
+            return await gate_plan(plan, head_root, base_root, head_sha=head_sha,
+                                   base_sha=base_sha, evals=evals)
+        report = await gate_trees(head_root, base_root, head_sha=head_sha, base_sha=base_sha,
+                                  config_path=args.config, evals=evals)
+        return MultiReport((ConfigReport(args.config, "", report),))
 
 
 def cmd_serve(args: argparse.Namespace) -> int:

@@ -11,6 +11,9 @@ from typing import NotRequired, TypedDict
 
 #: The check run name; branch protection requires it, so it never changes.
 CHECK_NAME = "llmgate"
+#: How the name of a config's own check run starts (``settings.checks: per_config``):
+#: ``llmgate: services/a`` for the config in ``services/a`` (worker/monorepo_run.py).
+CONFIG_CHECK_PREFIX = CHECK_NAME + ": "
 #: Hidden marker line that identifies llmgate's sticky PR comment.
 COMMENT_MARKER = "<!-- llmgate -->"
 #: The comment command that asks for a fresh run.

@@ -3,8 +3,10 @@
 `run_gate` gives up at once when a newer push or a close superseded the request
 (`worker.supersede`); otherwise it opens the ``llmgate`` check run on the head SHA (or reuses
 the one an earlier try of its job opened: `worker.gate_check`), skips a draft when the base
-config says so (`worker.drafts`), decides trust, evaluates base and head (`worker.gate_run`),
-writes the PR's sticky comment and completes the check run with annotations. Every way out
+config says so (`worker.drafts`), decides trust, evaluates base and head (`worker.gate_run`:
+every config of the repository, `worker.monorepo`), writes the PR's sticky comment, completes
+the check runs of configs that report on their own (`worker.gate_configs`) and completes the
+``llmgate`` check run with annotations (`worker.report_multi`). Every way out
 but one concludes the check run: ``cancelled`` when superseded, ``timed_out`` past the job's
 time limit or when its worker stopped on the last try, ``failure`` when the run failed. The one
 exception is a try that arq will repeat (a stopping worker, a transient failure): the check
@@ -17,7 +19,7 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from worker import accept, drafts, report, untrusted
+from worker import accept, drafts, report_multi, untrusted
 from worker.calibrate_job import with_calibration_note
 from worker.evals.types import ExecutionError
 from worker.gate_check import (
@@ -29,9 +31,10 @@ from worker.gate_check import (
     retry_later,
     stopped_reason,
 )
+from worker.gate_configs import publish_config_checks
 from worker.gate_request import GateRequest
-from worker.gate_run import evaluate
-from worker.github.checks import CheckOutput, complete_check_run
+from worker.gate_run import evaluate_configs
+from worker.github.checks import complete_check_run
 from worker.github.client import GitHubClient, GitHubError
 from worker.github.comments import upsert_sticky_comment
 from worker.lease import JobRef, current_job
@@ -101,8 +104,8 @@ async def _run(services: Services, gh: GitHubClient, request: GateRequest, job: 
     finished = False  # the check run is concluded: forget the run
     try:
         async with asyncio.timeout(None if job is None else job.remaining_s()) as limit:
-            result = await supervise(_gate(services, gh, request, run.check_run_id, watch),
-                                     watch)
+            result = await supervise(_gate(services, gh, request, run.check_run_id, watch,
+                                           job), watch)
         ending, finished = None, True  # _gate concluded the check run
         return result
     except Superseded as err:
@@ -140,8 +143,8 @@ async def _run(services: Services, gh: GitHubClient, request: GateRequest, job: 
 
 
 async def _gate(services: Services, gh: GitHubClient, request: GateRequest, check_run_id: int,
-                watch: Supersede) -> dict[str, str]:
-    """Skip a draft, decide trust, evaluate, write the comment, complete the check run."""
+                watch: Supersede, job: JobRef | None) -> dict[str, str]:
+    """Skip a draft, decide trust, evaluate, write the comment, complete the check runs."""
     repo, pr_number, head_sha = request.repo, request.pr_number, request.head_sha
     owner, name = repo["owner"], repo["name"]
     if request.draft and await drafts.read_base_drafts(
@@ -154,22 +157,26 @@ async def _gate(services: Services, gh: GitHubClient, request: GateRequest, chec
     if verdict.decision != "run":  # untrusted and not approved: nothing of the head runs
         await untrusted.conclude_waiting(gh, repo, check_run_id, pr_number, head_sha, verdict)
         return {"conclusion": "action_required", "head_sha": head_sha}
-    gate_report = services.redactor.redact_value(await evaluate(services, gh, request))
+    multi = services.redactor.redact_value(await evaluate_configs(services, gh, request))
+    gate_report = multi.merged()  # every config's verdict in one report
     record_gate_report(gate_report)
     gate_report = services.redactor.redact_value(
         await with_calibration_note(services.redis, repo, gate_report))
     gate_report = await accept.prepare_report(services.redis, request, check_run_id,
                                               gate_report)  # Accept regression, its notes
+    multi = multi.with_notes(gate_report.notes)  # calibration, an earlier acceptance
     if request.comment:  # a merge group has no pull request to comment on
-        body = report.comment_body(gate_report, head_sha=head_sha, base_sha=request.base_sha)
+        body = report_multi.comment_body(multi, head_sha=head_sha, base_sha=request.base_sha)
         await _write_comment(services, gh, request, body, watch)
-    output = CheckOutput(report.check_title(gate_report), report.check_summary(gate_report),
-                         report.check_text(gate_report))
+    await publish_config_checks(RunRegistry(services.redis), gh, request, job, multi,
+                                services.reports)  # settings.checks: per_config only
+    output = report_multi.check_output(multi, head_sha)
     await complete_check_run(
         gh, owner, name, check_run_id, gate_report.conclusion, output,
-        report.annotations(gate_report), accept.check_actions(request, gate_report),
+        report_multi.check_annotations(multi), accept.check_actions(request, gate_report),
         details_url=await store_report(services.reports, output))  # LLMGATE_PUBLIC_URL only
     return {"conclusion": gate_report.conclusion, "head_sha": head_sha}
+
 
 
 async def _write_comment(services: Services, gh: GitHubClient, request: GateRequest, body: str,

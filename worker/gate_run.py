@@ -1,10 +1,12 @@
-"""Check out base and head of one gate request and run the eval suites on both trees.
+"""Check out base and head of one gate request and run every config's suites on both trees.
 
 The base compared is the merge base of the request's base and head (what "Files changed"
 shows), not the moving tip of the base branch, unless the config at the merge base says
 ``settings.base: tip``. Commits without a common history fall back to the tip (noted). The
 changed files (merge base to head) decide which suites run (``on_paths``, read from base).
-The base side reuses stored baselines of exactly that commit (worker/baseline_runs.py).
+The base side reuses stored baselines of exactly that commit (worker/baseline_runs.py), kept
+apart per config folder. Which configs run is `worker.monorepo.plan_configs`'s decision (read
+from both trees); each runs as worker/monorepo_run.py says.
 """
 
 from __future__ import annotations
@@ -22,20 +24,34 @@ from worker.evals.types import ConfigError, ExecutionError, GateReport
 from worker.gate_request import GateRequest
 from worker.github.client import GitHubClient
 from worker.metrics import record_call
-from worker.pipeline import gate_trees, read_config
+from worker.monorepo import baseline_namespace, plan_configs
+from worker.monorepo_run import MultiReport, gate_plan
+from worker.pipeline import BaseRunner, read_config
 from worker.services import Services
 
 log = logging.getLogger("llmgate.worker")
 
 
 async def evaluate(services: Services, gh: GitHubClient, request: GateRequest) -> GateReport:
-    """Check out ``request``'s head and its base commit and gate them (`gate_trees`).
+    """Return `evaluate_configs`'s reports as one (`MultiReport.merged`): a repository with
+    only a root config gets that config's report.
+
+    Raises:
+        ExecutionError: as `evaluate_configs`.
+    """
+    return (await evaluate_configs(services, gh, request)).merged()
+
+
+async def evaluate_configs(services: Services, gh: GitHubClient,
+                           request: GateRequest) -> MultiReport:
+    """Check out ``request``'s head and its base commit and gate every config on them.
 
     The installation token is given to git per command and added to the redactor.
 
     Returns:
-        The report; its ``base_sha`` is the base commit compared (the merge base by default)
-        and ``base_source`` says whether stored baselines were reused.
+        One report per config (a single one for a repository with only a root config); each
+        report's ``base_sha`` is the base commit compared (the merge base by default) and its
+        ``base_source`` says whether stored baselines were reused.
 
     Raises:
         ExecutionError: git failed, or a SHA, URL or repository name was refused.
@@ -64,19 +80,29 @@ async def evaluate(services: Services, gh: GitHubClient, request: GateRequest) -
                                 on_call=record_call)  # provider calls, cache hits, USD
             role = "" if merge_base == request.base_sha else "the merge base" \
                 if base_sha == merge_base else "the base branch's tip (settings.base: tip)"
-            runner = StoredBaselines(
-                BaselineStore(services.redis, BaselineSettings.from_env()), key,
-                Origin("pull_request", pr_number=request.pr_number, role=role),
-                reuse=not request.no_cache)
-            report = await gate_trees(head_root, base_root, head_sha=request.head_sha,
-                                      base_sha=base_sha, evals=evals, changed_files=changed,
-                                      base_runner=runner)
+            store = BaselineStore(services.redis, BaselineSettings.from_env())
+            origin = Origin("pull_request", pr_number=request.pr_number, role=role)
+
+            def runner(folder: str) -> BaseRunner:
+                return StoredBaselines(store, baseline_namespace(key, folder), origin,
+                                       reuse=not request.no_cache)
+
+            multi = await gate_plan(plan_configs(head_root, base_root), head_root, base_root,
+                                    head_sha=request.head_sha, base_sha=base_sha, evals=evals,
+                                    changed_files=changed, base_runner_for=runner)
     except GitError as err:
         raise ExecutionError(f"git failed: {err}") from err
     except ValueError as err:  # a SHA, URL or repository name git must not be given
         raise ExecutionError(str(err)) from err
-    notes = (note, *report.notes) if note else report.notes
-    return replace(report, base_sha=base_sha, notes=notes)
+    multi = replace(multi, configs=tuple(replace(c, report=replace(c.report, base_sha=base_sha))
+                                         for c in multi.configs))
+    if not note:
+        return multi
+    if multi.several:
+        return multi.with_notes([note])
+    only = multi.configs[0]
+    return replace(multi, configs=(replace(only, report=replace(
+        only.report, notes=(note, *only.report.notes))),))
 
 
 async def _merge_base(services: Services, key: str, url: str, request: GateRequest,

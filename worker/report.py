@@ -114,8 +114,9 @@ def check_summary(report: GateReport) -> str:
                      len(rows), CHECK_OUTPUT_MAX_CHARS)
 
 
-def check_text(report: GateReport) -> str:
-    """Return the check-run text (markdown, at most 65535 characters): every regressed example.
+def check_text(report: GateReport, limit: int = CHECK_OUTPUT_MAX_CHARS) -> str:
+    """Return the check-run text (markdown, at most ``limit`` characters, by default GitHub's
+    65535): every regressed example.
 
     Each shows the suite, id, ``dataset:line``, the reason and the expected value and base and
     head outputs in code blocks (clipped to 2000 characters each).
@@ -126,7 +127,23 @@ def check_text(report: GateReport) -> str:
         return _render("details.md.j2", config_error=_config_error_block(report),
                        items=items[:k], more=len(items) - k)
 
-    return _fit_rows(render, len(items), CHECK_OUTPUT_MAX_CHARS)
+    return _fit_rows(render, len(items), limit)
+
+
+def summary_section(report: GateReport, name: str, limit: int) -> str | None:
+    """Return ``report``'s check summary headed ``name`` (no commits line), for a repository
+    with several configs (worker/report_multi.py): at most ``limit`` characters, metric rows
+    cut first; None when even no row fits."""
+    rows = _metric_rows(report.outcomes)
+    return _largest(lambda k: _render("summary.md.j2", **_common(report, rows, k, name),
+                                      head="", base=""), len(rows), limit)
+
+
+def comment_section(report: GateReport, name: str, limit: int) -> str | None:
+    """Return ``report``'s comment content headed ``name``, without marker, commits line and
+    footer, for a comment of several configs (worker/report_multi.py): at most ``limit``
+    characters, cut as `comment_body` cuts; None when even the shortest form is longer."""
+    return _comment(report, "", None, None, marker=False, name=name, limit=limit)
 
 
 def annotations(report: GateReport) -> list[dict[str, Any]]:
@@ -167,7 +184,7 @@ def comment_body(report: GateReport, *, head_sha: str, base_sha: str | None,
     how to re-run. When it would exceed GitHub's limit, examples, then metric rows, then suite
     sections are left out (counted) and a note says the comment was shortened.
     """
-    return _comment(report, head_sha, base_sha, check_url, marker=True)
+    return _comment(report, head_sha, base_sha, check_url, marker=True) or ""
 
 
 def render_markdown(report: GateReport, head_sha: str = "", base_sha: str | None = None) -> str:
@@ -176,7 +193,7 @@ def render_markdown(report: GateReport, head_sha: str = "", base_sha: str | None
         head_sha = report.head.sha
     if base_sha is None and report.base is not None:
         base_sha = report.base.sha
-    return _comment(report, head_sha, base_sha, None, marker=False)
+    return _comment(report, head_sha, base_sha, None, marker=False) or ""
 
 
 def render_json(report: GateReport) -> str:
@@ -214,7 +231,8 @@ def render_json(report: GateReport) -> str:
 
 
 def _comment(report: GateReport, head_sha: str, base_sha: str | None, check_url: str | None,
-             *, marker: bool) -> str:
+             *, marker: bool, name: str = "", limit: int = COMMENT_MAX_CHARS) -> str | None:
+    """The comment, or with ``name`` a section of one (None when it cannot fit ``limit``)."""
     rows = _metric_rows(report.outcomes)
     found = report_suites.sections(report, _inline, _cell)
     worse = sum(s.worse_total for s in found)
@@ -224,23 +242,26 @@ def _comment(report: GateReport, head_sha: str, base_sha: str | None, check_url:
 
     def render(k_rows: int, k_worse: int, k_sections: int) -> str:
         clipped = k_rows < len(rows) or k_worse < shown or k_sections < sections
-        return _render("comment.md.j2", **_common(report, rows, k_rows),
+        return _render("comment.md.j2", **_common(report, rows, k_rows, name or "llmgate"),
                        marker=COMMENT_MARKER if marker else "", rerun=RERUN_COMMAND,
-                       head=_sha(head_sha), base=_sha(base) if base else "", check_url=url,
+                       head="" if name else _sha(head_sha),
+                       base=_sha(base) if base and not name else "", check_url=url,
                        sections=report_suites.limit_worse(found[:k_sections], k_worse),
                        more_sections=len(found) - k_sections, clipped=clipped)
 
-    full = _largest(lambda k: render(len(rows), k, sections), shown, COMMENT_MAX_CHARS)
+    full = _largest(lambda k: render(len(rows), k, sections), shown, limit)
     if full is not None:
         return full
     def with_items(items: int) -> Callable[[int], str]:
         return lambda k: render(k, items, sections)
 
     for items in dict.fromkeys((min(shown, COMMENT_MIN_REGRESSIONS), 0)):  # then fewer rows
-        k_rows = _best(with_items(items), len(rows), COMMENT_MAX_CHARS)
+        k_rows = _best(with_items(items), len(rows), limit)
         if k_rows is not None:
             return render(k_rows, items, sections)
-    return _fit_rows(lambda k: render(0, 0, k), sections, COMMENT_MAX_CHARS)
+    if name:
+        return _largest(lambda k: render(0, 0, k), sections, limit)
+    return _fit_rows(lambda k: render(0, 0, k), sections, limit)
 
 
 def _compared_base(report: GateReport, given: str | None) -> str:
@@ -252,13 +273,15 @@ def _compared_base(report: GateReport, given: str | None) -> str:
     return given or ""
 
 
-def _common(report: GateReport, rows: list[_Row], k: int) -> dict[str, Any]:
+def _common(report: GateReport, rows: list[_Row], k: int,
+            name: str = "llmgate") -> dict[str, Any]:
     icon, verdict = _VERDICT[report.conclusion]
     verdict = "configuration error" if report.config_error is not None else verdict
     why = [_inline(f"{o.suite} {_scoped(o.metric, o.group)}: {o.rule}: {o.reason}", 600)
            for o in report.outcomes if o.status != "pass" and o.reason]
     stat_rows = report_stats.comparison_rows(report, _inline)
     return {"icon": icon, "verdict": verdict, "rows": rows[:k], "more_rows": len(rows) - k,
+            "name": _inline(name, 200),
             "config_error": _config_error_block(report), "why": why[:50],
             "regression_count": len(report.regressions),
             "notes": [_inline(n, 600) for n in report.notes[:50] if n != report.base_source],

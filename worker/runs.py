@@ -6,7 +6,8 @@ job: a retry of that job (a killed worker, a transient failure) finds it and upd
 check run instead of creating a second one, and the sweeper (`worker.sweeper`) concludes it
 ``timed_out`` when arq gave the job up.
 
-Layout: one hash ``llmgate:run:<job id>|<PR>`` per run (a job may gate several pull requests)
+Layout: one hash ``llmgate:run:<job id>|<PR>`` per run (a job may gate several pull requests;
+a config's own check run in ``per_config`` mode is ``<job id>|<PR>|<folder>``, worker/monorepo.py)
 and the sorted set ``llmgate:runs`` of run ids scored by their last update (Unix seconds).
 Entries expire after `RUN_TTL_S`, so nothing stays behind forever.
 """
@@ -48,6 +49,8 @@ class RunEntry:
         conclusion, summary: set when the job ended but GitHub refused the conclusion for a
             while (rate limited, down): what the sweeper concludes the check run with ("":
             nothing pending).
+        config: the config folder whose own check run this is (``llmgate: <folder>``), ""
+            for the ``llmgate`` check run.
     """
 
     job_id: str
@@ -62,16 +65,18 @@ class RunEntry:
     updated_at: float
     conclusion: str = ""
     summary: str = ""
+    config: str = ""
 
     @property
     def run_id(self) -> str:
-        """The registry id: ``<job id>|<PR number>``."""
-        return run_id(self.job_id, self.pr_number)
+        """The registry id: ``<job id>|<PR number>`` (``|<config folder>`` for a config's)."""
+        return run_id(self.job_id, self.pr_number, self.config)
 
 
-def run_id(job_id: str, pr_number: int) -> str:
-    """Return the registry id of ``job_id``'s run for pull request ``pr_number``."""
-    return f"{job_id}|{pr_number}"
+def run_id(job_id: str, pr_number: int, config: str = "") -> str:
+    """Return the registry id of ``job_id``'s run for pull request ``pr_number`` (and the check
+    run of the config in folder ``config``, when given)."""
+    return f"{job_id}|{pr_number}|{config}" if config else f"{job_id}|{pr_number}"
 
 
 _INT_FIELDS = frozenset({"check_run_id", "installation_id", "pr_number", "attempt"})
@@ -107,9 +112,9 @@ class RunRegistry:
         self._redis = redis
         self._ttl_s = ttl_s
 
-    async def get(self, job_id: str, pr_number: int) -> RunEntry | None:
-        """Return the entry of ``job_id``'s run for ``pr_number``, or None."""
-        return await self.get_run(run_id(job_id, pr_number))
+    async def get(self, job_id: str, pr_number: int, config: str = "") -> RunEntry | None:
+        """Return the entry of ``job_id``'s run for ``pr_number`` (and ``config``), or None."""
+        return await self.get_run(run_id(job_id, pr_number, config))
 
     async def get_run(self, rid: str) -> RunEntry | None:
         """Return the entry with registry id ``rid``, or None (unknown, expired or damaged)."""
@@ -152,11 +157,11 @@ class RunRegistry:
 
 
 def new_entry(job_id: str, check_run_id: int, installation_id: int, owner: str, name: str,
-              pr_number: int, head_sha: str, attempt: int) -> RunEntry:
+              pr_number: int, head_sha: str, attempt: int, config: str = "") -> RunEntry:
     """Return the entry of a run whose check run was just created (both times: now)."""
     now = time.time()
     return RunEntry(job_id, check_run_id, installation_id, owner, name, pr_number, head_sha,
-                    attempt, now, now)
+                    attempt, now, now, config=config)
 
 
 async def job_state(redis: Redis, job_id: str) -> JobState:

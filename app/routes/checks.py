@@ -1,6 +1,7 @@
 """``check_run`` / ``check_suite``: GitHub's Re-run, and the buttons of llmgate's check runs.
 
-- ``check_run`` ``rerequested`` of a run named ``llmgate`` and ``check_suite`` ``rerequested``
+- ``check_run`` ``rerequested`` of a run named ``llmgate`` (or a config's own ``llmgate:
+  <folder>``, which re-runs the whole pull request) and ``check_suite`` ``rerequested``
   (GitHub's "Re-run" / "Re-run all checks") queue ``rerun_check``: the worker gates the commit
   afresh for every open pull request whose head it still is, each against its own base. The
   payload's ``pull_requests`` (same repository only) and the run's ``external_id`` name them;
@@ -35,6 +36,7 @@ from app.routes.payload import (
 from worker.contract import (
     ACCEPT_ACTION,
     CHECK_NAME,
+    CONFIG_CHECK_PREFIX,
     JOB_ACCEPT,
     JOB_RERUN_CHECK,
     RERUN_ACTION,
@@ -61,6 +63,11 @@ def external_target(external_id: Any) -> tuple[int | None, str]:
     if (mg := MERGE_GROUP_EXTERNAL_ID.fullmatch(text)) is not None:
         return None, mg.group(1)
     return None, ""
+
+
+def is_llmgate_check(name: str) -> bool:
+    """Whether ``name`` is llmgate's: ``llmgate``, or a config's own ``llmgate: <folder>``."""
+    return name == CHECK_NAME or name.startswith(CONFIG_CHECK_PREFIX)
 
 
 def app_id_of(data: Any, path: str) -> int:
@@ -112,7 +119,7 @@ async def rerun_from_check_run(event: Event, decision: Decision) -> None:
         PayloadError: a needed field is missing or malformed (the receiver answers 400).
     """
     data = event.data
-    if get_str(data, "check_run.name") != CHECK_NAME:
+    if not is_llmgate_check(get_str(data, "check_run.name")):
         decision.ignore("not an llmgate check run")
         return
     number, base = external_target(get_obj(data, "check_run").get("external_id"))
@@ -139,7 +146,7 @@ def plan_check_action(event: Event, decision: Decision, identifier: str) -> None
     """
     data = event.data
     number, base = external_target(get_obj(data, "check_run").get("external_id"))
-    if get_str(data, "check_run.name") != CHECK_NAME or (number is None and not base):
+    if not is_llmgate_check(get_str(data, "check_run.name")) or (number is None and not base):
         decision.ignore("not an llmgate check run")
     elif identifier == ACCEPT_ACTION and number is None:
         decision.ignore("only a pull request's check run can be accepted")

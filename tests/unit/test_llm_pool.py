@@ -188,6 +188,14 @@ async def test_a_run_sends_its_calls_from_the_provider_process(
         pool: ProviderPool, llm: FakeLLMServer, tmp_path: Path,
         monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(llm_pool, "MIN_CALLS", 3)
+    expected: list[int] = []
+    expect = llm_pool.expect
+
+    def recording_expect(calls: int) -> ProviderPool | None:
+        expected.append(calls)
+        return expect(calls)
+
+    monkeypatch.setattr(llm_pool, "expect", recording_expect)
     rows = [{"id": f"e{i}", "input": f"order {i}"} for i in range(5)]
     config = llm_support.model_config(llm.url, assertions="      - {type: contains, "
                                       "value: order}\n")
@@ -200,6 +208,7 @@ async def test_a_run_sends_its_calls_from_the_provider_process(
     assert all(e.passed for e in suite.examples)
     assert run.spend.provider_calls == 5
     assert pool.sent == before + 5
+    assert expected == [5]  # the run told the pool how many calls it expects
 
 
 @on_module_loop
@@ -246,3 +255,21 @@ async def test_a_provider_process_that_dies_fails_its_calls_then_calls_stay_here
     llm.setup({"default_reply": "from the run's process"})
     reply = await llm_mod.chat(endpoint(llm), MESSAGES, 10)
     assert reply.text == "from the run's process" and pool.sent == sent
+
+
+@on_module_loop
+async def test_a_pool_whose_processes_all_exited_is_replaced(
+        pool: ProviderPool, monkeypatch: pytest.MonkeyPatch) -> None:
+    assert pool.spent()  # the previous test killed its only process
+    monkeypatch.setattr(llm_pool, "ProviderPool", _NotStarted)
+    fresh = llm_pool.ensure({PROCESSES_ENV: "1"})
+    assert isinstance(fresh, _NotStarted) and fresh is not pool and fresh.count == 1
+    assert pool.closed
+    llm_pool._pool = pool  # the module fixture closes it
+
+
+class _NotStarted(ProviderPool):
+    """A pool that starts no process (the replacement is what is checked)."""
+
+    def start(self) -> None:
+        return None

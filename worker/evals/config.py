@@ -11,6 +11,9 @@ code) and walked by hand, so each error names the 1-based line of the offending 
         target: {command: python3 bot.py {input_file} {output_file}}
         assertions: [{type: contains, value: refund}]
         gate: {pass_rate: {min: 0.80, max_drop: 0.05}}
+
+A root config may also list or discover more configs (``configs:``, ``discover:``,
+``settings.checks``; worker/evals/config_layout.py) and then needs no ``suites``.
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ import yaml
 from yaml.constructor import SafeConstructor
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
-from worker.evals import config_llm, config_paths, safe_yaml
+from worker.evals import config_layout, config_llm, config_paths, safe_yaml
 from worker.evals.assertions import validate_spec
 from worker.evals.gate_config import parse_gate
 from worker.evals.types import (
@@ -35,6 +38,7 @@ from worker.evals.types import (
     CommandTarget,
     Config,
     ConfigError,
+    ConfigRef,
     GateOptions,
     GateRule,
     ModelTarget,
@@ -48,7 +52,7 @@ SUPPORTED_VERSION = 1
 #: Worker variables a target never sees, whatever ``settings.env`` says: the App's key and id,
 #: the Redis URL and llmgate's own settings (see worker/settings.py).
 FORBIDDEN_ENV_PREFIXES = ("GITHUB_", "LLMGATE_", "REDIS_", "ARQ_")
-TOP_KEYS = ("version", "settings", "suites", "untrusted")
+TOP_KEYS = ("version", "settings", "suites", "untrusted", "configs", "discover")
 #: Bounds a pull request cannot raise: one invocation's time (the worker's job limit, seconds)
 #: and target processes at once per suite.
 MAX_TIMEOUT_S = 3600
@@ -58,7 +62,7 @@ UNTRUSTED_POLICIES = ("approve", "never", "run")
 #: Values of ``settings.drafts`` (read from the base branch only; see worker/drafts.py).
 DRAFT_POLICIES = ("run", "skip")
 SETTINGS_KEYS = ("timeout", "concurrency", "env", *config_llm.LLM_SETTINGS_KEYS,
-                 *config_paths.PATH_SETTINGS_KEYS, "drafts")
+                 *config_paths.PATH_SETTINGS_KEYS, "drafts", *config_layout.LAYOUT_SETTINGS_KEYS)
 SUITE_KEYS = ("name", "dataset", "target", "assertions", "gate", "traps", "on_paths")
 TARGET_KEYS = ("command", "batch")
 PLACEHOLDERS = ("{input_file}", "{output_file}")
@@ -185,6 +189,9 @@ class _Reader:
         settings = self.settings(entries["settings"][1]) if "settings" in entries else Settings()
         if "untrusted" in entries:
             self.choice(entries["untrusted"][1], "`untrusted`", UNTRUSTED_POLICIES)
+        layout = self.layout(entries)
+        if "suites" not in entries and (layout[0] or layout[1]):  # a monorepo's root config
+            return Config(SUPPORTED_VERSION, (), settings, self.path, *layout)
         suites_node = self.required(entries, "suites", root, "the config")
         items = self.sequence(suites_node, "`suites`")
         if not items:
@@ -196,7 +203,17 @@ class _Reader:
                 raise self.error(item, f"duplicate suite name {suite.name!r} "
                                  f"(first at line {suites[suite.name].line})")
             suites[suite.name] = suite
-        return Config(SUPPORTED_VERSION, tuple(suites.values()), settings, self.path)
+        return Config(SUPPORTED_VERSION, tuple(suites.values()), settings, self.path, *layout)
+
+    def layout(self, entries: _Entries) -> tuple[tuple[ConfigRef, ...], bool, int | None]:
+        """Return ``configs``, ``discover`` and the line of the first of them (or None)."""
+        refs = config_layout.config_refs(self, entries["configs"][1]) \
+            if "configs" in entries else ()
+        discover = config_layout.discover_flag(self, entries["discover"][1]) \
+            if "discover" in entries else False
+        keys = [entries[k][0] for k in ("configs", "discover") if k in entries]
+        line = min(int(k.start_mark.line) + 1 for k in keys) if keys else None
+        return refs, discover, line
 
     def choice(self, node: Node, what: str, allowed: tuple[str, ...]) -> str:
         value = self.value(node)
@@ -218,8 +235,10 @@ class _Reader:
         if "drafts" in entries:
             value = self.choice(entries["drafts"][1], "`settings.drafts`", DRAFT_POLICIES)
             drafts = "skip" if value == "skip" else "run"
+        checks = config_layout.checks_mode(self, entries["checks"][1]) \
+            if "checks" in entries else default.checks
         settings = config_llm.settings_extras(
-            self, entries, Settings(timeout_s, concurrency, env, drafts=drafts))
+            self, entries, Settings(timeout_s, concurrency, env, drafts=drafts, checks=checks))
         return config_paths.settings_paths(self, entries, settings)
 
     def timeout(self, node: Node) -> float:

@@ -167,6 +167,9 @@ class Settings:
             changed file: ``success`` (default) or ``skipped``; read from the base side only.
         drafts: whether a draft pull request is gated: ``run`` (default) or ``skip`` (its check
             is concluded ``skipped``); read from the base side only (worker/drafts.py).
+        checks: how a repository with several configs reports (root config only,
+            worker/monorepo.py): ``combined`` (default: one ``llmgate`` check run) or
+            ``per_config`` (one check run per config besides the aggregate ``llmgate``).
     """
 
     timeout_s: float = 60.0
@@ -185,6 +188,7 @@ class Settings:
     base: Literal["merge_base", "tip"] = "merge_base"
     on_paths_conclusion: Literal["success", "skipped"] = "success"
     drafts: Literal["run", "skip"] = "run"
+    checks: Literal["combined", "per_config"] = "combined"
 
 
 @dataclass(frozen=True)
@@ -224,12 +228,34 @@ class Config:
         suites: the suites in file order.
         settings: run settings shared by the suites.
         path: the config file relative to the repository root.
+        configs: the root config's ``configs:`` list: more configs of the repository to gate
+            (worker/monorepo.py); () when absent.
+        discover: the root config's ``discover: true``: gate every ``.llmgate.yml`` found in
+            the repository's folders.
+        layout_line: 1-based line of ``configs:`` or ``discover:``, None when neither is set.
     """
 
     version: int
     suites: tuple[SuiteConfig, ...]
     settings: Settings
     path: str = CONFIG_FILENAME
+    configs: tuple[ConfigRef, ...] = ()
+    discover: bool = False
+    layout_line: int | None = None
+
+
+@dataclass(frozen=True)
+class ConfigRef:
+    """One entry of the root config's ``configs:`` list.
+
+    Attributes:
+        path: the listed config file, a normalised POSIX path relative to the repository root
+            ending in ``/.llmgate.yml`` (an entry naming a folder gets the file name added).
+        line: 1-based line of the entry in the root config.
+    """
+
+    path: str
+    line: int
 
 
 @dataclass(frozen=True)

@@ -200,15 +200,16 @@ class GitHubClient:
     async def create_check_run(self, owner: str, repo: str, head_sha: str, *,
                                status: str = "in_progress",
                                output: Mapping[str, Any] | None = None,
-                               external_id: str | None = None) -> int:
+                               external_id: str | None = None, name: str = CHECK_NAME) -> int:
         """Create the ``llmgate`` check run on ``head_sha``; return its id.
 
         Args:
             status: ``queued`` or ``in_progress``.
             output: optional ``{"title", "summary", "text"?}`` (title and summary required).
             external_id: optional reference kept on the run (llmgate: ``pr:<number>``).
+            name: the check run's name (a config's own check run: ``llmgate: <folder>``).
         """
-        body: dict[str, Any] = {"name": CHECK_NAME, "head_sha": head_sha, "status": status}
+        body: dict[str, Any] = {"name": name, "head_sha": head_sha, "status": status}
         if output is not None:
             body["output"] = dict(output)
         if external_id:
