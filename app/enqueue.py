@@ -12,7 +12,10 @@ Redis restart) does the same work atomically:
    (arq's own uniqueness rule), ``PSETEX`` the job and ``ZADD`` it to ``arq:queue`` with the
    enqueue time (ms) as score, exactly as ``ArqRedis.enqueue_job`` does;
 3. optionally ``SET`` a pull request's newest head (``llmgate:pr:...:head``, a head SHA or
-   ``closed``) with its TTL, so workers can drop runs of older heads (``worker.supersede``);
+   ``closed``) with its TTL, so workers can drop runs of older heads (``worker.supersede``).
+   When the job id exists already but the recorded head is another SHA, the head came back
+   to a commit gated before (push A, push B, force-push A): A's old run was superseded, so the
+   job is queued under its ``returned_job_id`` instead of being answered "already queued";
 4. only then write the two marks, with the same TTL.
 
 Why the body too: GitHub's own redeliveries reuse the delivery id, but ``X-GitHub-Delivery`` is
@@ -46,23 +49,35 @@ from worker.contract import DELIVERY_KEY_PREFIX, DELIVERY_TTL_S, PR_HEAD_TTL_S
 #: Prefix of the mark keyed by the hex SHA-256 of a delivery's raw body (replay guard).
 BODY_KEY_PREFIX = "llmgate:body:"
 
-#: KEYS: delivery mark, body mark[, arq job key, arq result key, arq queue][, PR head key];
-#: ARGV: mark TTL (s)[, job id, serialized job, job expiry (ms), queue score (ms)]
-#: [, PR head value, PR head TTL (s)]. The PR head key, when given, is the last key (3 or 6 keys).
+#: KEYS (always 8): delivery mark, body mark, arq job key, arq result key, arq queue, PR head
+#: key, arq job key and result key of the returned-head job id. ARGV (always 8): mark TTL (s),
+#: job id ("" for no job), serialized job, job expiry (ms), queue score (ms), PR head value
+#: ("" to set none), PR head TTL (s), returned-head job id ("" for none). Keys of absent parts
+#: repeat the delivery mark and are not touched.
 #: Returns 0 duplicate delivery, 1 marked (and queued, when a job was given), 2 already queued.
 SCRIPT = b"""
 if redis.call('EXISTS', KEYS[1], KEYS[2]) > 0 then return 0 end
 local result = 1
-if #KEYS >= 5 then
+if ARGV[2] ~= '' then
+  local job_id = ARGV[2]
   if redis.call('EXISTS', KEYS[3], KEYS[4]) > 0 then
+    job_id = ''
+    if ARGV[8] ~= '' and ARGV[6] ~= '' then
+      local head = redis.call('GET', KEYS[6])
+      if head and head ~= ARGV[6] and redis.call('EXISTS', KEYS[7], KEYS[8]) == 0 then
+        job_id = ARGV[8]
+      end
+    end
+  end
+  if job_id == '' then
     result = 2
   else
-    redis.call('PSETEX', KEYS[3], ARGV[4], ARGV[3])
-    redis.call('ZADD', KEYS[5], ARGV[5], ARGV[2])
+    redis.call('PSETEX', job_id == ARGV[2] and KEYS[3] or KEYS[7], ARGV[4], ARGV[3])
+    redis.call('ZADD', KEYS[5], ARGV[5], job_id)
   end
 end
-if #KEYS == 3 or #KEYS == 6 then
-  redis.call('SET', KEYS[#KEYS], ARGV[#ARGV - 1], 'EX', ARGV[#ARGV])
+if ARGV[6] ~= '' then
+  redis.call('SET', KEYS[6], ARGV[6], 'EX', ARGV[7])
 end
 redis.call('SET', KEYS[1], '1', 'EX', ARGV[1])
 redis.call('SET', KEYS[2], '1', 'EX', ARGV[1])
@@ -98,16 +113,22 @@ def script_arguments(delivery_id: str, body_sha256: str, job: PlannedJob | None,
         head_record: ``(key, value)`` of a pull request's newest head to SET for
             ``PR_HEAD_TTL_S`` seconds, or ``None``.
     """
-    keys = [DELIVERY_KEY_PREFIX + delivery_id, BODY_KEY_PREFIX + body_sha256]
-    args: list[str | bytes | int] = [DELIVERY_TTL_S]
+    mark = DELIVERY_KEY_PREFIX + delivery_id
+    keys = [mark, BODY_KEY_PREFIX + body_sha256, mark, mark, mark, mark, mark, mark]
+    args: list[str | bytes | int] = [DELIVERY_TTL_S, "", "", 0, 0, "", 0, ""]
     if job is not None:
         enqueued_ms = timestamp_ms() if now_ms is None else now_ms
-        keys += [job_key_prefix + job.job_id, result_key_prefix + job.job_id, default_queue_name]
+        keys[2:5] = [job_key_prefix + job.job_id, result_key_prefix + job.job_id,
+                     default_queue_name]
         data = serialize_job(job.function, (job.payload,), {}, None, enqueued_ms)
-        args += [job.job_id, data, expires_extra_ms, enqueued_ms]
+        args[1:5] = [job.job_id, data, expires_extra_ms, enqueued_ms]
+        if job.returned_job_id and head_record is not None:
+            keys[6:8] = [job_key_prefix + job.returned_job_id,
+                         result_key_prefix + job.returned_job_id]
+            args[7] = job.returned_job_id
     if head_record is not None:
-        keys.append(head_record[0])
-        args += [head_record[1], PR_HEAD_TTL_S]
+        keys[5] = head_record[0]
+        args[5:7] = [head_record[1], PR_HEAD_TTL_S]
     return keys, args
 
 

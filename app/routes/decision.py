@@ -33,6 +33,10 @@ class PlannedJob:
     function: str
     payload: Payload
     job_id: str
+    #: A second job id to use when ``job_id`` was queued before and the PR's newest head (the
+    #: ``head_record`` key) has since moved to another SHA: the head came back (a force-push
+    #: to an older commit), which needs a fresh run. "" for none.
+    returned_job_id: str = ""
 
 
 @dataclass(slots=True)
@@ -52,10 +56,11 @@ class Decision:
     job: PlannedJob | None = None
     head_record: tuple[str, str] | None = None
 
-    def enqueue(self, function: str, payload: Payload, job_id: str) -> None:
-        """Plan ``function(payload)`` under ``job_id``."""
+    def enqueue(self, function: str, payload: Payload, job_id: str,
+                returned_job_id: str = "") -> None:
+        """Plan ``function(payload)`` under ``job_id`` (see `PlannedJob.returned_job_id`)."""
         self.status, self.reason = "queued", ""
-        self.job = PlannedJob(function, payload, job_id)
+        self.job = PlannedJob(function, payload, job_id, returned_job_id)
 
     def record_head(self, key: str, value: str) -> None:
         """Also SET ``key`` to ``value`` (a PR's newest head) in the enqueue's round trip."""

@@ -42,7 +42,9 @@ async def gate_pull_request(event: Event, decision: Decision) -> None:
     """Plan a gate run of the PR's head SHA against its base, and record that head as newest.
 
     ``opened`` and ``synchronize`` use the head's plain job id, so two deliveries for one head
-    start one job; ``reopened`` and ``ready_for_review`` (`FRESH_RUN_ACTIONS`) get a fresh one.
+    start one job, unless the PR's head moved away and came back to that SHA (then the run
+    of the old visit was superseded and a fresh job is queued: `app.enqueue`); ``reopened``
+    and ``ready_for_review`` (`FRESH_RUN_ACTIONS`) always get a fresh one.
 
     Raises:
         PayloadError: a needed field is missing or malformed (the receiver answers 400).
@@ -69,7 +71,10 @@ async def gate_pull_request(event: Event, decision: Decision) -> None:
     action = data.get("action", "")
     suffix = f"{action}:{event.delivery_id}" if action in FRESH_RUN_ACTIONS else ""
     job_id = gate_job_id(repo, gate["pr_number"], gate["head_sha"], suffix)
-    decision.enqueue(JOB_GATE_PULL_REQUEST, gate, job_id)
+    # push A, push B, force-push A: A's run was superseded, so A needs a fresh one
+    returned = "" if suffix else gate_job_id(repo, gate["pr_number"], gate["head_sha"],
+                                             f"returned:{event.delivery_id}")
+    decision.enqueue(JOB_GATE_PULL_REQUEST, gate, job_id, returned)
     decision.record_head(pr_head_key(repo, gate["pr_number"]), gate["head_sha"])
 
 

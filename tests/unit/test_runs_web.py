@@ -97,3 +97,33 @@ async def test_reopened_and_ready_for_review_start_fresh_jobs(redis_url: str) ->
     assert drafts == {plain: True, f"{plain}:reopened:r-3": True,
                       f"{plain}:ready_for_review:r-4": False}
     assert {job.args[0]["base_sha"] for job in jobs.values()} == {BASE_SHA}
+
+
+async def test_a_head_that_comes_back_gets_a_fresh_run(redis_url: str) -> None:
+    """Push A, push B, force-push A: A's first run was superseded by B, so A runs again.
+
+    A second delivery for A while A is still the newest head (an ``opened`` racing a
+    ``synchronize``) is still answered ``already_queued``.
+    """
+    head_b = "b" * 40
+
+    def push(head_sha: str, minute: int) -> bytes:  # real deliveries differ in their bodies
+        data = fixture_json("pull_request.synchronize.json")
+        data["pull_request"]["head"]["sha"] = head_sha
+        data["pull_request"]["updated_at"] = f"2026-11-30T10:{minute:02d}:00Z"
+        return encode(data)
+
+    async with running_app(settings(redis_url)) as client:
+        first = await post(client, "pull_request", "r-1", _payload("opened"))
+        racing = await post(client, "pull_request", "r-2", push(HEAD_SHA, 1))
+        moved = await post(client, "pull_request", "r-3", push(head_b, 2))
+        back = await post(client, "pull_request", "r-4", push(HEAD_SHA, 3))
+        again = await post(client, "pull_request", "r-5", push(HEAD_SHA, 4))
+    assert [r.json()["status"] for r in (first, racing, moved, back, again)] == [
+        "queued", "already_queued", "queued", "queued", "already_queued"]
+    assert _get(redis_url, HEAD_KEY)[0] == HEAD_SHA.encode()
+    jobs = await queued_jobs(redis_url)
+    assert sorted(j.job_id for j in jobs) == sorted([  # type: ignore[type-var]
+        gate_job_id(REPO, 2, HEAD_SHA),  # type: ignore[arg-type]
+        gate_job_id(REPO, 2, head_b),  # type: ignore[arg-type]
+        gate_job_id(REPO, 2, HEAD_SHA, "returned:r-4")])  # type: ignore[arg-type]
