@@ -38,7 +38,8 @@ MESSAGES = [{"role": "user", "content": "ping number 1"}]
 
 
 @pytest.mark.parametrize(("value", "cpus", "count"), [
-    (None, 1, 0), (None, 2, 2), (None, 8, 4), ("auto", 3, 3), ("", 2, 2), (" AUTO ", 2, 2),
+    (None, 1, 0), (None, 2, 2), (None, 3, 3), (None, 5, 4), (None, 64, 4), ("auto", 3, 3),
+    ("", 2, 2), (" AUTO ", 2, 2),
     ("0", 8, 0), ("3", 1, 3), ("16", 2, 16),
 ])
 def test_process_count(value: str | None, cpus: int, count: int) -> None:
