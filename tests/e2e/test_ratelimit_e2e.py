@@ -79,8 +79,9 @@ async def test_a_403_secondary_rate_limit_with_retry_after_is_honoured(
     settings = worker_settings()
     pool = await create_pool(settings.redis_settings)
     first: Worker = create_worker(settings, burst=True, poll_delay=0.05, handle_signals=False,
-                                  max_jobs=1)  # busy with PR 1 while PR 2 waits
-    second: Worker = create_worker(settings, burst=True, poll_delay=0.05, handle_signals=False)
+                                  max_jobs=1, cron_jobs=[])  # busy with PR 1 while PR 2 waits
+    second: Worker = create_worker(settings, burst=True, poll_delay=0.05, handle_signals=False,
+                                   cron_jobs=[])  # no sweeper cron: it would count as a job
     try:
         await enqueue(pool, gate_payload(clone_url, shas["pr/drop"], shas["main"], number=1))
         running_first = asyncio.create_task(first.async_run())

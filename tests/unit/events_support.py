@@ -72,7 +72,7 @@ async def run_burst(jobs: Sequence[tuple[str, Any, str]] = ()) -> dict[str, Any]
     """Enqueue ``jobs``, run a burst worker until the queue is empty; return their results."""
     await enqueue(jobs)
     worker = create_worker(worker_settings(), burst=True, poll_delay=0.05,
-                           handle_signals=False)
+                           handle_signals=False, cron_jobs=[])
     try:
         await worker.async_run()
     finally:

@@ -149,7 +149,7 @@ async def test_installation_deleted_mid_run_ends_quietly(monkeypatch, redis_url,
                     LLMGATE_SANDBOX_WRITE_PATHS=str(flags)) as github:
         await enqueue([("gate_pull_request", payload, job_id)])
         worker = create_worker(worker_settings(), burst=True, poll_delay=0.05,
-                               handle_signals=False)
+                               handle_signals=False, cron_jobs=[])
         running = asyncio.create_task(worker.async_run())
 
         async def target_started() -> bool:

@@ -73,7 +73,8 @@ async def run_jobs(payloads: list[GatePayload]) -> Worker:
         await pool.enqueue_job("gate_pull_request", p,
                                _job_id=gate_job_id(p["repo"], p["pr_number"], p["head_sha"]))
     await pool.aclose()
-    worker = create_worker(settings, burst=True, poll_delay=0.05, handle_signals=False)
+    worker = create_worker(settings, burst=True, poll_delay=0.05, handle_signals=False,
+                           cron_jobs=[])  # no sweeper cron: it would count as a job
     await worker.async_run()
     await worker.close()
     return worker
