@@ -79,7 +79,7 @@ async def evaluate_configs(services: Services, gh: GitHubClient,
                                 cache_mode="off" if request.no_cache else "use",
                                 on_call=record_call)  # provider calls, cache hits, USD
             role = "" if merge_base == request.base_sha else "the merge base" \
-                if base_sha == merge_base else "the base branch's tip (settings.base: tip)"
+                if base_sha == merge_base else "the base branch's tip, as settings.base says"
             store = BaselineStore(services.redis, BaselineSettings.from_env())
             origin = Origin("pull_request", pr_number=request.pr_number, role=role)
 

@@ -54,35 +54,43 @@ def sweeper_cron_jobs(limits: JobLimits) -> list[CronJob]:
                  max_tries=1, keep_result=0, **sweep_schedule(limits.sweep_interval_s))]
 
 
-async def abandoned_reason(redis: Redis, entry: RunEntry, limits: JobLimits) -> str | None:
-    """Return why ``entry``'s job left its check run unconcluded, or None if it concluded it.
+async def abandoned_reason(redis: Redis, entry: RunEntry,
+                           limits: JobLimits) -> tuple[str, str] | None:
+    """Return ``(conclusion, reason)`` for ``entry``'s unconcluded check run, or None.
 
-    Called for a job that is neither running nor queued; reads arq's stored result.
+    Called for a job that is neither running nor queued and whose run is still registered (a
+    job forgets its run when it concludes the check run); reads arq's stored result. None: the
+    job succeeded (it concluded its check run). A worker that died or a job past its time
+    limit gives ``timed_out``; a job that raised before it could conclude (e.g. GitHub kept
+    failing on its last try, also while concluding) gives ``failure`` with the error's type.
     """
     raw = await redis.get(result_key_prefix + entry.job_id)
     if raw is None:
-        return LOST_REASON
+        return "timed_out", LOST_REASON
     try:
         result = deserialize_result(raw)
     except Exception:  # an unreadable result: the job is gone all the same
-        return LOST_REASON
+        return "timed_out", LOST_REASON
     if result.success:
         return None
     error = result.result
     if isinstance(error, JobExecutionFailed):
-        return (stopped_reason(entry.attempt) if "retries exceeded" in str(error)
-                else LOST_REASON)
+        return "timed_out", (stopped_reason(entry.attempt) if "retries exceeded" in str(error)
+                             else LOST_REASON)
     if isinstance(error, TimeoutError):
-        return (f"The run took longer than the job time limit ({limits.job_timeout_s} s, "
-                "`LLMGATE_JOB_TIMEOUT_S` of the worker).")
+        return "timed_out", (f"The run took longer than the job time limit "
+                             f"({limits.job_timeout_s} s, `LLMGATE_JOB_TIMEOUT_S` of the worker).")
     if isinstance(error, asyncio.CancelledError):
-        return LOST_REASON
-    return None  # the job function raised: it concluded its check run first
+        return "timed_out", LOST_REASON
+    return "failure", (f"The run could not finish: it failed with {type(error).__name__} "
+                       "on its last try (GitHub or Redis kept failing), before it could "
+                       "conclude this check run.")
 
 
 async def sweep(redis: Redis, github: Callable[[int], GitHubClient],
                 limits: JobLimits) -> dict[str, int]:
-    """Conclude every abandoned run's check run ``timed_out`` and forget finished runs.
+    """Conclude every abandoned run's check run (``timed_out``, or ``failure`` when its job raised
+    before concluding it) and forget finished runs.
 
     ``github`` returns a client for an installation id. A run whose check run could not be
     updated because GitHub failed transiently stays registered for the next sweep.
@@ -117,14 +125,14 @@ async def _abandoned_body(redis: Redis, entry: RunEntry,
     """The PATCH body concluding an ended job's check run, or None if the job concluded it.
 
     A conclusion the job left pending (GitHub refused it for a while) comes first; otherwise
-    `abandoned_reason` decides, with ``timed_out``.
+    `abandoned_reason` decides (``timed_out`` or ``failure``).
     """
     if entry.conclusion:
         return {"status": "completed", "conclusion": entry.conclusion,
                 "output": {**conclusion_body(entry.conclusion, "")["output"],
                            "summary": entry.summary}}
-    reason = await abandoned_reason(redis, entry, limits)
-    return None if reason is None else conclusion_body("timed_out", reason)
+    ending = await abandoned_reason(redis, entry, limits)
+    return None if ending is None else conclusion_body(*ending)
 
 
 async def _conclude(gh: GitHubClient, entry: RunEntry, body: dict[str, Any]) -> bool:

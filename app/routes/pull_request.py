@@ -1,5 +1,6 @@
-"""``pull_request`` events: gate a PR head when it is opened, pushed to, reopened or made ready;
-record the PR's newest head (or that it closed) so workers drop runs of older heads."""
+"""``pull_request`` events: gate a PR head when it is opened, pushed to, reopened, made ready or
+retargeted to another base branch; record the PR's newest head (or that it closed) so workers
+drop runs of older heads."""
 
 from __future__ import annotations
 
@@ -31,7 +32,7 @@ router = Router()
 #: Actions that ask for a new run even when the head SHA was gated before (within arq's result
 #: retention the plain job id would be answered ``already_queued``): their job id carries the
 #: action and the delivery id.
-FRESH_RUN_ACTIONS = frozenset({"reopened", "ready_for_review"})
+FRESH_RUN_ACTIONS = frozenset({"reopened", "ready_for_review", "edited"})
 
 
 @router.register("pull_request", action="opened")
@@ -76,6 +77,21 @@ async def gate_pull_request(event: Event, decision: Decision) -> None:
                                              f"returned:{event.delivery_id}")
     decision.enqueue(JOB_GATE_PULL_REQUEST, gate, job_id, returned)
     decision.record_head(pr_head_key(repo, gate["pr_number"]), gate["head_sha"])
+
+
+@router.register("pull_request", action="edited")
+async def gate_retargeted(event: Event, decision: Decision) -> None:
+    """Gate the PR again when its base branch changed (``changes.base``): the verdict and the
+    comment were about the old base. Other edits (title, body) are ignored.
+
+    Raises:
+        PayloadError: a needed field is missing or malformed (the receiver answers 400).
+    """
+    changes = event.data.get("changes")
+    if not isinstance(changes, dict) or "base" not in changes:
+        decision.ignore("only a change of the base branch gates an edited pull request again")
+        return
+    await gate_pull_request(event, decision)
 
 
 @router.register("pull_request", action="closed")

@@ -113,3 +113,28 @@ async def test_shared_head_with_two_bases(github, shas, redis_url, tmp_path):
     assert f"**base** `{main[:7]}`" in pr11["body"] and "llmgate: fail" in pr11["body"]
     assert f"**base** `{release[:7]}`" in _comment(state, 12)["body"]
     assert state["violations"] == []
+
+
+async def test_rerun_on_a_closed_pull_request_runs_nothing(github, shas, redis_url, tmp_path):
+    """Case from the field: PR 11 is open and PR 12 closed at the same head; `/llmgate rerun`
+    on PR 12 must not create a check run on that commit (a `cancelled` one there would become
+    the commit's newest `llmgate` check and block PR 11)."""
+    github.fake.setup({"pulls": [
+        {"owner": OWNER, "repo": NAME, "number": number, "head_sha": shas["head"],
+         "base_sha": shas[base], "base_ref": base, "author": "Codertocat", "state": state}
+        for number, base, state in ((11, "main", "open"), (12, "release", "closed"))]})
+    clone_url = (tmp_path / "repo").as_uri()
+    async with running_app(settings(redis_url)) as client:
+        answer = await post(client, "issue_comment", "closed-1",
+                            encode(_rerun_comment(clone_url)))
+    assert answer.json() == {"status": "queued"}
+    await run_burst()
+
+    state = github.state()
+    assert state["check_runs"] == []
+    assert [r["content"] for r in state["reactions"]] == ["confused"]
+    [reply] = [c for c in state["comments"] if c["issue_number"] == 12 and len(c["history"]) == 1
+               and COMMENT_MARKER not in c["body"]]
+    assert reply["body"] == ("llmgate runs nothing on a closed pull request: reopen it to gate "
+                             "its head again.")
+    assert len(_comment(state, 11)["history"]) == 1 and state["violations"] == []

@@ -127,3 +127,24 @@ async def test_a_head_that_comes_back_gets_a_fresh_run(redis_url: str) -> None:
         gate_job_id(REPO, 2, HEAD_SHA),  # type: ignore[arg-type]
         gate_job_id(REPO, 2, head_b),  # type: ignore[arg-type]
         gate_job_id(REPO, 2, HEAD_SHA, "returned:r-4")])  # type: ignore[arg-type]
+
+
+async def test_a_new_base_branch_gates_again_other_edits_do_not(redis_url: str) -> None:
+    """Case from the field: a PR retargeted from ``main`` to ``release`` kept its verdict and
+    comment against ``main``. ``edited`` with ``changes.base`` now queues a fresh run."""
+    title = fixture_json("pull_request.edited.DERIVED.json")
+    retarget = fixture_json("pull_request.edited.DERIVED.json")
+    retarget["changes"] = {"base": {"ref": {"from": "main"}, "sha": {"from": BASE_SHA}}}
+    retarget["pull_request"]["base"]["ref"] = "release"
+    async with running_app(settings(redis_url)) as client:
+        renamed = await post(client, "pull_request", "e-1", encode(title))
+        moved = await post(client, "pull_request", "e-2", encode(retarget))
+    assert renamed.json() == {
+        "status": "ignored",
+        "reason": "only a change of the base branch gates an edited pull request again"}
+    assert (moved.status_code, moved.json()) == (202, {"status": "queued"})
+    [job] = await queued_jobs(redis_url)
+    head = retarget["pull_request"]["head"]["sha"]
+    number = retarget["pull_request"]["number"]
+    assert job.job_id == gate_job_id(REPO, number, head, "edited:e-2")  # type: ignore[arg-type]
+    assert job.args[0]["base_ref"] == "release"  # type: ignore[index]

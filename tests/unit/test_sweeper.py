@@ -25,7 +25,7 @@ from tests.unit.runs_support import (
 )
 from tests.unit.worker_support import INSTALLATION_ID, OWNER, REPO
 from worker.evals.types import ExecutionError
-from worker.github.client import GitHubClient
+from worker.github.client import GitHubClient, GitHubUnavailable
 from worker.lease import JobLimits
 from worker.runs import RunEntry, RunRegistry, new_entry
 from worker.sweeper import LOST_REASON, sweep
@@ -113,19 +113,37 @@ async def test_running_or_queued_jobs_are_left_alone(
     assert await RunRegistry(redis).run_ids() == [entry.run_id]
 
 
-@pytest.mark.parametrize(("success", "result"), [
-    (True, {"conclusion": "success", "head_sha": HEAD_SHA}),
-    (False, ExecutionError("git failed")),  # the job concluded its check run, then raised
-])
-async def test_runs_that_ended_by_themselves_are_only_forgotten(
-        redis: Redis, gh: GitHubClient, fake_gh: FakeGitHubServer, success: bool,
-        result: object) -> None:
+async def test_a_run_that_succeeded_is_only_forgotten(
+        redis: Redis, gh: GitHubClient, fake_gh: FakeGitHubServer) -> None:
     entry = await _registered(redis, gh)
-    await store_result(redis, JOB, success=success, result=result)
+    await store_result(redis, JOB, success=True,
+                       result={"conclusion": "success", "head_sha": HEAD_SHA})
     requests_before = len(fake_gh.state()["requests"])
     assert await _sweep(redis, gh) == {"concluded": 0, "forgotten": 1, "alive": 0}
     assert len(fake_gh.state()["requests"]) == requests_before  # the check run is untouched
     assert check_run(fake_gh, entry.check_run_id)["status"] == "in_progress"
+    assert await RunRegistry(redis).run_ids() == []
+
+
+@pytest.mark.parametrize("error", [
+    GitHubUnavailable("PATCH /repos/o/r/check-runs/1: GitHub answered 502 after retries", 502),
+    ExecutionError("git failed"),
+])
+async def test_a_job_that_raised_before_concluding_gets_failure(
+        redis: Redis, gh: GitHubClient, fake_gh: FakeGitHubServer, error: Exception) -> None:
+    """Case from the field: GitHub answered 502 to every PATCH of the check run through all
+    three tries; once GitHub is back the sweeper concludes the check instead of forgetting it.
+
+    A job forgets its run when it concludes the check run, so a run still registered after
+    its job raised was never concluded.
+    """
+    entry = await _registered(redis, gh)
+    await store_result(redis, JOB, success=False, result=error)
+    assert await _sweep(redis, gh) == {"concluded": 1, "forgotten": 0, "alive": 0}
+    concluded = check_run(fake_gh, entry.check_run_id)
+    assert (concluded["status"], concluded["conclusion"]) == ("completed", "failure")
+    assert concluded["output"]["summary"].startswith(
+        f"The run could not finish: it failed with {type(error).__name__} on its last try")
     assert await RunRegistry(redis).run_ids() == []
 
 
