@@ -102,7 +102,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     from worker import report_multi  # scipy via the statistics: only when a gate runs
 
     try:
-        multi = asyncio.run(_run_local(args))
+        multi, head_sha, base_sha = asyncio.run(_run_local(args))
     except (GitError, ExecutionError, OSError) as err:
         print(f"llmgate: {err}", file=sys.stderr)
         return EXIT_EXECUTION_ERROR
@@ -110,7 +110,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     multi = Redactor(secrets_from_environ(os.environ)).redact_value(multi)
     gate_report = multi.merged()
     rendered = (report_multi.render_json(multi) if args.format == "json"
-                else report_multi.render_markdown(multi))
+                else report_multi.render_markdown(multi, head_sha, base_sha or None))
     if args.output:
         try:
             args.output.write_text(rendered, encoding="utf-8")
@@ -141,7 +141,10 @@ async def _resolve(repo: Path, ref: str, option: str) -> str:
         raise ExecutionError(f"{option}: {err}") from None
 
 
-async def _run_local(args: argparse.Namespace) -> MultiReport:
+async def _run_local(args: argparse.Namespace) -> tuple[MultiReport, str, str]:
+    """Gate the configs ``args`` name; return the reports and the head and base SHAs compared
+    ("" for the working tree, or for no ``--base``), which the report names even when the
+    config is broken."""
     from worker.evals.cli_cache import eval_context
     from worker.monorepo import folder_plan, plan_configs
     from worker.monorepo_run import ConfigReport, MultiReport, gate_plan
@@ -162,10 +165,10 @@ async def _run_local(args: argparse.Namespace) -> MultiReport:
             else folder_plan(args.config, head_root, base_root)  # a folder's: as the worker
         if plan is not None:  # every config of the repository, or one folder's
             return await gate_plan(plan, head_root, base_root, head_sha=head_sha,
-                                   base_sha=base_sha, evals=evals)
+                                   base_sha=base_sha, evals=evals), head_sha, base_sha
         report = await gate_trees(head_root, base_root, head_sha=head_sha, base_sha=base_sha,
                                   config_path=args.config, evals=evals)
-        return MultiReport((ConfigReport(args.config, "", report),))
+        return MultiReport((ConfigReport(args.config, "", report),)), head_sha, base_sha
 
 
 def cmd_serve(args: argparse.Namespace) -> int:

@@ -127,6 +127,14 @@ def test_broken_config_exits_2_naming_file_and_line(tiny, capsys):
     assert err.startswith(f"llmgate: configuration error: .llmgate.yml:{ASSERTION_LINE}: ")
 
 
+def test_a_config_error_report_still_names_the_commits(tiny, capsys):
+    _, shas = tiny
+    code, out, _ = run_cli(capsys, "--base", "main", "--head", "pr/broken")
+    assert code == EXIT_CONFIG_ERROR
+    assert f"`{shas['pr/broken'][:7]}`" in out and f"`{shas['main'][:7]}`" in out
+    assert "working tree" not in out
+
+
 def test_missing_config_exits_2(tiny, capsys):
     code, out, err = run_cli(capsys, "--base", "main", "--head", "pr/noconfig")
     assert code == EXIT_CONFIG_ERROR
