@@ -18,7 +18,15 @@ import pytest
 from redis.asyncio import Redis
 
 from tests.fakes.fake_github import FakeGitHubServer, generate_app_keypair, running_fake_github
-from tests.unit.worker_support import APP_ID, INSTALLATION_ID, OWNER, REPO, WRITER, git
+from tests.unit.worker_support import (
+    APP_ID,
+    INSTALLATION_ID,
+    OWNER,
+    REPO,
+    WRITER,
+    commit,
+    git,
+)
 from worker.contract import PushPayload
 from worker.main import shutdown, startup
 from worker.metrics import METRICS, SAMPLES_KEY
@@ -54,25 +62,6 @@ settings:
       pass_rate:
         max_drop: 0.05
 """
-
-
-def commit(repo: Path, branch: str, files: dict[str, str | None], message: str,
-           start: str = "main") -> str:
-    """Commit ``files`` (None deletes one) on ``branch`` (created from ``start``); return the
-    SHA; main is checked out afterwards."""
-    if branch != "main":
-        git(repo, "switch", "-q", "-C", branch, start)
-    for name, text in files.items():
-        if text is None:
-            (repo / name).unlink()
-            continue
-        (repo / name).parent.mkdir(parents=True, exist_ok=True)
-        (repo / name).write_text(text)
-    git(repo, "add", "-A")
-    git(repo, "commit", "-q", "-m", message)
-    sha = git(repo, "rev-parse", "HEAD")
-    git(repo, "switch", "-q", "main")
-    return sha
 
 
 def build_field_repo(dest: Path, conf: str | None = None) -> dict[str, str]:

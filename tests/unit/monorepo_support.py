@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tests.unit.worker_support import CONFIG, DATASET, ECHO, git
+from tests.unit.worker_support import CONFIG, DATASET, ECHO, commit, git
 
 SERVICES = ("services/a", "services/b")
 
@@ -29,24 +29,6 @@ def service_files(folder: str, broken_word: str = "") -> dict[str, str | None]:
     return {f"{folder}/.llmgate.yml": CONFIG,
             f"{folder}/echo.py": ECHO.replace('BROKEN = ""', f"BROKEN = {broken_word!r}"),
             f"{folder}/evals/echo.jsonl": DATASET}
-
-
-def commit(repo: Path, branch: str, files: dict[str, str | None], message: str) -> str:
-    """Commit ``files`` (None deletes) on ``branch`` made from main; return its SHA."""
-    if branch != "main":
-        git(repo, "switch", "-q", "-C", branch, "main")
-    for name, text in files.items():
-        path = repo / name
-        if text is None:
-            path.unlink()
-            continue
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text)
-    git(repo, "add", "-A")
-    git(repo, "commit", "-q", "-m", message)
-    sha = git(repo, "rev-parse", "HEAD")
-    git(repo, "switch", "-q", "main")
-    return sha
 
 
 def build_monorepo(dest: Path, *, checks: str = "combined", listed: bool = True) -> dict[str, str]:

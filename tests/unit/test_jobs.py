@@ -12,8 +12,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from arq import create_pool
-from arq.worker import Worker, create_worker
 
 from tests.fakes.fake_github import FakeGitHubServer, generate_app_keypair, running_fake_github
 from tests.unit.worker_support import (
@@ -28,9 +26,8 @@ from tests.unit.worker_support import (
     files_containing,
     gate_payload,
     publish_bare,
+    run_jobs,
 )
-from worker.contract import GatePayload, gate_job_id
-from worker.main import worker_settings
 from worker.services import Services
 
 TOKEN_OPERATION = "apps/create-installation-access-token"
@@ -63,21 +60,6 @@ def git_http(tiny_repo: tuple[Path, dict[str, str]], tmp_path: Path) -> Iterator
     publish_bare(tiny_repo[0], tmp_path / "served", f"{OWNER}/{REPO}.git")
     with GitHttpServer(tmp_path / "served") as server:
         yield server
-
-
-async def run_jobs(payloads: list[GatePayload]) -> Worker:
-    """Enqueue one gate job per payload and run a burst worker until the queue is empty."""
-    settings = worker_settings()
-    pool = await create_pool(settings.redis_settings)
-    for p in payloads:
-        await pool.enqueue_job("gate_pull_request", p,
-                               _job_id=gate_job_id(p["repo"], p["pr_number"], p["head_sha"]))
-    await pool.aclose()
-    worker = create_worker(settings, burst=True, poll_delay=0.05, handle_signals=False,
-                           cron_jobs=[])  # no sweeper cron: it would count as a job
-    await worker.async_run()
-    await worker.close()
-    return worker
 
 
 def only_run(state: dict[str, Any]) -> dict[str, Any]:

@@ -10,9 +10,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from arq import create_pool
-from arq.worker import create_worker
-
 import tests.unit.baseline_support as support
 from tests.unit.baseline_support import (
     BOT,
@@ -20,27 +17,11 @@ from tests.unit.baseline_support import (
     commit,
     config,
 )
-from tests.unit.worker_support import gate_payload, git
-from worker.contract import GatePayload, gate_job_id
-from worker.main import worker_settings
+from tests.unit.worker_support import gate_payload, git, run_jobs
 
 github = support.github  # fixtures
 
 ON_PATHS = '    on_paths: ["prompts/**"]\n'
-
-
-async def run_jobs(payloads: list[GatePayload]) -> None:
-    """Enqueue one gate job per payload and run a burst worker until the queue is empty."""
-    settings = worker_settings()
-    pool = await create_pool(settings.redis_settings)
-    for p in payloads:
-        await pool.enqueue_job("gate_pull_request", p,
-                               _job_id=gate_job_id(p["repo"], p["pr_number"], p["head_sha"]))
-    await pool.aclose()
-    worker = create_worker(settings, burst=True, poll_delay=0.05, handle_signals=False,
-                           cron_jobs=[])  # no sweeper cron: it would count as a job
-    await worker.async_run()
-    await worker.close()
 
 
 def repo_with(tmp_path: Path, settings: str) -> tuple[Path, dict[str, str]]:

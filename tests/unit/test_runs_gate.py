@@ -12,8 +12,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from arq import create_pool
-from arq.worker import Worker, create_worker
 from redis.asyncio import Redis
 
 from tests.fakes.fake_github import FakeGitHubServer, running_fake_github
@@ -28,12 +26,12 @@ from tests.unit.worker_support import (
     build_tiny_repo,
     gate_payload,
     git,
+    run_jobs,
 )
 from worker import gate_check, lease
-from worker.contract import GatePayload, RepoRef, gate_job_id, pr_head_key
+from worker.contract import RepoRef, pr_head_key
 from worker.drafts import SKIPPED_TITLE
 from worker.lease import JobLimits
-from worker.main import worker_settings
 from worker.runs import RunRegistry
 from worker.sweeper import sweep
 
@@ -67,21 +65,6 @@ def github(monkeypatch: pytest.MonkeyPatch, redis_url: str,
                             "LLMGATE_GITHUB_MAX_WAIT_S": "0"}.items():
             monkeypatch.setenv(name, value)
         yield server
-
-
-async def run_jobs(payloads: list[GatePayload]) -> Worker:
-    """Enqueue one gate job per payload and run a burst worker until the queue is empty."""
-    settings = worker_settings()
-    pool = await create_pool(settings.redis_settings)
-    for p in payloads:
-        await pool.enqueue_job("gate_pull_request", p,
-                               _job_id=gate_job_id(p["repo"], p["pr_number"], p["head_sha"]))
-    await pool.aclose()
-    worker = create_worker(settings, burst=True, poll_delay=0.05, handle_signals=False,
-                           cron_jobs=[])  # no sweeper cron: it would count as a job
-    await worker.async_run()
-    await worker.close()
-    return worker
 
 
 async def _record(redis_url: str, repo: RepoRef, value: str) -> None:

@@ -19,7 +19,11 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from worker.contract import GatePayload
+from arq import create_pool
+from arq.worker import Worker, create_worker
+
+from worker.contract import GatePayload, gate_job_id
+from worker.main import worker_settings
 
 APP_ID = "4242"
 INSTALLATION_ID = 7
@@ -66,9 +70,12 @@ def git(repo: Path, *args: str) -> str:
     return done.stdout.strip()
 
 
-def _commit(repo: Path, branch: str, files: dict[str, str | None], message: str) -> str:
+def commit(repo: Path, branch: str, files: dict[str, str | None], message: str,
+           start: str = "main") -> str:
+    """Commit ``files`` (None deletes one) on ``branch`` (created from ``start``); return the
+    SHA; main is checked out afterwards."""
     if branch != "main":
-        git(repo, "switch", "-q", "-C", branch, "main")
+        git(repo, "switch", "-q", "-C", branch, start)
     for name, text in files.items():
         path = repo / name
         if text is None:
@@ -81,6 +88,23 @@ def _commit(repo: Path, branch: str, files: dict[str, str | None], message: str)
     sha = git(repo, "rev-parse", "HEAD")
     git(repo, "switch", "-q", "main")
     return sha
+
+
+
+async def run_jobs(payloads: list[GatePayload]) -> Worker:
+    """Enqueue one gate job per payload and run a burst worker (settings from the environment,
+    no cron jobs: the sweeper would count as a job) until the queue is empty."""
+    settings = worker_settings()
+    pool = await create_pool(settings.redis_settings)
+    for p in payloads:
+        await pool.enqueue_job("gate_pull_request", p,
+                               _job_id=gate_job_id(p["repo"], p["pr_number"], p["head_sha"]))
+    await pool.aclose()
+    worker = create_worker(settings, burst=True, poll_delay=0.05, handle_signals=False,
+                           cron_jobs=[])
+    await worker.async_run()
+    await worker.close()
+    return worker
 
 
 def build_tiny_repo(dest: Path) -> dict[str, str]:
@@ -98,7 +122,7 @@ def build_tiny_repo(dest: Path) -> dict[str, str]:
     git(dest, "init", "-q", "-b", "main")
     files: dict[str, str | None] = {".llmgate.yml": CONFIG, "echo.py": ECHO,
                                     "evals/echo.jsonl": DATASET}
-    shas = {"main": _commit(dest, "main", files, "echo bot")}
+    shas = {"main": commit(dest, "main", files, "echo bot")}
     branches: dict[str, dict[str, str | None]] = {
         "pr/drop": {"echo.py": ECHO.replace('BROKEN = ""', 'BROKEN = "bravo"')},
         "pr/docs": {"README.md": "An echo bot.\n"},
@@ -106,7 +130,7 @@ def build_tiny_repo(dest: Path) -> dict[str, str]:
         "pr/noconfig": {".llmgate.yml": None},
     }
     for branch, change in branches.items():
-        shas[branch] = _commit(dest, branch, change, branch)
+        shas[branch] = commit(dest, branch, change, branch)
     return shas
 
 
