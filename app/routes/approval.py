@@ -22,6 +22,7 @@ from app.routes.checks import plan_check_action
 from app.routes.decision import Decision
 from app.routes.payload import (
     LOGIN_PATTERN,
+    NO_INSTALLATION,
     SHA_PATTERN,
     get_id,
     get_obj,
@@ -69,7 +70,7 @@ def plan_comment_approval(event: Event, decision: Decision, sha: str) -> None:
     data = event.data
     install_id = installation_id(data)
     if install_id is None:
-        decision.ignore("payload has no installation.id, so the App cannot authenticate")
+        decision.ignore(NO_INSTALLATION)
         return
     repo = repo_ref(data)
     approval = ApprovePayload(
@@ -103,7 +104,7 @@ async def approve_from_button(event: Event, decision: Decision) -> None:
     elif get_str(data, "sender.type") == "Bot":
         decision.ignore("requested by a bot")
     elif (install_id := installation_id(data)) is None:
-        decision.ignore("payload has no installation.id, so the App cannot authenticate")
+        decision.ignore(NO_INSTALLATION)
     else:
         repo, head_sha = repo_ref(data), get_str(data, "check_run.head_sha", SHA_PATTERN)
         approver = get_str(data, "sender.login", LOGIN_PATTERN)

@@ -26,6 +26,7 @@ from gidgethub.sansio import Event
 from app.routes.decision import Decision
 from app.routes.payload import (
     LOGIN_PATTERN,
+    NO_INSTALLATION,
     SHA_PATTERN,
     get_id,
     get_obj,
@@ -99,7 +100,7 @@ def _plan_recheck(event: Event, decision: Decision, path: str, numbers: list[int
     data = event.data
     install_id = installation_id(data)
     if install_id is None:
-        decision.ignore("payload has no installation.id, so the App cannot authenticate")
+        decision.ignore(NO_INSTALLATION)
         return
     repo = repo_ref(data)
     recheck = RecheckPayload(
@@ -155,7 +156,7 @@ def plan_check_action(event: Event, decision: Decision, identifier: str) -> None
     elif identifier == RERUN_ACTION:
         _plan_recheck(event, decision, "check_run", [number] if number else [], base, "button")
     elif (install_id := installation_id(data)) is None:
-        decision.ignore("payload has no installation.id, so the App cannot authenticate")
+        decision.ignore(NO_INSTALLATION)
     else:
         repo, run_id = repo_ref(data), get_id(data, "check_run.id")
         accepter = get_str(data, "sender.login", LOGIN_PATTERN)

@@ -26,7 +26,7 @@ from gidgethub.sansio import Event
 
 from app.routes.approval import parse_approve, plan_comment_approval
 from app.routes.decision import Decision
-from app.routes.payload import get_id, get_obj, get_str, installation_id, repo_ref
+from app.routes.payload import NO_INSTALLATION, get_id, get_obj, get_str, installation_id, repo_ref
 from worker.contract import (
     JOB_COMMAND_REPLY,
     JOB_RERUN_FROM_COMMENT,
@@ -123,7 +123,7 @@ async def command_from_comment(event: Event, decision: Decision) -> None:
     elif command.kind == "approve":
         plan_comment_approval(event, decision, command.sha)
     elif (install_id := installation_id(data)) is None:
-        decision.ignore("payload has no installation.id, so the App cannot authenticate")
+        decision.ignore(NO_INSTALLATION)
     elif command.kind == "rerun":
         repo = repo_ref(data)
         rerun = RerunPayload(

@@ -11,7 +11,14 @@ from gidgethub.routing import Router
 from gidgethub.sansio import Event
 
 from app.routes.decision import Decision
-from app.routes.payload import REF_PATTERN, SHA_PATTERN, get_str, installation_id, repo_ref
+from app.routes.payload import (
+    NO_INSTALLATION,
+    REF_PATTERN,
+    SHA_PATTERN,
+    get_str,
+    installation_id,
+    repo_ref,
+)
 from worker.contract import JOB_MERGE_GROUP, MergeGroupPayload, event_job_id
 
 router = Router()
@@ -27,7 +34,7 @@ async def gate_merge_group(event: Event, decision: Decision) -> None:
     data = event.data
     install_id = installation_id(data)
     if install_id is None:
-        decision.ignore("payload has no installation.id, so the App cannot authenticate")
+        decision.ignore(NO_INSTALLATION)
         return
     repo = repo_ref(data)
     group = MergeGroupPayload(

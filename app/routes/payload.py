@@ -83,6 +83,10 @@ def get_id(data: Any, path: str) -> int:
     return value
 
 
+#: Why a delivery without ``installation.id`` is ignored (see `installation_id`).
+NO_INSTALLATION = "payload has no installation.id, so the App cannot authenticate"
+
+
 def installation_id(data: Any) -> int | None:
     """Return ``installation.id``, or ``None`` when the payload has no installation.
 

@@ -11,6 +11,7 @@ from app.routes.decision import Decision
 from app.routes.payload import (
     FULL_NAME_PATTERN,
     LOGIN_PATTERN,
+    NO_INSTALLATION,
     REF_PATTERN,
     SHA_PATTERN,
     get_id,
@@ -53,7 +54,7 @@ async def gate_pull_request(event: Event, decision: Decision) -> None:
     data = event.data
     install_id = installation_id(data)
     if install_id is None:
-        decision.ignore("payload has no installation.id, so the App cannot authenticate")
+        decision.ignore(NO_INSTALLATION)
         return
     repo = repo_ref(data)
     gate = GatePayload(

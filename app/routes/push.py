@@ -13,6 +13,7 @@ from gidgethub.sansio import Event
 
 from app.routes.decision import Decision
 from app.routes.payload import (
+    NO_INSTALLATION,
     REF_PATTERN,
     SHA_PATTERN,
     field,
@@ -38,7 +39,7 @@ async def store_baseline(event: Event, decision: Decision) -> None:
     data = event.data
     install_id = installation_id(data)
     if install_id is None:
-        decision.ignore("payload has no installation.id, so the App cannot authenticate")
+        decision.ignore(NO_INSTALLATION)
         return
     ref = get_str(data, "ref")
     default = get_str(data, "repository.default_branch", REF_PATTERN)
