@@ -17,11 +17,9 @@ from worker.gate_job import run_gate
 from worker.gate_request import GateRequest
 from worker.github.client import GitHubClient
 from worker.services import Services
+from worker.trust import WRITE_PERMISSIONS
 
 log = logging.getLogger("llmgate.worker")
-
-#: Repository permissions that may ask for a re-run (GitHub's role names and legacy values).
-WRITE_PERMISSIONS = frozenset({"admin", "maintain", "write"})
 
 __all__ = ["Services", "approve_pull_request", "gate_pull_request", "rerun_from_comment"]
 
