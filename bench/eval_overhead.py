@@ -12,6 +12,12 @@ the provider processes (worker/evals/llm_pool.py; ``--processes``, default from
 printed apart: a worker pays them once, not per run. The last line is
 ``eval_overhead_ratio=<wall / ideal>``.
 
+Two references follow, the same 500 calls at the same concurrency against the same server, in
+the same process: the calls alone through llmgate's provider call (``llm.chat``: litellm, from
+the same provider processes), without the engine; and a plain HTTP client (aiohttp, one POST
+and a JSON parse per call), the floor of any Python client on this machine. Their ratios tell
+what the engine adds over litellm, and what litellm adds over HTTP.
+
     python bench/eval_overhead.py
     python bench/eval_overhead.py --examples 200 --latency-ms 50 --concurrency 10
     python bench/eval_overhead.py --processes 0    # every call from the run's process
@@ -32,7 +38,9 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
+import aiohttp
 from redis.asyncio import Redis
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -42,6 +50,7 @@ from worker.evals import llm, llm_pool  # noqa: E402
 from worker.evals.config import parse_config  # noqa: E402
 from worker.evals.context import EvalContext  # noqa: E402
 from worker.evals.engine import run_config  # noqa: E402
+from worker.evals.llm_types import Endpoint  # noqa: E402
 
 KEY_ENV = "BENCH_FAKE_KEY"
 
@@ -129,6 +138,49 @@ async def timed_run(config_text: str, repo: Path, ctx: EvalContext) -> tuple[flo
     return wall, run.spend.provider_calls, run.spend.cache_hits
 
 
+async def concurrently(count: int, concurrency: int, call: Any) -> float:
+    """Await ``call(i)`` for i in 0..count-1, at most ``concurrency`` at once; return seconds."""
+    limiter = asyncio.Semaphore(concurrency)
+
+    async def one(i: int) -> None:
+        async with limiter:
+            await call(i)
+
+    started = time.perf_counter()
+    await asyncio.gather(*(one(i) for i in range(count)))
+    return time.perf_counter() - started
+
+
+async def litellm_alone(url: str, count: int, concurrency: int) -> float:
+    """Send ``count`` chat calls with `llm.chat` (no engine); return the wall seconds."""
+    endpoint = Endpoint("openai/bench-model", api_base=url, api_key_env=KEY_ENV)
+
+    async def call(i: int) -> None:
+        messages = [{"role": "user", "content": f"Answer the customer: ticket number {i}"}]
+        reply = await llm.chat(endpoint, messages, 30.0)
+        if "ticket" not in reply.text:
+            raise SystemExit(f"unexpected reply {reply.text!r}")
+
+    return await concurrently(count, concurrency, call)
+
+
+async def plain_http(url: str, count: int, concurrency: int) -> float:
+    """Send ``count`` chat requests with aiohttp (a POST and a JSON parse each); return the
+    wall seconds."""
+    headers = {"Authorization": f"Bearer {os.environ[KEY_ENV]}"}
+    async with aiohttp.ClientSession(headers=headers) as session:
+        async def call(i: int) -> None:
+            body = {"model": "bench-model", "messages": [
+                {"role": "user", "content": f"Answer the customer: ticket number {i}"}]}
+            async with session.post(f"{url}/chat/completions", json=body) as response:
+                text = (await response.json())["choices"][0]["message"]["content"]
+            if "ticket" not in text:
+                raise SystemExit(f"unexpected reply {text!r}")
+
+        await call(-1)  # the connection pool's first connection
+        return await concurrently(count, concurrency, call)
+
+
 async def main_async(args: argparse.Namespace) -> None:
     os.environ[KEY_ENV] = "bench-key"
     print(f"machine load average (1, 5, 15 min) at the start: {load_average()}")
@@ -166,6 +218,12 @@ async def main_async(args: argparse.Namespace) -> None:
             cached_wall, cached_calls, hits = await timed_run(config, repo, ctx)
             print(f"cached re-run: {cached_calls} provider calls, {hits} cache hits, wall "
                   f"{cached_wall:.2f} s (goal: 0 calls, < 2 s)")
+            alone = await litellm_alone(url, args.examples, args.concurrency)
+            http = await plain_http(url, args.examples, args.concurrency)
+            print(f"references, same calls, server and concurrency: litellm calls alone "
+                  f"(llm.chat, no engine) ratio {alone / ideal:.3f}; plain HTTP (aiohttp) "
+                  f"ratio {http / ideal:.3f}; the engine's wall over litellm alone "
+                  f"{wall / alone:.3f}")
             print(f"machine load average (1, 5, 15 min) at the end: {load_average()} on "
                   f"{usable} cores (other processes slow the run)")
             print(f"cached_rerun_s={cached_wall:.3f}")

@@ -14,6 +14,7 @@ delivery landed in the arq queue as one job, and stops both processes on exit. T
     python bench/webhook_ack.py --rounds 5           # five measured rounds, median reported
     python bench/webhook_ack.py --loop asyncio --http h11   # without uvloop and httptools
     python bench/webhook_ack.py --bare               # reference: a bare ASGI app, same uvicorn
+    python bench/webhook_ack.py --apps llmgate,probot --rounds 3   # interleaved, with ratios
     python bench/webhook_ack.py --probe 10           # only: how steady is this machine's CPU?
 
 Latency runs from the moment a request is sent to the end of its response, so queueing in the
@@ -25,6 +26,14 @@ addresses are used.
 ``--bare`` serves ``bare_app`` below instead of llmgate: it reads the body and answers 202 with
 a small JSON body, and nothing else. Its figures are the floor that uvicorn, the loopback
 network, this client and the machine set, measured under the same load as llmgate's.
+
+``--app probot`` serves bench/probot/receiver.mjs instead: Probot (the standard Node.js GitHub
+App framework, the issue's reference) doing the same work as llmgate's receiver: its own
+signature check, then delivery dedupe and an arq-style enqueue in one Redis round trip. It
+needs Node.js; its packages (versions pinned in bench/probot/package-lock.json) are installed
+with ``npm ci`` on first use. ``--apps llmgate,probot`` runs the apps in turn, each round
+against fresh processes (so a slow spell of the machine falls on both), and prints each app's
+median round and the ratios of the first app to the others.
 """
 
 from __future__ import annotations
@@ -55,6 +64,9 @@ sys.path.insert(0, str(ROOT))
 
 from app.webhooks import sign  # noqa: E402
 
+PROBOT_DIR = ROOT / "bench" / "probot"
+#: The status each app answers a queued delivery with (Probot answers 200 "ok").
+QUEUED_STATUS = {"llmgate": 202, "bare": 202, "probot": 200}
 FIXTURE = ROOT / "tests" / "fixtures" / "github" / "webhooks" / "pull_request.synchronize.json"
 SECRET = "bench-secret"
 HOST = "127.0.0.1"
@@ -111,9 +123,29 @@ async def bare_app(scope: dict[str, Any], receive: Callable[[], Awaitable[dict[s
     await send({"type": "http.response.body", "body": body})
 
 
-def uvicorn_command(args: argparse.Namespace, port: int) -> list[str]:
-    """Return the web process's command line for the chosen loop, HTTP parser and logging."""
-    target = ["--app-dir", str(ROOT / "bench"), "webhook_ack:bare_app"] if args.bare else [
+def install_probot() -> str:
+    """Return the ``node`` binary, after ``npm ci`` in bench/probot when its packages are missing.
+
+    Raises:
+        SystemExit: Node.js or npm is not installed, or ``npm ci`` failed.
+    """
+    node, npm = shutil.which("node"), shutil.which("npm")
+    if node is None or npm is None:
+        sys.exit("--app probot needs Node.js and npm (apt-get install nodejs npm)")
+    if not (PROBOT_DIR / "node_modules" / "probot").is_dir():
+        print("installing Probot for the reference receiver: npm ci in bench/probot", flush=True)
+        done = subprocess.run([npm, "ci", "--no-audit", "--no-fund"], cwd=PROBOT_DIR,
+                              stdout=subprocess.DEVNULL, check=False)
+        if done.returncode != 0:
+            sys.exit("npm ci in bench/probot failed")
+    return node
+
+
+def web_command(args: argparse.Namespace, app: str, port: int) -> list[str]:
+    """Return the web process's command line: ``app`` with the chosen loop, parser, logging."""
+    if app == "probot":
+        return pinned([install_probot(), str(PROBOT_DIR / "receiver.mjs")], args.server_cpu)
+    target = ["--app-dir", str(ROOT / "bench"), "webhook_ack:bare_app"] if app == "bare" else [
         "app.main:app"]
     command = [sys.executable, "-m", "uvicorn", *target, "--host", HOST, "--port",
                str(port), "--workers", "1", "--log-level", args.log_level,
@@ -130,8 +162,9 @@ def cpu_seconds(pid: int) -> float:
 
 
 @contextmanager
-def services(args: argparse.Namespace) -> Iterator[tuple[str, str, list[int]]]:
-    """Run redis-server and the web process; yield (redis URL, web URL, [web pid, redis pid])."""
+def services(args: argparse.Namespace, app: str) -> Iterator[tuple[str, str, list[int]]]:
+    """Run redis-server and ``app``'s web process; yield (redis URL, web URL, [web pid, redis
+    pid])."""
     binary = shutil.which("redis-server")
     if binary is None:
         sys.exit("redis-server is not installed (apt-get install redis-server)")
@@ -145,10 +178,11 @@ def services(args: argparse.Namespace) -> Iterator[tuple[str, str, list[int]]]:
                  "--appendonly", "no", "--dir", workdir], args.redis_cpu),
                 stdout=subprocess.DEVNULL))
             wait_until(lambda: bool(redis.Redis.from_url(redis_url).ping()), "redis-server")
-            env = os.environ | {"GITHUB_WEBHOOK_SECRET": SECRET, "REDIS_URL": redis_url}
+            env = os.environ | {"GITHUB_WEBHOOK_SECRET": SECRET, "REDIS_URL": redis_url,
+                                "PORT": str(web_port), "LOG_LEVEL": "warn"}
             # The server's log goes to a file, as in production; shown if it fails to start.
             log = open(Path(workdir) / "web.log", "wb")  # noqa: SIM115 - closed below
-            procs.append(subprocess.Popen(uvicorn_command(args, web_port), cwd=ROOT, env=env,
+            procs.append(subprocess.Popen(web_command(args, app, web_port), cwd=ROOT, env=env,
                                           stderr=log, stdout=log))
             try:
                 wait_until(lambda: httpx.get(web_url + "/healthz").status_code == 200,
@@ -242,7 +276,8 @@ def httpx_sender(client: httpx.AsyncClient,
     return send
 
 
-async def closed_loop(send: Send, count: int, concurrency: int) -> tuple[list[float], float]:
+async def closed_loop(send: Send, count: int, concurrency: int,
+                      queued: int) -> tuple[list[float], float]:
     """Send ``count`` deliveries from ``concurrency`` workers; return (latencies ms, seconds)."""
     latencies: list[float] = []
     statuses: list[int] = []
@@ -256,12 +291,12 @@ async def closed_loop(send: Send, count: int, concurrency: int) -> tuple[list[fl
 
     started = time.perf_counter()
     await asyncio.gather(*(worker() for _ in range(concurrency)))
-    check_statuses(statuses)
+    check_statuses(statuses, queued)
     return latencies, time.perf_counter() - started
 
 
-async def open_loop(send: Send, count: int,
-                    rate: float) -> tuple[list[float], float, list[float]]:
+async def open_loop(send: Send, count: int, rate: float,
+                    queued: int) -> tuple[list[float], float, list[float]]:
     """Start delivery ``i`` at ``i / rate`` seconds; return (latencies ms, seconds, lags ms).
 
     Each request goes out on its own connection when the others are busy, so a slow answer
@@ -286,13 +321,13 @@ async def open_loop(send: Send, count: int,
         await asyncio.sleep(max(0.0, due - time.perf_counter()))
         tasks.append(asyncio.create_task(one(i, due)))
     await asyncio.gather(*tasks)
-    check_statuses(statuses)
+    check_statuses(statuses, queued)
     return latencies, time.perf_counter() - started, lags
 
 
-def check_statuses(statuses: list[int]) -> None:
-    """Exit with an error unless every delivery was answered 202 (queued)."""
-    bad = [s for s in statuses if s != 202]
+def check_statuses(statuses: list[int], queued: int) -> None:
+    """Exit with an error unless every delivery was answered ``queued`` (202, Probot's 200)."""
+    bad = [s for s in statuses if s != queued]
     if bad:
         sys.exit(f"{len(bad)} deliveries were not queued (statuses {sorted(set(bad))})")
 
@@ -320,16 +355,17 @@ class Round:
         return len(self.latencies_ms) / self.elapsed_s
 
 
-async def run(args: argparse.Namespace, web_url: str, store: redis.Redis,
-              pids: list[int]) -> list[Round]:
-    """Warm up, then run ``args.rounds`` measured rounds of fresh deliveries; return them."""
+async def run(args: argparse.Namespace, app: str, web_url: str, store: redis.Redis,
+              pids: list[int], rounds_run: int, first_round: int) -> list[Round]:
+    """Warm up, then run ``rounds_run`` measured rounds of fresh deliveries; return them."""
     pool: list[RawConnection] = []
     limits = httpx.Limits(max_connections=max(args.concurrency, 1000))
     rounds = []
     async with httpx.AsyncClient(base_url=web_url, limits=limits) as client:
         # Made up front: a pause between rounds would let the server close idle connections.
         phases = [make_deliveries(args.warmup, 10**9)] + [
-            make_deliveries(args.count, r * args.count) for r in range(args.rounds)]
+            make_deliveries(args.count, r * args.count)
+            for r in range(first_round, first_round + rounds_run)]
         for deliveries in phases:
             count = len(deliveries)
             store.flushdb()  # each round counts only its own jobs
@@ -338,9 +374,11 @@ async def run(args: argparse.Namespace, web_url: str, store: redis.Redis,
             cpu_before = [cpu_seconds(pid) for pid in pids]
             lags: list[float] = []
             if args.rate:
-                latencies, elapsed, lags = await open_loop(send, count, args.rate)
+                latencies, elapsed, lags = await open_loop(send, count, args.rate,
+                                                           QUEUED_STATUS[app])
             else:
-                latencies, elapsed = await closed_loop(send, count, args.concurrency)
+                latencies, elapsed = await closed_loop(send, count, args.concurrency,
+                                                       QUEUED_STATUS[app])
             cpu_used = [cpu_seconds(pid) - before
                         for pid, before in zip(pids, cpu_before, strict=True)]
             jobs = cast(int, store.zcard("arq:queue"))
@@ -350,7 +388,7 @@ async def run(args: argparse.Namespace, web_url: str, store: redis.Redis,
     return rounds[1:]
 
 
-def report(rounds: list[Round], args: argparse.Namespace) -> Round:
+def report(rounds: list[Round], args: argparse.Namespace, app: str) -> Round:
     """Print each round and the median one in full; return the median round.
 
     Exits non-zero unless every delivery of every round became one queued arq job. CPU per
@@ -360,26 +398,27 @@ def report(rounds: list[Round], args: argparse.Namespace) -> Round:
     mode = f"open loop at {args.rate:g}/s" if args.rate else f"concurrency {args.concurrency}"
     pins = f"web cpu {args.server_cpu or 'any'}, redis cpu {args.redis_cpu or 'any'}, " \
            f"client cpu {args.client_cpu or 'any'}"
-    app = "bare ASGI app (reference)" if args.bare else "llmgate"
-    print(f"app={app} client={args.client} {mode} deliveries={args.count} rounds={args.rounds} "
+    label = {"bare": "bare ASGI app (reference)", "probot": "Probot (reference)"}.get(app, app)
+    print(f"app={label} client={args.client} {mode} deliveries={args.count} rounds={args.rounds} "
           f"loop={args.loop} http={args.http} log-level={args.log_level} "
           f"access-log={args.access_log} ({pins})")
     for number, one in enumerate(rounds, 1):
         web_us = one.cpu_s[0] / args.count * 1e6
         print(f"round {number}: {one.per_s:.0f}/s p50={percentile(one.latencies_ms, 0.5):.2f} "
               f"p99={percentile(one.latencies_ms, 0.99):.2f} ms web cpu {web_us:.0f} us")
-        if one.jobs != args.count and not args.bare:
+        if one.jobs != args.count and app != "bare":
             sys.exit(f"round {number}: expected {args.count} queued jobs, found {one.jobs}")
     median = sorted(rounds, key=lambda one: one.per_s)[len(rounds) // 2]
     latencies = median.latencies_ms
-    print(f"median round: ack latency ms: p50={percentile(latencies, 0.50):.2f} "
+    print(f"median round: {median.per_s:.0f} deliveries/s; ack latency ms: "
+          f"p50={percentile(latencies, 0.50):.2f} "
           f"p99={percentile(latencies, 0.99):.2f} max={max(latencies):.2f} "
           f"mean={statistics.fmean(latencies):.2f}")
     if median.lags_ms:
         print(f"client send lag ms (not in the latency): p50={percentile(median.lags_ms, 0.5):.2f} "
               f"p99={percentile(median.lags_ms, 0.99):.2f}")
     web_us, redis_us, client_us = (seconds / args.count * 1e6 for seconds in median.cpu_s)
-    checked = "no jobs (bare app)" if args.bare else "every delivery queued one arq job"
+    checked = "no jobs (bare app)" if app == "bare" else "every delivery queued one arq job"
     print(f"cpu per delivery us: web={web_us:.0f} redis={redis_us:.0f} client={client_us:.0f}; "
           f"web busy {median.cpu_s[0] / median.elapsed_s:.0%} of {median.elapsed_s:.2f} s; "
           f"{checked}")
@@ -405,12 +444,20 @@ def parse_args() -> argparse.Namespace:
                         help="uvicorn's access log line per request")
     parser.add_argument("--probe", type=float, default=0.0, metavar="SECONDS",
                         help="only probe how steady this machine's CPU is, then exit")
-    parser.add_argument("--bare", action="store_true",
-                        help="serve a bare ASGI app that only reads the body (the reference)")
+    parser.add_argument("--app", choices=tuple(QUEUED_STATUS), default="llmgate",
+                        help="the receiver to measure (bare: an ASGI app that only reads the "
+                        "body; probot: Probot doing llmgate's work)")
+    parser.add_argument("--bare", action="store_true", help="the same as --app bare")
+    parser.add_argument("--apps", default="",
+                        help="comma-separated apps to run in turn, round by round, with ratios")
     parser.add_argument("--server-cpu", default="", help="taskset -c list for the web process")
     parser.add_argument("--redis-cpu", default="", help="taskset -c list for redis-server")
     parser.add_argument("--client-cpu", default="", help="CPU list for this client process")
     args = parser.parse_args()
+    args.apps = [a.strip() for a in args.apps.split(",") if a.strip()] or [
+        "bare" if args.bare else args.app]
+    if unknown := set(args.apps) - set(QUEUED_STATUS):
+        parser.error(f"unknown apps {sorted(unknown)}: choose from {sorted(QUEUED_STATUS)}")
     if min(args.count, args.rounds, args.concurrency) < 1 or args.warmup < 0 or args.rate < 0:
         parser.error("--count, --rounds and --concurrency must be positive, --warmup and --rate "
                      "not negative")
@@ -473,15 +520,39 @@ def main() -> None:
         return
     if args.client_cpu:
         os.sched_setaffinity(0, {int(c) for c in args.client_cpu.split(",")})
-    with services(args) as (redis_url, web_url, pids):
-        store = redis.Redis.from_url(redis_url)
-        try:
-            with asyncio.Runner(loop_factory=client_loop()) as runner:
-                rounds = runner.run(run(args, web_url, store, [*pids, os.getpid()]))
-        finally:
-            store.close()
-    median = report(rounds, args)
-    print(f"deliveries_per_s={median.per_s:.0f}")
+    # One app: all rounds against one pair of processes. Several: each round of each app
+    # against fresh processes, the apps taking turns, so no app gets the machine's quiet spell.
+    turns = [(r, 1) for r in range(args.rounds)] if len(args.apps) > 1 else [(0, args.rounds)]
+    results: dict[str, list[Round]] = {app: [] for app in args.apps}
+    for first_round, rounds_run in turns:
+        for app in args.apps:
+            with services(args, app) as (redis_url, web_url, pids):
+                store = redis.Redis.from_url(redis_url)
+                try:
+                    with asyncio.Runner(loop_factory=client_loop()) as runner:
+                        results[app] += runner.run(run(args, app, web_url, store,
+                                                       [*pids, os.getpid()], rounds_run,
+                                                       first_round))
+                finally:
+                    store.close()
+    medians = {app: report(results[app], args, app) for app in args.apps}
+    first, *others = args.apps
+    for other in others:
+        print(compare(first, medians[first], other, medians[other]))
+    print(f"deliveries_per_s={medians[first].per_s:.0f}")
+
+
+def compare(name: str, one: Round, other_name: str, other: Round) -> str:
+    """Return a line of ratios of ``one`` to ``other``: throughput (higher is better), p50 and
+    p99 latency and web CPU per delivery (lower is better)."""
+    def ratio(mine: float, theirs: float) -> str:
+        return f"{mine / theirs:.2f}x" if theirs > 0 else "n/a"
+
+    return (f"{name} vs {other_name} (median rounds): deliveries/s "
+            f"{ratio(one.per_s, other.per_s)}, p50 "
+            f"{ratio(percentile(one.latencies_ms, 0.5), percentile(other.latencies_ms, 0.5))}, "
+            f"p99 {ratio(percentile(one.latencies_ms, 0.99), percentile(other.latencies_ms, 0.99))}"
+            f", web CPU per delivery {ratio(one.cpu_s[0], other.cpu_s[0])}")
 
 
 if __name__ == "__main__":
