@@ -11,7 +11,7 @@ Called by the reader of worker/evals/config.py, so errors name the file and line
       max_provider_error_rate: 0.1   # above it the check is neutral (rate limited)
       max_judge_error_rate: 0.1      # above it the check is not success
       judge: {model: openai/gpt-4o-mini, params: {temperature: 0}}
-      embedding: {model: openai/text-embedding-3-small}
+      embedding: {model: openai/text-embedding-3-small}   # or {model: local/<name>}
       estimate_output_tokens: 256
     suites:
       - target: {model: openai/gpt-4o-mini, prompt: prompts/support.txt,
@@ -103,7 +103,8 @@ def _setting(reader: Reader, key: str, node: Node) -> tuple[str, Any]:
     if key in ("max_provider_error_rate", "max_judge_error_rate"):
         return key, reader.fraction(node, f"`{key}`")
     if key in ("judge", "embedding"):
-        return key, endpoint_node(reader, node, f"`settings.{key}`")
+        return key, endpoint_node(reader, node, f"`settings.{key}`",
+                                  embedding=key == "embedding")
     return key, int(_number(reader, node, f"`{key}`", low=1, integer=True, inclusive=True))
 
 
@@ -122,15 +123,18 @@ def _retry(reader: Reader, node: Node) -> RetrySettings:
 
 
 def endpoint_node(reader: Reader, node: Node, what: str,
-                  extra: tuple[str, ...] = ()) -> Endpoint:
-    """Parse a mapping node of endpoint fields (plus ``extra`` keys the caller reads)."""
+                  extra: tuple[str, ...] = (), *, embedding: bool = False) -> Endpoint:
+    """Parse a mapping node of endpoint fields (plus ``extra`` keys the caller reads).
+
+    ``embedding`` allows an in-process ``local/<name>`` model (worker/evals/endpoints.py).
+    """
     entries = reader.mapping(node, what, ENDPOINT_KEYS + extra)
     values = {k: reader.value(v) for k, (_, v) in entries.items()}
 
     def fail(message: str) -> ConfigError:
         return reader.error(node, f"{what}: {message}")
 
-    return parse_endpoint(values, fail)
+    return parse_endpoint(values, fail, embedding=embedding)
 
 
 def model_target(reader: Reader, node: Node, what: str) -> ModelTarget:

@@ -5,6 +5,11 @@ such as ``temperature``; keys that would redirect the call or carry a key are re
 ``api_base`` or its alias ``base_url`` (an http(s) URL), ``api_key_env`` (the NAME of a worker
 environment variable, never a key), ``pricing`` (``{input, output, cached_input}`` USD per
 million tokens, overriding litellm's price table).
+
+An embedding endpoint (``similar``, ``settings.embedding``) may instead name an in-process model
+of the worker, ``model: local/<name>`` (worker/evals/local_embed.py), with no other field: the
+name must be listed in the worker's ``LLMGATE_LOCAL_EMBEDDINGS`` (read from the environment
+here) and sentence-transformers installed.
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 from urllib.parse import urlsplit
 
+from worker.evals import local_embed
 from worker.evals.llm_types import Endpoint, Pricing
 
 #: Keys of an endpoint mapping.
@@ -34,19 +40,23 @@ _FORBIDDEN_ENV_PREFIXES = ("GITHUB_", "LLMGATE_", "REDIS_", "ARQ_")
 Fail = Callable[[str], Exception]
 
 
-def parse_endpoint(values: Mapping[str, Any], fail: Fail) -> Endpoint:
+def parse_endpoint(values: Mapping[str, Any], fail: Fail, *, embedding: bool = False) -> Endpoint:
     """Build an `Endpoint` from a mapping holding (at least) the endpoint keys.
 
     Args:
         values: the mapping (other keys are ignored: the caller checks unknown keys).
         fail: makes the exception to raise from a message (a `ConfigError` at the right line).
+        embedding: True for an embedding endpoint, which may name a ``local/<name>`` model.
 
     Raises:
-        Exception: ``fail(message)`` for a missing or malformed field.
+        Exception: ``fail(message)`` for a missing or malformed field, or a ``local/`` model
+            that is not an embedding endpoint or is not available on this worker.
     """
     model = values.get("model")
     if not isinstance(model, str) or not model.strip():
         raise fail("`model` must be a litellm model string such as openai/gpt-4o-mini")
+    if local_embed.is_local(model.strip()):
+        return _local(model.strip(), values, fail, embedding)
     if "api_base" in values and "base_url" in values:
         raise fail("give `api_base` or `base_url`, not both")
     api_base = values.get("api_base", values.get("base_url"))
@@ -54,6 +64,20 @@ def parse_endpoint(values: Mapping[str, Any], fail: Fail) -> Endpoint:
                     api_base=None if api_base is None else _url(api_base, fail),
                     api_key_env=_key_env(values.get("api_key_env"), fail),
                     pricing=_pricing(values.get("pricing"), fail))
+
+
+def _local(model: str, values: Mapping[str, Any], fail: Fail, embedding: bool) -> Endpoint:
+    if not embedding:
+        raise fail(f"{model} is a local embedding model: only `similar` and "
+                   "`settings.embedding` can use it")
+    others = [key for key in ENDPOINT_KEYS if key != "model" and key in values]
+    if others:
+        raise fail(f"a local model takes no {', '.join(others)} (it runs inside the worker, "
+                   "free of charge)")
+    problem = local_embed.config_problem(model)
+    if problem is not None:
+        raise fail(problem)
+    return Endpoint(model=model)
 
 
 def _params(value: Any, fail: Fail) -> dict[str, Any]:

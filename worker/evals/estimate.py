@@ -7,10 +7,12 @@ length of the others at the same tokens per character; its completion tokens tak
 ``n`` times (prompt: the judge template with the input, the reference and an answer of the
 estimated length); each ``similar`` makes one embeddings call per answer; traps add one judge
 call per trap, judge and draw; ``pairwise`` adds two judge calls per example (when a base
-runs). Target calls the response cache already answers (same key, cache mode ``use``, no
-repeats) are counted as cached and cost nothing. USD uses the prices of worker/evals/cost.py;
-it is None when a model has no known price. It is an estimate: judge replies and answers are
-usually shorter than their limit, so it tends to be high.
+runs). An in-process ``local/<name>`` embedding model (worker/evals/local_embed.py) is no
+provider call and costs nothing, so it is not counted (like a command target's runs). Target
+calls the response cache already answers (same key, cache mode ``use``, no repeats) are counted
+as cached and cost nothing. USD uses the prices of worker/evals/cost.py; it is None when a model
+has no known price. It is an estimate: judge replies and answers are usually shorter than their
+limit, so it tends to be high.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from worker.evals import llm
+from worker.evals import llm, local_embed
 from worker.evals.cost import call_cost_usd
 from worker.evals.dataset import load_dataset
 from worker.evals.endpoints import parse_endpoint
@@ -142,9 +144,9 @@ def _assertion(tally: _Tally, spec: AssertionSpec, example: Example, answer_toke
     elif spec.type == "pairwise" and with_base:
         _judge(tally, spec, example, 2, settings, caller, placeholder + placeholder)
     elif spec.type == "similar":
-        endpoint = parse_endpoint(spec.params, _config_error) if "model" in spec.params \
-            else settings.embedding
-        if endpoint is not None:
+        endpoint = parse_endpoint(spec.params, _config_error, embedding=True) \
+            if "model" in spec.params else settings.embedding
+        if endpoint is not None and not local_embed.is_local(endpoint.model):
             tokens = answer_tokens + len(str(example.expected or "")) // 4
             tally.add(caller, endpoint, settings.repeats, tokens, 0)
 

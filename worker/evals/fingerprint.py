@@ -11,7 +11,9 @@ A `SuiteFingerprint` has two maps of component -> SHA-256 hex digest and one com
   ``assertion_files`` (``json_schema`` files, ``python`` function files, the installed version
   of an ``entry_point``), ``judges`` (model, params and ``api_base`` of every ``llm_judge``,
   ``pairwise`` and ``similar``, defaults from ``settings.judge``/``settings.embedding``
-  resolved), ``judge_prompts`` (`JudgeSpec.version`: the template version, rubric and scale),
+  resolved; a ``local/<name>`` embedding model adds the digest of its directory,
+  worker/evals/local_embed.py), ``judge_prompts`` (`JudgeSpec.version`: the template
+  version, rubric and scale),
   ``expected`` (each example's ``expected`` and own ``assert`` list) and ``traps``.
 
 Decisions: dataset line order, blank lines, JSON spacing and key order do not change a digest
@@ -36,6 +38,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from worker.evals import local_embed
 from worker.evals.custom import ENTRY_POINT_GROUP
 from worker.evals.dataset import MAX_DATASET_BYTES, parse_dataset
 from worker.evals.endpoints import parse_endpoint
@@ -182,12 +185,16 @@ def _endpoint(endpoint: Endpoint) -> dict[str, Any]:
 
 
 def _judge_endpoint(spec: AssertionSpec, settings: Settings) -> dict[str, Any] | None:
-    default = settings.embedding if spec.type == "similar" else settings.judge
+    embedding = spec.type == "similar"
+    default = settings.embedding if embedding else settings.judge
     try:
-        endpoint = parse_endpoint(spec.params, _fail) if "model" in spec.params else default
+        endpoint = parse_endpoint(spec.params, _fail, embedding=embedding) \
+            if "model" in spec.params else default
     except ConfigError:
         endpoint = None
-    return None if endpoint is None else _endpoint(endpoint)
+    if endpoint is None:
+        return None
+    return {**_endpoint(endpoint), **local_embed.identity(endpoint.model)}
 
 
 def _spec(spec: AssertionSpec) -> dict[str, Any]:

@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
-from worker.evals import llm_pool
+from worker.evals import llm_pool, local_embed
 from worker.evals.llm_types import Endpoint, TokenUsage
 from worker.evals.retry import ProviderError, parse_retry_after
 
@@ -238,11 +238,16 @@ async def send_chat(kwargs: dict[str, Any], messages: list[dict[str, str]]) -> C
 async def embed(endpoint: Endpoint, texts: list[str], timeout_s: float) -> EmbeddingReply:
     """Send one embeddings request for ``texts`` (one HTTP request, no retries).
 
-    Sent from a provider process when the run's process has some, like `chat`.
+    Sent from a provider process when the run's process has some, like `chat`. A
+    ``local/<name>`` model is run in this process instead, without litellm
+    (worker/evals/local_embed.py; ``timeout_s`` does not apply).
 
     Raises:
         ProviderError: the call failed or the answer lacks a vector per text.
     """
+    if local_embed.is_local(endpoint.model):
+        vectors, usage, latency_ms = await local_embed.embed(endpoint.model, texts)
+        return EmbeddingReply(vectors, usage, latency_ms)
     kwargs = _call_kwargs(endpoint, timeout_s)
     pool = llm_pool.active()
     if pool is None:

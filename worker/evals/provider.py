@@ -12,9 +12,10 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass
+from decimal import Decimal
 from typing import Any
 
-from worker.evals import llm
+from worker.evals import llm, local_embed
 from worker.evals.cache import ResponseCache
 from worker.evals.context import CallEvent, EvalContext
 from worker.evals.cost import Budget, BudgetExceeded, TokenPrices, call_cost_usd, prices_for
@@ -24,6 +25,8 @@ from worker.evals.types import Settings
 
 #: The `CallEvent` kind of each cache kind (the rest keep their name: ``judge``, ``pairwise``).
 EVENT_KINDS = {"chat": "model", "embed": "embeddings"}
+#: Prices of in-process models (worker/evals/local_embed.py): free.
+LOCAL_PRICES = TokenPrices(Decimal(0), Decimal(0), Decimal(0))
 
 
 @dataclass(frozen=True)
@@ -80,10 +83,11 @@ class ModelCaller:
         self._prices: dict[tuple[str, Pricing | None], TokenPrices | None] = {}
 
     def prices(self, endpoint: Endpoint) -> TokenPrices | None:
-        """Return (and remember) the prices of ``endpoint``."""
+        """Return (and remember) the prices of ``endpoint`` (0 for a ``local/`` model)."""
         key = (endpoint.model, endpoint.pricing)
         if key not in self._prices:
-            self._prices[key] = prices_for(endpoint)
+            self._prices[key] = LOCAL_PRICES if local_embed.is_local(endpoint.model) \
+                else prices_for(endpoint)
         return self._prices[key]
 
     async def chat(self, endpoint: Endpoint, messages: list[dict[str, str]], *,
@@ -112,9 +116,14 @@ class ModelCaller:
 
     async def embed(self, endpoint: Endpoint, texts: list[str], *,
                     use_cache: bool = True) -> CallOutcome:
-        """Embed ``texts`` (one call) from the cache or the provider."""
+        """Embed ``texts`` (one call) from the cache or the provider.
+
+        A ``local/<name>`` model's key also holds the digest of its directory
+        (`local_embed.identity`), so a model swapped behind the name is not served old vectors.
+        """
         key = self.cache.key("embed", {"model": endpoint.model, "api_base": endpoint.api_base,
-                                       "params": endpoint.params, "texts": texts})
+                                       "params": endpoint.params, "texts": texts,
+                                       **local_embed.identity(endpoint.model)})
 
         async def send() -> Answer:
             reply = await llm.embed(endpoint, texts, self.settings.timeout_s)

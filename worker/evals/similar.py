@@ -4,8 +4,9 @@ Options: ``threshold`` (cosine, -1 to 1, default 0.8): the similarity that passe
 reference text instead of the example's ``expected``; and the model fields of
 worker/evals/endpoints.py (default: ``settings.embedding``). The two texts are embedded in one
 litellm embeddings call (any litellm embedding model; a local model through an
-OpenAI-compatible server with ``api_base``). A failed call is an errored assertion (unscored).
-The score is the cosine clipped to 0-1.
+OpenAI-compatible server with ``api_base``), or by an in-process sentence-transformers model of
+the worker, ``model: local/<name>`` (worker/evals/local_embed.py). A failed call is an errored
+assertion (unscored). The score is the cosine clipped to 0-1.
 """
 
 from __future__ import annotations
@@ -42,7 +43,7 @@ def validate_similar(spec: AssertionSpec, fail: Fail) -> None:
     if "value" in p and (not isinstance(p["value"], str) or not p["value"]):
         raise fail("`value` must be a non-empty string")
     if "model" in p:
-        parse_endpoint(p, fail)
+        parse_endpoint(p, fail, embedding=True)
 
 
 def cosine(a: Sequence[float], b: Sequence[float]) -> float:
@@ -66,7 +67,7 @@ async def check_similar(spec: AssertionSpec, default: Endpoint | None, caller: M
     """
     p = spec.params
     if "model" in p:
-        endpoint = parse_endpoint(p, fail)
+        endpoint = parse_endpoint(p, fail, embedding=True)
     elif default is not None:
         endpoint = default
     else:
