@@ -88,7 +88,8 @@ KNOWN_PROVIDERS = frozenset({
     "openai", "azure", "azure_ai", "anthropic", "bedrock", "vertex_ai", "gemini", "mistral",
     "cohere", "groq", "ollama", "ollama_chat", "together_ai", "openrouter", "deepseek",
     "fireworks_ai", "huggingface", "xai", "perplexity", "databricks", "watsonx", "sagemaker",
-    "text-completion-openai", "hosted_vllm", "vllm", "lm_studio", "cerebras", "nvidia_nim"})
+    "text-completion-openai", "hosted_vllm", "vllm", "lm_studio", "cerebras", "nvidia_nim",
+    "local"})  # local: in-process embedding models (worker/evals/local_embed.py)
 GATE_CONCLUSIONS = Family("llmgate_gate_conclusions", "counter",
                           "Check-run conclusions of finished gate runs.", ("conclusion",))
 GITHUB_CALLS = Family("llmgate_github_api_calls", "counter",

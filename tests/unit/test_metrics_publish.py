@@ -207,6 +207,7 @@ async def test_a_gate_report_counts_its_conclusion_and_calls_count_as_they_happe
 
 @pytest.mark.parametrize(("model", "label"), [
     ("openai/gpt-4o-mini", "openai"), ("gpt-4o-mini", "default"), ("", "none"),
-    ("evil-123/x", "other"), ("VERTEX_AI/gemini-pro", "vertex_ai"), ("/x", "other")])
+    ("evil-123/x", "other"), ("VERTEX_AI/gemini-pro", "vertex_ai"), ("/x", "other"),
+    ("local/minilm", "local")])
 def test_the_provider_label_is_bounded(model: str, label: str) -> None:
     assert worker_metrics.provider_label(model) == label
