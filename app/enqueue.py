@@ -11,11 +11,17 @@ Redis restart) does the same work atomically:
 2. if a job is planned and neither ``arq:job:<job id>`` nor ``arq:result:<job id>`` exists
    (arq's own uniqueness rule), ``PSETEX`` the job and ``ZADD`` it to ``arq:queue`` with the
    enqueue time (ms) as score, exactly as ``ArqRedis.enqueue_job`` does;
-3. optionally ``SET`` a pull request's newest head (``llmgate:pr:...:head``, a head SHA or
-   ``closed``) with its TTL, so workers can drop runs of older heads (``worker.supersede``).
-   When the job id exists already but the recorded head is another SHA, the head came back
-   to a commit gated before (push A, push B, force-push A): A's old run was superseded, so the
-   job is queued under its ``returned_job_id`` instead of being answered "already queued";
+3. optionally ``SET`` a pull request's newest head (``llmgate:pr:...:head``,
+   ``<head_sha>@<base_ref>`` or ``closed``) with its TTL, so workers can drop runs of older
+   heads or of an old base branch (``worker.supersede``). When the job id exists already,
+   only the head SHAs are compared (the part before the first ``@``; a bare SHA written by an
+   older web process has no base part). A recorded head that is another SHA (or ``closed``)
+   means the head came back to a commit gated before (push A, push B, force-push A): A's old
+   run was superseded, so the job is queued under its ``returned_job_id`` instead of being
+   answered "already queued". The same head SHA means a racing or late ``opened`` or
+   ``synchronize`` of the head already recorded (a change of base comes as ``edited``, with a
+   fresh job id): it is "already queued" and the record is left as it is, so a late delivery
+   that still names the old base cannot turn the record back to it;
 4. only then write the two marks, with the same TTL.
 
 Why the body too: GitHub's own redeliveries reuse the delivery id, but ``X-GitHub-Delivery`` is
@@ -52,19 +58,23 @@ BODY_KEY_PREFIX = "llmgate:body:"
 #: KEYS (always 8): delivery mark, body mark, arq job key, arq result key, arq queue, PR head
 #: key, arq job key and result key of the returned-head job id. ARGV (always 8): mark TTL (s),
 #: job id ("" for no job), serialized job, job expiry (ms), queue score (ms), PR head value
-#: ("" to set none), PR head TTL (s), returned-head job id ("" for none). Keys of absent parts
+#: (``<head_sha>@<base_ref>``, ``closed``, or "" to set none), PR head TTL (s), returned-head
+#: job id ("" for none). Keys of absent parts
 #: repeat the delivery mark and are not touched.
 #: Returns 0 duplicate delivery, 1 marked (and queued, when a job was given), 2 already queued.
 SCRIPT = b"""
 if redis.call('EXISTS', KEYS[1], KEYS[2]) > 0 then return 0 end
 local result = 1
+local record = ARGV[6]
 if ARGV[2] ~= '' then
   local job_id = ARGV[2]
   if redis.call('EXISTS', KEYS[3], KEYS[4]) > 0 then
     job_id = ''
     if ARGV[8] ~= '' and ARGV[6] ~= '' then
       local head = redis.call('GET', KEYS[6])
-      if head and head ~= ARGV[6] and redis.call('EXISTS', KEYS[7], KEYS[8]) == 0 then
+      if head and string.match(head, '^[^@]*') == string.match(ARGV[6], '^[^@]*') then
+        record = ''
+      elseif head and redis.call('EXISTS', KEYS[7], KEYS[8]) == 0 then
         job_id = ARGV[8]
       end
     end
@@ -76,8 +86,8 @@ if ARGV[2] ~= '' then
     redis.call('ZADD', KEYS[5], ARGV[5], job_id)
   end
 end
-if ARGV[6] ~= '' then
-  redis.call('SET', KEYS[6], ARGV[6], 'EX', ARGV[7])
+if record ~= '' then
+  redis.call('SET', KEYS[6], record, 'EX', ARGV[7])
 end
 redis.call('SET', KEYS[1], '1', 'EX', ARGV[1])
 redis.call('SET', KEYS[2], '1', 'EX', ARGV[1])
@@ -111,7 +121,9 @@ def script_arguments(delivery_id: str, body_sha256: str, job: PlannedJob | None,
         now_ms: the enqueue time, Unix ms (default: now); arq stores it in the job and uses it
             as the queue score, so the job is due at once.
         head_record: ``(key, value)`` of a pull request's newest head to SET for
-            ``PR_HEAD_TTL_S`` seconds, or ``None``.
+            ``PR_HEAD_TTL_S`` seconds (``value``: ``<head_sha>@<base_ref>`` or ``closed``),
+            or ``None``; left as it is when ``job`` is already queued for the recorded head
+            SHA and has a ``returned_job_id`` (see the module docstring, step 3).
     """
     mark = DELIVERY_KEY_PREFIX + delivery_id
     keys = [mark, BODY_KEY_PREFIX + body_sha256, mark, mark, mark, mark, mark, mark]

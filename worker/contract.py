@@ -42,8 +42,9 @@ JOB_INSTALLATION = "installation_changed"
 #: Redis key prefix for delivery de-duplication, and how long a delivery id is remembered.
 DELIVERY_KEY_PREFIX = "llmgate:delivery:"
 DELIVERY_TTL_S = 7 * 24 * 3600
-#: What the web process records as a pull request's newest head (`pr_head_key`): its head SHA,
-#: or this value once the pull request is closed. A job for any other head is superseded.
+#: What the web process records as a pull request's newest head (`pr_head_key`):
+#: ``<head_sha>@<base_ref>`` (`pr_head_value`), or this value once the pull request is closed.
+#: A run of any other head, or of the same head against another base branch, is superseded.
 PR_CLOSED = "closed"
 #: How long the record lives, seconds (a pull request untouched for longer is not tracked).
 PR_HEAD_TTL_S = 30 * 24 * 3600
@@ -127,10 +128,30 @@ def gate_job_id(repo: RepoRef, pr_number: int, head_sha: str, suffix: str = "") 
 def pr_head_key(repo: RepoRef, pr_number: int) -> str:
     """Return the Redis key of a pull request's newest head: ``llmgate:pr:owner/name#N:head``.
 
-    The web process sets it with each enqueue (a head SHA) and on ``closed`` (`PR_CLOSED`);
-    workers read it to drop runs of older heads (`worker.supersede`).
+    The web process sets it with each enqueue (`pr_head_value`) and on ``closed``
+    (`PR_CLOSED`); workers read it to drop runs of older heads or bases (`worker.supersede`).
     """
     return f"llmgate:pr:{repo['owner']}/{repo['name']}#{pr_number}:head"
+
+
+def pr_head_value(head_sha: str, base_ref: str) -> str:
+    """Return the `pr_head_key` value of a pull request at ``head_sha`` against ``base_ref``.
+
+    ``<head_sha>@<base_ref>``: the 40-hex head SHA, then the base branch name (the payload's
+    ``pull_request.base.ref``, e.g. ``main``). A SHA has no ``@``, so the first ``@`` splits
+    the value even when the branch name holds one (`split_pr_head`).
+    """
+    return f"{head_sha}@{base_ref}"
+
+
+def split_pr_head(value: str) -> tuple[str, str]:
+    """Return ``(head_sha, base_ref)`` of a `pr_head_key` value (`pr_head_value`).
+
+    ``base_ref`` is "" for a bare head SHA, the value an older web process writes (compare the
+    heads only), and for `PR_CLOSED` (whose ``head_sha`` is ``closed``).
+    """
+    head_sha, _, base_ref = value.partition("@")
+    return head_sha, base_ref
 
 
 def rerun_job_id(repo: RepoRef, comment_id: int) -> str:

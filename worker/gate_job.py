@@ -1,8 +1,8 @@
 """Run one gate request from check run to sticky comment, never leaving the check in progress.
 
-`run_gate` gives up at once when a newer push or a close superseded the request
-(`worker.supersede`); otherwise it opens the ``llmgate`` check run on the head SHA (or reuses
-the one an earlier try of its job opened: `worker.gate_check`), skips a draft when the base
+`run_gate` gives up at once when a newer push, a new base branch or a close superseded the
+request (`worker.supersede`); otherwise it opens the ``llmgate`` check run on the head SHA (or
+reuses the one an earlier try of its job opened: `worker.gate_check`), skips a draft when the base
 config says so (`worker.drafts`), decides trust, evaluates base and head (`worker.gate_run`:
 every config of the repository, `worker.monorepo`), writes the PR's sticky comment, completes
 the check runs of configs that report on their own (`worker.gate_configs`) and completes the
@@ -75,7 +75,7 @@ async def run_gate(services: Services, gh: GitHubClient, request: GateRequest) -
     try:
         reason = await watch.reason()
         if reason is not None:
-            return await _cancel_unstarted(registry, gh, request, job, reason)
+            return await _cancel_unstarted(registry, gh, request, job, reason, watch.same_head)
         run = await open_run(registry, gh, request, job)
     except TRANSIENT_ERRORS as err:  # no check run of this try to conclude
         if job is None or job.last_try:
@@ -85,9 +85,17 @@ async def run_gate(services: Services, gh: GitHubClient, request: GateRequest) -
 
 
 async def _cancel_unstarted(registry: RunRegistry, gh: GitHubClient, request: GateRequest,
-                            job: JobRef | None, reason: str) -> dict[str, str]:
+                            job: JobRef | None, reason: str, same_head: bool) -> dict[str, str]:
     """Show on the head commit that its queued run was dropped: a ``cancelled`` check run
-    (registered first, so the sweeper concludes it should GitHub refuse the conclusion)."""
+    (registered first, so the sweeper concludes it should GitHub refuse the conclusion).
+
+    When only the base branch changed (``same_head``), the newer run gates this same commit,
+    and GitHub shows the newest check run of a name: a new ``cancelled`` one would stand in
+    front of the newer run's. Then only a check run an earlier try of this job opened is
+    concluded, and none is created."""
+    if same_head and (job is None or await registry.get(job.job_id, request.pr_number) is None):
+        log.info("PR #%s @%s not run: %s", request.pr_number, request.head_sha[:7], reason)
+        return {"conclusion": "cancelled", "head_sha": request.head_sha, "reason": reason}
     run = await open_run(registry, gh, request, job)
     await finish(registry, gh, request.repo["owner"], request.repo["name"], run, "cancelled",
                  reason, rerun_hint=False)
@@ -181,11 +189,11 @@ async def _gate(services: Services, gh: GitHubClient, request: GateRequest, chec
 
 async def _write_comment(services: Services, gh: GitHubClient, request: GateRequest, body: str,
                          watch: Supersede) -> None:
-    """Create or edit the sticky comment, unless a newer head superseded this run meanwhile.
+    """Create or edit the sticky comment, unless a newer head or base superseded this run.
 
     Raises:
-        Superseded: a newer push or a close came first (checked under the comment lock, so an
-            older head never overwrites a newer head's comment).
+        Superseded: a newer push, a new base branch or a close came first (checked under the
+            comment lock, so an older head or base never overwrites a newer run's comment).
         GitHubUnavailable, GitHubRateLimited: transient (the job is retried). Any other
             GitHub refusal is logged and the check run is still completed.
     """

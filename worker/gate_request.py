@@ -24,6 +24,11 @@ class GateRequest:
             repository from pull requests a writer queued (each passed its own gate).
         external_id: the check run's ``external_id``; "" means ``pr:<pr_number>``.
         draft: the pull request is a draft (``settings.drafts: skip`` at base skips it).
+        base_ref: the pull request's base branch name (``main``) when the run was asked for:
+            the payload's ``pull_request.base.ref``, or GitHub's for a run that read the pull
+            request (``/llmgate rerun``, an approval, a re-requested check run). A change of
+            it supersedes the run (`worker.supersede`); "" when unknown (a merge group: no
+            pull request), and then only a change of head does.
     """
 
     repo: RepoRef
@@ -36,3 +41,4 @@ class GateRequest:
     trusted: bool = False
     external_id: str = ""
     draft: bool = False
+    base_ref: str = ""

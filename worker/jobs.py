@@ -35,7 +35,8 @@ async def gate_pull_request(ctx: dict[str, Any], payload: GatePayload) -> dict[s
     await remember_base(services.redis, services.calibration, payload)
     return await run_gate(services, gh, GateRequest(
         payload["repo"], payload["pr_number"], payload["head_sha"], payload["base_sha"],
-        untrusted.facts_from_payload(payload), draft=payload.get("draft", False)))
+        untrusted.facts_from_payload(payload), draft=payload.get("draft", False),
+        base_ref=payload["base_ref"]))
 
 
 async def rerun_from_comment(ctx: dict[str, Any], payload: RerunPayload) -> dict[str, str]:
@@ -62,7 +63,8 @@ async def rerun_from_comment(ctx: dict[str, Any], payload: RerunPayload) -> dict
     await gh.add_reaction(repo["owner"], repo["name"], payload["comment_id"], "+1")
     return await run_gate(services, gh, GateRequest(
         repo, payload["pr_number"], pull.head_sha, pull.base_sha,
-        untrusted.facts_from_pull(repo, pull), no_cache=payload.get("no_cache", False)))
+        untrusted.facts_from_pull(repo, pull), no_cache=payload.get("no_cache", False),
+        base_ref=pull.base_ref))
 
 
 async def approve_pull_request(ctx: dict[str, Any], payload: ApprovePayload) -> dict[str, str]:
@@ -80,7 +82,7 @@ async def approve_pull_request(ctx: dict[str, Any], payload: ApprovePayload) -> 
     repo = payload["repo"]
     return await run_gate(services, gh, GateRequest(
         repo, payload["pr_number"], pull.head_sha, pull.base_sha,
-        untrusted.facts_from_pull(repo, pull)))
+        untrusted.facts_from_pull(repo, pull), base_ref=pull.base_ref))
 
 
 #: The reply to ``/llmgate rerun`` on a closed pull request.

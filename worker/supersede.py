@@ -1,13 +1,19 @@
-"""Superseded runs: a newer push to the pull request, or its close, makes a run unwanted.
+"""Superseded runs: a newer push to the pull request, a new base branch, or its close.
 
-The web process records each pull request's newest head SHA, or ``closed``, in Redis in the
-same round trip that enqueues the job (`worker.contract.pr_head_key`). A run compares that
-record with its own head: when it starts, every `POLL_INTERVAL_S` seconds while it runs, and
-under the comment lock right before it writes the sticky comment, so an older head can never
-overwrite a newer head's comment. GitHub does not promise to deliver webhooks in order, so a
-record that names another head is confirmed with the API (``GET .../pulls/N``) before the run
-gives up; a record GitHub contradicts is ignored from then on. Runs of the same head (a
-``/llmgate rerun``) never supersede each other.
+The web process records each pull request's newest head SHA and base branch,
+``<head_sha>@<base_ref>``, or ``closed``, in Redis in the same round trip that enqueues the job
+(`worker.contract.pr_head_key`, `worker.contract.pr_head_value`). A run compares that record
+with its own head and base (`names_run`): when it starts, every `POLL_INTERVAL_S` seconds
+while it runs, and under the comment lock right before it writes the sticky comment, so a run
+of an older head, or of the same head against the base the pull request was retargeted away
+from, can never overwrite the newer run's comment. GitHub does not promise to deliver webhooks
+in order, so a record that names another head or base is confirmed with the API
+(``GET .../pulls/N``: ``state``, ``head.sha``, ``base.ref``) before the run gives up
+(`confirmed_reason`); a record GitHub contradicts is ignored from then on. Runs of the same
+head and base (a ``/llmgate rerun``) never supersede each other.
+
+Two cases compare the heads only: a bare head SHA recorded by an older web process (a rolling
+deploy), and a run that knows no base branch (`GateRequest.base_ref` "").
 """
 
 from __future__ import annotations
@@ -20,9 +26,9 @@ from typing import Any, TypeVar
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
-from worker.contract import PR_CLOSED, pr_head_key
+from worker.contract import PR_CLOSED, pr_head_key, split_pr_head
 from worker.gate_request import GateRequest
-from worker.github.client import GitHubClient, GitHubError
+from worker.github.client import GitHubClient, GitHubError, PullInfo
 
 log = logging.getLogger(__name__)
 
@@ -46,6 +52,52 @@ def pushed_reason(head_sha: str) -> str:
     return f"Superseded by a push of {head_sha[:7]}."
 
 
+def base_changed_reason(base_ref: str) -> str:
+    """Return the one-line reason of a run superseded by a retarget to branch ``base_ref``."""
+    return f"Superseded: the pull request's base changed to {base_ref}."
+
+
+def names_run(recorded: str, head_sha: str, base_ref: str) -> bool:
+    """Return whether the recorded newest head names this run's own head and base.
+
+    Args:
+        recorded: the `pr_head_key` value: ``<head_sha>@<base_ref>``, a bare head SHA (an
+            older web process) or ``closed``.
+        head_sha: the run's 40-hex head SHA.
+        base_ref: the run's base branch name, or "" when the run knows none.
+
+    A bare SHA, or a run without a base, compares the heads only; ``closed`` names no run.
+    """
+    if recorded == PR_CLOSED:
+        return False
+    recorded_head, recorded_base = split_pr_head(recorded)
+    return recorded_head == head_sha and (
+        not recorded_base or not base_ref or recorded_base == base_ref)
+
+
+def confirmed_reason(pull: PullInfo, head_sha: str, base_ref: str) -> str | None:
+    """Return why GitHub's view of the pull request supersedes the run, or None if it does not.
+
+    Args:
+        pull: ``GET .../pulls/N`` (its ``state``, ``head.sha`` and ``base.ref``).
+        head_sha: the run's 40-hex head SHA.
+        base_ref: the run's base branch name, or "" to compare the heads only.
+    """
+    if pull.state == "closed":
+        return CLOSED_REASON
+    if pull.head_sha != head_sha:
+        return pushed_reason(pull.head_sha)
+    if base_ref and pull.base_ref != base_ref:
+        return base_changed_reason(pull.base_ref)
+    return None
+
+
+def _shown(recorded: str) -> str:
+    """The record as a log shows it: ``closed``, or the short head SHA and the base."""
+    head_sha, base_ref = split_pr_head(recorded)
+    return recorded if recorded == PR_CLOSED else f"{head_sha[:7]}@{base_ref}".rstrip("@")
+
+
 class Supersede:
     """Decide whether one gate run is superseded (see the module docstring)."""
 
@@ -54,6 +106,9 @@ class Supersede:
         self._redis, self._gh, self._request = redis, gh, request
         self._contradicted: set[str] = set()
         self.found: str | None = None
+        #: The reason found is a new base of the run's own head: the newer run gates this
+        #: same commit, so a check run this run would create now would hide the newer one's.
+        self.same_head = False
 
     async def reason(self) -> str | None:
         """Return why the run is superseded (one line), or None while it is still wanted.
@@ -67,25 +122,27 @@ class Supersede:
             return None
         raw = await self._redis.get(pr_head_key(request.repo, request.pr_number))
         recorded = raw.decode() if isinstance(raw, bytes) else raw
-        if recorded is None or recorded == request.head_sha or recorded in self._contradicted:
+        if (recorded is None or recorded in self._contradicted
+                or names_run(recorded, request.head_sha, request.base_ref)):
             return None
         pull = await self._gh.get_pull(request.repo["owner"], request.repo["name"],
                                        request.pr_number)
-        if pull.state == "closed":
-            return CLOSED_REASON
-        if pull.head_sha != request.head_sha:
-            return pushed_reason(pull.head_sha)
-        log.info("PR #%s: recorded head %s is stale (GitHub: %s); not superseded",
-                 request.pr_number, recorded if recorded == PR_CLOSED else recorded[:7],
-                 pull.head_sha[:7])
+        reason = confirmed_reason(pull, request.head_sha, request.base_ref)
+        if reason is not None:
+            self.same_head = pull.state != "closed" and pull.head_sha == request.head_sha
+            return reason
+        log.info("PR #%s: recorded head %s is stale (GitHub: %s@%s); not superseded",
+                 request.pr_number, _shown(recorded), pull.head_sha[:7], pull.base_ref)
         self._contradicted.add(recorded)
         return None
 
-    async def watch(self, work: asyncio.Future[Any], interval_s: float = POLL_INTERVAL_S) -> None:
-        """Every ``interval_s`` seconds, cancel ``work`` once the run is superseded.
+    async def watch(self, work: asyncio.Future[Any], interval_s: float | None = None) -> None:
+        """Every ``interval_s`` seconds (default `POLL_INTERVAL_S`), cancel ``work`` once the
+        run is superseded.
 
         The reason is kept in ``found``. A failing Redis or GitHub is logged and asked again.
         """
+        interval_s = POLL_INTERVAL_S if interval_s is None else interval_s
         while not work.done():
             await asyncio.sleep(interval_s)
             try:
@@ -101,8 +158,9 @@ class Supersede:
 
 
 async def supervise(coro: Coroutine[Any, Any, T], supersede: Supersede,
-                    interval_s: float = POLL_INTERVAL_S) -> T:
-    """Run ``coro`` while ``supersede`` watches it; return its result.
+                    interval_s: float | None = None) -> T:
+    """Run ``coro`` while ``supersede`` watches it every ``interval_s`` seconds (default
+    `POLL_INTERVAL_S`, read at the call); return its result.
 
     Raises:
         Superseded: the watcher cancelled the work (the caller is not being cancelled).

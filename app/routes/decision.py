@@ -35,7 +35,8 @@ class PlannedJob:
     job_id: str
     #: A second job id to use when ``job_id`` was queued before and the PR's newest head (the
     #: ``head_record`` key) has since moved to another SHA: the head came back (a force-push
-    #: to an older commit), which needs a fresh run. "" for none.
+    #: to an older commit), which needs a fresh run. Only the head SHAs of the record and of
+    #: the new value are compared, not their base branches (`app.enqueue`). "" for none.
     returned_job_id: str = ""
 
 
@@ -48,7 +49,8 @@ class Decision:
         reason: why it was ignored (empty otherwise).
         job: the job to enqueue, or ``None``.
         head_record: ``(key, value)`` to SET with the enqueue, or ``None``: a pull request's
-            newest head SHA, or ``closed`` (`worker.contract.pr_head_key`).
+            newest head and base, ``<head_sha>@<base_ref>`` (`worker.contract.pr_head_value`),
+            or ``closed`` (`worker.contract.pr_head_key`).
     """
 
     status: str = "ignored"

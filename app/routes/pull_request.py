@@ -1,6 +1,6 @@
 """``pull_request`` events: gate a PR head when it is opened, pushed to, reopened, made ready or
-retargeted to another base branch; record the PR's newest head (or that it closed) so workers
-drop runs of older heads."""
+retargeted to another base branch; record the PR's newest head and base branch (or that it
+closed) so workers drop runs of older heads or of the old base."""
 
 from __future__ import annotations
 
@@ -26,6 +26,7 @@ from worker.contract import (
     GatePayload,
     gate_job_id,
     pr_head_key,
+    pr_head_value,
 )
 
 router = Router()
@@ -41,7 +42,7 @@ FRESH_RUN_ACTIONS = frozenset({"reopened", "ready_for_review", "edited"})
 @router.register("pull_request", action="reopened")
 @router.register("pull_request", action="ready_for_review")
 async def gate_pull_request(event: Event, decision: Decision) -> None:
-    """Plan a gate run of the PR's head SHA against its base, and record that head as newest.
+    """Plan a gate run of the PR's head SHA against its base; record both as newest.
 
     ``opened`` and ``synchronize`` use the head's plain job id, so two deliveries for one head
     start one job, unless the PR's head moved away and came back to that SHA (then the run
@@ -77,7 +78,8 @@ async def gate_pull_request(event: Event, decision: Decision) -> None:
     returned = "" if suffix else gate_job_id(repo, gate["pr_number"], gate["head_sha"],
                                              f"returned:{event.delivery_id}")
     decision.enqueue(JOB_GATE_PULL_REQUEST, gate, job_id, returned)
-    decision.record_head(pr_head_key(repo, gate["pr_number"]), gate["head_sha"])
+    decision.record_head(pr_head_key(repo, gate["pr_number"]),
+                         pr_head_value(gate["head_sha"], gate["base_ref"]))
 
 
 @router.register("pull_request", action="edited")

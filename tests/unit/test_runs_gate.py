@@ -7,11 +7,14 @@ run registry, and a retry must update the check run of its first try, never crea
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import asyncio
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from arq.jobs import Job
 from redis.asyncio import Redis
 
 from tests.fakes.fake_github import FakeGitHubServer, running_fake_github
@@ -19,6 +22,7 @@ from tests.unit.runs_support import COMMENT_HINT, PRIVATE_PEM, PUBLIC_PEM, githu
 from tests.unit.worker_support import (
     APP_ID,
     CONFIG,
+    ECHO,
     INSTALLATION_ID,
     OWNER,
     REPO,
@@ -28,8 +32,8 @@ from tests.unit.worker_support import (
     git,
     run_jobs,
 )
-from worker import gate_check, lease
-from worker.contract import RepoRef, pr_head_key
+from worker import gate_check, lease, supersede
+from worker.contract import RepoRef, gate_job_id, pr_head_key, pr_head_value
 from worker.drafts import SKIPPED_TITLE
 from worker.lease import JobLimits
 from worker.runs import RunRegistry
@@ -38,9 +42,17 @@ from worker.sweeper import sweep
 pytestmark = pytest.mark.filterwarnings("ignore:Call to deprecated close:DeprecationWarning")
 
 
+def _wait_file(repo: Path) -> Path:
+    """The file the ``waitbase`` target waits for (at most 60 s) before it answers."""
+    return repo.parent / "release-gate"
+
+
 @pytest.fixture(scope="module")
 def tiny_repo(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, str]]:
-    """The tiny repository, plus ``skipdrafts``: main with ``settings.drafts: skip``."""
+    """The tiny repository, plus ``skipdrafts``: main with ``settings.drafts: skip``;
+    ``waitbase``: main whose target answers only once `_wait_file` exists; ``pr/onwait``:
+    waitbase with main's target again (a head whose merge base with waitbase waits, and with
+    main does not)."""
     repo = tmp_path_factory.mktemp("runs") / "tiny"
     shas = build_tiny_repo(repo)
     (repo / ".llmgate.yml").write_text(CONFIG.replace("  concurrency: 4\n",
@@ -48,6 +60,17 @@ def tiny_repo(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str,
     git(repo, "switch", "-q", "-c", "skipdrafts")
     git(repo, "commit", "-q", "-am", "skip drafts")
     shas["skipdrafts"] = git(repo, "rev-parse", "HEAD")
+    git(repo, "switch", "-q", "-c", "waitbase", "main")
+    (repo / "echo.py").write_text(
+        f"import os, time\nend = time.monotonic() + 60\n"
+        f"while not os.path.exists({str(_wait_file(repo))!r}) and time.monotonic() < end:\n"
+        f"    time.sleep(0.05)\n" + ECHO)
+    git(repo, "commit", "-q", "-am", "wait for the test")
+    shas["waitbase"] = git(repo, "rev-parse", "HEAD")
+    git(repo, "switch", "-q", "-c", "pr/onwait")
+    (repo / "echo.py").write_text(ECHO)
+    git(repo, "commit", "-q", "-am", "answer at once")
+    shas["pr/onwait"] = git(repo, "rev-parse", "HEAD")
     git(repo, "switch", "-q", "main")
     return repo, shas
 
@@ -128,6 +151,93 @@ async def test_a_stale_record_github_contradicts_does_not_stop_the_run(
     assert (run["status"], run["conclusion"]) == ("completed", "success")
     assert len(github.state()["comments"]) == 1
     assert await _registered(redis_url) == []
+
+
+async def _until(predicate: Callable[[], Any], what: str, timeout_s: float = 60) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{what} within {timeout_s} s")
+        await asyncio.sleep(0.05)
+
+
+async def _result(redis_url: str, job_id: str) -> Any:
+    redis = Redis.from_url(redis_url)
+    try:
+        return (await Job(job_id, redis).result_info()).result  # type: ignore[arg-type, union-attr]
+    finally:
+        await redis.aclose()
+
+
+BASE_CHANGED = "Superseded: the pull request's base changed to release."
+
+
+@pytest.mark.parametrize("poll_interval_s", [0.05, 3600.0], ids=["poll", "comment-lock"])
+async def test_a_run_on_the_old_base_is_superseded_by_the_retargeted_run(
+        github, tiny_repo, redis_url, monkeypatch, poll_interval_s):
+    """Field case: a PR was retargeted from main to release while its run on main was busy.
+    Both runs have the same head; the run on main finished last and overwrote the release
+    run's comment. Now the record names head and base, so the run on main ends ``cancelled``
+    (found by the poll, or under the comment lock when no poll comes first) and never writes
+    the comment, which stays the release run's."""
+    monkeypatch.setattr(supersede, "POLL_INTERVAL_S", poll_interval_s)
+    repo, shas = tiny_repo
+    _wait_file(repo).unlink(missing_ok=True)
+    head = shas["pr/onwait"]
+    on_main = gate_payload(repo.as_uri(), head, shas["waitbase"])  # busy until the wait file
+    on_release = gate_payload(repo.as_uri(), head, shas["main"])  # ("main" plays release)
+    on_release["base_ref"] = "release"
+    github.setup({"pulls": [_pull(shas, repo.as_uri(), "pr/onwait")]})
+    await _record(redis_url, on_main["repo"], pr_head_value(head, "main"))
+    old = asyncio.create_task(run_jobs([on_main]))
+    await _until(lambda: _runs(github, head), "the run on main started")
+    # the retarget: GitHub and the web process's record (the `edited` delivery) say release
+    github.setup({"pulls": [_pull(shas, repo.as_uri(), "pr/onwait") | {"base_ref": "release"}]})
+    await _record(redis_url, on_main["repo"], pr_head_value(head, "release"))
+    # a burst worker ends with an empty queue, and arq keeps a running job in it: both
+    # workers end once the run on main ends
+    new = asyncio.create_task(run_jobs([on_release], job_suffix="edited:d-2"))
+    await _until(lambda: [r for r in _runs(github, head) if r["conclusion"] == "success"],
+                 "the run on release finished")
+    assert len(github.state()["comments"]) == 1  # the release run's comment stands ...
+    _wait_file(repo).touch()  # ... before the run on main can reach its comment
+    await asyncio.gather(old, new)
+    old_run, new_run = sorted(_runs(github, head), key=lambda r: r["id"])
+    assert (old_run["status"], old_run["conclusion"]) == ("completed", "cancelled")
+    assert _title_summary(old_run) == {"title": "llmgate: cancelled", "summary": BASE_CHANGED}
+    assert (new_run["status"], new_run["conclusion"]) == ("completed", "success")
+    state = github.state()
+    [comment] = state["comments"]
+    assert comment["history"] == [comment["body"]]  # written once, never edited
+    assert shas["main"][:7] in comment["body"] and shas["waitbase"][:7] not in comment["body"]
+    operations = [r["operation"] for r in state["requests"]]
+    assert operations.count("issues/create-comment") == 1
+    if poll_interval_s > 60:  # no poll: GitHub was asked under the comment lock, afterwards
+        assert operations[operations.index("issues/create-comment"):].count("pulls/get") == 1
+    assert await _result(redis_url, gate_job_id(on_main["repo"], 1, head)) == {
+        "conclusion": "cancelled", "head_sha": head, "reason": BASE_CHANGED}
+    assert await _registered(redis_url) == []
+    assert state["violations"] == []
+
+
+async def test_a_queued_run_on_the_old_base_ends_without_a_check_run_in_front_of_the_new(
+        github, tiny_repo, redis_url):
+    """The run on main starts only after the retarget was recorded: it is dropped at once, and
+    creates no ``cancelled`` check run on the head, since GitHub shows the newest check run of
+    a name and the release run's check run is on the same commit."""
+    repo, shas = tiny_repo
+    head = shas["pr/docs"]
+    on_main = gate_payload(repo.as_uri(), head, shas["main"])
+    github.setup({"pulls": [_pull(shas, repo.as_uri(), "pr/docs") | {"base_ref": "release"}]})
+    await _record(redis_url, on_main["repo"], pr_head_value(head, "release"))
+    worker = await run_jobs([on_main])
+    state = github.state()
+    assert _runs(github, head) == [] and state["comments"] == []
+    assert [r["operation"] for r in state["requests"]] == [
+        "apps/create-installation-access-token", "pulls/get"]
+    assert await _result(redis_url, gate_job_id(on_main["repo"], 1, head)) == {
+        "conclusion": "cancelled", "head_sha": head, "reason": BASE_CHANGED}
+    assert worker.jobs_complete == 1 and await _registered(redis_url) == []
 
 
 @pytest.mark.parametrize(("base", "draft", "conclusion"), [

@@ -19,13 +19,25 @@ from tests.unit.runs_support import (
     pull,
 )
 from tests.unit.worker_support import OWNER, REPO
-from worker.contract import RepoRef, pr_head_key
+from worker.contract import PR_CLOSED, RepoRef, pr_head_key, pr_head_value, split_pr_head
 from worker.gate_request import GateRequest
-from worker.github.client import GitHubClient
-from worker.supersede import CLOSED_REASON, Supersede, Superseded, pushed_reason, supervise
+from worker.github.client import GitHubClient, PullInfo
+from worker.supersede import (
+    CLOSED_REASON,
+    Supersede,
+    Superseded,
+    base_changed_reason,
+    confirmed_reason,
+    names_run,
+    pushed_reason,
+    supervise,
+)
 
 REPO_REF = RepoRef(owner=OWNER, name=REPO, clone_url="https://example.test/acme/tiny.git")
 REQUEST = GateRequest(REPO_REF, 1, HEAD_SHA, BASE_SHA)
+#: A run that knows its base branch (every pull request run does; `REQUEST` stands for one
+#: that does not).
+ON_MAIN = GateRequest(REPO_REF, 1, HEAD_SHA, BASE_SHA, base_ref="main")
 KEY = pr_head_key(REPO_REF, 1)
 
 
@@ -138,3 +150,81 @@ async def test_supervise_passes_the_works_own_error_through(redis: Redis,
 
     with pytest.raises(ValueError, match="boom"):
         await supervise(broken(), Supersede(redis, gh, REQUEST), interval_s=0.05)
+
+
+def test_the_record_is_head_at_base_and_splits_at_the_first_at_sign() -> None:
+    assert pr_head_value(HEAD_SHA, "main") == f"{HEAD_SHA}@main"
+    assert split_pr_head(f"{HEAD_SHA}@main") == (HEAD_SHA, "main")
+    assert split_pr_head(f"{HEAD_SHA}@rel@2") == (HEAD_SHA, "rel@2")  # git allows "@" in refs
+    assert split_pr_head(HEAD_SHA) == (HEAD_SHA, "")  # an older web process: a bare SHA
+    assert split_pr_head(PR_CLOSED) == (PR_CLOSED, "")
+
+
+@pytest.mark.parametrize(("recorded", "base_ref", "own"), [
+    (f"{HEAD_SHA}@main", "main", True),  # its own head and base: a /llmgate rerun too
+    (f"{HEAD_SHA}@release", "main", False),  # retargeted to release
+    (f"{NEW_SHA}@main", "main", False),  # a newer push
+    (f"{HEAD_SHA}@rel@2", "rel", False),
+    (HEAD_SHA, "main", True),  # a bare SHA (older web process): the heads only
+    (NEW_SHA, "main", False),
+    (f"{HEAD_SHA}@release", "", True),  # a run without a base: the heads only
+    (f"{NEW_SHA}@release", "", False),
+    (PR_CLOSED, "main", False),
+    (PR_CLOSED, "", False),
+])
+def test_names_run_compares_head_and_base_when_both_sides_know_the_base(
+        recorded: str, base_ref: str, own: bool) -> None:
+    assert names_run(recorded, HEAD_SHA, base_ref) is own
+
+
+def _pull_info(head_sha: str = HEAD_SHA, base_ref: str = "main",
+               state: str = "open") -> PullInfo:
+    return PullInfo(head_sha, BASE_SHA, base_ref, f"{OWNER}/{REPO}",
+                    "https://example.test/acme/tiny.git", state)
+
+
+@pytest.mark.parametrize(("pull_info", "base_ref", "expected"), [
+    (_pull_info(), "main", None),
+    (_pull_info(base_ref="release"), "main",
+     "Superseded: the pull request's base changed to release."),
+    (_pull_info(base_ref="release"), "", None),  # a run without a base: the heads only
+    (_pull_info(head_sha=NEW_SHA, base_ref="release"), "main",
+     "Superseded by a push of ccccccc."),  # a new head says so, whatever the base
+    (_pull_info(base_ref="release", state="closed"), "main", CLOSED_REASON),
+])
+def test_confirmed_reason_reads_state_head_and_base_of_the_pull(
+        pull_info: PullInfo, base_ref: str, expected: str | None) -> None:
+    assert confirmed_reason(pull_info, HEAD_SHA, base_ref) == expected
+
+
+async def test_a_new_base_of_the_same_head_supersedes_once_github_agrees(
+        redis: Redis, gh: GitHubClient, fake_gh: FakeGitHubServer) -> None:
+    await redis.set(KEY, pr_head_value(HEAD_SHA, "main"))
+    assert await Supersede(redis, gh, ON_MAIN).reason() is None  # its own head and base
+    await redis.set(KEY, HEAD_SHA)  # a bare SHA of an older web process: the heads only
+    assert await Supersede(redis, gh, ON_MAIN).reason() is None
+    await redis.set(KEY, pr_head_value(HEAD_SHA, "release"))
+    assert await Supersede(redis, gh, REQUEST).reason() is None  # no base: the heads only
+    assert _pull_requests(fake_gh) == 0
+    fake_gh.setup({"pulls": [pull() | {"base_ref": "release"}]})
+    watch = Supersede(redis, gh, ON_MAIN)
+    assert await watch.reason() == base_changed_reason("release") == (
+        "Superseded: the pull request's base changed to release.")
+    assert watch.same_head
+    await redis.set(KEY, pr_head_value(NEW_SHA, "release"))
+    fake_gh.setup({"pulls": [pull(head_sha=NEW_SHA) | {"base_ref": "release"}]})
+    pushed = Supersede(redis, gh, ON_MAIN)
+    assert await pushed.reason() == "Superseded by a push of ccccccc."
+    assert not pushed.same_head
+    assert _pull_requests(fake_gh) == 2
+
+
+async def test_a_new_base_record_github_contradicts_is_ignored_from_then_on(
+        redis: Redis, gh: GitHubClient, fake_gh: FakeGitHubServer) -> None:
+    """A late ``edited`` record: GitHub says the pull request is back on ``main``."""
+    fake_gh.setup({"pulls": [pull()]})
+    await redis.set(KEY, pr_head_value(HEAD_SHA, "release"))
+    watch = Supersede(redis, gh, ON_MAIN)
+    assert await watch.reason() is None
+    assert await watch.reason() is None
+    assert _pull_requests(fake_gh) == 1

@@ -1,7 +1,8 @@
 """The web side of the run lifecycle: real signed deliveries into the app, a real Redis queue.
 
-Every ``pull_request`` delivery that plans a gate also records the PR's newest head, in the same
-single Redis round trip (the enqueue script); ``closed`` records ``closed`` and plans nothing;
+Every ``pull_request`` delivery that plans a gate also records the PR's newest head and base
+branch (``<head_sha>@<base_ref>``), in the same single Redis round trip (the enqueue script);
+``closed`` records ``closed`` and plans nothing;
 ``reopened`` and ``ready_for_review`` get a job id of their own, so they start a run even when
 the head's plain job id still has a result in arq; ``draft`` travels in the payload.
 """
@@ -20,11 +21,13 @@ from tests.unit.app_support import (
     running_app,
     settings,
 )
-from worker.contract import PR_HEAD_TTL_S, gate_job_id, pr_head_key
+from worker.contract import PR_HEAD_TTL_S, gate_job_id, pr_head_key, pr_head_value
 
 REPO = {"owner": "Codertocat", "name": "Hello-World",
         "clone_url": "https://github.com/Codertocat/Hello-World.git"}
 HEAD_KEY = pr_head_key(REPO, 2)  # type: ignore[arg-type]
+#: The fixtures' pull request #2 is based on ``master``.
+HEAD_VALUE = pr_head_value(HEAD_SHA, "master").encode()
 
 
 def _payload(action: str, *, draft: bool = False, head_sha: str = HEAD_SHA) -> bytes:
@@ -47,7 +50,7 @@ async def test_each_enqueue_records_the_newest_head_in_one_round_trip(redis_url:
     async with running_app(settings(redis_url)) as client:
         first = await post(client, "pull_request", "d-1", _payload("opened"))
         assert (first.status_code, first.json()) == (202, {"status": "queued"})
-        assert _get(redis_url, HEAD_KEY)[0] == HEAD_SHA.encode()
+        assert _get(redis_url, HEAD_KEY)[0] == HEAD_VALUE
         stats = redis_sync.Redis.from_url(redis_url)
         stats.config_resetstat()
         second = await post(client, "pull_request", "d-2", _payload("synchronize", head_sha=newer))
@@ -59,10 +62,10 @@ async def test_each_enqueue_records_the_newest_head_in_one_round_trip(redis_url:
         assert commands == {"cmdstat_exists": 2, "cmdstat_psetex": 1, "cmdstat_zadd": 1,
                             "cmdstat_set": 3}  # ... whose script also SETs the head
         value, ttl = _get(redis_url, HEAD_KEY)
-        assert value == newer.encode() and PR_HEAD_TTL_S - 5 <= ttl <= PR_HEAD_TTL_S
+        assert value == f"{newer}@master".encode() and PR_HEAD_TTL_S - 5 <= ttl <= PR_HEAD_TTL_S
         again = await post(client, "pull_request", "d-1", _payload("synchronize"))  # redelivery
         assert again.json() == {"status": "duplicate"}
-        assert _get(redis_url, HEAD_KEY)[0] == newer.encode()  # a duplicate writes nothing
+        assert _get(redis_url, HEAD_KEY)[0] == f"{newer}@master".encode()  # duplicate: no write
     jobs = await queued_jobs(redis_url)
     assert sorted(j.job_id for j in jobs) == sorted(  # type: ignore[type-var]
         [gate_job_id(REPO, 2, HEAD_SHA), gate_job_id(REPO, 2, newer)])  # type: ignore[arg-type]
@@ -88,7 +91,7 @@ async def test_reopened_and_ready_for_review_start_fresh_jobs(redis_url: str) ->
         synchronize = await post(client, "pull_request", "r-5", _payload("synchronize"))
     assert [r.json()["status"] for r in (opened, closed, reopened, ready, synchronize)] == [
         "queued", "recorded", "queued", "queued", "already_queued"]
-    assert _get(redis_url, HEAD_KEY)[0] == HEAD_SHA.encode()
+    assert _get(redis_url, HEAD_KEY)[0] == HEAD_VALUE
     jobs = {j.job_id: j for j in await queued_jobs(redis_url)}
     plain = gate_job_id(REPO, 2, HEAD_SHA)  # type: ignore[arg-type]
     assert sorted(jobs) == sorted([plain, f"{plain}:reopened:r-3",
@@ -121,7 +124,7 @@ async def test_a_head_that_comes_back_gets_a_fresh_run(redis_url: str) -> None:
         again = await post(client, "pull_request", "r-5", push(HEAD_SHA, 4))
     assert [r.json()["status"] for r in (first, racing, moved, back, again)] == [
         "queued", "already_queued", "queued", "queued", "already_queued"]
-    assert _get(redis_url, HEAD_KEY)[0] == HEAD_SHA.encode()
+    assert _get(redis_url, HEAD_KEY)[0] == HEAD_VALUE
     jobs = await queued_jobs(redis_url)
     assert sorted(j.job_id for j in jobs) == sorted([  # type: ignore[type-var]
         gate_job_id(REPO, 2, HEAD_SHA),  # type: ignore[arg-type]
@@ -148,3 +151,64 @@ async def test_a_new_base_branch_gates_again_other_edits_do_not(redis_url: str) 
     number = retarget["pull_request"]["number"]
     assert job.job_id == gate_job_id(REPO, number, head, "edited:e-2")  # type: ignore[arg-type]
     assert job.args[0]["base_ref"] == "release"  # type: ignore[index]
+    assert _get(redis_url, HEAD_KEY)[0] == f"{head}@release".encode()  # the old run's cue
+
+
+def _delivery(action: str, head_sha: str, minute: int, base_ref: str = "master") -> bytes:
+    """A ``pull_request`` delivery of PR #2 at ``head_sha`` on ``base_ref``; ``minute`` makes
+    its body unique (real deliveries differ in their bodies)."""
+    name = "edited.DERIVED" if action == "edited" else action
+    data = fixture_json(f"pull_request.{name}.json")
+    data["pull_request"]["head"]["sha"] = head_sha
+    data["pull_request"]["base"]["ref"] = base_ref
+    data["pull_request"]["updated_at"] = f"2026-11-30T10:{minute:02d}:00Z"
+    if action == "edited":
+        data["changes"] = {"base": {"ref": {"from": "master"}, "sha": {"from": BASE_SHA}}}
+    return encode(data)
+
+
+async def test_a_late_delivery_of_the_old_base_leaves_the_retargeted_record(
+        redis_url: str) -> None:
+    """Retarget A from master to release, then a ``synchronize`` of A on master arrives late
+    (GitHub does not promise order): it is ``already_queued`` and the record keeps
+    ``A@release``, so the run on master stays superseded. Only the head SHAs decide a
+    returned head: push B, then force-push A (both on release), still gets A a fresh run."""
+    head_b = "b" * 40
+    async with running_app(settings(redis_url)) as client:
+        opened = await post(client, "pull_request", "t-1", _delivery("opened", HEAD_SHA, 1))
+        moved = await post(client, "pull_request", "t-2",
+                           _delivery("edited", HEAD_SHA, 2, "release"))
+        late = await post(client, "pull_request", "t-3", _delivery("synchronize", HEAD_SHA, 1))
+        assert _get(redis_url, HEAD_KEY)[0] == f"{HEAD_SHA}@release".encode()
+        pushed = await post(client, "pull_request", "t-4",
+                            _delivery("synchronize", head_b, 3, "release"))
+        back = await post(client, "pull_request", "t-5",
+                          _delivery("synchronize", HEAD_SHA, 4, "release"))
+    assert [r.json()["status"] for r in (opened, moved, late, pushed, back)] == [
+        "queued", "queued", "already_queued", "queued", "queued"]
+    assert _get(redis_url, HEAD_KEY)[0] == f"{HEAD_SHA}@release".encode()
+    jobs = {j.job_id: j.args[0]["base_ref"] for j in await queued_jobs(redis_url)}
+    plain = gate_job_id(REPO, 2, HEAD_SHA)  # type: ignore[arg-type]
+    assert jobs == {plain: "master", f"{plain}:edited:t-2": "release",
+                    gate_job_id(REPO, 2, head_b): "release",  # type: ignore[arg-type]
+                    f"{plain}:returned:t-5": "release"}
+
+
+async def test_a_bare_sha_record_of_an_older_web_process_still_means_the_same_head(
+        redis_url: str) -> None:
+    """During a rolling deploy an older web process records a bare head SHA: a racing
+    delivery of that head is still ``already_queued`` (no second run), and a push writes the
+    new format."""
+    newer = "d" * 40
+    async with running_app(settings(redis_url)) as client:
+        await post(client, "pull_request", "o-1", _delivery("opened", HEAD_SHA, 1))
+        old = redis_sync.Redis.from_url(redis_url)
+        old.set(HEAD_KEY, HEAD_SHA)  # what the older web process wrote
+        old.close()
+        racing = await post(client, "pull_request", "o-2", _delivery("synchronize", HEAD_SHA, 2))
+        assert racing.json() == {"status": "already_queued"}
+        assert _get(redis_url, HEAD_KEY)[0] == HEAD_SHA.encode()
+        pushed = await post(client, "pull_request", "o-3", _delivery("synchronize", newer, 3))
+    assert pushed.json() == {"status": "queued"}
+    assert _get(redis_url, HEAD_KEY)[0] == f"{newer}@master".encode()
+    assert len(await queued_jobs(redis_url)) == 2

@@ -91,14 +91,16 @@ def commit(repo: Path, branch: str, files: dict[str, str | None], message: str,
 
 
 
-async def run_jobs(payloads: list[GatePayload]) -> Worker:
+async def run_jobs(payloads: list[GatePayload], job_suffix: str = "") -> Worker:
     """Enqueue one gate job per payload and run a burst worker (settings from the environment,
-    no cron jobs: the sweeper would count as a job) until the queue is empty."""
+    no cron jobs: the sweeper would count as a job) until the queue is empty.
+
+    ``job_suffix`` gives the jobs fresh ids, as an ``edited`` delivery's (`gate_job_id`)."""
     settings = worker_settings()
     pool = await create_pool(settings.redis_settings)
     for p in payloads:
-        await pool.enqueue_job("gate_pull_request", p,
-                               _job_id=gate_job_id(p["repo"], p["pr_number"], p["head_sha"]))
+        await pool.enqueue_job("gate_pull_request", p, _job_id=gate_job_id(
+            p["repo"], p["pr_number"], p["head_sha"], job_suffix))
     await pool.aclose()
     worker = create_worker(settings, burst=True, poll_delay=0.05, handle_signals=False,
                            cron_jobs=[])
