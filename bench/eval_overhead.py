@@ -12,9 +12,10 @@ the provider processes (worker/evals/llm_pool.py; ``--processes``, default from
 printed apart: a worker pays them once, not per run. The last line is
 ``eval_overhead_ratio=<wall / ideal>``.
 
-Two references follow, the same 500 calls at the same concurrency against the same server, in
-the same process: the calls alone through llmgate's provider call (``llm.chat``: litellm, from
-the same provider processes), without the engine; and a plain HTTP client (aiohttp, one POST
+Two references, the same 500 calls at the same concurrency against the same server, in the
+same process: the calls alone through llmgate's provider call (``llm.chat``: litellm, from the
+same provider processes), without the engine, run once before and once after the engine's run
+(the machine's load drifts); and a plain HTTP client (aiohttp, one POST
 and a JSON parse per call), the floor of any Python client on this machine. Their ratios tell
 what the engine adds over litellm, and what litellm adds over HTTP.
 
@@ -205,6 +206,7 @@ async def main_async(args: argparse.Namespace) -> None:
             await timed_run(warm, Path(tmp) / "warm", EvalContext(say=lambda _: None))
             ctx = EvalContext(redis=redis, namespace="bench", say=lambda _: None)
             ideal = args.examples * args.latency_ms / 1000 / args.concurrency
+            alone_before = await litellm_alone(url, args.examples, args.concurrency)
             cpu, child_cpu = time.process_time(), children_cpu_s(pool)
             wall, calls, _ = await timed_run(config, repo, ctx)
             cpu_ms = (time.process_time() - cpu) * 1000 / max(calls, 1)
@@ -218,12 +220,14 @@ async def main_async(args: argparse.Namespace) -> None:
             cached_wall, cached_calls, hits = await timed_run(config, repo, ctx)
             print(f"cached re-run: {cached_calls} provider calls, {hits} cache hits, wall "
                   f"{cached_wall:.2f} s (goal: 0 calls, < 2 s)")
-            alone = await litellm_alone(url, args.examples, args.concurrency)
+            alone_after = await litellm_alone(url, args.examples, args.concurrency)
             http = await plain_http(url, args.examples, args.concurrency)
+            alone = (alone_before + alone_after) / 2
             print(f"references, same calls, server and concurrency: litellm calls alone "
-                  f"(llm.chat, no engine) ratio {alone / ideal:.3f}; plain HTTP (aiohttp) "
-                  f"ratio {http / ideal:.3f}; the engine's wall over litellm alone "
-                  f"{wall / alone:.3f}")
+                  f"(llm.chat, no engine; run before and after the engine) ratio "
+                  f"{alone_before / ideal:.3f} and {alone_after / ideal:.3f}; plain HTTP "
+                  f"(aiohttp) ratio {http / ideal:.3f}; the engine's wall over the mean of "
+                  f"litellm alone {wall / alone:.3f}")
             print(f"machine load average (1, 5, 15 min) at the end: {load_average()} on "
                   f"{usable} cores (other processes slow the run)")
             print(f"cached_rerun_s={cached_wall:.3f}")

@@ -525,7 +525,8 @@ def main() -> None:
     turns = [(r, 1) for r in range(args.rounds)] if len(args.apps) > 1 else [(0, args.rounds)]
     results: dict[str, list[Round]] = {app: [] for app in args.apps}
     for first_round, rounds_run in turns:
-        for app in args.apps:
+        # the order alternates round by round, so neither app always runs first
+        for app in args.apps if first_round % 2 == 0 else args.apps[::-1]:
             with services(args, app) as (redis_url, web_url, pids):
                 store = redis.Redis.from_url(redis_url)
                 try:

@@ -68,6 +68,8 @@ async def test_judge_errors_within_the_allowed_share_do_not_fail(llm: FakeLLMSer
     assert gate.conclusion == "success"
     assert gate.head.suites["s"].metrics["pass_rate"] == 1.0  # type: ignore[union-attr]
     assert any("1 judge error at head" in note for note in gate.notes)
+    # the note quotes the first errored assertion, so a shared cause is visible at once
+    assert any("the first: s/t04: llm_judge: judge error:" in note for note in gate.notes)
 
 
 async def test_quorum_of_three_reports_disagreement(llm: FakeLLMServer, tmp_path: Path) -> None:

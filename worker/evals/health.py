@@ -100,13 +100,29 @@ def _progress(run: RunResult) -> str:
     return f"{done} of {len(examples)} examples ran, ${run.spend.cost_usd:.4f} spent"
 
 
+#: Longest errored-assertion message quoted in a note, characters.
+MAX_QUOTED_CHARS = 300
+
+
 def _judge_notes(runs: dict[str, RunResult | None]) -> list[str]:
+    """One note a side with errored assertions: how many, and the first one's message (so a
+    reason that every example shares, e.g. a local embedding model the worker refused, is
+    visible without opening each example)."""
     notes = []
     for side, run in runs.items():
-        count = sum(_judge_errors(s) for s in run.suites.values()) if run is not None else 0
-        if count:
-            notes.append(f"{count} judge error{'s' if count != 1 else ''} at {side} (a judge "
-                         "call failed or its reply had no verdict): those examples are unscored")
+        if run is None:
+            continue
+        count = sum(_judge_errors(s) for s in run.suites.values())
+        if not count:
+            continue
+        first = next((f"{name}/{e.id}: {a.type}: {a.message}"
+                      for name, suite in run.suites.items() for e in suite.examples
+                      for a in e.assertions if a.errored), "")
+        if len(first) > MAX_QUOTED_CHARS:
+            first = first[:MAX_QUOTED_CHARS - 1] + "…"
+        notes.append(f"{count} judge error{'s' if count != 1 else ''} at {side} (a judge or "
+                     "embedding call failed, or a judge reply had no verdict): those examples "
+                     f"are unscored; the first: {first}")
     return notes
 
 
