@@ -152,6 +152,7 @@ def test_without_sentence_transformers_the_error_says_what_to_install(
     ("{type: llm_judge, rubric: r, model: local/minilm}", "only `similar` and"),
     ("{type: similar, model: local/minilm, api_key_env: KEY}", "takes no api_key_env"),
     ("{type: similar, model: local/minilm, params: {x: 1}}", "takes no params"),
+    ("{type: similar, model: Local/minilm}", "write `local/minilm`"),
 ])
 def test_a_local_model_is_only_an_embedding_model_without_other_fields(
         entry: str, words: str, monkeypatch: pytest.MonkeyPatch) -> None:

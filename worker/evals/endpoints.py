@@ -57,6 +57,10 @@ def parse_endpoint(values: Mapping[str, Any], fail: Fail, *, embedding: bool = F
         raise fail("`model` must be a litellm model string such as openai/gpt-4o-mini")
     if local_embed.is_local(model.strip()):
         return _local(model.strip(), values, fail, embedding)
+    if model.strip().lower().startswith(local_embed.LOCAL_PREFIX):  # Local/x, LOCAL/x
+        name = model.strip()[len(local_embed.LOCAL_PREFIX):]
+        raise fail(f"write `{local_embed.LOCAL_PREFIX}{name}` (lower case) to name a local "
+                   "model; litellm has no such provider")
     if "api_base" in values and "base_url" in values:
         raise fail("give `api_base` or `base_url`, not both")
     api_base = values.get("api_base", values.get("base_url"))
