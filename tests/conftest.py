@@ -1,4 +1,5 @@
-"""Shared fixtures: a real ``redis-server`` per test session, and paths to the fixtures."""
+"""Shared fixtures: a real ``redis-server`` per test session, a clean database and an asyncio
+client on it per test, and paths to the fixtures."""
 
 from __future__ import annotations
 
@@ -7,10 +8,11 @@ import shutil
 import socket
 import subprocess
 import time
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
+from redis.asyncio import Redis
 
 FIXTURES = Path(__file__).parent / "fixtures"
 # No provider processes unless a test starts them (each imports litellm: seconds of CPU).
@@ -67,3 +69,11 @@ def redis_url(redis_server: str) -> Iterator[str]:
     yield redis_server + "/0"
     client.flushdb()
     client.close()
+
+
+@pytest.fixture()
+async def redis(redis_url: str) -> AsyncIterator[Redis]:
+    """An asyncio client (``redis.asyncio.Redis``) on the test's clean database, closed after."""
+    client = Redis.from_url(redis_url)
+    yield client
+    await client.aclose()

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Coroutine
 from typing import Any, TypeVar
 
@@ -34,6 +35,9 @@ log = logging.getLogger(__name__)
 
 #: How often a running job looks at its pull request's newest head, seconds.
 POLL_INTERVAL_S = 2.0
+#: How long a record GitHub contradicted is believed stale before GitHub is asked again, s
+#: (GitHub's own view can lag a delivery: the record may turn out right a moment later).
+CONTRADICTED_TTL_S = 10.0
 CLOSED_REASON = "The pull request was closed."
 
 T = TypeVar("T")
@@ -104,7 +108,7 @@ class Supersede:
     def __init__(self, redis: Redis, gh: GitHubClient, request: GateRequest) -> None:
         """Watch ``request``'s pull request in ``redis``; confirm with ``gh``."""
         self._redis, self._gh, self._request = redis, gh, request
-        self._contradicted: set[str] = set()
+        self._contradicted: dict[str, float] = {}  # record -> when GitHub contradicted it
         self.found: str | None = None
         #: The reason found is a new base of the run's own head: the newer run gates this
         #: same commit, so a check run this run would create now would hide the newer one's.
@@ -122,8 +126,8 @@ class Supersede:
             return None
         raw = await self._redis.get(pr_head_key(request.repo, request.pr_number))
         recorded = raw.decode() if isinstance(raw, bytes) else raw
-        if (recorded is None or recorded in self._contradicted
-                or names_run(recorded, request.head_sha, request.base_ref)):
+        if (recorded is None or names_run(recorded, request.head_sha, request.base_ref)
+                or self._still_contradicted(recorded)):
             return None
         pull = await self._gh.get_pull(request.repo["owner"], request.repo["name"],
                                        request.pr_number)
@@ -133,8 +137,12 @@ class Supersede:
             return reason
         log.info("PR #%s: recorded head %s is stale (GitHub: %s@%s); not superseded",
                  request.pr_number, _shown(recorded), pull.head_sha[:7], pull.base_ref)
-        self._contradicted.add(recorded)
+        self._contradicted[recorded] = time.monotonic()
         return None
+
+    def _still_contradicted(self, recorded: str) -> bool:
+        when = self._contradicted.get(recorded)
+        return when is not None and time.monotonic() - when < CONTRADICTED_TTL_S
 
     async def watch(self, work: asyncio.Future[Any], interval_s: float | None = None) -> None:
         """Every ``interval_s`` seconds (default `POLL_INTERVAL_S`), cancel ``work`` once the

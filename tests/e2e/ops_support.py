@@ -8,12 +8,15 @@ its worker.
 from __future__ import annotations
 
 import json
-import os
-import subprocess
+import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
+from tests.unit.worker_support import commit, git
 from worker.demo import Stack, pull_request_payload
+
+T = TypeVar("T")
 
 OWNER, REPO = "acme", "ops"
 EXAMPLES = ("alpha", "bravo", "charlie")
@@ -41,52 +44,46 @@ suites:
 """
 
 
-def _git(repo: Path, *args: str) -> str:
-    env = {"PATH": os.environ.get("PATH", os.defpath), "HOME": str(repo), "LANG": "C",
-           "GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": os.devnull,
-           "GIT_AUTHOR_NAME": "T", "GIT_AUTHOR_EMAIL": "t@example.invalid",
-           "GIT_COMMITTER_NAME": "T", "GIT_COMMITTER_EMAIL": "t@example.invalid"}
-    return subprocess.run(["git", "-C", str(repo), *args], env=env, capture_output=True,
-                          text=True, check=True).stdout.strip()
-
-
-def _commit(repo: Path, branch: str, files: dict[str, str]) -> str:
-    if branch != "main":
-        _git(repo, "switch", "-q", "-C", branch, "main")
-    for name, text in files.items():
-        (repo / name).parent.mkdir(parents=True, exist_ok=True)
-        (repo / name).write_text(text)
-    _git(repo, "add", "-A")
-    _git(repo, "commit", "-q", "-m", branch)
-    sha = _git(repo, "rev-parse", "HEAD")
-    _git(repo, "switch", "-q", "main")
-    return sha
-
-
 def build_repo(dest: Path) -> dict[str, str]:
     """Create the repository at ``dest``; return branch -> commit SHA."""
     dest.mkdir(parents=True)
-    _git(dest, "init", "-q", "-b", "main")
+    git(dest, "init", "-q", "-b", "main")
     dataset = "".join(json.dumps({"id": w, "input": w, "expected": w}) + "\n" for w in EXAMPLES)
-    shas = {"main": _commit(dest, "main", {".llmgate.yml": CONFIG, "target.py": TARGET,
+    shas = {"main": commit(dest, "main", {".llmgate.yml": CONFIG, "target.py": TARGET,
                                            "evals/echo.jsonl": dataset})}
-    shas["pr/quick"] = _commit(dest, "pr/quick", {"NOTES.md": "notes\n"})
-    shas["pr/slow"] = _commit(dest, "pr/slow", {
+    shas["pr/quick"] = commit(dest, "pr/quick", {"NOTES.md": "notes\n"})
+    shas["pr/slow"] = commit(dest, "pr/slow", {
         "target.py": TARGET.replace("SLEEP_S = 0", f"SLEEP_S = {SLOW_S}")})
     return shas
 
 
 def open_pr(stack: Stack, shas: dict[str, str], clone_url: str, branch: str,
-            number: int) -> dict[str, Any]:
-    """Tell the fake GitHub about PR ``number`` (``branch`` into main); return its delivery."""
+            number: int, action: str = "opened") -> dict[str, Any]:
+    """Tell the fake GitHub about PR ``number`` (``branch`` into main); return its
+    ``pull_request`` delivery with ``action`` (``opened``, ``synchronize``, ...)."""
     stack.github("POST", "/_fake/setup", {"pulls": [{
         "owner": OWNER, "repo": REPO, "number": number, "head_sha": shas[branch],
         "base_sha": shas["main"], "base_ref": "main", "head_ref": branch,
         "clone_url": clone_url}]})
-    return pull_request_payload("opened", owner=OWNER, repo=REPO, clone_url=clone_url,
+    return pull_request_payload(action, owner=OWNER, repo=REPO, clone_url=clone_url,
                                 number=number, head_sha=shas[branch], base_sha=shas["main"])
 
 
 def check_runs(stack: Stack, head_sha: str) -> list[dict[str, Any]]:
     """Every check run on ``head_sha``, oldest first."""
     return [r for r in stack.state()["check_runs"] if r["head_sha"] == head_sha]
+
+
+def wait_until(predicate: Callable[[], T | None], timeout_s: float, what: str) -> T:
+    """Poll ``predicate`` every 0.1 s until it returns something true; return that.
+
+    Raises:
+        TimeoutError: ``"{what} within {timeout_s} s"`` when it never did.
+    """
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        result = predicate()
+        if result:
+            return result
+        time.sleep(0.1)
+    raise TimeoutError(f"{what} within {timeout_s} s")

@@ -11,63 +11,25 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 import redis
 
+from tests.e2e.model_support import KEY_ENV, build_support_repo, support_config
 from tests.fakes.fake_llm import running_fake_llm
+from tests.unit.worker_support import commit
 from worker.demo import FIXTURES, INSTALLATION_ID, Stack, pull_request_payload
 
 pytestmark = pytest.mark.slow
 
 OWNER, REPO = "acme", "baseline-bot"
-KEY_ENV = "FAKE_LLM_KEY"
 TICKETS = ["refund for order 1", "refund for order 2", "refund for order 3"]
 
 
 def config(url: str) -> str:
-    endpoint = f'api_base: "{url}", api_key_env: {KEY_ENV}'
-    return f"""\
-version: 1
-settings:
-  cache: false
-  judge: {{model: openai/judge-model, {endpoint}}}
-suites:
-  - name: support
-    dataset: evals/tickets.jsonl
-    target:
-      model: openai/bot-model
-      prompt: prompts/support.txt
-      api_base: "{url}"
-      api_key_env: {KEY_ENV}
-    assertions:
-      - type: llm_judge
-        rubric: The reply mentions the refund.
-    gate:
-      pass_rate: {{max_drop: 0.1}}
-"""
-
-
-def git(repo: Path, *args: str) -> str:
-    import subprocess
-
-    cmd = ["git", "-C", str(repo), "-c", "user.name=T", "-c", "user.email=t@example.com", *args]
-    return subprocess.run(cmd, check=True, capture_output=True, text=True).stdout.strip()
-
-
-def commit(repo: Path, branch: str, files: dict[str, str]) -> str:
-    if branch != "main":
-        git(repo, "checkout", "-q", "-B", branch, "main")
-    for name, text in files.items():
-        (repo / name).parent.mkdir(parents=True, exist_ok=True)
-        (repo / name).write_text(text)
-    git(repo, "add", "-A")
-    git(repo, "commit", "-q", "-m", branch)
-    sha = git(repo, "rev-parse", "HEAD")
-    git(repo, "checkout", "-q", "main")
-    return sha
+    return support_config(url, settings="  cache: false\n",
+                          rubric="The reply mentions the refund.")
 
 
 def push_payload(clone_url: str, sha: str) -> dict[str, Any]:
@@ -104,13 +66,8 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
     with running_fake_llm({"rules": [{"model": "judge-model", "match": "",
                                       "reply": "PASS"}]}) as llm:
         repo = work / REPO
-        repo.mkdir()
-        git(repo, "init", "-q", "-b", "main")
-        base = commit(repo, "main", {
-            ".llmgate.yml": config(llm.url),
-            "prompts/support.txt": "Base prompt. Ticket: {{ input }}",
-            "evals/tickets.jsonl": "".join(json.dumps({"id": f"t{i}", "input": text}) + "\n"
-                                           for i, text in enumerate(TICKETS, start=1))})
+        base = build_support_repo(repo, config(llm.url), "Base prompt. Ticket: {{ input }}",
+                                  TICKETS)
         head = commit(repo, "pr/prompt", {"prompts/support.txt": "Head prompt. {{ input }}"})
         with Stack(work, workers=1, worker_env={KEY_ENV: "sk-e2e-fake"}) as stack:
             yield {"stack": stack, "llm": llm, "repo": repo, "base": base, "head": head}

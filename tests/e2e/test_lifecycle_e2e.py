@@ -18,19 +18,19 @@ from __future__ import annotations
 import json
 import subprocess
 import time
-from collections.abc import Callable
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import pytest
 import redis
 
-from tests.e2e.ops_support import OWNER, REPO, build_repo, check_runs, open_pr
+from tests.e2e.ops_support import OWNER, REPO, build_repo, check_runs, open_pr, wait_until
 from worker.demo import Stack, pull_request_payload
 
 pytestmark = pytest.mark.slow
 
-T = TypeVar("T")
 LEASE_S = 3
 FIELD_ENV = {"LLMGATE_JOB_TIMEOUT_S": "60", "LLMGATE_JOB_MAX_TRIES": "3",
              "LLMGATE_JOB_LEASE_S": str(LEASE_S), "LLMGATE_SWEEP_INTERVAL_S": "5"}
@@ -38,16 +38,6 @@ FIELD_ENV = {"LLMGATE_JOB_TIMEOUT_S": "60", "LLMGATE_JOB_MAX_TRIES": "3",
 ARQ_IN_PROGRESS_S = 70
 #: After the lease runs out, a worker polls the queue (every 0.5 s) and starts the job.
 POLL_SLACK_S = 2.5
-
-
-def _wait(predicate: Callable[[], T | None], timeout_s: float, what: str) -> T:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        result = predicate()
-        if result:
-            return result
-        time.sleep(0.1)
-    raise TimeoutError(f"{what} within {timeout_s} s")
 
 
 def _in_progress(stack: Stack, head_sha: str) -> dict[str, Any] | None:
@@ -69,16 +59,6 @@ def _running_try(stack: Stack) -> int:
         client.close()
 
 
-def _synchronize(stack: Stack, shas: dict[str, str], clone_url: str, branch: str,
-                 number: int) -> dict[str, Any]:
-    stack.github("POST", "/_fake/setup", {"pulls": [{
-        "owner": OWNER, "repo": REPO, "number": number, "head_sha": shas[branch],
-        "base_sha": shas["main"], "base_ref": "main", "head_ref": branch,
-        "clone_url": clone_url}]})
-    return pull_request_payload("synchronize", owner=OWNER, repo=REPO, clone_url=clone_url,
-                                number=number, head_sha=shas[branch], base_sha=shas["main"])
-
-
 def _summary(run: dict[str, Any]) -> str:
     summary: str = run["output"]["summary"]
     return summary
@@ -91,10 +71,10 @@ def test_a_push_or_a_close_cancels_the_running_job_of_the_older_head(tmp_path: P
     with Stack(tmp_path, workers=1) as stack:
         assert stack.deliver("pull_request", open_pr(stack, shas, clone_url, "pr/slow", 1)
                              ).status_code == 202
-        _wait(lambda: _in_progress(stack, slow), 60, "the slow run did not start")
+        wait_until(lambda: _in_progress(stack, slow), 60, "the slow run did not start")
         time.sleep(1)  # into the slow target
         pushed = time.time()
-        stack.deliver("pull_request", _synchronize(stack, shas, clone_url, "pr/quick", 1))
+        stack.deliver("pull_request", open_pr(stack, shas, clone_url, "pr/quick", 1, "synchronize"))
         (new,) = stack.wait_for_check(quick, timeout_s=90)
         (old,) = stack.wait_for_check(slow, timeout_s=30)
         assert (old["conclusion"], _summary(old)) == (
@@ -111,8 +91,8 @@ def test_a_push_or_a_close_cancels_the_running_job_of_the_older_head(tmp_path: P
         assert all(slow[:7] not in body for body in versions)
 
         stack.deliver("pull_request", open_pr(stack, shas, clone_url, "pr/slow", 2))
-        _wait(lambda: len(check_runs(stack, slow)) == 2 and _in_progress(stack, slow), 60,
-              "the second slow run did not start")
+        wait_until(lambda: len(check_runs(stack, slow)) == 2 and _in_progress(stack, slow), 60,
+                   "the second slow run did not start")
         closed = pull_request_payload("closed", owner=OWNER, repo=REPO, clone_url=clone_url,
                                       number=2, head_sha=slow, base_sha=shas["main"])
         stack.github("POST", "/_fake/setup", {"pulls": [{
@@ -139,8 +119,8 @@ def _job_worker(stack: Stack) -> subprocess.Popen[bytes] | None:
 
 def _kill_the_job_worker(stack: Stack, attempt: int) -> float:
     """Wait for try ``attempt`` to run, SIGKILL its worker; start a replacement. Kill time."""
-    _wait(lambda: _running_try(stack) == attempt and _job_worker(stack), ARQ_IN_PROGRESS_S,
-          f"try {attempt} did not start")
+    wait_until(lambda: _running_try(stack) == attempt and _job_worker(stack), ARQ_IN_PROGRESS_S,
+               f"try {attempt} did not start")
     time.sleep(0.5)  # into the run
     worker = _job_worker(stack)
     assert worker is not None
@@ -151,15 +131,22 @@ def _kill_the_job_worker(stack: Stack, attempt: int) -> float:
     return killed
 
 
-def test_a_killed_worker_resumes_within_the_lease_on_the_same_check_run(tmp_path: Path) -> None:
+@contextmanager
+def _slow_run_started(tmp_path: Path) -> Iterator[tuple[Stack, str]]:
+    """Two workers with `FIELD_ENV`, gating PR 1 (``pr/slow``) until its check run is in
+    progress; yield the stack and the PR's head SHA."""
     shas = build_repo(tmp_path / "repo")
-    clone_url = (tmp_path / "repo").as_uri()
-    slow = shas["pr/slow"]
     with Stack(tmp_path, workers=2, worker_env=FIELD_ENV) as stack:
-        stack.deliver("pull_request", open_pr(stack, shas, clone_url, "pr/slow", 1))
-        _wait(lambda: _in_progress(stack, slow), 60, "the run did not start")
+        stack.deliver("pull_request",
+                      open_pr(stack, shas, (tmp_path / "repo").as_uri(), "pr/slow", 1))
+        wait_until(lambda: _in_progress(stack, shas["pr/slow"]), 60, "the run did not start")
+        yield stack, shas["pr/slow"]
+
+
+def test_a_killed_worker_resumes_within_the_lease_on_the_same_check_run(tmp_path: Path) -> None:
+    with _slow_run_started(tmp_path) as (stack, slow):
         killed = _kill_the_job_worker(stack, 1)
-        _wait(lambda: _running_try(stack) == 2, ARQ_IN_PROGRESS_S, "the job did not resume")
+        wait_until(lambda: _running_try(stack) == 2, ARQ_IN_PROGRESS_S, "the job did not resume")
         resumed_s = time.monotonic() - killed
         assert resumed_s < LEASE_S + POLL_SLACK_S, resumed_s  # arq alone: 70 s
         (run,) = stack.wait_for_check(slow, timeout_s=60)
@@ -173,12 +160,7 @@ def test_a_killed_worker_resumes_within_the_lease_on_the_same_check_run(tmp_path
 
 
 def test_when_every_try_is_killed_the_sweeper_concludes_timed_out(tmp_path: Path) -> None:
-    shas = build_repo(tmp_path / "repo")
-    clone_url = (tmp_path / "repo").as_uri()
-    slow = shas["pr/slow"]
-    with Stack(tmp_path, workers=2, worker_env=FIELD_ENV) as stack:
-        stack.deliver("pull_request", open_pr(stack, shas, clone_url, "pr/slow", 1))
-        _wait(lambda: _in_progress(stack, slow), 60, "the run did not start")
+    with _slow_run_started(tmp_path) as (stack, slow):
         for attempt in (1, 2, 3):
             killed = _kill_the_job_worker(stack, attempt)
         (run,) = stack.wait_for_check(slow, timeout_s=LEASE_S + POLL_SLACK_S + 5 + 10)

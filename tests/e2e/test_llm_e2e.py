@@ -7,64 +7,26 @@ it on loopback with the key from their environment.
 
 from __future__ import annotations
 
-import json
-import subprocess
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests.e2e.model_support import KEY_ENV, build_support_repo, support_config
 from tests.fakes.fake_llm import running_fake_llm
+from tests.unit.worker_support import commit
 from worker.demo import Stack, pull_request_payload
 
 pytestmark = pytest.mark.slow
 
 OWNER, REPO = "acme", "llm-bot"
-KEY_ENV = "FAKE_LLM_KEY"
 TICKETS = ["refund for order 1", "refund for order 2", "refund for order 3", "refund for order 4"]
 
 
 def config(url: str, settings: str = "") -> str:
-    endpoint = f'api_base: "{url}", api_key_env: {KEY_ENV}'
-    return f"""\
-version: 1
-settings:
-  concurrency: 4
-  judge: {{model: openai/judge-model, {endpoint}}}
-{settings}suites:
-  - name: support
-    dataset: evals/tickets.jsonl
-    target:
-      model: openai/bot-model
-      prompt: prompts/support.txt
-      api_base: "{url}"
-      api_key_env: {KEY_ENV}
-      pricing: {{input: 2, cached_input: 0.5, output: 8}}
-    assertions:
-      - type: llm_judge
-        rubric: The reply promises the refund.
-    gate:
-      pass_rate: {{max_drop: 0.1}}
-"""
-
-
-def git(repo: Path, *args: str) -> str:
-    cmd = ["git", "-C", str(repo), "-c", "user.name=T", "-c", "user.email=t@example.com", *args]
-    return subprocess.run(cmd, check=True, capture_output=True, text=True).stdout.strip()
-
-
-def commit(repo: Path, branch: str, files: dict[str, str]) -> str:
-    if branch != "main":
-        git(repo, "checkout", "-q", "-B", branch, "main")
-    for name, text in files.items():
-        (repo / name).parent.mkdir(parents=True, exist_ok=True)
-        (repo / name).write_text(text)
-    git(repo, "add", "-A")
-    git(repo, "commit", "-q", "-m", branch)
-    sha = git(repo, "rev-parse", "HEAD")
-    git(repo, "checkout", "-q", "main")
-    return sha
+    return support_config(url, settings="  concurrency: 4\n" + settings,
+                          rubric="The reply promises the refund.",
+                          target="      pricing: {input: 2, cached_input: 0.5, output: 8}\n")
 
 
 @pytest.fixture(scope="module")
@@ -72,13 +34,7 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
     work = tmp_path_factory.mktemp("llm-e2e")
     with running_fake_llm() as llm:
         repo = work / REPO
-        repo.mkdir()
-        git(repo, "init", "-q", "-b", "main")
-        base = commit(repo, "main", {
-            ".llmgate.yml": config(llm.url),
-            "prompts/support.txt": "Be kind. Ticket: {{ input }}",
-            "evals/tickets.jsonl": "".join(json.dumps({"id": f"t{i}", "input": text}) + "\n"
-                                           for i, text in enumerate(TICKETS, start=1))})
+        base = build_support_repo(repo, config(llm.url), "Be kind. Ticket: {{ input }}", TICKETS)
         with Stack(work, workers=1, worker_env={KEY_ENV: "sk-e2e-fake"}) as stack:
             yield {"stack": stack, "llm": llm, "repo": repo, "base": base}
 

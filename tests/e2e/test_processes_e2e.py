@@ -25,11 +25,10 @@ from arq import create_pool
 from arq.connections import RedisSettings
 
 from tests.conftest import free_port, wait_for_port
-from tests.fakes.fake_github import FakeGitHubServer, generate_app_keypair, running_fake_github
+from tests.fakes.fake_github import FakeGitHubServer
+from tests.unit.runs_support import PRIVATE_PEM, fake_github_server
 from tests.unit.worker_support import (
     APP_ID,
-    INSTALLATION_ID,
-    WRITER,
     build_tiny_repo,
     files_containing,
     gate_payload,
@@ -39,7 +38,6 @@ from worker.contract import gate_job_id
 pytestmark = pytest.mark.slow
 
 ROOT = Path(__file__).resolve().parents[2]
-PRIVATE_PEM, PUBLIC_PEM = generate_app_keypair()
 ARQ = [sys.executable, "-m", "arq", "worker.main.WorkerSettings"]
 LLMGATE = [sys.executable, "-m", "worker.cli"]
 PREFIX = "llmgate worker: configuration error: "
@@ -135,9 +133,8 @@ def test_llmgate_serve_answers_healthz(tmp_path, redis_url):
 
 @pytest.fixture()
 def github() -> Iterator[FakeGitHubServer]:
-    with running_fake_github({"app_id": APP_ID, "public_key_pem": PUBLIC_PEM,
-                              "installations": [INSTALLATION_ID],
-                              "collaborators": {WRITER: "write"}}) as server:
+    """A fresh `fake_github_server` (it knows the App by `PRIVATE_PEM`'s public half)."""
+    with fake_github_server() as server:
         yield server
 
 

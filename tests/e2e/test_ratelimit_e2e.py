@@ -22,12 +22,11 @@ from arq import create_pool
 from arq.connections import ArqRedis
 from arq.worker import Worker, create_worker
 
-from tests.fakes.fake_github import FakeGitHubServer, generate_app_keypair, running_fake_github
+from tests.fakes.fake_github import FakeGitHubServer
 from tests.unit.worker_support import (
-    APP_ID,
     INSTALLATION_ID,
-    WRITER,
     build_tiny_repo,
+    fake_github_env,
     gate_payload,
 )
 from worker.contract import GatePayload, gate_job_id
@@ -47,15 +46,8 @@ SECONDARY_LIMIT = {"message": "You have exceeded a secondary rate limit. Please 
 def github(monkeypatch: pytest.MonkeyPatch, redis_url: str,
            tmp_path: Path) -> Iterator[FakeGitHubServer]:
     """The fake GitHub, and the workers' environment (tokens shared, encrypted, in Redis)."""
-    private_pem, public_pem = generate_app_keypair()
-    with running_fake_github({"app_id": APP_ID, "public_key_pem": public_pem,
-                              "installations": [INSTALLATION_ID],
-                              "collaborators": {WRITER: "write"}}) as server:
-        for name, value in {"GITHUB_APP_ID": APP_ID, "GITHUB_APP_PRIVATE_KEY": private_pem,
-                            "GITHUB_API_URL": server.url, "REDIS_URL": redis_url,
-                            "LLMGATE_WORKDIR": str(tmp_path / "work"),
-                            "LLMGATE_ENCRYPTION_KEYS": SecretBox.generate_key()}.items():
-            monkeypatch.setenv(name, value)
+    with fake_github_env(monkeypatch, redis_url, tmp_path / "work",
+                         LLMGATE_ENCRYPTION_KEYS=SecretBox.generate_key()) as server:
         yield server
 
 

@@ -22,20 +22,10 @@ import httpx
 import pytest
 import redis
 
-from tests.e2e.ops_support import build_repo, check_runs, open_pr
+from tests.e2e.ops_support import build_repo, check_runs, open_pr, wait_until
 from worker.demo import Stack, sign
 
 pytestmark = pytest.mark.slow
-
-
-def _wait(predicate, timeout_s: float, what: str):
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        result = predicate()
-        if result:
-            return result
-        time.sleep(0.1)
-    raise TimeoutError(f"{what} within {timeout_s} s")
 
 
 def _workers(stack: Stack) -> list[subprocess.Popen[bytes]]:
@@ -86,7 +76,7 @@ def test_a_stopping_worker_finishes_its_job_and_the_web_process_drains(tmp_path:
     clone_url = (tmp_path / "repo").as_uri()
     with Stack(tmp_path, workers=1, worker_env={"LLMGATE_SHUTDOWN_GRACE_S": "60"}) as stack:
         stack.deliver("pull_request", open_pr(stack, shas, clone_url, "pr/slow", 1))
-        _wait(lambda: _running_worker_pid(stack), 60, "the job did not start")
+        wait_until(lambda: _running_worker_pid(stack), 60, "the job did not start")
         (worker,) = _workers(stack)
         worker.send_signal(signal.SIGTERM)
         stack.deliver("pull_request", open_pr(stack, shas, clone_url, "pr/quick", 2))
@@ -103,8 +93,8 @@ def test_a_worker_stopped_at_once_requeues_its_job_for_another(tmp_path: Path):
     clone_url = (tmp_path / "repo").as_uri()
     with Stack(tmp_path, workers=2, worker_env={"LLMGATE_SHUTDOWN_GRACE_S": "0"}) as stack:
         stack.deliver("pull_request", open_pr(stack, shas, clone_url, "pr/slow", 1))
-        pid = _wait(lambda: _running_worker_pid(stack), 60, "the job did not start")
-        _wait(lambda: check_runs(stack, shas["pr/slow"]), 30, "no check run was created")
+        pid = wait_until(lambda: _running_worker_pid(stack), 60, "the job did not start")
+        wait_until(lambda: check_runs(stack, shas["pr/slow"]), 30, "no check run was created")
         time.sleep(1)  # into the slow target (checkouts of this repository take well under 1 s)
         (stopped,) = [p for p in _workers(stack) if p.pid == pid]
         started = time.monotonic()

@@ -36,6 +36,18 @@ def fixture_json(name: str) -> dict[str, Any]:
     return data
 
 
+def set_fields(data: dict[str, Any], changes: dict[str, Any]) -> dict[str, Any]:
+    """Set nested fields of ``data`` in place and return it: a key ``"check_run__app__id"``
+    sets ``data["check_run"]["app"]["id"]``. Raises KeyError when a parent is missing."""
+    for path, value in changes.items():
+        node = data
+        *parents, last = path.split("__")
+        for key in parents:
+            node = node[key]
+        node[last] = value
+    return data
+
+
 def encode(data: Any) -> bytes:
     """Serialise a payload as GitHub would send it (UTF-8 JSON)."""
     return json.dumps(data).encode()

@@ -10,23 +10,16 @@ pass rate at a commit is exactly ``PASS / EXAMPLES``.
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from redis.asyncio import Redis
 
-from tests.fakes.fake_github import FakeGitHubServer, generate_app_keypair, running_fake_github
-from tests.unit.worker_support import (
-    APP_ID,
-    INSTALLATION_ID,
-    OWNER,
-    REPO,
-    WRITER,
-    commit,
-    git,
-)
+from tests.fakes.fake_github import FakeGitHubServer
+from tests.unit.worker_support import INSTALLATION_ID, OWNER, REPO, commit, git
+from tests.unit.worker_support import github as github  # re-exported: `worker_ctx` needs it
 from worker.contract import PushPayload
 from worker.main import shutdown, startup
 from worker.metrics import METRICS, SAMPLES_KEY
@@ -75,21 +68,6 @@ def build_field_repo(dest: Path, conf: str | None = None) -> dict[str, str]:
     shas["head"] = commit(dest, "pr", {"bot.py": BOT.format(passing=71)}, "head")
     shas["m9"] = commit(dest, "main", {"bot.py": BOT.format(passing=90)}, "m9")
     return shas
-
-
-@pytest.fixture()
-def github(monkeypatch: pytest.MonkeyPatch, redis_url: str,
-           tmp_path: Path) -> Iterator[FakeGitHubServer]:
-    """A fresh fake GitHub, and the worker's environment pointing at it and at Redis."""
-    private_pem, public_pem = generate_app_keypair()
-    with running_fake_github({"app_id": APP_ID, "public_key_pem": public_pem,
-                              "installations": [INSTALLATION_ID],
-                              "collaborators": {WRITER: "write"}}) as server:
-        for name, value in {"GITHUB_APP_ID": APP_ID, "GITHUB_APP_PRIVATE_KEY": private_pem,
-                            "GITHUB_API_URL": server.url, "REDIS_URL": redis_url,
-                            "LLMGATE_WORKDIR": str(tmp_path / "work")}.items():
-            monkeypatch.setenv(name, value)
-        yield server
 
 
 @pytest.fixture()

@@ -1,7 +1,8 @@
 """Helpers for the event job tests: the worker's environment, burst runs, a two-base repository.
 
 - `worker_env`: a fresh schema-checking fake GitHub and the worker's environment pointing at it
-  and at the test's Redis (App id 4242, installations 1 and 7, collaborators by role).
+  and at the test's Redis (App id 4242, installations 1 and 7, collaborators by role); the
+  fixture `github` is its usual form (import it as ``github = events_support.github``).
 - `run_burst`: enqueue jobs into the real arq queue and run an in-process burst worker until
   the queue is empty; return each job's result.
 - `build_two_base_repo`: the field case's history, where one head has two different bases.
@@ -19,8 +20,8 @@ from arq import create_pool
 from arq.jobs import Job
 from arq.worker import create_worker
 
-from tests.fakes.fake_github import FakeGitHubServer, generate_app_keypair, running_fake_github
-from tests.unit.worker_support import APP_ID, CONFIG, DATASET, ECHO, git
+from tests.fakes.fake_github import FakeGitHubServer
+from tests.unit.worker_support import CONFIG, DATASET, ECHO, fake_github_env, git
 from worker.main import worker_settings
 
 #: Roles of the fake's collaborators.
@@ -31,16 +32,18 @@ COLLABORATORS = {"writer": "write", "reader": "read", "Codertocat": "write",
 @contextmanager
 def worker_env(monkeypatch: pytest.MonkeyPatch, redis_url: str, workdir: Path,
                **extra_env: str) -> Iterator[FakeGitHubServer]:
-    """Yield a fresh fake GitHub; the worker's environment points at it and at ``redis_url``."""
-    private_pem, public_pem = generate_app_keypair()
-    with running_fake_github({"app_id": APP_ID, "public_key_pem": public_pem,
-                              "installations": [1, 7],
-                              "collaborators": COLLABORATORS}) as server:
-        env = {"GITHUB_APP_ID": APP_ID, "GITHUB_APP_PRIVATE_KEY": private_pem,
-               "GITHUB_API_URL": server.url, "REDIS_URL": redis_url,
-               "LLMGATE_WORKDIR": str(workdir), **extra_env}
-        for name, value in env.items():
-            monkeypatch.setenv(name, value)
+    """Yield a fresh fake GitHub (installations 1 and 7, `COLLABORATORS`); the worker's
+    environment points at it and at ``redis_url`` (see `fake_github_env`)."""
+    with fake_github_env(monkeypatch, redis_url, workdir, installations=(1, 7),
+                         collaborators=COLLABORATORS, **extra_env) as server:
+        yield server
+
+
+@pytest.fixture()
+def github(monkeypatch: pytest.MonkeyPatch, redis_url: str,
+           tmp_path: Path) -> Iterator[FakeGitHubServer]:
+    """`worker_env` with ``tmp_path / "work"`` as the worker's working directory."""
+    with worker_env(monkeypatch, redis_url, tmp_path / "work") as server:
         yield server
 
 
@@ -127,5 +130,5 @@ def only(items: list[Any], **match: Any) -> Any:
     return found[0]
 
 
-__all__ = ["COLLABORATORS", "build_two_base_repo", "enqueue", "flag_target", "only", "results",
-           "run_burst", "worker_env"]
+__all__ = ["COLLABORATORS", "build_two_base_repo", "enqueue", "flag_target", "github", "only",
+           "results", "run_burst", "worker_env"]

@@ -1,4 +1,8 @@
-"""Helpers for the run lifecycle tests: the fake GitHub, a client on it, arq results."""
+"""Helpers for the run lifecycle tests: the fake GitHub, a client on it, arq results.
+
+Fixtures (import them as ``fake_gh, gh = runs_support.fake_gh, runs_support.gh``): `fake_gh`,
+a fresh `fake_github_server` per test, and `gh`, a `github_client` on it.
+"""
 
 from __future__ import annotations
 
@@ -7,6 +11,7 @@ from contextlib import asynccontextmanager, contextmanager
 from typing import Any
 
 import httpx
+import pytest
 from arq.constants import result_key_prefix
 from arq.jobs import serialize_result
 from redis.asyncio import Redis
@@ -45,6 +50,20 @@ async def github_client(server: FakeGitHubServer) -> AsyncIterator[GitHubClient]
     async with httpx.AsyncClient(timeout=10) as session:
         yield GitHubClient(session, server.url, creds, InstallationTokenCache(creds),
                            INSTALLATION_ID, retry_delays_s=(0.01,))
+
+
+@pytest.fixture()
+def fake_gh() -> Iterator[FakeGitHubServer]:
+    """A fresh `fake_github_server` for one test."""
+    with fake_github_server() as server:
+        yield server
+
+
+@pytest.fixture()
+async def gh(fake_gh: FakeGitHubServer) -> AsyncIterator[GitHubClient]:
+    """A `github_client` of installation 7 on `fake_gh`."""
+    async with github_client(fake_gh) as client:
+        yield client
 
 
 async def store_result(redis: Redis, job_id: str, *, success: bool, result: Any,

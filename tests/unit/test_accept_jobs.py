@@ -3,41 +3,19 @@
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
-import pytest
-from redis.asyncio import Redis
-
 from tests.fakes.fake_github import FakeGitHubServer
-from tests.unit.events_support import run_burst, worker_env
-from tests.unit.worker_support import INSTALLATION_ID, OWNER, REPO, build_tiny_repo, gate_payload
+from tests.unit import events_support, worker_support
+from tests.unit.events_support import run_burst
+from tests.unit.worker_support import INSTALLATION_ID, OWNER, REPO, gate_payload
 from worker import accept
 from worker.accept import ACCEPT_BUTTON, RERUN_BUTTON
 from worker.contract import COMMENT_MARKER, gate_job_id
 
 RULE = "echo pass_rate max_drop 0.05"
-
-
-@pytest.fixture(scope="module")
-def tiny_repo(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, str]]:
-    repo = tmp_path_factory.mktemp("accept") / "tiny"
-    return repo, build_tiny_repo(repo)
-
-
-@pytest.fixture()
-def github(monkeypatch: pytest.MonkeyPatch, redis_url: str,
-           tmp_path: Path) -> Iterator[FakeGitHubServer]:
-    with worker_env(monkeypatch, redis_url, tmp_path / "work") as server:
-        yield server
-
-
-@pytest.fixture()
-async def redis(redis_url: str) -> AsyncIterator[Redis]:
-    client = Redis.from_url(redis_url)
-    yield client
-    await client.aclose()
+github, tiny_repo = events_support.github, worker_support.tiny_repo  # fixtures
 
 
 async def _failed_gate(github: FakeGitHubServer, repo: Path, head: str, base: str,

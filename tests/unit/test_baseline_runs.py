@@ -3,12 +3,8 @@ the report's sentence."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from dataclasses import replace
 from pathlib import Path
-
-import pytest
-from redis.asyncio import Redis
 
 from tests.unit.baseline_support import BOT, DATASET
 from worker.baseline_runs import Origin, StoredBaselines, describe, incomplete
@@ -35,13 +31,6 @@ suites:
     assertions:
       - type: equals
 """
-
-
-@pytest.fixture()
-async def redis(redis_url: str) -> AsyncIterator[Redis]:
-    client = Redis.from_url(redis_url)
-    yield client
-    await client.aclose()
 
 
 def tree(root: Path) -> Path:

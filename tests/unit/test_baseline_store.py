@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncIterator
 
 import pytest
 from redis.asyncio import Redis
@@ -24,13 +23,6 @@ from worker.settings import SettingsError
 REPO = "acme/bot"
 KEY = BaselineKey("support", "c" * 64, "d" * 64, "f" * 64)
 TTL_S = 3600
-
-
-@pytest.fixture()
-async def redis(redis_url: str) -> AsyncIterator[Redis]:
-    client = Redis.from_url(redis_url)
-    yield client
-    await client.aclose()
 
 
 def store_at(redis: Redis, now: list[float], **settings: int) -> BaselineStore:

@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
 from pathlib import Path
 
-import pytest
 from redis.asyncio import Redis
 
 from tests.fakes.fake_llm import FakeLLMServer
@@ -21,13 +19,6 @@ llm = llm_support.llm
 
 ROWS = [{"id": f"e{i}", "input": f"question {i}"} for i in range(4)]
 USAGE = {"prompt_tokens": 100, "completion_tokens": 10, "cached_tokens": 0}
-
-
-@pytest.fixture()
-async def redis(redis_url: str) -> AsyncIterator[Redis]:
-    client = Redis.from_url(redis_url)
-    yield client
-    await client.aclose()
 
 
 def config(url: str, settings: str = "") -> str:

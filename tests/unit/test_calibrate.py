@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import json
-import shlex
-import sys
 from pathlib import Path
 
 import pytest
 
+from tests.unit.worker_support import write_tickets_tree
 from worker.calibrate import calibrate_tree, render_markdown, summarize
 from worker.cli import main
 from worker.evals.config import parse_config
@@ -31,21 +30,8 @@ json.dump({"output": "nope" if wrong else doc["input"]}, open(sys.argv[2], "w"))
 def make_repo(root: Path) -> Path:
     rows = [{"id": f"t{i}", "input": ("flaky" if i in (1, 2) else "steady") + str(i),
              "expected": ("flaky" if i in (1, 2) else "steady") + str(i)} for i in range(4)]
-    (root / "evals").mkdir(parents=True)
-    (root / "evals" / "t.jsonl").write_text("\n".join(json.dumps(r) for r in rows) + "\n")
-    (root / "bot.py").write_text(BOT)
-    python = shlex.quote(sys.executable)
-    (root / ".llmgate.yml").write_text(f"""\
-version: 1
-suites:
-  - name: tickets
-    dataset: evals/t.jsonl
-    target: {{command: "{python} bot.py {{input_file}} {{output_file}}"}}
-    assertions: [{{type: equals}}]
-    gate:
-      pass_rate: {{min: 0.5, max_new_failures: 0, regression: {{alpha: 0.05}}}}
-""")
-    return root
+    return write_tickets_tree(root, rows, BOT, "      pass_rate: {min: 0.5, max_new_failures: 0, "
+                                               "regression: {alpha: 0.05}}\n")
 
 
 @pytest.mark.slow

@@ -6,12 +6,10 @@ its recorded calls prove how many judge calls each step made and which came from
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-import pytest
 from redis.asyncio import Redis
 
 from tests.fakes.fake_llm import FakeLLMServer
@@ -30,13 +28,6 @@ llm = llm_support.llm
 WIRE = "judge-model"
 ROWS = [{"id": f"t{i:02d}", "input": f"ticket t{i:02d}", "expected": f"echo: ticket t{i:02d}"}
         for i in range(1, 11)]
-
-
-@pytest.fixture()
-async def redis(redis_url: str) -> AsyncIterator[Redis]:
-    client = Redis.from_url(redis_url)
-    yield client
-    await client.aclose()
 
 
 def judged(url: str, rubric: str, gate: str = "{pass_rate: {min: 0.5, max_drop: 0.0}}",

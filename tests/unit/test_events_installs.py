@@ -4,15 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
-import pytest
 from arq import create_pool
 from arq.jobs import Job
 from arq.worker import create_worker
-from redis.asyncio import Redis
 
 from tests.unit.app_support import encode, fixture_json, post, running_app, settings
 from tests.unit.events_support import enqueue, flag_target, run_burst, worker_env
@@ -31,13 +28,6 @@ from worker.contract import gate_job_id
 from worker.main import worker_settings
 
 REMOVED = f"installation {INSTALLATION_ID} was removed or suspended"
-
-
-@pytest.fixture()
-async def redis(redis_url: str) -> AsyncIterator[Redis]:
-    client = Redis.from_url(redis_url)
-    yield client
-    await client.aclose()
 
 
 def _installation(event: str, action: str, removed: tuple[str, ...] = (),

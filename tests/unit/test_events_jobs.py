@@ -5,31 +5,17 @@ Real Redis, real git (a local repository), the schema-checking fake GitHub on lo
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import pytest
-
-from tests.fakes.fake_github import FakeGitHubServer
-from tests.unit.events_support import run_burst, worker_env
-from tests.unit.worker_support import INSTALLATION_ID, OWNER, REPO, build_tiny_repo, gate_payload
+from tests.unit import events_support, worker_support
+from tests.unit.events_support import run_burst
+from tests.unit.worker_support import INSTALLATION_ID, OWNER, REPO, gate_payload
 from worker import commands
 from worker.accept import ACCEPT_BUTTON, RERUN_BUTTON
 from worker.contract import gate_job_id
 
-
-@pytest.fixture(scope="module")
-def tiny_repo(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, str]]:
-    repo = tmp_path_factory.mktemp("events") / "tiny"
-    return repo, build_tiny_repo(repo)
-
-
-@pytest.fixture()
-def github(monkeypatch: pytest.MonkeyPatch, redis_url: str,
-           tmp_path: Path) -> Iterator[FakeGitHubServer]:
-    with worker_env(monkeypatch, redis_url, tmp_path / "work") as server:
-        yield server
+github, tiny_repo = events_support.github, worker_support.tiny_repo  # fixtures
 
 
 def _repo(repo: Path) -> dict[str, str]:

@@ -11,7 +11,15 @@ from typing import Any
 import pytest
 
 from app.routes.checks import external_target
-from tests.unit.app_support import encode, fixture_json, post, queued_jobs, running_app, settings
+from tests.unit.app_support import (
+    encode,
+    fixture_json,
+    post,
+    queued_jobs,
+    running_app,
+    set_fields,
+    settings,
+)
 
 CR_HEAD = "d6fde92930d4715a2b49857d24b940956b26d2d3"  # check_run.rerequested.json
 SUITE_HEAD = "ec26c3e57ca3a959ca5aad62de7213c562f8c821"  # check_suite.rerequested.json
@@ -27,13 +35,7 @@ def _check_run(action: str = "rerequested", **changes: Any) -> dict[str, Any]:
     data["action"] = action
     data["check_run"].update(name="llmgate", external_id="pr:12")
     data["check_run"]["app"]["id"] = 4242
-    for key, value in changes.items():
-        node = data
-        *parents, last = key.split("__")
-        for part in parents:
-            node = node[part]
-        node[last] = value
-    return data
+    return set_fields(data, changes)
 
 
 async def _deliver(redis_url: str, event: str, data: dict[str, Any],

@@ -16,14 +16,14 @@ from arq import create_pool
 from arq.worker import create_worker
 from redis.asyncio import Redis
 
-from tests.fakes.fake_github import FakeGitHubServer, generate_app_keypair, running_fake_github
+from tests.fakes.fake_github import FakeGitHubServer
+from tests.unit.runs_support import PRIVATE_PEM, fake_github_server
 from tests.unit.test_calibrate import make_repo
 from tests.unit.worker_support import (
     APP_ID,
     INSTALLATION_ID,
     OWNER,
     REPO,
-    WRITER,
     build_tiny_repo,
     gate_payload,
     git,
@@ -46,7 +46,6 @@ from worker.services import Services
 from worker.settings import SettingsError, WorkerConfig
 
 KEY = f"{OWNER}/{REPO}"
-PRIVATE_PEM, PUBLIC_PEM = generate_app_keypair()
 
 
 def test_schedule_from_the_environment() -> None:
@@ -117,9 +116,8 @@ def test_the_note_of_a_stored_calibration() -> None:
 
 @pytest.fixture()
 def github() -> Iterator[FakeGitHubServer]:
-    with running_fake_github({"app_id": APP_ID, "public_key_pem": PUBLIC_PEM,
-                              "installations": [INSTALLATION_ID],
-                              "collaborators": {WRITER: "write"}}) as server:
+    """A fresh `fake_github_server` (it knows the App by `PRIVATE_PEM`'s public half)."""
+    with fake_github_server() as server:
         yield server
 
 

@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import json
-import shlex
-import sys
 from pathlib import Path
 
 import pytest
 
+from tests.unit.worker_support import write_tickets_tree
 from worker.evals.config import parse_config
 from worker.evals.rules import merge_rules, stricter_options, stricter_rule
 from worker.evals.types import GateOptions, GateRule
@@ -105,22 +104,8 @@ json.dump({"output": "wrong" if doc["id"] in broken else doc["input"]}, open(sys
 
 
 def make_tree(root: Path, gate: str, broken: list[str]) -> Path:
-    (root / "evals").mkdir(parents=True)
     rows = [{"id": f"t{i}", "input": f"label{i}", "expected": f"label{i}"} for i in range(8)]
-    (root / "evals" / "t.jsonl").write_text("\n".join(json.dumps(r) for r in rows) + "\n")
-    (root / "bot.py").write_text(BOT)
-    (root / "broken.json").write_text(json.dumps(broken))
-    python = shlex.quote(sys.executable)
-    (root / ".llmgate.yml").write_text(f"""\
-version: 1
-suites:
-  - name: tickets
-    dataset: evals/t.jsonl
-    target: {{command: "{python} bot.py {{input_file}} {{output_file}}"}}
-    assertions: [{{type: equals}}]
-    gate:
-{gate}""")
-    return root
+    return write_tickets_tree(root, rows, BOT, gate, {"broken.json": json.dumps(broken)})
 
 
 @pytest.mark.slow

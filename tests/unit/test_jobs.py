@@ -13,16 +13,12 @@ from typing import Any
 
 import pytest
 
-from tests.fakes.fake_github import FakeGitHubServer, generate_app_keypair, running_fake_github
+from tests.unit import worker_support
 from tests.unit.worker_support import (
-    APP_ID,
-    INSTALLATION_ID,
     OWNER,
     REPO,
-    WRITER,
     GitHttpServer,
     basic_auth,
-    build_tiny_repo,
     files_containing,
     gate_payload,
     publish_bare,
@@ -32,26 +28,7 @@ from worker.services import Services
 
 TOKEN_OPERATION = "apps/create-installation-access-token"
 
-
-@pytest.fixture(scope="module")
-def tiny_repo(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, str]]:
-    repo = tmp_path_factory.mktemp("jobs") / "tiny"
-    return repo, build_tiny_repo(repo)
-
-
-@pytest.fixture()
-def github(monkeypatch: pytest.MonkeyPatch, redis_url: str,
-           tmp_path: Path) -> Iterator[FakeGitHubServer]:
-    """A fresh fake GitHub, and the worker's environment pointing at it and at Redis."""
-    private_pem, public_pem = generate_app_keypair()
-    with running_fake_github({"app_id": APP_ID, "public_key_pem": public_pem,
-                              "installations": [INSTALLATION_ID],
-                              "collaborators": {WRITER: "write"}}) as server:
-        for name, value in {"GITHUB_APP_ID": APP_ID, "GITHUB_APP_PRIVATE_KEY": private_pem,
-                            "GITHUB_API_URL": server.url, "REDIS_URL": redis_url,
-                            "LLMGATE_WORKDIR": str(tmp_path / "work")}.items():
-            monkeypatch.setenv(name, value)
-        yield server
+github, tiny_repo = worker_support.github, worker_support.tiny_repo  # fixtures
 
 
 @pytest.fixture()

@@ -13,7 +13,6 @@ import logging
 import shutil
 import subprocess
 import sys
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -80,13 +79,6 @@ def copy_model(source: Path, target: Path, *, weights: bool = True) -> Path:
     if weights:
         (target / "model.safetensors").symlink_to(source / "model.safetensors")
     return target
-
-
-@pytest.fixture()
-async def redis(redis_url: str) -> AsyncIterator[Redis]:
-    client = Redis.from_url(redis_url)
-    yield client
-    await client.aclose()
 
 
 def caller(redis: Redis | None = None) -> ModelCaller:

@@ -26,13 +26,6 @@ PAYLOAD = {"delivery_id": "d-1", "installation_id": 1, "pr_number": 7,
 
 
 @pytest.fixture()
-async def redis(redis_url: str):
-    client = Redis.from_url(redis_url)
-    yield client
-    await client.aclose()
-
-
-@pytest.fixture()
 def fresh(monkeypatch: pytest.MonkeyPatch) -> WorkerMetrics:
     metrics = WorkerMetrics("test-worker")
     monkeypatch.setattr(worker_metrics, "METRICS", metrics)

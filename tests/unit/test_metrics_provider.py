@@ -7,7 +7,6 @@ exactly as worker/jobs.py wires it.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -28,13 +27,6 @@ ROWS = [{"id": f"e{i}", "input": f"question {i}"} for i in range(3)]
 #: Every answer: 100 tokens in, 10 out; at $2 / $8 per million that is $0.00028 a call.
 USAGE = {"prompt_tokens": 100, "completion_tokens": 10, "cached_tokens": 0}
 CALL_USD = (100 * 2 + 10 * 8) / 1_000_000
-
-
-@pytest.fixture()
-async def redis(redis_url: str) -> AsyncIterator[Redis]:
-    client = Redis.from_url(redis_url)
-    yield client
-    await client.aclose()
 
 
 @pytest.fixture()

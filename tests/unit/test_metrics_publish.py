@@ -36,13 +36,6 @@ async def snapshot(redis_url: str, now_s: float | None = None) -> web_metrics.Sn
         await queue.aclose(close_connection_pool=True)
 
 
-@pytest.fixture()
-async def redis(redis_url: str):
-    client = Redis.from_url(redis_url)
-    yield client
-    await client.aclose()
-
-
 def test_the_web_reads_the_keys_the_workers_write():
     assert (web_metrics.SAMPLES_KEY, web_metrics.META_KEY, web_metrics.WORKERS_KEY) == (
         worker_metrics.SAMPLES_KEY, worker_metrics.META_KEY, worker_metrics.WORKERS_KEY)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import random
-from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from email.utils import format_datetime
 
@@ -87,13 +86,6 @@ async def test_memory_pacer_lets_a_burst_through_then_one_write_a_second() -> No
     clock[0] += 60  # an idle minute refills the bucket
     assert await store.reserve("installation:1", True, 1000, WRITE_BURST) == (0, 0)
     assert await store.reserve("installation:1", True, 0, WRITE_BURST) == (0, 0)  # pacing off
-
-
-@pytest.fixture()
-async def redis(redis_url: str) -> AsyncIterator[Redis]:
-    client = Redis.from_url(redis_url)
-    yield client
-    await client.aclose()
 
 
 async def test_redis_pacer_matches_the_memory_one(redis: Redis) -> None:

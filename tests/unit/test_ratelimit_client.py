@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx
@@ -142,13 +141,6 @@ async def test_a_5xx_asking_for_a_long_wait_is_unavailable_with_the_time(
     assert len(api_requests(fake_gh, "checks/create")) == 1
 
 
-@pytest.fixture()
-async def redis(redis_url: str) -> AsyncIterator[Redis]:
-    client = Redis.from_url(redis_url)
-    yield client
-    await client.aclose()
-
-
 async def test_writes_are_paced_after_a_burst_and_reads_are_not(
         session: httpx.AsyncClient, fake_gh: FakeGitHubServer, creds: AppCredentials,
         redis: Redis) -> None:
@@ -186,7 +178,6 @@ async def test_a_pause_set_by_one_worker_holds_back_another(
         await other_redis.aclose()
     assert api_requests(fake_gh, "repos/get-collaborator-permission-level") == []
     assert [r["status"] for r in api_requests(fake_gh, "checks/create")] == [429, 201]
-
 
 
 async def test_5xx_backoff_is_exponential_with_full_jitter(

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 import subprocess
 import sys
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -15,13 +15,11 @@ from arq.worker import create_worker
 from redis.asyncio import Redis
 
 from tests.conftest import free_port
-from tests.fakes.fake_github import FakeGitHubServer, generate_app_keypair, running_fake_github
+from tests.fakes.fake_github import FakeGitHubServer
 from tests.unit.app_support import running_app, settings
 from tests.unit.worker_support import (
-    APP_ID,
-    INSTALLATION_ID,
-    WRITER,
     build_tiny_repo,
+    fake_github_env,
     gate_payload,
 )
 from worker.contract import REPORT_KEY_PREFIX, gate_job_id
@@ -67,13 +65,6 @@ def test_the_page_escapes_every_piece_of_text() -> None:
     assert ("<pre>## Summary\n| suite | pass |\n|---|---|\n| a&amp;b | 3 |\n\n"
             "Example `x` said &quot;&lt;img src=x onerror=alert(1)&gt;&quot;</pre>") in page
     assert "made 2030-01-02 03:04 UTC; the link works for 2 day(s)." in page
-
-
-@pytest.fixture()
-async def redis(redis_url: str) -> AsyncIterator[Redis]:
-    client = Redis.from_url(redis_url)
-    yield client
-    await client.aclose()
 
 
 async def test_a_stored_report_is_served_with_a_strict_policy(redis_url: str,
@@ -144,15 +135,8 @@ def test_the_web_process_stays_light() -> None:
 def github(monkeypatch: pytest.MonkeyPatch, redis_url: str,
            tmp_path: Path) -> Iterator[FakeGitHubServer]:
     """A fake GitHub and the worker's environment, with reports on."""
-    private_pem, public_pem = generate_app_keypair()
-    with running_fake_github({"app_id": APP_ID, "public_key_pem": public_pem,
-                              "installations": [INSTALLATION_ID],
-                              "collaborators": {WRITER: "write"}}) as server:
-        for name, value in {"GITHUB_APP_ID": APP_ID, "GITHUB_APP_PRIVATE_KEY": private_pem,
-                            "GITHUB_API_URL": server.url, "REDIS_URL": redis_url,
-                            "LLMGATE_WORKDIR": str(tmp_path / "work"),
-                            "LLMGATE_PUBLIC_URL": PUBLIC, "LLMGATE_REPORT_TTL_S": "600"}.items():
-            monkeypatch.setenv(name, value)
+    with fake_github_env(monkeypatch, redis_url, tmp_path / "work", LLMGATE_PUBLIC_URL=PUBLIC,
+                         LLMGATE_REPORT_TTL_S="600") as server:
         yield server
 
 

@@ -17,17 +17,16 @@ import pytest
 from arq.jobs import Job
 from redis.asyncio import Redis
 
-from tests.fakes.fake_github import FakeGitHubServer, running_fake_github
+from tests.fakes.fake_github import FakeGitHubServer
 from tests.unit.runs_support import COMMENT_HINT, PRIVATE_PEM, PUBLIC_PEM, github_client
 from tests.unit.worker_support import (
-    APP_ID,
     CONFIG,
     ECHO,
-    INSTALLATION_ID,
     OWNER,
     REPO,
     WRITER,
     build_tiny_repo,
+    fake_github_env,
     gate_payload,
     git,
     run_jobs,
@@ -79,14 +78,8 @@ def tiny_repo(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str,
 def github(monkeypatch: pytest.MonkeyPatch, redis_url: str,
            tmp_path: Path) -> Iterator[FakeGitHubServer]:
     """A fresh fake GitHub and the worker's environment (GitHub rate limits are not slept)."""
-    with running_fake_github({"app_id": APP_ID, "public_key_pem": PUBLIC_PEM,
-                              "installations": [INSTALLATION_ID],
-                              "collaborators": {WRITER: "write"}}) as server:
-        for name, value in {"GITHUB_APP_ID": APP_ID, "GITHUB_APP_PRIVATE_KEY": PRIVATE_PEM,
-                            "GITHUB_API_URL": server.url, "REDIS_URL": redis_url,
-                            "LLMGATE_WORKDIR": str(tmp_path / "work"),
-                            "LLMGATE_GITHUB_MAX_WAIT_S": "0"}.items():
-            monkeypatch.setenv(name, value)
+    with fake_github_env(monkeypatch, redis_url, tmp_path / "work", keys=(PRIVATE_PEM, PUBLIC_PEM),
+                         LLMGATE_GITHUB_MAX_WAIT_S="0") as server:
         yield server
 
 

@@ -8,7 +8,6 @@ of any function plus 10 s), and must keep being renewed while the job outlives t
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -24,13 +23,6 @@ from worker.settings import SettingsError
 from worker.sweeper import sweep_schedule
 
 pytestmark = pytest.mark.filterwarnings("ignore:Call to deprecated close:DeprecationWarning")
-
-
-@pytest.fixture()
-async def redis(redis_url: str) -> AsyncIterator[Redis]:
-    client = Redis.from_url(redis_url)
-    yield client
-    await client.aclose()
 
 
 def _entry(job_id: str = "gate:acme/tiny#1@" + "a" * 40, pr: int = 1, attempt: int = 1):

@@ -4,21 +4,20 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Iterator
 
 import pytest
 from redis.asyncio import Redis
 
 from tests.fakes.fake_github import FakeGitHubServer
+from tests.unit import runs_support
 from tests.unit.runs_support import (
     BASE_SHA,
     HEAD_SHA,
     NEW_SHA,
-    fake_github_server,
-    github_client,
     pull,
 )
 from tests.unit.worker_support import OWNER, REPO
+from worker import supersede
 from worker.contract import PR_CLOSED, RepoRef, pr_head_key, pr_head_value, split_pr_head
 from worker.gate_request import GateRequest
 from worker.github.client import GitHubClient, PullInfo
@@ -40,24 +39,7 @@ REQUEST = GateRequest(REPO_REF, 1, HEAD_SHA, BASE_SHA)
 ON_MAIN = GateRequest(REPO_REF, 1, HEAD_SHA, BASE_SHA, base_ref="main")
 KEY = pr_head_key(REPO_REF, 1)
 
-
-@pytest.fixture()
-def fake_gh() -> Iterator[FakeGitHubServer]:
-    with fake_github_server() as server:
-        yield server
-
-
-@pytest.fixture()
-async def gh(fake_gh: FakeGitHubServer) -> AsyncIterator[GitHubClient]:
-    async with github_client(fake_gh) as client:
-        yield client
-
-
-@pytest.fixture()
-async def redis(redis_url: str) -> AsyncIterator[Redis]:
-    client = Redis.from_url(redis_url)
-    yield client
-    await client.aclose()
+fake_gh, gh = runs_support.fake_gh, runs_support.gh  # fixtures
 
 
 def _pull_requests(server: FakeGitHubServer) -> int:
@@ -216,6 +198,23 @@ async def test_a_new_base_of_the_same_head_supersedes_once_github_agrees(
     pushed = Supersede(redis, gh, ON_MAIN)
     assert await pushed.reason() == "Superseded by a push of ccccccc."
     assert not pushed.same_head
+    assert _pull_requests(fake_gh) == 2
+
+
+async def test_github_is_asked_again_once_a_contradiction_is_old(
+        redis: Redis, gh: GitHubClient, fake_gh: FakeGitHubServer,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Field case (tester): the ``edited`` delivery of a retarget came before GitHub's API
+    showed the new base; once it does, the old-base run is superseded, not kept for good."""
+    fake_gh.setup({"pulls": [pull()]})  # GitHub still says main
+    await redis.set(KEY, pr_head_value(HEAD_SHA, "release"))
+    watch = Supersede(redis, gh, ON_MAIN)
+    assert await watch.reason() is None
+    fake_gh.setup({"pulls": [{**pull(), "base_ref": "release"}]})  # GitHub catches up
+    assert await watch.reason() is None  # within CONTRADICTED_TTL_S: not asked again
+    assert _pull_requests(fake_gh) == 1
+    monkeypatch.setattr(supersede, "CONTRADICTED_TTL_S", 0.0)
+    assert await watch.reason() == base_changed_reason("release")
     assert _pull_requests(fake_gh) == 2
 
 

@@ -7,20 +7,17 @@ once, and checks what the check run and the registry show afterwards.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator
-
 import pytest
 from arq.constants import default_queue_name, in_progress_key_prefix
 from arq.worker import JobExecutionFailed
 from redis.asyncio import Redis
 
 from tests.fakes.fake_github import FakeGitHubServer
+from tests.unit import runs_support
 from tests.unit.runs_support import (
     COMMENT_HINT,
     HEAD_SHA,
     check_run,
-    fake_github_server,
-    github_client,
     store_result,
 )
 from tests.unit.worker_support import INSTALLATION_ID, OWNER, REPO
@@ -34,24 +31,7 @@ JOB = "gate:acme/tiny#1@" + HEAD_SHA
 LIMITS = JobLimits(job_timeout_s=60, lease_s=3, max_tries=3, sweep_interval_s=5)
 ALIVE = {"concluded": 0, "forgotten": 0, "alive": 1}
 
-
-@pytest.fixture()
-def fake_gh() -> Iterator[FakeGitHubServer]:
-    with fake_github_server() as server:
-        yield server
-
-
-@pytest.fixture()
-async def gh(fake_gh: FakeGitHubServer) -> AsyncIterator[GitHubClient]:
-    async with github_client(fake_gh) as client:
-        yield client
-
-
-@pytest.fixture()
-async def redis(redis_url: str) -> AsyncIterator[Redis]:
-    client = Redis.from_url(redis_url)
-    yield client
-    await client.aclose()
+fake_gh, gh = runs_support.fake_gh, runs_support.gh  # fixtures
 
 
 async def _registered(redis: Redis, gh: GitHubClient, attempt: int = 3) -> RunEntry:

@@ -17,6 +17,7 @@ from tests.unit.app_support import (
     post,
     queued_jobs,
     running_app,
+    set_fields,
     settings,
 )
 
@@ -93,13 +94,7 @@ def _button(**changes: Any) -> dict[str, Any]:
     data["check_run"].update(name="llmgate", external_id="pr:12", head_sha=HEAD)
     data["repository"].update(name="Hello-World", clone_url=REPO["clone_url"])
     data["repository"]["owner"]["login"] = "Codertocat"
-    for path, value in changes.items():
-        node = data
-        *parents, last = path.split("__")
-        for key in parents:
-            node = node[key]
-        node[last] = value
-    return data
+    return set_fields(data, changes)
 
 
 async def test_button_enqueues_an_approval_of_the_check_runs_head(redis_url: str) -> None:

@@ -5,6 +5,10 @@
 - `GitHttpServer`: serves bare repositories over git's "dumb" HTTP protocol on 127.0.0.1 and
   records every ``Authorization`` header, so a test can prove the token reached git's server.
 - `gate_payload`: a `worker.contract.GatePayload` for a job enqueued straight into arq.
+- `write_tickets_tree`: a tree whose one suite ``tickets`` runs a given ``bot.py`` command target.
+- `fake_github_env`: a fresh schema-checking fake GitHub, with the worker's environment pointing
+  at it and at the test's Redis; the fixture `github` is its usual form, and `tiny_repo` a
+  module's copy of `build_tiny_repo` (import fixtures as ``github = worker_support.github``).
 """
 
 from __future__ import annotations
@@ -13,15 +17,20 @@ import base64
 import http.server
 import json
 import os
+import shlex
 import subprocess
+import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import pytest
 from arq import create_pool
 from arq.worker import Worker, create_worker
 
+from tests.fakes.fake_github import FakeGitHubServer, generate_app_keypair, running_fake_github
 from worker.contract import GatePayload, gate_job_id
 from worker.main import worker_settings
 
@@ -70,10 +79,10 @@ def git(repo: Path, *args: str) -> str:
     return done.stdout.strip()
 
 
-def commit(repo: Path, branch: str, files: dict[str, str | None], message: str,
+def commit(repo: Path, branch: str, files: dict[str, str | None], message: str | None = None,
            start: str = "main") -> str:
-    """Commit ``files`` (None deletes one) on ``branch`` (created from ``start``); return the
-    SHA; main is checked out afterwards."""
+    """Commit ``files`` (None deletes one) on ``branch`` (created from ``start``) with
+    ``message`` (the branch's name when None); return the SHA; main is checked out afterwards."""
     if branch != "main":
         git(repo, "switch", "-q", "-C", branch, start)
     for name, text in files.items():
@@ -84,11 +93,10 @@ def commit(repo: Path, branch: str, files: dict[str, str | None], message: str,
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text)
     git(repo, "add", "-A")
-    git(repo, "commit", "-q", "-m", message)
+    git(repo, "commit", "-q", "-m", branch if message is None else message)
     sha = git(repo, "rev-parse", "HEAD")
     git(repo, "switch", "-q", "main")
     return sha
-
 
 
 async def run_jobs(payloads: list[GatePayload], job_suffix: str = "") -> Worker:
@@ -134,6 +142,33 @@ def build_tiny_repo(dest: Path) -> dict[str, str]:
     for branch, change in branches.items():
         shas[branch] = commit(dest, branch, change, branch)
     return shas
+
+
+def write_tickets_tree(root: Path, rows: list[dict[str, Any]], bot: str, gate: str,
+                       files: dict[str, str] | None = None) -> Path:
+    """Write a tree at ``root`` (created with its parents) and return ``root``.
+
+    Its suite ``tickets`` reads ``rows`` from ``evals/t.jsonl``, runs ``bot`` as ``bot.py`` with
+    this Python (``{input_file} {output_file}``), asserts ``equals`` and is gated by ``gate``:
+    the lines under ``gate:``, each indented six spaces and ending in a newline. ``files``: more
+    files, path -> text.
+    """
+    (root / "evals").mkdir(parents=True)
+    (root / "evals" / "t.jsonl").write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    (root / "bot.py").write_text(bot)
+    for name, text in (files or {}).items():
+        (root / name).write_text(text)
+    python = shlex.quote(sys.executable)
+    (root / ".llmgate.yml").write_text(f"""\
+version: 1
+suites:
+  - name: tickets
+    dataset: evals/t.jsonl
+    target: {{command: "{python} bot.py {{input_file}} {{output_file}}"}}
+    assertions: [{{type: equals}}]
+    gate:
+{gate}""")
+    return root
 
 
 def publish_bare(repo: Path, root: Path, name: str) -> Path:
@@ -213,3 +248,49 @@ def iter_worktrees(repo: Path) -> Iterator[str]:
     for line in git(repo, "worktree", "list", "--porcelain").splitlines():
         if line.startswith("worktree "):
             yield line.removeprefix("worktree ")
+
+
+@contextmanager
+def fake_github_env(monkeypatch: pytest.MonkeyPatch, redis_url: str, workdir: Path, *,
+                    keys: tuple[str, str] | None = None,
+                    installations: Collection[int] = (INSTALLATION_ID,),
+                    collaborators: dict[str, str] | None = None,
+                    **extra_env: str) -> Iterator[FakeGitHubServer]:
+    """Yield a fresh fake GitHub; the worker's environment points at it and at ``redis_url``.
+
+    Args:
+        monkeypatch: sets ``GITHUB_APP_ID`` (`APP_ID`), ``GITHUB_APP_PRIVATE_KEY``,
+            ``GITHUB_API_URL``, ``REDIS_URL``, ``LLMGATE_WORKDIR`` and ``extra_env``.
+        redis_url: the worker's Redis.
+        workdir: the worker's working directory (``LLMGATE_WORKDIR``).
+        keys: the App's (private PEM, public PEM); a fresh pair when None.
+        installations: the installation ids the fake knows.
+        collaborators: login -> role (``write``, ``read``, ...); `WRITER` may write when None.
+        extra_env: more variables for the worker (they may override the ones above).
+    """
+    private_pem, public_pem = keys if keys is not None else generate_app_keypair()
+    config = {"app_id": APP_ID, "public_key_pem": public_pem, "installations": [*installations],
+              "collaborators": {WRITER: "write"} if collaborators is None else collaborators}
+    with running_fake_github(config) as server:
+        env = {"GITHUB_APP_ID": APP_ID, "GITHUB_APP_PRIVATE_KEY": private_pem,
+               "GITHUB_API_URL": server.url, "REDIS_URL": redis_url,
+               "LLMGATE_WORKDIR": str(workdir), **extra_env}
+        for name, value in env.items():
+            monkeypatch.setenv(name, value)
+        yield server
+
+
+@pytest.fixture()
+def github(monkeypatch: pytest.MonkeyPatch, redis_url: str,
+           tmp_path: Path) -> Iterator[FakeGitHubServer]:
+    """A fresh fake GitHub (installation 7, `WRITER` may write), and the worker's environment
+    pointing at it and at Redis, with ``tmp_path / "work"`` as its working directory."""
+    with fake_github_env(monkeypatch, redis_url, tmp_path / "work") as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def tiny_repo(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, str]]:
+    """`build_tiny_repo` once per test module: (its path, branch -> commit SHA)."""
+    repo = tmp_path_factory.mktemp("tiny-repo") / "tiny"
+    return repo, build_tiny_repo(repo)
