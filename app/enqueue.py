@@ -21,7 +21,11 @@ Redis restart) does the same work atomically:
    answered "already queued". The same head SHA means a racing or late ``opened`` or
    ``synchronize`` of the head already recorded (a change of base comes as ``edited``, with a
    fresh job id): it is "already queued" and the record is left as it is, so a late delivery
-   that still names the old base cannot turn the record back to it;
+   that still names the old base cannot turn the record back to it. Nor is a record replaced
+   by one of an older update: both end in the pull request's ``updated_at`` (ISO 8601 UTC,
+   which sorts as text), and a late ``synchronize``, ``ready_for_review`` or swapped
+   ``edited`` delivery carries an older one (equal stamps: the later arrival wins; a record
+   without a stamp, from an older web process, is always replaced);
 4. only then write the two marks, with the same TTL.
 
 Why the body too: GitHub's own redeliveries reuse the delivery id, but ``X-GitHub-Delivery`` is
@@ -66,15 +70,16 @@ SCRIPT = b"""
 if redis.call('EXISTS', KEYS[1], KEYS[2]) > 0 then return 0 end
 local result = 1
 local record = ARGV[6]
+local current = false
+if record ~= '' then current = redis.call('GET', KEYS[6]) end
 if ARGV[2] ~= '' then
   local job_id = ARGV[2]
   if redis.call('EXISTS', KEYS[3], KEYS[4]) > 0 then
     job_id = ''
-    if ARGV[8] ~= '' and ARGV[6] ~= '' then
-      local head = redis.call('GET', KEYS[6])
-      if head and string.match(head, '^[^@]*') == string.match(ARGV[6], '^[^@]*') then
+    if ARGV[8] ~= '' and record ~= '' then
+      if current and string.match(current, '^[^@ ]*') == string.match(record, '^[^@ ]*') then
         record = ''
-      elseif head and redis.call('EXISTS', KEYS[7], KEYS[8]) == 0 then
+      elseif current and redis.call('EXISTS', KEYS[7], KEYS[8]) == 0 then
         job_id = ARGV[8]
       end
     end
@@ -85,6 +90,11 @@ if ARGV[2] ~= '' then
     redis.call('PSETEX', job_id == ARGV[2] and KEYS[3] or KEYS[7], ARGV[4], ARGV[3])
     redis.call('ZADD', KEYS[5], ARGV[5], job_id)
   end
+end
+if record ~= '' and current then
+  local older = string.match(current, ' (%S+)$')
+  local newer = string.match(record, ' (%S+)$')
+  if older and newer and newer < older then record = '' end
 end
 if record ~= '' then
   redis.call('SET', KEYS[6], record, 'EX', ARGV[7])

@@ -134,14 +134,19 @@ def pr_head_key(repo: RepoRef, pr_number: int) -> str:
     return f"llmgate:pr:{repo['owner']}/{repo['name']}#{pr_number}:head"
 
 
-def pr_head_value(head_sha: str, base_ref: str) -> str:
+def pr_head_value(head_sha: str, base_ref: str, updated_at: str = "") -> str:
     """Return the `pr_head_key` value of a pull request at ``head_sha`` against ``base_ref``.
 
     ``<head_sha>@<base_ref>``: the 40-hex head SHA, then the base branch name (the payload's
     ``pull_request.base.ref``, e.g. ``main``). A SHA has no ``@``, so the first ``@`` splits
-    the value even when the branch name holds one (`split_pr_head`).
+    the value even when the branch name holds one (`split_pr_head`). With ``updated_at`` (the
+    payload's ``pull_request.updated_at``, ISO 8601 UTC such as ``2026-11-30T10:02:00Z``), it
+    follows after a space (no branch name holds one: git's check-ref-format): the web process
+    never replaces a record with one of an older update (app/enqueue.py), so a delivery that
+    arrives late cannot bring back an old head or base.
     """
-    return f"{head_sha}@{base_ref}"
+    value = f"{head_sha}@{base_ref}"
+    return f"{value} {updated_at}" if updated_at else value
 
 
 def split_pr_head(value: str) -> tuple[str, str]:
@@ -150,7 +155,7 @@ def split_pr_head(value: str) -> tuple[str, str]:
     ``base_ref`` is "" for a bare head SHA, the value an older web process writes (compare the
     heads only), and for `PR_CLOSED` (whose ``head_sha`` is ``closed``).
     """
-    head_sha, _, base_ref = value.partition("@")
+    head_sha, _, base_ref = value.partition(" ")[0].partition("@")
     return head_sha, base_ref
 
 

@@ -4,6 +4,9 @@ closed) so workers drop runs of older heads or of the old base."""
 
 from __future__ import annotations
 
+import re
+from typing import Any
+
 from gidgethub.routing import Router
 from gidgethub.sansio import Event
 
@@ -79,7 +82,7 @@ async def gate_pull_request(event: Event, decision: Decision) -> None:
                                              f"returned:{event.delivery_id}")
     decision.enqueue(JOB_GATE_PULL_REQUEST, gate, job_id, returned)
     decision.record_head(pr_head_key(repo, gate["pr_number"]),
-                         pr_head_value(gate["head_sha"], gate["base_ref"]))
+                         pr_head_value(gate["head_sha"], gate["base_ref"], _updated_at(data)))
 
 
 @router.register("pull_request", action="edited")
@@ -110,3 +113,14 @@ async def record_closed(event: Event, decision: Decision) -> None:
     repo = repo_ref(data)
     decision.answer("recorded")
     decision.record_head(pr_head_key(repo, get_id(data, "pull_request.number")), PR_CLOSED)
+
+
+#: ``pull_request.updated_at`` as GitHub sends it (ISO 8601, UTC, whole seconds).
+UPDATED_AT_PATTERN = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}Z")
+
+
+def _updated_at(data: dict[str, Any]) -> str:
+    """Return the pull request's ``updated_at``, or "" when absent or malformed (the record
+    is then written without one and any later delivery replaces it)."""
+    value = get_obj(data, "pull_request").get("updated_at")
+    return value if isinstance(value, str) and UPDATED_AT_PATTERN.fullmatch(value) else ""

@@ -140,6 +140,10 @@ def test_the_record_is_head_at_base_and_splits_at_the_first_at_sign() -> None:
     assert split_pr_head(f"{HEAD_SHA}@rel@2") == (HEAD_SHA, "rel@2")  # git allows "@" in refs
     assert split_pr_head(HEAD_SHA) == (HEAD_SHA, "")  # an older web process: a bare SHA
     assert split_pr_head(PR_CLOSED) == (PR_CLOSED, "")
+    stamped = pr_head_value(HEAD_SHA, "rel@2", "2026-11-30T10:05:00Z")
+    assert stamped == f"{HEAD_SHA}@rel@2 2026-11-30T10:05:00Z"  # updated_at orders records
+    assert split_pr_head(stamped) == (HEAD_SHA, "rel@2")
+    assert names_run(stamped, HEAD_SHA, "rel@2")
 
 
 @pytest.mark.parametrize(("recorded", "base_ref", "own"), [

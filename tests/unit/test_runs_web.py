@@ -45,12 +45,18 @@ def _get(redis_url: str, key: str) -> tuple[bytes | None, int]:
         client.close()
 
 
+def _recorded(redis_url: str) -> bytes | None:
+    """The PR head record without its ``updated_at`` stamp (`pr_head_value`)."""
+    value = _get(redis_url, HEAD_KEY)[0]
+    return None if value is None else value.partition(b" ")[0]
+
+
 async def test_each_enqueue_records_the_newest_head_in_one_round_trip(redis_url: str) -> None:
     newer = "d" * 40
     async with running_app(settings(redis_url)) as client:
         first = await post(client, "pull_request", "d-1", _payload("opened"))
         assert (first.status_code, first.json()) == (202, {"status": "queued"})
-        assert _get(redis_url, HEAD_KEY)[0] == HEAD_VALUE
+        assert _recorded(redis_url) == HEAD_VALUE
         stats = redis_sync.Redis.from_url(redis_url)
         stats.config_resetstat()
         second = await post(client, "pull_request", "d-2", _payload("synchronize", head_sha=newer))
@@ -59,13 +65,15 @@ async def test_each_enqueue_records_the_newest_head_in_one_round_trip(redis_url:
                     if "config" not in name}
         stats.close()
         assert commands.pop("cmdstat_evalsha") == 1  # the one round trip ...
-        assert commands == {"cmdstat_exists": 2, "cmdstat_psetex": 1, "cmdstat_zadd": 1,
-                            "cmdstat_set": 3}  # ... whose script also SETs the head
+        assert commands == {"cmdstat_exists": 2, "cmdstat_get": 1, "cmdstat_psetex": 1,
+                            "cmdstat_zadd": 1, "cmdstat_set": 3}  # ... whose script also
+        # reads the record (never replaced by an older update) and SETs the head
         value, ttl = _get(redis_url, HEAD_KEY)
-        assert value == f"{newer}@master".encode() and PR_HEAD_TTL_S - 5 <= ttl <= PR_HEAD_TTL_S
+        assert value is not None and value.startswith(f"{newer}@master ".encode())
+        assert PR_HEAD_TTL_S - 5 <= ttl <= PR_HEAD_TTL_S
         again = await post(client, "pull_request", "d-1", _payload("synchronize"))  # redelivery
         assert again.json() == {"status": "duplicate"}
-        assert _get(redis_url, HEAD_KEY)[0] == f"{newer}@master".encode()  # duplicate: no write
+        assert _recorded(redis_url) == f"{newer}@master".encode()  # duplicate: no write
     jobs = await queued_jobs(redis_url)
     assert sorted(j.job_id for j in jobs) == sorted(  # type: ignore[type-var]
         [gate_job_id(REPO, 2, HEAD_SHA), gate_job_id(REPO, 2, newer)])  # type: ignore[arg-type]
@@ -77,7 +85,7 @@ async def test_closed_records_closed_and_plans_nothing(redis_url: str) -> None:
         closed = await post(client, "pull_request", "c-2", encode(fixture_json(
             "pull_request.closed.json")))
     assert (closed.status_code, closed.json()) == (200, {"status": "recorded"})
-    assert _get(redis_url, HEAD_KEY)[0] == b"closed"
+    assert _recorded(redis_url) == b"closed"
     assert len(await queued_jobs(redis_url)) == 1
 
 
@@ -91,7 +99,7 @@ async def test_reopened_and_ready_for_review_start_fresh_jobs(redis_url: str) ->
         synchronize = await post(client, "pull_request", "r-5", _payload("synchronize"))
     assert [r.json()["status"] for r in (opened, closed, reopened, ready, synchronize)] == [
         "queued", "recorded", "queued", "queued", "already_queued"]
-    assert _get(redis_url, HEAD_KEY)[0] == HEAD_VALUE
+    assert _recorded(redis_url) == HEAD_VALUE
     jobs = {j.job_id: j for j in await queued_jobs(redis_url)}
     plain = gate_job_id(REPO, 2, HEAD_SHA)  # type: ignore[arg-type]
     assert sorted(jobs) == sorted([plain, f"{plain}:reopened:r-3",
@@ -124,7 +132,7 @@ async def test_a_head_that_comes_back_gets_a_fresh_run(redis_url: str) -> None:
         again = await post(client, "pull_request", "r-5", push(HEAD_SHA, 4))
     assert [r.json()["status"] for r in (first, racing, moved, back, again)] == [
         "queued", "already_queued", "queued", "queued", "already_queued"]
-    assert _get(redis_url, HEAD_KEY)[0] == HEAD_VALUE
+    assert _recorded(redis_url) == HEAD_VALUE
     jobs = await queued_jobs(redis_url)
     assert sorted(j.job_id for j in jobs) == sorted([  # type: ignore[type-var]
         gate_job_id(REPO, 2, HEAD_SHA),  # type: ignore[arg-type]
@@ -151,7 +159,7 @@ async def test_a_new_base_branch_gates_again_other_edits_do_not(redis_url: str) 
     number = retarget["pull_request"]["number"]
     assert job.job_id == gate_job_id(REPO, number, head, "edited:e-2")  # type: ignore[arg-type]
     assert job.args[0]["base_ref"] == "release"  # type: ignore[index]
-    assert _get(redis_url, HEAD_KEY)[0] == f"{head}@release".encode()  # the old run's cue
+    assert _recorded(redis_url) == f"{head}@release".encode()  # the old run's cue
 
 
 def _delivery(action: str, head_sha: str, minute: int, base_ref: str = "master") -> bytes:
@@ -179,14 +187,14 @@ async def test_a_late_delivery_of_the_old_base_leaves_the_retargeted_record(
         moved = await post(client, "pull_request", "t-2",
                            _delivery("edited", HEAD_SHA, 2, "release"))
         late = await post(client, "pull_request", "t-3", _delivery("synchronize", HEAD_SHA, 1))
-        assert _get(redis_url, HEAD_KEY)[0] == f"{HEAD_SHA}@release".encode()
+        assert _recorded(redis_url) == f"{HEAD_SHA}@release".encode()
         pushed = await post(client, "pull_request", "t-4",
                             _delivery("synchronize", head_b, 3, "release"))
         back = await post(client, "pull_request", "t-5",
                           _delivery("synchronize", HEAD_SHA, 4, "release"))
     assert [r.json()["status"] for r in (opened, moved, late, pushed, back)] == [
         "queued", "queued", "already_queued", "queued", "queued"]
-    assert _get(redis_url, HEAD_KEY)[0] == f"{HEAD_SHA}@release".encode()
+    assert _recorded(redis_url) == f"{HEAD_SHA}@release".encode()
     jobs = {j.job_id: j.args[0]["base_ref"] for j in await queued_jobs(redis_url)}
     plain = gate_job_id(REPO, 2, HEAD_SHA)  # type: ignore[arg-type]
     assert jobs == {plain: "master", f"{plain}:edited:t-2": "release",
@@ -207,8 +215,36 @@ async def test_a_bare_sha_record_of_an_older_web_process_still_means_the_same_he
         old.close()
         racing = await post(client, "pull_request", "o-2", _delivery("synchronize", HEAD_SHA, 2))
         assert racing.json() == {"status": "already_queued"}
-        assert _get(redis_url, HEAD_KEY)[0] == HEAD_SHA.encode()
+        assert _recorded(redis_url) == HEAD_SHA.encode()
         pushed = await post(client, "pull_request", "o-3", _delivery("synchronize", newer, 3))
     assert pushed.json() == {"status": "queued"}
-    assert _get(redis_url, HEAD_KEY)[0] == f"{newer}@master".encode()
+    assert _recorded(redis_url) == f"{newer}@master".encode()
     assert len(await queued_jobs(redis_url)) == 2
+
+
+async def test_a_record_is_never_replaced_by_an_older_update(redis_url: str) -> None:
+    """Field case (fresh-clone tester): after a retarget to ``release``, a ``synchronize`` or
+    ``ready_for_review`` of the same head on ``master`` that arrives late (its job id new, so
+    it is queued) must not bring the old base back into the record; nor may two ``edited``
+    deliveries that arrive swapped. The record keeps the newest ``updated_at``; the late
+    runs find the record naming another base and are dropped after GitHub confirms it."""
+    async with running_app(settings(redis_url)) as client:
+        await post(client, "pull_request", "u-1", _delivery("edited", HEAD_SHA, 5, "release"))
+        late = await post(client, "pull_request", "u-2", _delivery("synchronize", HEAD_SHA, 1))
+        ready = await post(client, "pull_request", "u-3",
+                           _delivery("ready_for_review", HEAD_SHA, 2))
+        assert [late.json()["status"], ready.json()["status"]] == ["queued", "queued"]
+        assert _get(redis_url, HEAD_KEY)[0] == (
+            f"{HEAD_SHA}@release 2026-11-30T10:05:00Z".encode())
+        # swapped retargets: back to master (minute 7) arrives before release (minute 6)
+        await post(client, "pull_request", "u-4", _delivery("edited", HEAD_SHA, 7, "master"))
+        await post(client, "pull_request", "u-5", _delivery("edited", HEAD_SHA, 6, "release"))
+        assert _get(redis_url, HEAD_KEY)[0] == f"{HEAD_SHA}@master 2026-11-30T10:07:00Z".encode()
+        # the same second: the later arrival wins; a record without a stamp is replaced
+        await post(client, "pull_request", "u-6", _delivery("edited", HEAD_SHA, 7, "release"))
+        assert _recorded(redis_url) == f"{HEAD_SHA}@release".encode()
+        old = redis_sync.Redis.from_url(redis_url)
+        old.set(HEAD_KEY, HEAD_SHA)  # what an older web process wrote
+        old.close()
+        await post(client, "pull_request", "u-7", _delivery("edited", HEAD_SHA, 3, "master"))
+        assert _get(redis_url, HEAD_KEY)[0] == f"{HEAD_SHA}@master 2026-11-30T10:03:00Z".encode()
