@@ -153,7 +153,8 @@ def split_pr_head(value: str) -> tuple[str, str]:
     """Return ``(head_sha, base_ref)`` of a `pr_head_key` value (`pr_head_value`).
 
     ``base_ref`` is "" for a bare head SHA, the value an older web process writes (compare the
-    heads only), and for `PR_CLOSED` (whose ``head_sha`` is ``closed``).
+    heads only), and for `PR_CLOSED` (whose ``head_sha`` is ``closed``; the web process stamps
+    it with ``updated_at`` too: ``closed <updated_at>``).
     """
     head_sha, _, base_ref = value.partition(" ")[0].partition("@")
     return head_sha, base_ref

@@ -72,9 +72,9 @@ def names_run(recorded: str, head_sha: str, base_ref: str) -> bool:
 
     A bare SHA, or a run without a base, compares the heads only; ``closed`` names no run.
     """
-    if recorded == PR_CLOSED:
-        return False
     recorded_head, recorded_base = split_pr_head(recorded)
+    if recorded_head == PR_CLOSED:
+        return False
     return recorded_head == head_sha and (
         not recorded_base or not base_ref or recorded_base == base_ref)
 
@@ -99,7 +99,7 @@ def confirmed_reason(pull: PullInfo, head_sha: str, base_ref: str) -> str | None
 def _shown(recorded: str) -> str:
     """The record as a log shows it: ``closed``, or the short head SHA and the base."""
     head_sha, base_ref = split_pr_head(recorded)
-    return recorded if recorded == PR_CLOSED else f"{head_sha[:7]}@{base_ref}".rstrip("@")
+    return PR_CLOSED if head_sha == PR_CLOSED else f"{head_sha[:7]}@{base_ref}".rstrip("@")
 
 
 class Supersede:

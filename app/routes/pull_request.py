@@ -112,7 +112,9 @@ async def record_closed(event: Event, decision: Decision) -> None:
     data = event.data
     repo = repo_ref(data)
     decision.answer("recorded")
-    decision.record_head(pr_head_key(repo, get_id(data, "pull_request.number")), PR_CLOSED)
+    stamp = _updated_at(data)  # a late delivery of an older update cannot undo the close
+    decision.record_head(pr_head_key(repo, get_id(data, "pull_request.number")),
+                         f"{PR_CLOSED} {stamp}" if stamp else PR_CLOSED)
 
 
 #: ``pull_request.updated_at`` as GitHub sends it (ISO 8601, UTC, whole seconds).

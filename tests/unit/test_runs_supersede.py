@@ -144,6 +144,7 @@ def test_the_record_is_head_at_base_and_splits_at_the_first_at_sign() -> None:
     assert stamped == f"{HEAD_SHA}@rel@2 2026-11-30T10:05:00Z"  # updated_at orders records
     assert split_pr_head(stamped) == (HEAD_SHA, "rel@2")
     assert names_run(stamped, HEAD_SHA, "rel@2")
+    assert not names_run(f"{PR_CLOSED} 2026-11-30T10:05:00Z", HEAD_SHA, "main")
 
 
 @pytest.mark.parametrize(("recorded", "base_ref", "own"), [

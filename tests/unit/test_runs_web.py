@@ -248,3 +248,20 @@ async def test_a_record_is_never_replaced_by_an_older_update(redis_url: str) -> 
         old.close()
         await post(client, "pull_request", "u-7", _delivery("edited", HEAD_SHA, 3, "master"))
         assert _get(redis_url, HEAD_KEY)[0] == f"{HEAD_SHA}@master 2026-11-30T10:03:00Z".encode()
+
+
+async def test_a_close_is_not_undone_by_a_late_delivery(redis_url: str) -> None:
+    """Field case (fresh-clone tester): ``closed`` at 10:20, then a ``synchronize`` stamped
+    10:10 arrives late: the record stays closed (the late run is dropped once GitHub confirms
+    it); a ``reopened`` stamped later does replace it."""
+    closed = fixture_json("pull_request.closed.json")
+    closed["pull_request"]["number"] = 2
+    closed["pull_request"]["updated_at"] = "2026-11-30T10:20:00Z"
+    async with running_app(settings(redis_url)) as client:
+        await post(client, "pull_request", "c-1", encode(closed))
+        assert _get(redis_url, HEAD_KEY)[0] == b"closed 2026-11-30T10:20:00Z"
+        late = await post(client, "pull_request", "c-2", _delivery("synchronize", HEAD_SHA, 10))
+        assert late.json() == {"status": "queued"}
+        assert _get(redis_url, HEAD_KEY)[0] == b"closed 2026-11-30T10:20:00Z"
+        await post(client, "pull_request", "c-3", _delivery("reopened", HEAD_SHA, 30))
+        assert _recorded(redis_url) == HEAD_VALUE
