@@ -28,6 +28,7 @@ from app.routes.payload import (
     get_obj,
     get_str,
     installation_id,
+    installed,
     repo_ref,
 )
 from worker.contract import (
@@ -68,9 +69,7 @@ def plan_comment_approval(event: Event, decision: Decision, sha: str) -> None:
         PayloadError: a needed field is missing or malformed (the receiver answers 400).
     """
     data = event.data
-    install_id = installation_id(data)
-    if install_id is None:
-        decision.ignore(NO_INSTALLATION)
+    if (install_id := installed(data, decision)) is None:
         return
     repo = repo_ref(data)
     approval = ApprovePayload(

@@ -32,6 +32,7 @@ from app.routes.payload import (
     get_obj,
     get_str,
     installation_id,
+    installed,
     repo_ref,
 )
 from worker.contract import (
@@ -98,9 +99,7 @@ def _plan_recheck(event: Event, decision: Decision, path: str, numbers: list[int
                   merge_group_base: str, source: str) -> None:
     """Enqueue ``rerun_check`` for the head SHA at ``<path>.head_sha``."""
     data = event.data
-    install_id = installation_id(data)
-    if install_id is None:
-        decision.ignore(NO_INSTALLATION)
+    if (install_id := installed(data, decision)) is None:
         return
     repo = repo_ref(data)
     recheck = RecheckPayload(

@@ -12,11 +12,10 @@ from gidgethub.sansio import Event
 
 from app.routes.decision import Decision
 from app.routes.payload import (
-    NO_INSTALLATION,
     REF_PATTERN,
     SHA_PATTERN,
     get_str,
-    installation_id,
+    installed,
     repo_ref,
 )
 from worker.contract import JOB_MERGE_GROUP, MergeGroupPayload, event_job_id
@@ -32,9 +31,7 @@ async def gate_merge_group(event: Event, decision: Decision) -> None:
         PayloadError: a needed field is missing or malformed (the receiver answers 400).
     """
     data = event.data
-    install_id = installation_id(data)
-    if install_id is None:
-        decision.ignore(NO_INSTALLATION)
+    if (install_id := installed(data, decision)) is None:
         return
     repo = repo_ref(data)
     group = MergeGroupPayload(

@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from app.routes.decision import Decision
 from worker.contract import RepoRef
 
 #: A commit SHA as GitHub sends it in webhooks: 40 lowercase hex digits (SHA-1 repositories).
@@ -99,6 +100,19 @@ def installation_id(data: Any) -> int | None:
     if not isinstance(installation, dict) or installation.get("id") is None:
         return None
     return get_id(data, "installation.id")
+
+
+def installed(data: Any, decision: Decision) -> int | None:
+    """Return ``installation.id`` (`installation_id`); without one, mark the delivery ignored
+    (`NO_INSTALLATION`) and return None, so the handler returns at once.
+
+    Raises:
+        PayloadError: ``installation.id`` is present but not a positive integer.
+    """
+    install_id = installation_id(data)
+    if install_id is None:
+        decision.ignore(NO_INSTALLATION)
+    return install_id
 
 
 def repo_ref(data: Any) -> RepoRef:

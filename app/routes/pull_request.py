@@ -14,13 +14,12 @@ from app.routes.decision import Decision
 from app.routes.payload import (
     FULL_NAME_PATTERN,
     LOGIN_PATTERN,
-    NO_INSTALLATION,
     REF_PATTERN,
     SHA_PATTERN,
     get_id,
     get_obj,
     get_str,
-    installation_id,
+    installed,
     repo_ref,
 )
 from worker.contract import (
@@ -56,9 +55,7 @@ async def gate_pull_request(event: Event, decision: Decision) -> None:
         PayloadError: a needed field is missing or malformed (the receiver answers 400).
     """
     data = event.data
-    install_id = installation_id(data)
-    if install_id is None:
-        decision.ignore(NO_INSTALLATION)
+    if (install_id := installed(data, decision)) is None:
         return
     repo = repo_ref(data)
     gate = GatePayload(

@@ -13,12 +13,11 @@ from gidgethub.sansio import Event
 
 from app.routes.decision import Decision
 from app.routes.payload import (
-    NO_INSTALLATION,
     REF_PATTERN,
     SHA_PATTERN,
     field,
     get_str,
-    installation_id,
+    installed,
     repo_ref,
 )
 from worker.contract import JOB_STORE_BASELINE, PushPayload, baseline_job_id
@@ -37,9 +36,7 @@ async def store_baseline(event: Event, decision: Decision) -> None:
         PayloadError: a needed field is missing or malformed (the receiver answers 400).
     """
     data = event.data
-    install_id = installation_id(data)
-    if install_id is None:
-        decision.ignore(NO_INSTALLATION)
+    if (install_id := installed(data, decision)) is None:
         return
     ref = get_str(data, "ref")
     default = get_str(data, "repository.default_branch", REF_PATTERN)
