@@ -293,11 +293,7 @@ class Checkouts:
             GitError: Fetching failed, or the commits share no history.
         """
         shas = [check_sha(a), check_sha(b)]
-        check_clone_url(clone_url)
-        env = self._env()
-        mirror = self.workdir / "mirrors" / f"{_mirror_name(repo_key)}.git"
-        async with self._locked(mirror):
-            await self._ensure(mirror, clone_url, shas, token, env)
+        async with self._fetched(repo_key, clone_url, shas, token) as (mirror, env):
             code, out, err = await _exec(["merge-base", *shas], cwd=mirror, env=env,
                                          timeout_s=LOCAL_TIMEOUT_S)
         if code != 0:
@@ -314,14 +310,27 @@ class Checkouts:
             GitError: Fetching or the diff failed.
         """
         shas = [check_sha(a), check_sha(b)]
+        async with self._fetched(repo_key, clone_url, shas, token) as (mirror, env):
+            out = await _run(["diff", "--name-only", "-z", "--no-renames", "--no-ext-diff",
+                              "--no-textconv", *shas, "--"], cwd=mirror, env=env)
+        return sorted(path for path in out.split("\0") if path)
+
+    @contextlib.asynccontextmanager
+    async def _fetched(self, repo_key: str, clone_url: str, shas: list[str],
+                       token: str | None) -> AsyncIterator[tuple[Path, dict[str, str]]]:
+        """Hold the mirror of ``repo_key`` locked with ``shas`` fetched; yield (mirror, git
+        environment) for commands that read it.
+
+        Raises:
+            ValueError: a malformed clone URL.
+            GitError: fetching failed.
+        """
         check_clone_url(clone_url)
         env = self._env()
         mirror = self.workdir / "mirrors" / f"{_mirror_name(repo_key)}.git"
         async with self._locked(mirror):
             await self._ensure(mirror, clone_url, shas, token, env)
-            out = await _run(["diff", "--name-only", "-z", "--no-renames", "--no-ext-diff",
-                              "--no-textconv", *shas, "--"], cwd=mirror, env=env)
-        return sorted(path for path in out.split("\0") if path)
+            yield mirror, env
 
     @contextlib.asynccontextmanager
     async def _locked(self, mirror: Path) -> AsyncIterator[None]:
