@@ -101,6 +101,10 @@ def cmd_run(args: argparse.Namespace) -> int:
     """
     from worker import report_multi  # scipy via the statistics: only when a gate runs
 
+    outside = _outside_repository(args)
+    if outside is not None:
+        print(f"llmgate: {outside}", file=sys.stderr)
+        return EXIT_CONFIG_ERROR
     try:
         multi, head_sha, base_sha = asyncio.run(_run_local(args))
     except (GitError, ExecutionError, OSError) as err:
@@ -123,6 +127,20 @@ def cmd_run(args: argparse.Namespace) -> int:
         print(f"llmgate: configuration error: {gate_report.config_error}", file=sys.stderr)
         return EXIT_CONFIG_ERROR
     return EXIT_PASS if gate_report.conclusion in ("success", "neutral") else EXIT_GATE_FAILED
+
+
+def _outside_repository(args: argparse.Namespace) -> str | None:
+    """Why ``llmgate run`` cannot start here, or None: outside a git repository (no ``--repo``)
+    only the current folder's own config is gated, never every config found below it."""
+    if args.repo is not None or (repo_root(Path.cwd()) / ".git").exists():
+        return None
+    here = Path.cwd().absolute()
+    if args.base or args.head:
+        return None  # git says it is not a repository: an execution error
+    if not (here / args.config).is_file():
+        return (f"no {args.config} in {here}, which is not inside a git repository: run "
+                "llmgate in your repository, or pass --config")
+    return None
 
 
 def repo_root(start: Path) -> Path:

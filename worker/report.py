@@ -139,11 +139,13 @@ def summary_section(report: GateReport, name: str, limit: int) -> str | None:
                                       head="", base=""), len(rows), limit)
 
 
-def comment_section(report: GateReport, name: str, limit: int) -> str | None:
+def comment_section(report: GateReport, name: str, limit: int, *,
+                    local: bool = False) -> str | None:
     """Return ``report``'s comment content headed ``name``, without marker, commits line and
     footer, for a comment of several configs (worker/report_multi.py): at most ``limit``
-    characters, cut as `comment_body` cuts; None when even the shortest form is longer."""
-    return _comment(report, "", None, None, marker=False, name=name, limit=limit)
+    characters, cut as `comment_body` cuts; None when even the shortest form is longer.
+    ``local``: for ``llmgate run`` (a configuration error says to run it again, not to push)."""
+    return _comment(report, "", None, None, marker=False, name=name, limit=limit, local=local)
 
 
 def annotations(report: GateReport) -> list[dict[str, Any]]:
@@ -193,7 +195,7 @@ def render_markdown(report: GateReport, head_sha: str = "", base_sha: str | None
         head_sha = report.head.sha
     if base_sha is None and report.base is not None:
         base_sha = report.base.sha
-    return _comment(report, head_sha, base_sha, None, marker=False) or ""
+    return _comment(report, head_sha, base_sha, None, marker=False, local=True) or ""
 
 
 def render_json(report: GateReport) -> str:
@@ -231,8 +233,10 @@ def render_json(report: GateReport) -> str:
 
 
 def _comment(report: GateReport, head_sha: str, base_sha: str | None, check_url: str | None,
-             *, marker: bool, name: str = "", limit: int = COMMENT_MAX_CHARS) -> str | None:
-    """The comment, or with ``name`` a section of one (None when it cannot fit ``limit``)."""
+             *, marker: bool, name: str = "", limit: int = COMMENT_MAX_CHARS,
+             local: bool = False) -> str | None:
+    """The comment, or with ``name`` a section of one (None when it cannot fit ``limit``);
+    ``local``: for ``llmgate run``."""
     rows = _metric_rows(report.outcomes)
     found = report_suites.sections(report, _inline, _cell)
     worse = sum(s.worse_total for s in found)
@@ -242,7 +246,8 @@ def _comment(report: GateReport, head_sha: str, base_sha: str | None, check_url:
 
     def render(k_rows: int, k_worse: int, k_sections: int) -> str:
         clipped = k_rows < len(rows) or k_worse < shown or k_sections < sections
-        return _render("comment.md.j2", **_common(report, rows, k_rows, name or "llmgate"),
+        return _render("comment.md.j2", **_common(report, rows, k_rows, name or "llmgate",
+                                                  local=local),
                        marker=COMMENT_MARKER if marker else "", rerun=RERUN_COMMAND,
                        head="" if name else _sha(head_sha),
                        base=_sha(base) if base and not name else "", check_url=url,
@@ -274,7 +279,7 @@ def _compared_base(report: GateReport, given: str | None) -> str:
 
 
 def _common(report: GateReport, rows: list[_Row], k: int,
-            name: str = "llmgate") -> dict[str, Any]:
+            name: str = "llmgate", *, local: bool = False) -> dict[str, Any]:
     icon, verdict = _VERDICT[report.conclusion]
     verdict = "configuration error" if report.config_error is not None else verdict
     why = [_inline(f"{o.suite} {_scoped(o.metric, o.group)}: {o.rule}: {o.reason}", 600)
@@ -282,7 +287,7 @@ def _common(report: GateReport, rows: list[_Row], k: int,
     stat_rows = report_stats.comparison_rows(report, _inline)
     return {"icon": icon, "verdict": verdict, "rows": rows[:k], "more_rows": len(rows) - k,
             "name": _inline(name, 200),
-            "config_error": _config_error_block(report), "why": why[:50],
+            "config_error": _config_error_block(report, local=local), "why": why[:50],
             "regression_count": len(report.regressions),
             "notes": [_inline(n, 600) for n in report.notes[:50] if n != report.base_source],
             "base_source": _inline(report.base_source, 600) if report.base_source else "",
@@ -320,14 +325,16 @@ def _detail_item(r: Regression) -> dict[str, str]:
             "head": _fenced(r.head_output, 2000)}
 
 
-def _config_error_block(report: GateReport) -> str:
+def _config_error_block(report: GateReport, *, local: bool = False) -> str:
     err = report.config_error
     if err is None:
         return ""
     where = err.path if err.line is None else f"{err.path}:{err.line}"
     return (f"**Configuration error** in {_inline(where, 300)}\n\n"
             f"{_fenced(f'{where}: {err.message}', 4000)}\n\n"
-            "Fix the file in this pull request and push; llmgate runs again on the new commit.")
+            + ("Fix the file and run `llmgate run` again." if local else
+               "Fix the file in this pull request and push; llmgate runs again on the new "
+               "commit."))
 
 
 def _ordered(report: GateReport) -> list[Regression]:

@@ -134,7 +134,8 @@ def _comment(multi: MultiReport, head_sha: str, base_sha: str | None, *, marker:
     frame = _frame(multi, head=head, base=_base(multi, base_sha),
                    marker=COMMENT_MARKER if marker else "", elsewhere=False)
     footer = f"\n\n---\n<sub>Comment `{RERUN_COMMAND}` to run again.</sub>\n" if marker else ""
-    sections = _fit(lambda c, k: report.comment_section(c.report, c.path, k), multi.configs,
+    sections = _fit(lambda c, k: report.comment_section(c.report, c.path, k, local=not marker),
+                    multi.configs,
                     COMMENT_MAX_CHARS - len(frame) - max(len(footer), FOOTER_CHARS))
     return _join(frame, sections).rstrip("\n") + (footer or "\n")
 

@@ -7,6 +7,7 @@ the shipped support-bot example as a real ``python -m worker.cli`` process.
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -170,6 +171,37 @@ def test_outside_a_git_repository_exits_3(tmp_path, monkeypatch, capsys):
     code, out, err = run_cli(capsys, "--base", "main")
     assert (code, out) == (EXIT_EXECUTION_ERROR, "")
     assert "not a git repository" in err and err.count("\n") == 1
+
+
+def test_outside_a_git_repository_without_a_config_exits_2_and_looks_no_further(
+        tmp_path, monkeypatch, capsys):
+    plain = tmp_path / "plain"
+    (plain / "below").mkdir(parents=True)
+    (plain / "below" / ".llmgate.yml").write_text("version: [\n")  # never read: not gated
+    monkeypatch.chdir(plain)
+    code, out, err = run_cli(capsys)
+    assert (code, out) == (EXIT_CONFIG_ERROR, "")
+    assert err == (f"llmgate: no .llmgate.yml in {plain}, which is not inside a git "
+                   "repository: run llmgate in your repository, or pass --config\n")
+
+
+def test_outside_a_git_repository_the_folders_own_config_is_gated(tiny, tmp_path, monkeypatch,
+                                                                  capsys):
+    repo, _ = tiny
+    plain = tmp_path / "plain"
+    shutil.copytree(repo, plain, ignore=shutil.ignore_patterns(".git"))
+    monkeypatch.chdir(plain)
+    code, out, _ = run_cli(capsys, "--format", "json")
+    report = json.loads(out)
+    assert (code, report["conclusion"]) == (EXIT_PASS, "success")
+    assert outcomes(report) == {"min 0.50": "pass", "max_drop 0.05": "skipped"}
+
+
+def test_a_local_config_error_says_to_run_again_not_to_push(tiny, capsys):
+    code, out, _ = run_cli(capsys, "--base", "main", "--head", "pr/broken")
+    assert code == EXIT_CONFIG_ERROR
+    assert "Fix the file and run `llmgate run` again." in out
+    assert "push" not in out and "pull request" not in out
 
 
 def test_output_writes_the_report_to_the_file(tiny, capsys):

@@ -154,6 +154,10 @@ def test_config_error_renders_file_line_and_message_everywhere() -> None:
     assert report.annotations(_config_error(None))[0]["start_line"] == 1
     body = report.comment_body(gate, head_sha=HEAD_SHA, base_sha=BASE_SHA)
     assert body.startswith(COMMENT_MARKER + "\n") and ".llmgate.yml:7: unknown key" in body
+    pushed = "Fix the file in this pull request and push; llmgate runs again on the new commit."
+    assert pushed in body and pushed in report.check_text(gate)
+    local = report.render_markdown(gate)
+    assert "Fix the file and run `llmgate run` again." in local and pushed not in local
 
 
 def test_137_regressions_stay_within_githubs_limits() -> None:
