@@ -2,7 +2,8 @@
 
 `run_gate` gives up at once when a newer push, a new base branch or a close superseded the
 request (`worker.supersede`); otherwise it opens the ``llmgate`` check run on the head SHA (or
-reuses the one an earlier try of its job opened: `worker.gate_check`), skips a draft when the base
+reuses the one an earlier try of its job opened: `worker.gate_check`; the check and the opening
+hold one lock per head commit, `open_lock_key`), skips a draft when the base
 config says so (`worker.drafts`), decides trust, evaluates base and head (`worker.gate_run`:
 every config of the repository, `worker.monorepo`), writes the PR's sticky comment, completes
 the check runs of configs that report on their own (`worker.gate_configs`) and completes the
@@ -27,6 +28,7 @@ from worker.gate_check import (
     OpenRun,
     finish,
     forget,
+    open_lock_key,
     open_run,
     retry_later,
     stopped_reason,
@@ -51,6 +53,9 @@ log = logging.getLogger("llmgate.worker")
 STOPPED_REASON = "The run was stopped: its worker shut down."
 #: How long one PR's sticky comment stays locked while it is found and edited, seconds.
 COMMENT_LOCK_TIMEOUT_S = 60
+#: How long a run may hold `open_lock_key` (its supersede check and its check run's creation,
+#: a few GitHub requests), seconds; a worker killed meanwhile frees it after this.
+OPEN_LOCK_TIMEOUT_S = 30
 #: The verdict of a `GateRequest.trusted` head (a merge group's commit): it runs.
 TRUSTED = Verdict("run", True)
 
@@ -73,11 +78,13 @@ async def run_gate(services: Services, gh: GitHubClient, request: GateRequest) -
     job, registry = current_job(), RunRegistry(services.redis)
     watch = Supersede(services.redis, gh, request)
     try:
-        reason = await watch.reason()
-        if reason is not None:
-            return await _cancel_unstarted(registry, gh, request, job, reason, watch.same_head)
-        run = await open_run(registry, gh, request, job)
-    except TRANSIENT_ERRORS as err:  # no check run of this try to conclude
+        async with services.redis.lock(open_lock_key(request), timeout=OPEN_LOCK_TIMEOUT_S):
+            reason = await watch.reason()
+            if reason is not None:
+                return await _cancel_unstarted(registry, gh, request, job, reason,
+                                               watch.same_head)
+            run = await open_run(registry, gh, request, job)
+    except TRANSIENT_ERRORS as err:  # no check run of this try to conclude (LockError too)
         if job is None or job.last_try:
             raise
         raise retry_later(job, err) from err

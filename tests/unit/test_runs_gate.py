@@ -34,6 +34,7 @@ from tests.unit.worker_support import (
 from worker import gate_check, lease, supersede
 from worker.contract import RepoRef, gate_job_id, pr_head_key, pr_head_value
 from worker.drafts import SKIPPED_TITLE
+from worker.gate_request import GateRequest
 from worker.lease import JobLimits
 from worker.runs import RunRegistry
 from worker.sweeper import sweep
@@ -229,6 +230,48 @@ async def test_a_queued_run_on_the_old_base_ends_without_a_check_run_in_front_of
     assert [r["operation"] for r in state["requests"]] == [
         "apps/create-installation-access-token", "pulls/get"]
     assert await _result(redis_url, gate_job_id(on_main["repo"], 1, head)) == {
+        "conclusion": "cancelled", "head_sha": head, "reason": BASE_CHANGED}
+    assert worker.jobs_complete == 1 and await _registered(redis_url) == []
+
+
+async def test_a_run_waiting_to_open_its_check_run_asks_again_after_a_retarget(
+        github, tiny_repo, redis_url):
+    """Field case (retarget race): a run on main passed its supersede check, the pull request
+    was retargeted to release, the release run opened its check run, and only then did the
+    run on main create its own: the newest check run on the commit, which GitHub shows, was
+    the old run's, soon ``cancelled``. Now the check and the opening hold one lock per head
+    commit. Here the test holds it (as a run of the same commit opening its check run would),
+    the retarget lands meanwhile, and the run on main, once it has the lock, sees it: no
+    check run, no comment."""
+    repo, shas = tiny_repo
+    head = shas["pr/docs"]
+    on_main = gate_payload(repo.as_uri(), head, shas["main"])
+    github.setup({"pulls": [_pull(shas, repo.as_uri(), "pr/docs")]})
+    await _record(redis_url, on_main["repo"], pr_head_value(head, "main"))
+    redis = Redis.from_url(redis_url)
+    lock = redis.lock(gate_check.open_lock_key(GateRequest(on_main["repo"], 1, head, "")),
+                      timeout=30)
+    try:
+        assert await lock.acquire()
+        old = asyncio.create_task(run_jobs([on_main]))
+        job_id = gate_job_id(on_main["repo"], 1, head)
+        in_progress = False
+        for _ in range(200):  # the job started; it waits for the lock
+            if in_progress := bool(await redis.exists(f"arq:in-progress:{job_id}")):
+                break
+            await asyncio.sleep(0.05)
+        assert in_progress
+        await asyncio.sleep(0.3)
+        assert github.state()["requests"] == []  # it did not get as far as GitHub
+        github.setup({"pulls": [_pull(shas, repo.as_uri(), "pr/docs") | {"base_ref": "release"}]})
+        await _record(redis_url, on_main["repo"], pr_head_value(head, "release"))
+        await lock.release()
+        worker = await old
+    finally:
+        await redis.aclose()
+    state = github.state()
+    assert _runs(github, head) == [] and state["comments"] == []
+    assert await _result(redis_url, job_id) == {
         "conclusion": "cancelled", "head_sha": head, "reason": BASE_CHANGED}
     assert worker.jobs_complete == 1 and await _registered(redis_url) == []
 
