@@ -24,8 +24,12 @@ Redis restart) does the same work atomically:
    that still names the old base cannot turn the record back to it. Nor is a record replaced
    by one of an older update: both end in the pull request's ``updated_at`` (ISO 8601 UTC,
    which sorts as text), and a late ``synchronize``, ``ready_for_review`` or swapped
-   ``edited`` delivery carries an older one (equal stamps: the later arrival wins; a record
-   without a stamp, from an older web process, is always replaced);
+   ``edited`` delivery carries an older one (a record without a stamp, from an older web
+   process, is always replaced). The stamp counts whole seconds, so two updates of one second
+   (two retargets) cannot be ordered by it: a record of the same second as the current one
+   that names another head or base, or that replaces such a record, still wins but ends in
+   ``~`` (``<head_sha>@<base_ref> <updated_at>~``), and a run it names asks GitHub before it
+   trusts it (`worker.supersede`);
 4. only then write the two marks, with the same TTL.
 
 Why the body too: GitHub's own redeliveries reuse the delivery id, but ``X-GitHub-Delivery`` is
@@ -92,9 +96,14 @@ if ARGV[2] ~= '' then
   end
 end
 if record ~= '' and current then
-  local older = string.match(current, ' (%S+)$')
-  local newer = string.match(record, ' (%S+)$')
-  if older and newer and newer < older then record = '' end
+  local older = string.match(current, ' ([^~%s]+)~?$')
+  local newer = string.match(record, ' ([^~%s]+)~?$')
+  if older and newer and newer < older then
+    record = ''
+  elseif older and newer == older and (string.sub(current, -1) == '~'
+      or string.match(current, '^%S+') ~= string.match(record, '^%S+')) then
+    record = record .. '~'
+  end
 end
 if record ~= '' then
   redis.call('SET', KEYS[6], record, 'EX', ARGV[7])

@@ -143,10 +143,23 @@ def pr_head_value(head_sha: str, base_ref: str, updated_at: str = "") -> str:
     payload's ``pull_request.updated_at``, ISO 8601 UTC such as ``2026-11-30T10:02:00Z``), it
     follows after a space (no branch name holds one: git's check-ref-format): the web process
     never replaces a record with one of an older update (app/enqueue.py), so a delivery that
-    arrives late cannot bring back an old head or base.
+    arrives late cannot bring back an old head or base. The web process appends ``~``
+    (`PR_HEAD_AMBIGUOUS`) to a record of the same ``updated_at`` second as one that named
+    another head or base: the stamp could not order them (`is_ambiguous`).
     """
     value = f"{head_sha}@{base_ref}"
     return f"{value} {updated_at}" if updated_at else value
+
+
+#: The mark the web process appends to a `pr_head_key` value it could not order by its stamp.
+PR_HEAD_AMBIGUOUS = "~"
+
+
+def is_ambiguous(value: str) -> bool:
+    """Return whether a `pr_head_key` value ends in `PR_HEAD_AMBIGUOUS`: another delivery of
+    the same ``updated_at`` second named another head or base, so GitHub must be asked which
+    is current (app/enqueue.py)."""
+    return value.endswith(PR_HEAD_AMBIGUOUS)
 
 
 def split_pr_head(value: str) -> tuple[str, str]:

@@ -9,8 +9,10 @@ of an older head, or of the same head against the base the pull request was reta
 from, can never overwrite the newer run's comment. GitHub does not promise to deliver webhooks
 in order, so a record that names another head or base is confirmed with the API
 (``GET .../pulls/N``: ``state``, ``head.sha``, ``base.ref``) before the run gives up
-(`confirmed_reason`); a record GitHub contradicts is ignored from then on. Runs of the same
-head and base (a ``/llmgate rerun``) never supersede each other.
+(`confirmed_reason`); a record GitHub contradicts is ignored for `CONTRADICTED_TTL_S`. A record
+the web process could not order by its one-second ``updated_at`` stamp (`is_ambiguous`: two
+retargets of one second delivered swapped) is confirmed the same way even when it names the
+run. Runs of the same head and base (a ``/llmgate rerun``) never supersede each other.
 
 Two cases compare the heads only: a bare head SHA recorded by an older web process (a rolling
 deploy), and a run that knows no base branch (`GateRequest.base_ref` "").
@@ -27,7 +29,7 @@ from typing import Any, TypeVar
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
-from worker.contract import PR_CLOSED, pr_head_key, split_pr_head
+from worker.contract import PR_CLOSED, is_ambiguous, pr_head_key, split_pr_head
 from worker.gate_request import GateRequest
 from worker.github.client import GitHubClient, GitHubError, PullInfo
 
@@ -108,7 +110,9 @@ class Supersede:
     def __init__(self, redis: Redis, gh: GitHubClient, request: GateRequest) -> None:
         """Watch ``request``'s pull request in ``redis``; confirm with ``gh``."""
         self._redis, self._gh, self._request = redis, gh, request
-        self._contradicted: dict[str, float] = {}  # record -> when GitHub contradicted it
+        #: record -> when GitHub last said this run is current although the record named
+        #: another head or base, or could not be ordered (`is_ambiguous`)
+        self._confirmed: dict[str, float] = {}
         self.found: str | None = None
         #: The reason found is a new base of the run's own head: the newer run gates this
         #: same commit, so a check run this run would create now would hide the newer one's.
@@ -126,8 +130,10 @@ class Supersede:
             return None
         raw = await self._redis.get(pr_head_key(request.repo, request.pr_number))
         recorded = raw.decode() if isinstance(raw, bytes) else raw
-        if (recorded is None or names_run(recorded, request.head_sha, request.base_ref)
-                or self._still_contradicted(recorded)):
+        if recorded is None or self._recently_confirmed(recorded):
+            return None
+        named = names_run(recorded, request.head_sha, request.base_ref)
+        if named and not is_ambiguous(recorded):
             return None
         pull = await self._gh.get_pull(request.repo["owner"], request.repo["name"],
                                        request.pr_number)
@@ -135,13 +141,16 @@ class Supersede:
         if reason is not None:
             self.same_head = pull.state != "closed" and pull.head_sha == request.head_sha
             return reason
-        log.info("PR #%s: recorded head %s is stale (GitHub: %s@%s); not superseded",
-                 request.pr_number, _shown(recorded), pull.head_sha[:7], pull.base_ref)
-        self._contradicted[recorded] = time.monotonic()
+        if not named:
+            log.info("PR #%s: recorded head %s is stale (GitHub: %s@%s); not superseded",
+                     request.pr_number, _shown(recorded), pull.head_sha[:7], pull.base_ref)
+        self._confirmed[recorded] = time.monotonic()
         return None
 
-    def _still_contradicted(self, recorded: str) -> bool:
-        when = self._contradicted.get(recorded)
+    def _recently_confirmed(self, recorded: str) -> bool:
+        """GitHub said this run is current while Redis held ``recorded``, less than
+        `CONTRADICTED_TTL_S` ago."""
+        when = self._confirmed.get(recorded)
         return when is not None and time.monotonic() - when < CONTRADICTED_TTL_S
 
     async def watch(self, work: asyncio.Future[Any], interval_s: float | None = None) -> None:

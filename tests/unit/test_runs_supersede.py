@@ -232,3 +232,25 @@ async def test_a_new_base_record_github_contradicts_is_ignored_from_then_on(
     assert await watch.reason() is None
     assert await watch.reason() is None
     assert _pull_requests(fake_gh) == 1
+
+
+async def test_a_record_of_two_retargets_in_one_second_is_confirmed_even_when_it_names_the_run(
+        redis: Redis, gh: GitHubClient, fake_gh: FakeGitHubServer) -> None:
+    """Field case: retargets main -> release -> next within one second (one ``updated_at``
+    stamp), delivered swapped. The web process could not order them and marks the record
+    (``~``); the release run it names asks GitHub (base ``next``) and is superseded, while the
+    next run, which the record does not name, is confirmed by GitHub and goes on."""
+    fake_gh.setup({"pulls": [pull() | {"base_ref": "next"}]})
+    await redis.set(KEY, pr_head_value(HEAD_SHA, "release", "2026-11-30T10:07:00Z") + "~")
+    on_release = GateRequest(REPO_REF, 1, HEAD_SHA, BASE_SHA, base_ref="release")
+    watch = Supersede(redis, gh, on_release)
+    assert await watch.reason() == base_changed_reason("next")
+    assert watch.same_head
+    on_next = Supersede(redis, gh, GateRequest(REPO_REF, 1, HEAD_SHA, BASE_SHA, base_ref="next"))
+    assert await on_next.reason() is None
+    assert await on_next.reason() is None  # within CONTRADICTED_TTL_S: not asked again
+    assert _pull_requests(fake_gh) == 2
+    await redis.set(KEY, pr_head_value(HEAD_SHA, "next", "2026-11-30T10:08:00Z"))  # unmarked
+    assert await Supersede(redis, gh, GateRequest(
+        REPO_REF, 1, HEAD_SHA, BASE_SHA, base_ref="next")).reason() is None
+    assert _pull_requests(fake_gh) == 2  # a record that names the run is trusted again

@@ -240,9 +240,21 @@ async def test_a_record_is_never_replaced_by_an_older_update(redis_url: str) -> 
         await post(client, "pull_request", "u-4", _delivery("edited", HEAD_SHA, 7, "master"))
         await post(client, "pull_request", "u-5", _delivery("edited", HEAD_SHA, 6, "release"))
         assert _get(redis_url, HEAD_KEY)[0] == f"{HEAD_SHA}@master 2026-11-30T10:07:00Z".encode()
-        # the same second: the later arrival wins; a record without a stamp is replaced
+        # the same second cannot be ordered: the later arrival wins, marked `~` (a run it
+        # names asks GitHub), and stays marked for the rest of that second, even when a
+        # delivery names the same head and base again; a newer second clears the mark
         await post(client, "pull_request", "u-6", _delivery("edited", HEAD_SHA, 7, "release"))
-        assert _recorded(redis_url) == f"{HEAD_SHA}@release".encode()
+        assert _get(redis_url, HEAD_KEY)[0] == (
+            f"{HEAD_SHA}@release 2026-11-30T10:07:00Z~".encode())
+        await post(client, "pull_request", "u-6b",
+                   _delivery("ready_for_review", HEAD_SHA, 7, "release"))
+        assert _get(redis_url, HEAD_KEY)[0] == (
+            f"{HEAD_SHA}@release 2026-11-30T10:07:00Z~".encode())
+        await post(client, "pull_request", "u-6c", _delivery("edited", HEAD_SHA, 6, "master"))
+        assert _recorded(redis_url) == f"{HEAD_SHA}@release".encode()  # older: ignored
+        await post(client, "pull_request", "u-6d", _delivery("edited", HEAD_SHA, 8, "release"))
+        assert _get(redis_url, HEAD_KEY)[0] == f"{HEAD_SHA}@release 2026-11-30T10:08:00Z".encode()
+        # a record without a stamp (an older web process wrote it) is replaced
         old = redis_sync.Redis.from_url(redis_url)
         old.set(HEAD_KEY, HEAD_SHA)  # what an older web process wrote
         old.close()
