@@ -43,16 +43,23 @@ DESCRIPTION = ("Gate LLM quality regressions: run the eval suites at a base and 
 WEB_DRAIN_S = 20
 #: Exit codes of ``llmgate run``.
 EXIT_PASS, EXIT_GATE_FAILED, EXIT_CONFIG_ERROR, EXIT_EXECUTION_ERROR = 0, 1, 2, 3
+#: Exit code after Ctrl-C: 128 + SIGINT, the shell's convention for a process it interrupted.
+EXIT_INTERRUPTED = 130
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the ``llmgate`` command line; returns the process exit code."""
+    """Run the ``llmgate`` command line; returns the process exit code (`EXIT_INTERRUPTED`
+    after Ctrl-C, once temporary worktrees are removed)."""
     parser = _parser()
     args = parser.parse_args(argv)
     if not hasattr(args, "func"):
         parser.print_help()
         return EXIT_CONFIG_ERROR
-    code: int = args.func(args)
+    try:
+        code: int = args.func(args)
+    except KeyboardInterrupt:
+        print("llmgate: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
     return code
 
 
@@ -61,9 +68,10 @@ def _parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(metavar="COMMAND")
     run = sub.add_parser("run", help="gate the working tree or a commit against a base, locally",
                          description=RUN_DESCRIPTION)
-    run.add_argument("--config", default=CONFIG_FILENAME,
-                     help="config path in the repository (default: every config; a "
-                          ".llmgate.yml in a folder runs in its folder)")
+    run.add_argument("--config", default=None,
+                     help="one config file, relative to the current folder (default: every "
+                          "config of the repository; a .llmgate.yml in a folder runs in its "
+                          "folder)")
     run.add_argument("--base", help="base ref or SHA; without it only absolute rules apply")
     run.add_argument("--head", help="head ref or SHA (default: the working tree)")
     run.add_argument("--format", choices=("markdown", "json"), default="markdown")
@@ -101,10 +109,11 @@ def cmd_run(args: argparse.Namespace) -> int:
     """
     from worker import report_multi  # scipy via the statistics: only when a gate runs
 
-    outside = _outside_repository(args)
-    if outside is not None:
-        print(f"llmgate: {outside}", file=sys.stderr)
-        return EXIT_CONFIG_ERROR
+    refused = _refusal(args)
+    if refused is not None:
+        code, message = refused
+        print(f"llmgate: {message}", file=sys.stderr)
+        return code
     try:
         multi, head_sha, base_sha = asyncio.run(_run_local(args))
     except (GitError, ExecutionError, OSError) as err:
@@ -113,7 +122,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     # CI logs are often public: no provider key of the environment may appear in the report
     multi = Redactor(secrets_from_environ(os.environ)).redact_value(multi)
     gate_report = multi.merged()
-    rendered = (report_multi.render_json(multi) if args.format == "json"
+    rendered = (report_multi.render_json(multi, head_sha, base_sha or None)
+                if args.format == "json"
                 else report_multi.render_markdown(multi, head_sha, base_sha or None))
     if args.output:
         try:
@@ -129,27 +139,58 @@ def cmd_run(args: argparse.Namespace) -> int:
     return EXIT_PASS if gate_report.conclusion in ("success", "neutral") else EXIT_GATE_FAILED
 
 
-def _outside_repository(args: argparse.Namespace) -> str | None:
-    """Why ``llmgate run`` cannot start here, or None: outside a git repository (no ``--repo``)
-    only the current folder's own config is gated, never every config found below it."""
-    if args.repo is not None or (repo_root(Path.cwd()) / ".git").exists():
-        return None
+def _refusal(args: argparse.Namespace) -> tuple[int, str] | None:
+    """Return ``(exit code, one line)`` when ``llmgate run`` cannot start, before anything
+    runs; else None, with ``args.config`` made relative to the repository root.
+
+    Outside a git repository (no ``--repo``) only the current folder's own config is gated,
+    never every config found below it, and ``--base``/``--head`` are an execution error. An
+    ``--output`` whose folder does not exist is refused now, not after a run that may have
+    spent money on model calls.
+    """
+    if args.output is not None and not args.output.absolute().parent.is_dir():
+        return EXIT_EXECUTION_ERROR, (f"cannot write {args.output}: its folder "
+                                      f"{args.output.absolute().parent} does not exist")
     here = Path.cwd().absolute()
-    if args.base or args.head:
-        return None  # git says it is not a repository: an execution error
-    if not (here / args.config).is_file():
-        return (f"no {args.config} in {here}, which is not inside a git repository: run "
-                "llmgate in your repository, or pass --config")
+    inside = args.repo is not None or is_repository(repo_root(here))
+    if not inside and (args.base or args.head):
+        return EXIT_EXECUTION_ERROR, (f"--base and --head need a git repository; {here} is "
+                                      "not inside one")
+    if args.config is None:
+        args.config = CONFIG_FILENAME
+    elif args.repo is None:
+        args.config = _from_root(args.config, here, repo_root(here))
+    if not inside and not (here / args.config).is_file():
+        return EXIT_CONFIG_ERROR, (f"no {args.config} in {here}, which is not inside a git "
+                                   "repository: run llmgate in your repository, or name a "
+                                   "config file with --config")
     return None
 
 
+def _from_root(config: str, here: Path, root: Path) -> str:
+    """``--config`` (relative to ``here``, or absolute) as a path relative to ``root``; left
+    as given when it points outside ``root`` (the pipeline refuses it, naming it)."""
+    full = Path(os.path.normpath(here / config))
+    try:
+        return full.relative_to(root).as_posix()
+    except ValueError:
+        return config
+
+
+def is_repository(folder: Path) -> bool:
+    """Return whether ``folder`` is the top of a git checkout: its ``.git`` is a folder
+    holding ``HEAD``, or the ``gitdir:`` file of a worktree or submodule."""
+    dot_git = folder / ".git"
+    return dot_git.is_file() or (dot_git / "HEAD").is_file()
+
+
 def repo_root(start: Path) -> Path:
-    """Return the nearest directory at or above ``start`` holding ``.git``; else ``start``.
+    """Return the nearest directory at or above ``start`` that `is_repository`; else ``start``.
 
     So ``llmgate run`` finds ``.llmgate.yml`` at the repository root from any subdirectory.
     """
     start = start.absolute()
-    return next((d for d in (start, *start.parents) if (d / ".git").exists()), start)
+    return next((d for d in (start, *start.parents) if is_repository(d)), start)
 
 
 async def _resolve(repo: Path, ref: str, option: str) -> str:

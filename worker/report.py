@@ -198,8 +198,11 @@ def render_markdown(report: GateReport, head_sha: str = "", base_sha: str | None
     return _comment(report, head_sha, base_sha, None, marker=False, local=True) or ""
 
 
-def render_json(report: GateReport) -> str:
+def render_json(report: GateReport, head_sha: str = "", base_sha: str | None = None) -> str:
     """Return the report as a stable JSON document (sorted keys, 2-space indent).
+
+    ``head_sha`` and ``base_sha`` (``llmgate run``'s commits) name the commits when the
+    report's runs do not, e.g. after a configuration error at head.
 
     Keys: ``version`` (1), ``conclusion``, ``config_error`` (``{path, line, message}`` or null),
     ``notes``, ``outcomes``, ``regressions`` (ordered as `annotations`), ``head_sha``,
@@ -220,8 +223,8 @@ def render_json(report: GateReport) -> str:
            {"path": err.path, "line": err.line, "message": err.message},
            "outcomes": [asdict(o) for o in report.outcomes],
            "regressions": [asdict(r) for r in _ordered(report)],
-           "head_sha": report.head.sha if report.head else None,
-           "base_sha": _compared_base(report, None) or None,
+           "head_sha": report.head.sha if report.head else head_sha or None,
+           "base_sha": _compared_base(report, base_sha) or None,
            "base_source": report.base_source,
            "comparability": [asdict(v) for v in report.comparability],
            "comparisons": [asdict(c) for c in report.comparisons],

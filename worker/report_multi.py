@@ -112,19 +112,21 @@ def render_markdown(multi: MultiReport, head_sha: str = "", base_sha: str | None
     return _comment(multi, head_sha, base_sha, marker=False)
 
 
-def render_json(multi: MultiReport) -> str:
-    """Return ``llmgate run --format json``'s document.
+def render_json(multi: MultiReport, head_sha: str = "", base_sha: str | None = None) -> str:
+    """Return ``llmgate run --format json``'s document (``head_sha``, ``base_sha``: the
+    commits compared, for reports whose runs do not name them: `worker.report.render_json`).
 
     A single root config gives `worker.report.render_json`'s document. Several give
     ``{"version": 1, "conclusion", "checks", "notes", "configs": [{"path", "folder",
     "report"}]}``, each ``report`` that document for one config (sorted keys, 2-space indent).
     """
     if not multi.several:
-        return report.render_json(multi.merged())
+        return report.render_json(multi.merged(), head_sha, base_sha)
     doc = {"version": 1, "conclusion": multi.conclusion, "checks": multi.checks,
            "notes": list(multi.notes),
            "configs": [{"path": c.path, "folder": c.folder,
-                        "report": json.loads(report.render_json(c.report))}
+                        "report": json.loads(report.render_json(c.report, head_sha,
+                                                                base_sha))}
                        for c in multi.configs]}
     return json.dumps(doc, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
 

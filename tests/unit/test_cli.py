@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import json
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
@@ -154,7 +156,6 @@ def test_config_outside_the_repository_exits_2(tiny, capsys):
     (["--base", "no-such-branch"], "'no-such-branch' names no commit"),
     (["--base=-x"], "--base: expected a ref name or sha, got '-x'"),
     (["--base", "main", "--head", "0" * 40], "names no commit"),
-    (["--base", "main", "--output", "missing-dir/report.md"], "cannot write missing-dir"),
 ])
 def test_execution_errors_exit_3_with_one_line(tiny, tmp_path, capsys, args, message):
     repo, _ = tiny
@@ -165,12 +166,16 @@ def test_execution_errors_exit_3_with_one_line(tiny, tmp_path, capsys, args, mes
     assert_untouched(repo, tmp_path / "tmp")
 
 
-def test_outside_a_git_repository_exits_3(tmp_path, monkeypatch, capsys):
-    (tmp_path / "plain").mkdir()
-    monkeypatch.chdir(tmp_path / "plain")
+@pytest.mark.parametrize("dot_git", ["none", "empty folder"])
+def test_outside_a_git_repository_base_exits_3(tmp_path, monkeypatch, capsys, dot_git):
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    if dot_git == "empty folder":  # not a repository (no HEAD): the tester's odd input
+        (plain / ".git").mkdir()
+    monkeypatch.chdir(plain)
     code, out, err = run_cli(capsys, "--base", "main")
     assert (code, out) == (EXIT_EXECUTION_ERROR, "")
-    assert "not a git repository" in err and err.count("\n") == 1
+    assert err == f"llmgate: --base and --head need a git repository; {plain} is not inside one\n"
 
 
 def test_outside_a_git_repository_without_a_config_exits_2_and_looks_no_further(
@@ -182,7 +187,8 @@ def test_outside_a_git_repository_without_a_config_exits_2_and_looks_no_further(
     code, out, err = run_cli(capsys)
     assert (code, out) == (EXIT_CONFIG_ERROR, "")
     assert err == (f"llmgate: no .llmgate.yml in {plain}, which is not inside a git "
-                   "repository: run llmgate in your repository, or pass --config\n")
+                   "repository: run llmgate in your repository, or name a config file with "
+                   "--config\n")
 
 
 def test_outside_a_git_repository_the_folders_own_config_is_gated(tiny, tmp_path, monkeypatch,
@@ -202,6 +208,46 @@ def test_a_local_config_error_says_to_run_again_not_to_push(tiny, capsys):
     assert code == EXIT_CONFIG_ERROR
     assert "Fix the file and run `llmgate run` again." in out
     assert "push" not in out and "pull request" not in out
+
+
+def test_an_output_in_a_missing_folder_is_refused_before_anything_runs(tiny, tmp_path, capsys):
+    """Field case (fresh-clone tester): the run took 31.7 s (model calls paid) before
+    ``--output /nonexistent/r.md`` failed and the report was lost."""
+    repo, _ = tiny
+    code, out, err = run_cli(capsys, "--base", "main", "--output", "missing-dir/report.md")
+    assert (code, out) == (EXIT_EXECUTION_ERROR, "")
+    assert err == (f"llmgate: cannot write missing-dir/report.md: its folder "
+                   f"{repo / 'missing-dir'} does not exist\n")
+    assert list((tmp_path / "tmp").iterdir()) == []  # no worktree was made: nothing ran
+
+
+def test_a_config_error_in_json_still_names_the_commits(tiny, capsys):
+    _, shas = tiny
+    code, out, _ = run_cli(capsys, "--base", "main", "--head", "pr/broken", "--format", "json")
+    report = json.loads(out)
+    assert code == EXIT_CONFIG_ERROR
+    assert (report["head_sha"], report["base_sha"]) == (shas["pr/broken"], shas["main"])
+
+
+def test_ctrl_c_removes_the_worktrees_and_exits_130_without_a_traceback(tiny, tmp_path):
+    """Field case (fresh-clone tester): Ctrl-C printed a 30-60 line traceback."""
+    repo, _ = tiny
+    echo = repo / "echo.py"
+    echo.write_text("import time\ntime.sleep(60)\n" + echo.read_text())  # uncommitted: head
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "worker.cli", "run", "--no-cache", "--base", "main"], cwd=repo,
+        env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT), "HOME": str(tmp_path),
+             "TMPDIR": str(tmp_path / "tmp")},
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 60
+    while len(list(iter_worktrees(repo))) < 2 and time.monotonic() < deadline:
+        time.sleep(0.1)  # base's worktree exists: the run is under way
+    time.sleep(1)
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=60)
+    assert (proc.returncode, out, err) == (130, "", "llmgate: interrupted\n")
+    assert list(iter_worktrees(repo)) == [str(repo)]
+    assert list((tmp_path / "tmp").iterdir()) == []
 
 
 def test_output_writes_the_report_to_the_file(tiny, capsys):
