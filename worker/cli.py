@@ -168,9 +168,12 @@ def _refusal(args: argparse.Namespace) -> tuple[int, str] | None:
 
 
 def _from_root(config: str, here: Path, root: Path) -> str:
-    """``--config`` (relative to ``here``, or absolute) as a path relative to ``root``; left
+    """``--config`` (relative to ``here``, or absolute) as a path relative to ``root``; a
+    folder of the working tree means its ``.llmgate.yml`` (as ``configs:`` entries do). Left
     as given when it points outside ``root`` (the pipeline refuses it, naming it)."""
     full = Path(os.path.normpath(here / config))
+    if full.is_dir():
+        full = full / CONFIG_FILENAME
     try:
         return full.relative_to(root).as_posix()
     except ValueError:

@@ -48,17 +48,19 @@ def test_run_config_of_one_folder_runs_in_that_folder(monorepo, capsys) -> None:
         "services/a/evals/echo.jsonl", 2, "bravo")
 
 
-@pytest.mark.parametrize("where", ["folder", "absolute"])
+@pytest.mark.parametrize("where", ["folder", "absolute", "folder name"])
 def test_config_is_a_path_from_the_current_folder_or_absolute(monorepo, monkeypatch, capsys,
                                                              where) -> None:
     """Field case (fresh-clone tester): ``--config /abs/services/a/.llmgate.yml`` looked for
     the datasets at the repository root ("file not found"); ``--config .llmgate.yml`` inside
-    ``services/a`` gated every config. Both name ``services/a/.llmgate.yml`` now."""
+    ``services/a`` gated every config. Both name ``services/a/.llmgate.yml`` now, and so does
+    the folder's name, as in ``configs:``."""
     repo, _ = monorepo
     config = repo / "services" / "a" / ".llmgate.yml"
     monkeypatch.chdir(config.parent if where == "folder" else repo)
+    named = {"folder": ".llmgate.yml", "absolute": str(config), "folder name": "services/a"}
     code = main(["run", "--no-cache", "--base", "main", "--head", "pr/a-drop", "--format",
-                 "json", "--config", ".llmgate.yml" if where == "folder" else str(config)])
+                 "json", "--config", named[where]])
     doc = json.loads(capsys.readouterr().out)
     assert (code, [c["path"] for c in doc["configs"]]) == (EXIT_GATE_FAILED,
                                                             ["services/a/.llmgate.yml"])
