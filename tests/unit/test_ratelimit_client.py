@@ -152,12 +152,13 @@ async def test_writes_are_paced_after_a_burst_and_reads_are_not(
     writes = sorted(r["at"] for r in api_requests(fake_gh, "issues/create-comment"))
     reads = [r["at"] for r in api_requests(fake_gh, "repos/get-collaborator-permission-level")]
     assert len(writes) == WRITE_BURST + 2 and len(reads) == 3
-    # Times are the fake GitHub's arrival times: the limiter spaces the starts of the paced
-    # writes 0.3 s apart, and a loaded machine can delay one arrival by some milliseconds
-    # (CI saw 0.285 s between two slots), so single gaps allow 0.1 s of jitter.
-    assert writes[WRITE_BURST] - writes[0] >= 0.29  # the first after the burst waits its slot
+    # Times are the fake GitHub's arrival times. The limiter spaces the starts of the paced
+    # writes 0.3 s apart, but an arrival comes later than its start: the burst's first
+    # requests also open their connections, and a loaded machine delays any of them (CI saw
+    # 0.285 s from the first arrival to the first paced one, twice). So each gap allows 0.1 s.
+    assert writes[WRITE_BURST] - writes[WRITE_BURST - 1] >= 0.2  # after the burst: its slot
     assert writes[WRITE_BURST + 1] - writes[WRITE_BURST] >= 0.2  # the next waits its own slot
-    assert writes[WRITE_BURST + 1] - writes[0] >= 0.55  # two slots (0.6 s) after the burst
+    assert writes[WRITE_BURST + 1] - writes[0] >= 0.5  # two slots (0.6 s) after the burst
     assert max(reads) < writes[WRITE_BURST]  # reads do not queue behind the paced writes
 
 
