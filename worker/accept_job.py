@@ -15,7 +15,7 @@ import time
 
 from redis.asyncio import Redis
 
-from worker import accept
+from worker import accept, locks
 from worker.contract import COMMENT_MARKER, AcceptPayload
 from worker.github.checks import CheckOutput
 from worker.github.client import CheckRunInfo, GitHubClient
@@ -23,9 +23,6 @@ from worker.github.comments import find_sticky_comment, with_marker
 from worker.trust import WRITE_PERMISSIONS
 
 log = logging.getLogger("llmgate.worker")
-
-#: The same lock `worker.gate_job` holds while it edits a PR's sticky comment, seconds.
-COMMENT_LOCK_TIMEOUT_S = 60
 
 
 async def _current_run(gh: GitHubClient, owner: str, name: str, head_sha: str,
@@ -41,8 +38,8 @@ async def _current_run(gh: GitHubClient, owner: str, name: str, head_sha: str,
 async def add_audit_to_comment(redis: Redis, gh: GitHubClient, owner: str, name: str,
                                pr_number: int, line: str) -> bool:
     """Put ``line`` right under the marker of the PR's sticky comment; False when there is none."""
-    async with redis.lock(f"llmgate:lock:comment:{owner}/{name}#{pr_number}",
-                          timeout=COMMENT_LOCK_TIMEOUT_S):
+    async with locks.held(redis, locks.comment_lock_key(owner, name, pr_number),
+                          locks.COMMENT_LOCK_TTL_S):
         comment = await find_sticky_comment(gh, owner, name, pr_number)
         if comment is None:
             return False

@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import posixpath
 import sys
 from collections.abc import Sequence
 from contextlib import AsyncExitStack
@@ -69,9 +70,10 @@ def _parser() -> argparse.ArgumentParser:
     run = sub.add_parser("run", help="gate the working tree or a commit against a base, locally",
                          description=RUN_DESCRIPTION)
     run.add_argument("--config", default=None,
-                     help="one config file, relative to the current folder (default: every "
-                          "config of the repository; a .llmgate.yml in a folder runs in its "
-                          "folder)")
+                     help="one config file (or a folder: its .llmgate.yml), relative to the "
+                          "current folder; a .llmgate.yml in a folder runs in its folder. "
+                          "Default, as for the root .llmgate.yml: every config of the "
+                          "repository")
     run.add_argument("--base", help="base ref or SHA; without it only absolute rules apply")
     run.add_argument("--head", help="head ref or SHA (default: the working tree)")
     run.add_argument("--format", choices=("markdown", "json"), default="markdown")
@@ -151,6 +153,8 @@ def _refusal(args: argparse.Namespace) -> tuple[int, str] | None:
     if args.output is not None and not args.output.absolute().parent.is_dir():
         return EXIT_EXECUTION_ERROR, (f"cannot write {args.output}: its folder "
                                       f"{args.output.absolute().parent} does not exist")
+    if args.output is not None and args.output.is_dir():
+        return EXIT_EXECUTION_ERROR, f"cannot write {args.output}: it is a folder"
     here = Path.cwd().absolute()
     inside = args.repo is not None or is_repository(repo_root(here))
     if not inside and (args.base or args.head):
@@ -160,7 +164,7 @@ def _refusal(args: argparse.Namespace) -> tuple[int, str] | None:
         args.config = CONFIG_FILENAME
     elif args.repo is None:
         args.config = _from_root(args.config, here, repo_root(here))
-    if not inside and not (here / args.config).is_file():
+    if not inside and not (here / in_folder(here, args.config)).is_file():
         return EXIT_CONFIG_ERROR, (f"no {args.config} in {here}, which is not inside a git "
                                    "repository: run llmgate in your repository, or name a "
                                    "config file with --config")
@@ -168,16 +172,21 @@ def _refusal(args: argparse.Namespace) -> tuple[int, str] | None:
 
 
 def _from_root(config: str, here: Path, root: Path) -> str:
-    """``--config`` (relative to ``here``, or absolute) as a path relative to ``root``; a
-    folder of the working tree means its ``.llmgate.yml`` (as ``configs:`` entries do). Left
+    """``--config`` (relative to ``here``, or absolute) as a path relative to ``root``. Left
     as given when it points outside ``root`` (the pipeline refuses it, naming it)."""
     full = Path(os.path.normpath(here / config))
-    if full.is_dir():
-        full = full / CONFIG_FILENAME
     try:
         return full.relative_to(root).as_posix()
     except ValueError:
         return config
+
+
+def in_folder(root: Path, config: str) -> str:
+    """Return ``config`` (relative to ``root``, the tree gated as head), or, when it names a
+    folder of that tree, the folder's ``.llmgate.yml``, as a ``configs:`` entry means it."""
+    if (root / config).is_dir():
+        return posixpath.normpath(posixpath.join(config, CONFIG_FILENAME))
+    return config
 
 
 def is_repository(folder: Path) -> bool:
@@ -223,6 +232,7 @@ async def _run_local(args: argparse.Namespace) -> tuple[MultiReport, str, str]:
             base_sha = await _resolve(repo, args.base, "--base")
             base_root = await stack.enter_async_context(local_worktree(repo, base_sha))
         evals = await stack.enter_async_context(eval_context(args))
+        args.config = in_folder(head_root, args.config)  # a folder: at head, not the tree
         plan = plan_configs(head_root, base_root) if args.config == CONFIG_FILENAME \
             else folder_plan(args.config, head_root, base_root)  # a folder's: as the worker
         if plan is not None:  # every config of the repository, or one folder's

@@ -20,7 +20,7 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from worker import accept, drafts, report_multi, untrusted
+from worker import accept, drafts, locks, report_multi, untrusted
 from worker.calibrate_job import with_calibration_note
 from worker.evals.types import ExecutionError
 from worker.gate_check import (
@@ -51,10 +51,9 @@ log = logging.getLogger("llmgate.worker")
 
 #: Why a check run was concluded ``cancelled`` when its task was cancelled outside an arq job.
 STOPPED_REASON = "The run was stopped: its worker shut down."
-#: How long one PR's sticky comment stays locked while it is found and edited, seconds.
-COMMENT_LOCK_TIMEOUT_S = 60
-#: How long a run may hold `open_lock_key` (its supersede check and its check run's creation,
-#: a few GitHub requests), seconds; a worker killed meanwhile frees it after this.
+#: Expiry of `open_lock_key` (held over the supersede check and the check run's creation),
+#: seconds: renewed while held (`worker.locks.held`); a worker killed meanwhile frees it after
+#: this.
 OPEN_LOCK_TIMEOUT_S = 30
 #: The verdict of a `GateRequest.trusted` head (a merge group's commit): it runs.
 TRUSTED = Verdict("run", True)
@@ -78,7 +77,7 @@ async def run_gate(services: Services, gh: GitHubClient, request: GateRequest) -
     job, registry = current_job(), RunRegistry(services.redis)
     watch = Supersede(services.redis, gh, request)
     try:
-        async with services.redis.lock(open_lock_key(request), timeout=OPEN_LOCK_TIMEOUT_S):
+        async with locks.held(services.redis, open_lock_key(request), OPEN_LOCK_TIMEOUT_S):
             reason = await watch.reason()
             if reason is not None:
                 return await _cancel_unstarted(registry, gh, request, job, reason,
@@ -205,8 +204,8 @@ async def _write_comment(services: Services, gh: GitHubClient, request: GateRequ
             GitHub refusal is logged and the check run is still completed.
     """
     owner, name = request.repo["owner"], request.repo["name"]
-    async with services.redis.lock(f"llmgate:lock:comment:{owner}/{name}#{request.pr_number}",
-                                   timeout=COMMENT_LOCK_TIMEOUT_S):
+    async with locks.held(services.redis, locks.comment_lock_key(owner, name, request.pr_number),
+                          locks.COMMENT_LOCK_TTL_S):
         reason = await watch.reason()
         if reason is not None:
             raise Superseded(reason)

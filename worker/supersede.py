@@ -12,7 +12,9 @@ in order, so a record that names another head or base is confirmed with the API
 (`confirmed_reason`); a record GitHub contradicts is ignored for `CONTRADICTED_TTL_S`. A record
 the web process could not order by its one-second ``updated_at`` stamp (`is_ambiguous`: two
 retargets of one second delivered swapped) is confirmed the same way even when it names the
-run. Runs of the same head and base (a ``/llmgate rerun``) never supersede each other.
+run, once per record. There GitHub's answer decides: should GitHub's API lag within that same
+second, the newest run could be cancelled (``/llmgate rerun`` runs it again). Runs of the same
+head and base (a ``/llmgate rerun``) never supersede each other.
 
 Two cases compare the heads only: a bare head SHA recorded by an older web process (a rolling
 deploy), and a run that knows no base branch (`GateRequest.base_ref` "").
@@ -110,9 +112,11 @@ class Supersede:
     def __init__(self, redis: Redis, gh: GitHubClient, request: GateRequest) -> None:
         """Watch ``request``'s pull request in ``redis``; confirm with ``gh``."""
         self._redis, self._gh, self._request = redis, gh, request
-        #: record -> when GitHub last said this run is current although the record named
-        #: another head or base, or could not be ordered (`is_ambiguous`)
+        #: record naming another head or base -> when GitHub last said this run is current
         self._confirmed: dict[str, float] = {}
+        #: records that name this run but could not be ordered (`is_ambiguous`), confirmed by
+        #: GitHub: one question per record, not one per poll
+        self._agreed: set[str] = set()
         self.found: str | None = None
         #: The reason found is a new base of the run's own head: the newer run gates this
         #: same commit, so a check run this run would create now would hide the newer one's.
@@ -130,7 +134,7 @@ class Supersede:
             return None
         raw = await self._redis.get(pr_head_key(request.repo, request.pr_number))
         recorded = raw.decode() if isinstance(raw, bytes) else raw
-        if recorded is None or self._recently_confirmed(recorded):
+        if recorded is None or recorded in self._agreed or self._recently_confirmed(recorded):
             return None
         named = names_run(recorded, request.head_sha, request.base_ref)
         if named and not is_ambiguous(recorded):
@@ -141,15 +145,17 @@ class Supersede:
         if reason is not None:
             self.same_head = pull.state != "closed" and pull.head_sha == request.head_sha
             return reason
-        if not named:
-            log.info("PR #%s: recorded head %s is stale (GitHub: %s@%s); not superseded",
-                     request.pr_number, _shown(recorded), pull.head_sha[:7], pull.base_ref)
+        if named:  # GitHub agrees with the record: until the record changes, it stands
+            self._agreed.add(recorded)
+            return None
+        log.info("PR #%s: recorded head %s is stale (GitHub: %s@%s); not superseded",
+                 request.pr_number, _shown(recorded), pull.head_sha[:7], pull.base_ref)
         self._confirmed[recorded] = time.monotonic()
         return None
 
     def _recently_confirmed(self, recorded: str) -> bool:
-        """GitHub said this run is current while Redis held ``recorded``, less than
-        `CONTRADICTED_TTL_S` ago."""
+        """GitHub said this run is current while Redis held ``recorded`` (naming another head
+        or base), less than `CONTRADICTED_TTL_S` ago."""
         when = self._confirmed.get(recorded)
         return when is not None and time.monotonic() - when < CONTRADICTED_TTL_S
 

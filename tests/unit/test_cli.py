@@ -221,6 +221,36 @@ def test_an_output_in_a_missing_folder_is_refused_before_anything_runs(tiny, tmp
     assert list((tmp_path / "tmp").iterdir()) == []  # no worktree was made: nothing ran
 
 
+def test_an_output_that_is_a_folder_is_refused_before_anything_runs(tiny, tmp_path, capsys):
+    repo, _ = tiny
+    (repo / "reports").mkdir()
+    code, out, err = run_cli(capsys, "--base", "main", "--output", "reports")
+    assert (code, out, err) == (EXIT_EXECUTION_ERROR, "",
+                                "llmgate: cannot write reports: it is a folder\n")
+    assert list((tmp_path / "tmp").iterdir()) == []
+
+
+def test_a_config_folder_is_looked_up_at_head_not_in_the_working_tree(tiny, capsys):
+    """Field case (tester): ``--config sub`` with ``sub/`` committed only at ``--head`` said
+    "no sub at head", while ``--config sub/.llmgate.yml`` passed."""
+    repo, _ = tiny
+    git(repo, "switch", "-q", "-c", "feat")
+    (repo / "sub").mkdir()
+    for name in (".llmgate.yml", "echo.py", "evals"):
+        source = repo / name
+        if source.is_dir():
+            shutil.copytree(source, repo / "sub" / name)
+        else:
+            shutil.copy(source, repo / "sub" / name)
+    git(repo, "add", "sub")
+    git(repo, "commit", "-q", "-m", "a folder config")
+    git(repo, "switch", "-q", "main")
+    assert not (repo / "sub").exists()
+    code, out, _ = run_cli(capsys, "--base", "main", "--head", "feat", "--config", "sub",
+                           "--format", "json")
+    assert (code, json.loads(out)["conclusion"]) == (EXIT_PASS, "success")
+
+
 def test_a_config_error_in_json_still_names_the_commits(tiny, capsys):
     _, shas = tiny
     code, out, _ = run_cli(capsys, "--base", "main", "--head", "pr/broken", "--format", "json")

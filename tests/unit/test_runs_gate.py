@@ -31,7 +31,7 @@ from tests.unit.worker_support import (
     git,
     run_jobs,
 )
-from worker import gate_check, lease, supersede
+from worker import gate_check, gate_job, lease, supersede
 from worker.contract import RepoRef, gate_job_id, pr_head_key, pr_head_value
 from worker.drafts import SKIPPED_TITLE
 from worker.gate_request import GateRequest
@@ -322,6 +322,25 @@ async def test_a_transient_failure_retries_and_reuses_the_check_run(
     assert (worker.jobs_retried, worker.jobs_complete) == (1, 1)
     assert await _registered(redis_url) == []
     assert github.state()["violations"] == []
+
+
+async def test_the_open_lock_outlives_a_rate_limit_pause_longer_than_its_expiry(
+        github, tiny_repo, redis_url, monkeypatch):
+    """Field case (tester): GitHub paused check-run creation longer than the open lock's 30 s
+    expiry; releasing the lapsed lock raised ``LockNotOwnedError``, and the run, whose check
+    run had opened fine, was retried (or, on its last try, left ``in_progress``). Here the
+    expiry is 0.3 s and the pause 1 s: the lock is renewed and the run goes on at once."""
+    monkeypatch.setattr(gate_job, "OPEN_LOCK_TIMEOUT_S", 0.3)
+    monkeypatch.setenv("LLMGATE_GITHUB_MAX_WAIT_S", "5")  # the pause is slept, not a retry
+    repo, shas = tiny_repo
+    github.setup({"faults": [RATE_LIMITED | {"operation": "checks/create"}]})
+    worker = await run_jobs([gate_payload(repo.as_uri(), shas["pr/docs"], shas["main"])])
+    [run] = _runs(github, shas["pr/docs"])
+    assert (run["status"], run["conclusion"]) == ("completed", "success")
+    assert [r["status"] for r in github.state()["requests"]
+            if r["operation"] == "checks/create"] == [429, 201]
+    assert (worker.jobs_retried, worker.jobs_complete) == (0, 1)
+    assert await _registered(redis_url) == []
 
 
 async def test_a_transient_failure_on_the_last_try_concludes_failure_via_the_sweeper(

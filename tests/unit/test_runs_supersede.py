@@ -235,7 +235,8 @@ async def test_a_new_base_record_github_contradicts_is_ignored_from_then_on(
 
 
 async def test_a_record_of_two_retargets_in_one_second_is_confirmed_even_when_it_names_the_run(
-        redis: Redis, gh: GitHubClient, fake_gh: FakeGitHubServer) -> None:
+        redis: Redis, gh: GitHubClient, fake_gh: FakeGitHubServer,
+        monkeypatch: pytest.MonkeyPatch) -> None:
     """Field case: retargets main -> release -> next within one second (one ``updated_at``
     stamp), delivered swapped. The web process could not order them and marks the record
     (``~``); the release run it names asks GitHub (base ``next``) and is superseded, while the
@@ -250,7 +251,14 @@ async def test_a_record_of_two_retargets_in_one_second_is_confirmed_even_when_it
     assert await on_next.reason() is None
     assert await on_next.reason() is None  # within CONTRADICTED_TTL_S: not asked again
     assert _pull_requests(fake_gh) == 2
+    # in order, the record names the next run: GitHub agrees once, and that stands (no GET per
+    # poll for the rest of the run, however long), until the record changes
+    await redis.set(KEY, pr_head_value(HEAD_SHA, "next", "2026-11-30T10:07:00Z") + "~")
+    monkeypatch.setattr(supersede, "CONTRADICTED_TTL_S", 0.0)
+    for _ in range(3):
+        assert await on_next.reason() is None
+    assert _pull_requests(fake_gh) == 3
     await redis.set(KEY, pr_head_value(HEAD_SHA, "next", "2026-11-30T10:08:00Z"))  # unmarked
     assert await Supersede(redis, gh, GateRequest(
         REPO_REF, 1, HEAD_SHA, BASE_SHA, base_ref="next")).reason() is None
-    assert _pull_requests(fake_gh) == 2  # a record that names the run is trusted again
+    assert _pull_requests(fake_gh) == 3  # a record that names the run is trusted again
