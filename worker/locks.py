@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager, suppress
+from contextlib import asynccontextmanager
 
 from redis.asyncio import Redis
 from redis.asyncio.lock import Lock
@@ -60,12 +60,13 @@ async def held(redis: Redis, name: str, ttl_s: float) -> AsyncIterator[None]:
         yield
     finally:
         renewal.cancel()
-        with suppress(asyncio.CancelledError):
-            await renewal
-        try:
-            await lock.release()
-        except (LockError, RedisError) as err:  # lapsed, or Redis failed: it expires anyway
-            log.warning("lock %s was not released (%s)", name, type(err).__name__)
+        try:  # wait() never raises the renewal's CancelledError, only a cancel of our own task
+            await asyncio.wait([renewal])
+        finally:
+            try:
+                await lock.release()
+            except (LockError, RedisError) as err:  # lapsed, or Redis failed: it expires
+                log.warning("lock %s was not released (%s)", name, type(err).__name__)
 
 
 async def _renew(lock: Lock, name: str, ttl_s: float) -> None:

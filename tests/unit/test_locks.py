@@ -46,3 +46,23 @@ async def test_a_lapsed_lock_never_replaces_the_bodys_own_outcome(
         await redis.set(NAME, b"another holder's token")
     assert await redis.get(NAME) == b"another holder's token"  # not released: not ours
     assert f"lock {NAME} was not released (LockNotOwnedError)" in caplog.text
+
+
+async def test_a_cancel_arriving_as_the_body_returns_is_not_swallowed(redis: Redis) -> None:
+    """Field case (tester): waiting for the renewal task with ``suppress(CancelledError)``
+    also swallowed a cancel of the holder's own task that came as the body returned (an arq
+    job timeout, a worker shutdown): the task went on as if never cancelled."""
+    entered = asyncio.Event()
+
+    async def holder() -> str:
+        async with locks.held(redis, NAME, 5):
+            entered.set()
+            await asyncio.sleep(0.2)
+            asyncio.current_task().cancel()  # type: ignore[union-attr]  # as the body returns
+        return "went on"
+
+    task = asyncio.create_task(holder())
+    await entered.wait()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert await redis.exists(NAME) == 0  # released all the same
