@@ -147,7 +147,17 @@ def pr_head_value(head_sha: str, base_ref: str, updated_at: str = "") -> str:
     (`PR_HEAD_AMBIGUOUS`) to a record of the same ``updated_at`` second as one that named
     another head or base: the stamp could not order them (`is_ambiguous`).
     """
-    value = f"{head_sha}@{base_ref}"
+    return _stamped(f"{head_sha}@{base_ref}", updated_at)
+
+
+def pr_closed_value(updated_at: str = "") -> str:
+    """Return the `pr_head_key` value of a closed pull request: `PR_CLOSED`, followed by its
+    ``updated_at`` as in `pr_head_value`, so a late delivery of an older update cannot undo
+    the close."""
+    return _stamped(PR_CLOSED, updated_at)
+
+
+def _stamped(value: str, updated_at: str) -> str:
     return f"{value} {updated_at}" if updated_at else value
 
 

@@ -24,9 +24,9 @@ from app.routes.payload import (
 )
 from worker.contract import (
     JOB_GATE_PULL_REQUEST,
-    PR_CLOSED,
     GatePayload,
     gate_job_id,
+    pr_closed_value,
     pr_head_key,
     pr_head_value,
 )
@@ -109,9 +109,8 @@ async def record_closed(event: Event, decision: Decision) -> None:
     data = event.data
     repo = repo_ref(data)
     decision.answer("recorded")
-    stamp = _updated_at(data)  # a late delivery of an older update cannot undo the close
     decision.record_head(pr_head_key(repo, get_id(data, "pull_request.number")),
-                         f"{PR_CLOSED} {stamp}" if stamp else PR_CLOSED)
+                         pr_closed_value(_updated_at(data)))
 
 
 #: ``pull_request.updated_at`` as GitHub sends it (ISO 8601, UTC, whole seconds).
