@@ -82,19 +82,6 @@ def _running_output(head_sha: str, job: JobRef | None) -> dict[str, str]:
                        "failed for a while)."}
 
 
-def open_lock_key(request: GateRequest) -> str:
-    """Return the Redis lock a run holds while it asks whether it is still wanted and opens its
-    check run: ``llmgate:lock:check:<owner>/<name>@<head_sha>``, one per head commit.
-
-    GitHub shows the newest check run of a name on a commit. Two runs of one commit (a pull
-    request retargeted while its run was starting) must therefore open their check runs in the
-    order of their supersede checks: a run that passed its check cannot create its check run
-    after that of a run queued later, which would put the older run (soon ``cancelled``) in
-    front of the newer one.
-    """
-    return f"llmgate:lock:check:{request.repo['owner']}/{request.repo['name']}@{request.head_sha}"
-
-
 async def open_run(registry: RunRegistry, gh: GitHubClient, request: GateRequest,
                    job: JobRef | None) -> OpenRun:
     """Return the check run of this gate run: the registered one of an earlier try, or new.

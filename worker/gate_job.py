@@ -3,7 +3,7 @@
 `run_gate` gives up at once when a newer push, a new base branch or a close superseded the
 request (`worker.supersede`); otherwise it opens the ``llmgate`` check run on the head SHA (or
 reuses the one an earlier try of its job opened: `worker.gate_check`; the check and the opening
-hold one lock per head commit, `open_lock_key`), skips a draft when the base
+hold one lock per head commit, `worker.locks.open_lock_key`), skips a draft when the base
 config says so (`worker.drafts`), decides trust, evaluates base and head (`worker.gate_run`:
 every config of the repository, `worker.monorepo`), writes the PR's sticky comment, completes
 the check runs of configs that report on their own (`worker.gate_configs`) and completes the
@@ -28,7 +28,6 @@ from worker.gate_check import (
     OpenRun,
     finish,
     forget,
-    open_lock_key,
     open_run,
     retry_later,
     stopped_reason,
@@ -51,10 +50,6 @@ log = logging.getLogger("llmgate.worker")
 
 #: Why a check run was concluded ``cancelled`` when its task was cancelled outside an arq job.
 STOPPED_REASON = "The run was stopped: its worker shut down."
-#: Expiry of `open_lock_key` (held over the supersede check and the check run's creation),
-#: seconds: renewed while held (`worker.locks.held`); a worker killed meanwhile frees it after
-#: this.
-OPEN_LOCK_TIMEOUT_S = 30
 #: The verdict of a `GateRequest.trusted` head (a merge group's commit): it runs.
 TRUSTED = Verdict("run", True)
 
@@ -77,7 +72,9 @@ async def run_gate(services: Services, gh: GitHubClient, request: GateRequest) -
     job, registry = current_job(), RunRegistry(services.redis)
     watch = Supersede(services.redis, gh, request)
     try:
-        async with locks.held(services.redis, open_lock_key(request), OPEN_LOCK_TIMEOUT_S):
+        async with locks.held(services.redis, locks.open_lock_key(
+                request.repo["owner"], request.repo["name"], request.head_sha),
+                locks.OPEN_LOCK_TTL_S):
             reason = await watch.reason()
             if reason is not None:
                 return await _cancel_unstarted(registry, gh, request, job, reason,

@@ -1,7 +1,7 @@
 """Redis locks that stay held for as long as their holder works under them.
 
-A run holds a lock while it opens its check run (`worker.gate_check.open_lock_key`) and while it
-finds and edits the sticky comment. The work under such a lock is a few GitHub requests, but
+A run holds a lock while it opens its check run (`open_lock_key`) and while it finds and edits
+the sticky comment (`comment_lock_key`). The work under such a lock is a few GitHub requests, but
 one of them may wait much longer than usual: a rate-limit pause (up to
 ``LLMGATE_GITHUB_MAX_WAIT_S``, 60 s by default), an HTTP timeout, retried 5xx answers. A lock
 with a fixed expiry would lapse meanwhile: another run would take it (and the order the lock
@@ -27,6 +27,9 @@ log = logging.getLogger("llmgate.worker")
 #: Expiry of a pull request's sticky-comment lock (`comment_lock_key`), seconds; renewed while
 #: held, so it only bounds how long a killed holder keeps others waiting.
 COMMENT_LOCK_TTL_S = 60
+#: Expiry of a head commit's open lock (`open_lock_key`), seconds; renewed while held, like
+#: `COMMENT_LOCK_TTL_S`.
+OPEN_LOCK_TTL_S = 30
 
 
 def comment_lock_key(owner: str, name: str, pr_number: int) -> str:
@@ -34,6 +37,19 @@ def comment_lock_key(owner: str, name: str, pr_number: int) -> str:
     run writing its report, an acceptance adding its audit line), so edits never interleave:
     ``llmgate:lock:comment:<owner>/<name>#<pr_number>``."""
     return f"llmgate:lock:comment:{owner}/{name}#{pr_number}"
+
+
+def open_lock_key(owner: str, name: str, head_sha: str) -> str:
+    """Return the lock a gate run holds while it asks whether it is still wanted and opens its
+    check run: ``llmgate:lock:check:<owner>/<name>@<head_sha>``, one per head commit.
+
+    GitHub shows the newest check run of a name on a commit. Two runs of one commit (a pull
+    request retargeted while its run was starting) must therefore open their check runs in the
+    order of their supersede checks: a run that passed its check cannot create its check run
+    after that of a run queued later, which would put the older run (soon ``cancelled``) in
+    front of the newer one.
+    """
+    return f"llmgate:lock:check:{owner}/{name}@{head_sha}"
 
 
 @asynccontextmanager

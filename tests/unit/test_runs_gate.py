@@ -31,10 +31,9 @@ from tests.unit.worker_support import (
     git,
     run_jobs,
 )
-from worker import gate_check, gate_job, lease, supersede
+from worker import gate_check, lease, locks, supersede
 from worker.contract import RepoRef, gate_job_id, pr_head_key, pr_head_value
 from worker.drafts import SKIPPED_TITLE
-from worker.gate_request import GateRequest
 from worker.lease import JobLimits
 from worker.runs import RunRegistry
 from worker.sweeper import sweep
@@ -249,8 +248,7 @@ async def test_a_run_waiting_to_open_its_check_run_asks_again_after_a_retarget(
     github.setup({"pulls": [_pull(shas, repo.as_uri(), "pr/docs")]})
     await _record(redis_url, on_main["repo"], pr_head_value(head, "main"))
     redis = Redis.from_url(redis_url)
-    lock = redis.lock(gate_check.open_lock_key(GateRequest(on_main["repo"], 1, head, "")),
-                      timeout=30)
+    lock = redis.lock(locks.open_lock_key(OWNER, REPO, head), timeout=30)
     try:
         assert await lock.acquire()
         old = asyncio.create_task(run_jobs([on_main]))
@@ -330,7 +328,7 @@ async def test_the_open_lock_outlives_a_rate_limit_pause_longer_than_its_expiry(
     expiry; releasing the lapsed lock raised ``LockNotOwnedError``, and the run, whose check
     run had opened fine, was retried (or, on its last try, left ``in_progress``). Here the
     expiry is 0.3 s and the pause 1 s: the lock is renewed and the run goes on at once."""
-    monkeypatch.setattr(gate_job, "OPEN_LOCK_TIMEOUT_S", 0.3)
+    monkeypatch.setattr(locks, "OPEN_LOCK_TTL_S", 0.3)
     monkeypatch.setenv("LLMGATE_GITHUB_MAX_WAIT_S", "5")  # the pause is slept, not a retry
     repo, shas = tiny_repo
     github.setup({"faults": [RATE_LIMITED | {"operation": "checks/create"}]})
