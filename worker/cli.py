@@ -156,14 +156,15 @@ def _refusal(args: argparse.Namespace) -> tuple[int, str] | None:
     if args.output is not None and args.output.is_dir():
         return EXIT_EXECUTION_ERROR, f"cannot write {args.output}: it is a folder"
     here = Path.cwd().absolute()
-    inside = args.repo is not None or is_repository(repo_root(here))
+    root = repo_root(here)
+    inside = args.repo is not None or is_repository(root)
     if not inside and (args.base or args.head):
         return EXIT_EXECUTION_ERROR, (f"--base and --head need a git repository; {here} is "
                                       "not inside one")
     if args.config is None:
         args.config = CONFIG_FILENAME
     elif args.repo is None:
-        args.config = _from_root(args.config, here, repo_root(here))
+        args.config = _from_root(args.config, here, root)
     if not inside and not (here / in_folder(here, args.config)).is_file():
         return EXIT_CONFIG_ERROR, (f"no {args.config} in {here}, which is not inside a git "
                                    "repository: run llmgate in your repository, or name a "
