@@ -372,7 +372,18 @@ class Checkouts:
         self.clone_count += 1
 
     async def _has_commit(self, mirror: Path, sha: str, env: Mapping[str, str]) -> bool:
-        code, _, _ = await _exec(["cat-file", "-e", f"{sha}^{{commit}}"], cwd=mirror, env=env,
+        """True when ``sha`` is a commit whose every object is in the mirror.
+
+        A fetch killed while it unpacks (a superseded run is cancelled, a timeout) leaves some
+        loose objects: the commit comes first, its trees and blobs may not. Asking for the
+        commit alone then said "present", and every later worktree of it failed with "unable
+        to read tree". ``rev-list --objects <sha> --not --all`` walks the objects the commit
+        adds over the mirror's refs (which a fetch moves only once its objects are all in)
+        and fails on a missing one, as git's own connectivity check after a fetch does; a
+        refetch then brings them.
+        """
+        code, _, _ = await _exec(["rev-list", "--quiet", "--objects", f"{sha}^{{commit}}",
+                                  "--not", "--all"], cwd=mirror, env=env,
                                  timeout_s=LOCAL_TIMEOUT_S)
         return code == 0
 

@@ -108,6 +108,28 @@ async def test_commit_only_on_pull_ref(origin: Path, tmp_path: Path,
         assert checkouts.fetch_count == 2 and "refs/pull/7/head" in pull_refs
 
 
+@pytest.mark.parametrize("kept", [["commit"], ["commit", "tree"]], ids=["no-tree", "no-blob"])
+async def test_a_commit_left_incomplete_by_a_killed_fetch_is_fetched_again(
+        origin: Path, checkouts: Checkouts, kept: list[str]) -> None:
+    """Field case (CI): a superseded run was cancelled while ``git fetch`` unpacked its
+    objects; the mirror kept the commit without its tree, and the next run of that commit
+    failed with "fatal: unable to read tree" on every try."""
+    async with checkouts.worktree(KEY, str(origin), commit(origin, "old")):
+        pass
+    new = commit(origin, "new")
+    mirror = checkouts.workdir / "mirrors" / "octo__demo.git"
+    for kind, name in zip(["commit", "tree"], [new, f"{new}^{{tree}}"], strict=True):
+        if kind in kept:  # what the killed fetch had written: loose objects, commit first
+            body = subprocess.run(["git", "cat-file", kind, name], cwd=origin, check=True,
+                                  capture_output=True).stdout
+            subprocess.run(["git", "hash-object", "-w", "-t", kind, "--stdin"], cwd=mirror,
+                           input=body, check=True, capture_output=True)
+    git(mirror, "cat-file", "-e", f"{new}^{{commit}}")  # the commit alone looks present
+    async with checkouts.worktree(KEY, str(origin), new) as path:
+        assert (path / "a.txt").read_text() == "new"
+    assert (checkouts.clone_count, checkouts.fetch_count) == (1, 2)
+
+
 async def test_unknown_sha_is_a_git_error(origin: Path, checkouts: Checkouts) -> None:
     commit(origin, "x")
     with pytest.raises(GitError, match="not found"):
