@@ -278,13 +278,15 @@ def run_demo() -> int:
 
 def _demo_steps(stack: Stack, shas: dict[str, str], clone_url: str) -> int:
     owner, repo = "acme", "support-bot"
-    stack.github("POST", "/_fake/setup", {"pulls": [{
-        "owner": owner, "repo": repo, "number": 1, "head_sha": shas["pr/regress"],
-        "base_sha": shas["main"], "base_ref": "main", "head_ref": "pr/regress",
-        "clone_url": clone_url}]})
     steps = [("opened", shas["pr/regress"], "a prompt change that breaks tickets"),
              ("synchronize", shas["pr/fix"], "a follow-up push that fixes them")]
     for action, head_sha, what in steps:
+        # GitHub's pull request moves to the pushed head before the delivery is sent; a worker
+        # that asks it which head is newest (supersede) must not hear of an older one
+        stack.github("POST", "/_fake/setup", {"pulls": [{
+            "owner": owner, "repo": repo, "number": 1, "head_sha": head_sha,
+            "base_sha": shas["main"], "base_ref": "main", "head_ref": "pr/regress",
+            "clone_url": clone_url}]})
         print(f"\n=== pull_request {action}: {what} (head {head_sha[:7]})")
         payload = pull_request_payload(action, owner=owner, repo=repo, clone_url=clone_url,
                                        number=1, head_sha=head_sha, base_sha=shas["main"])
