@@ -108,7 +108,7 @@ async def test_supervise_cancels_superseded_work_within_the_poll(
     await pusher
     assert caught.value.reason == "Superseded by a push of ccccccc."
     assert cancelled.is_set()
-    assert time.monotonic() - started < 1.0
+    assert time.monotonic() - started < 3.0  # far before the work's 30 s; slack for a busy CI
 
 
 async def test_supervise_returns_the_result_and_passes_a_callers_cancel_through(
