@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import importlib.metadata
 import os
 import posixpath
 import sys
@@ -66,6 +67,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="llmgate", description=DESCRIPTION)
+    parser.add_argument("--version", action="version",
+                        version=f"llmgate {importlib.metadata.version('llmgate')}")
     sub = parser.add_subparsers(metavar="COMMAND")
     run = sub.add_parser("run", help="gate the working tree or a commit against a base, locally",
                          description=RUN_DESCRIPTION)
@@ -155,6 +158,10 @@ def _refusal(args: argparse.Namespace) -> tuple[int, str] | None:
                                       f"{args.output.absolute().parent} does not exist")
     if args.output is not None and args.output.is_dir():
         return EXIT_EXECUTION_ERROR, f"cannot write {args.output}: it is a folder"
+    if args.output is not None:
+        unwritable = _unwritable(args.output)
+        if unwritable is not None:
+            return EXIT_EXECUTION_ERROR, f"cannot write {args.output}: {unwritable}"
     here = Path.cwd().absolute()
     root = repo_root(here)
     inside = args.repo is not None or is_repository(root)
@@ -169,6 +176,20 @@ def _refusal(args: argparse.Namespace) -> tuple[int, str] | None:
         return EXIT_CONFIG_ERROR, (f"no {args.config} in {here}, which is not inside a git "
                                    "repository: run llmgate in your repository, or name a "
                                    "config file with --config")
+    return None
+
+
+def _unwritable(output: Path) -> str | None:
+    """Return why ``output`` cannot be written (the OS's words), or None after opening it to
+    append, as the report will (a file this creates is removed again)."""
+    existed = output.exists()
+    try:
+        with output.open("a", encoding="utf-8"):
+            pass
+    except OSError as err:
+        return err.strerror or str(err)
+    if not existed:
+        output.unlink(missing_ok=True)
     return None
 
 

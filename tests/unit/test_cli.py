@@ -7,6 +7,7 @@ the shipped support-bot example as a real ``python -m worker.cli`` process.
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import signal
 import subprocess
@@ -66,6 +67,16 @@ def run_cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, s
 
 def outcomes(report: dict[str, Any]) -> dict[str, str]:
     return {o["rule"]: o["status"] for o in report["outcomes"]}
+
+
+def untouched_from_now(tmp_root: Path) -> None:
+    """Date ``tmp_root`` back to 1970: making or removing anything in it moves that date."""
+    os.utime(tmp_root, (0, 0))
+
+
+def assert_nothing_ran(tmp_root: Path) -> None:
+    """No temporary worktree or folder was made (and removed) since `untouched_from_now`."""
+    assert tmp_root.stat().st_mtime == 0 and list(tmp_root.iterdir()) == []
 
 
 def assert_untouched(repo: Path, tmp_root: Path) -> None:
@@ -214,20 +225,40 @@ def test_an_output_in_a_missing_folder_is_refused_before_anything_runs(tiny, tmp
     """Field case (fresh-clone tester): the run took 31.7 s (model calls paid) before
     ``--output /nonexistent/r.md`` failed and the report was lost."""
     repo, _ = tiny
+    untouched_from_now(tmp_path / "tmp")
     code, out, err = run_cli(capsys, "--base", "main", "--output", "missing-dir/report.md")
     assert (code, out) == (EXIT_EXECUTION_ERROR, "")
     assert err == (f"llmgate: cannot write missing-dir/report.md: its folder "
                    f"{repo / 'missing-dir'} does not exist\n")
-    assert list((tmp_path / "tmp").iterdir()) == []  # no worktree was made: nothing ran
+    assert_nothing_ran(tmp_path / "tmp")
 
 
 def test_an_output_that_is_a_folder_is_refused_before_anything_runs(tiny, tmp_path, capsys):
     repo, _ = tiny
     (repo / "reports").mkdir()
+    untouched_from_now(tmp_path / "tmp")
     code, out, err = run_cli(capsys, "--base", "main", "--output", "reports")
     assert (code, out, err) == (EXIT_EXECUTION_ERROR, "",
                                 "llmgate: cannot write reports: it is a folder\n")
-    assert list((tmp_path / "tmp").iterdir()) == []
+    assert_nothing_ran(tmp_path / "tmp")
+
+
+def test_an_output_that_cannot_be_written_is_refused_before_anything_runs(tiny, tmp_path,
+                                                                          capsys):
+    """Field case (new-user tester): ``--output /sys/r.md`` failed "Permission denied" only
+    after the whole eval had run. /proc refuses a new file even to root."""
+    untouched_from_now(tmp_path / "tmp")
+    code, out, err = run_cli(capsys, "--base", "main", "--output", "/proc/llmgate-report.md")
+    assert (code, out) == (EXIT_EXECUTION_ERROR, "")
+    assert err.startswith("llmgate: cannot write /proc/llmgate-report.md: ")
+    assert err.count("\n") == 1 and err.endswith("\n")
+    assert_nothing_ran(tmp_path / "tmp")
+
+
+def test_the_early_output_check_leaves_no_file_behind_when_the_run_fails(tiny, capsys):
+    repo, _ = tiny
+    code, _, _ = run_cli(capsys, "--base", "no-such-ref", "--output", "report.md")
+    assert code == EXIT_EXECUTION_ERROR and not (repo / "report.md").exists()
 
 
 def test_a_config_folder_is_looked_up_at_head_not_in_the_working_tree(tiny, capsys):
