@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Protocol
 
 from worker.evals.comparability import compare_comparable
-from worker.evals.config import load_config, parse_config
+from worker.evals.config import MAX_CONFIG_BYTES, load_config, parse_config
 from worker.evals.context import EvalContext
 from worker.evals.engine import run_config
 from worker.evals.gate import config_error_report
@@ -26,6 +26,7 @@ from worker.evals.rules import merge_rules
 from worker.evals.runner import judge_pairs
 from worker.evals.types import CONFIG_FILENAME, Config, ConfigError, GateReport, RunResult
 from worker.on_paths import restrict, select_suites
+from worker.repo_files import decode_utf8, read_repo_file
 
 
 @dataclass(frozen=True)
@@ -77,7 +78,8 @@ def read_config(root: Path, config_path: str = CONFIG_FILENAME) -> Config | None
         raise ConfigError(config_path, None, "the config path must stay inside the repository")
     if not path.is_file():
         return None
-    return parse_config(path.read_text(encoding="utf-8"), config_path)
+    data = read_repo_file(root, config_path, MAX_CONFIG_BYTES)  # size-capped, no FIFO
+    return parse_config(decode_utf8(data, config_path), config_path)
 
 
 async def gate_trees(

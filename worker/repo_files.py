@@ -33,6 +33,22 @@ def repo_path(root: Path, rel_path: str) -> Path:
     return path
 
 
+def decode_utf8(data: bytes, rel_path: str) -> str:
+    """Return ``data`` (a file of the repository at ``rel_path``) decoded as UTF-8.
+
+    Raises:
+        ConfigError: not UTF-8; the error names the 1-based line and the byte of that line
+            where decoding failed, so the annotation lands on the line to fix.
+    """
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        column = exc.start - (data.rfind(b"\n", 0, exc.start) + 1) + 1
+        raise ConfigError(rel_path, line, f"not UTF-8 text at byte {column} of the line "
+                          f"({exc.reason}); save the file as UTF-8") from None
+
+
 def read_repo_file(root: Path, rel_path: str, max_bytes: int) -> bytes:
     """Read a repository file that a config refers to, safely.
 

@@ -260,3 +260,24 @@ def test_load_config_error_keeps_the_line(tmp_path: Path) -> None:
     with pytest.raises(ConfigError) as info:
         load_config(tmp_path)
     assert (info.value.path, info.value.line) == (".llmgate.yml", 4)
+
+
+@pytest.mark.parametrize("kind", ["config", "dataset", "prompt", "traps"])
+def test_a_file_that_is_not_utf8_is_an_error_on_its_line(tmp_path: Path, kind: str) -> None:
+    """Field case (new-user tester): a dataset not in UTF-8 named the line, a ``.llmgate.yml``
+    (or a prompt or trap file) did not, so its annotation had nowhere to go. Every file a
+    config reads is decoded by one function that names the line and the byte."""
+    from worker.evals.dataset import load_dataset
+    from worker.evals.prompts import load_prompt
+    from worker.evals.traps import load_traps
+
+    loaders = {"config": (".llmgate.yml", lambda: load_config(tmp_path)),
+               "dataset": ("d.jsonl", lambda: load_dataset(tmp_path, "d.jsonl")),
+               "prompt": ("p.txt", lambda: load_prompt(tmp_path, "p.txt")),
+               "traps": ("t.jsonl", lambda: load_traps(tmp_path, "t.jsonl"))}
+    name, load = loaders[kind]
+    (tmp_path / name).write_bytes(b'version: 1\n# ok\n# caf\xe9\n')
+    with pytest.raises(ConfigError) as caught:
+        load()
+    assert (caught.value.path, caught.value.line) == (name, 3)
+    assert str(caught.value).startswith(f"{name}:3: not UTF-8 text at byte 6 of the line")

@@ -86,6 +86,18 @@ async def test_config_in_a_subdirectory(tmp_path):
     assert report.head.suites["echo"].metrics["pass_rate"] == 1.0
 
 
+async def test_a_config_in_a_subdirectory_that_is_not_utf8_is_an_error_on_its_line(tmp_path):
+    """It used to be read with ``read_text``: a UnicodeDecodeError escaped as a crash."""
+    head = tree(tmp_path / "head", config=None)
+    (head / "ci").mkdir()
+    (head / "ci" / "gate.yml").write_bytes(CONFIG.encode() + b"# caf\xe9\n")
+    report = await gate_trees(head, None, config_path="ci/gate.yml")
+    assert report.conclusion == "failure"
+    line = CONFIG.count("\n") + 1
+    assert (report.config_error.path, report.config_error.line) == ("ci/gate.yml", line)
+    assert report.config_error.message.startswith("not UTF-8 text at byte 6 of the line")
+
+
 async def test_missing_dataset_points_at_the_suite_line_of_the_config(tmp_path: Path) -> None:
     """A missing dataset is not in the PR's diff: the error points at the config line naming it."""
     (tmp_path / ".llmgate.yml").write_text(

@@ -45,7 +45,7 @@ from worker.evals.types import (
     Settings,
     SuiteConfig,
 )
-from worker.repo_files import read_repo_file
+from worker.repo_files import decode_utf8, read_repo_file
 
 #: The only config schema version.
 SUPPORTED_VERSION = 1
@@ -76,6 +76,10 @@ def is_allowed_env_name(name: str) -> bool:
     return bool(_ENV_NAME.match(name)) and not name.upper().startswith(FORBIDDEN_ENV_PREFIXES)
 
 
+#: Largest config file read, bytes: room for `safe_yaml.MAX_YAML_CHARS` characters of UTF-8.
+MAX_CONFIG_BYTES = 4 * safe_yaml.MAX_YAML_CHARS
+
+
 def load_config(root: Path) -> Config | None:
     """Read and parse ``.llmgate.yml`` at the root of a checkout.
 
@@ -90,10 +94,8 @@ def load_config(root: Path) -> Config | None:
         return None
     if not path.resolve().is_relative_to(root.resolve()) or not path.is_file():
         raise ConfigError(CONFIG_FILENAME, None, "must be a regular file inside the repository")
-    try:
-        text = read_repo_file(root, CONFIG_FILENAME, 4 * safe_yaml.MAX_YAML_CHARS).decode("utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError(CONFIG_FILENAME, None, f"cannot be read as UTF-8 text: {exc}") from None
+    data = read_repo_file(root, CONFIG_FILENAME, MAX_CONFIG_BYTES)
+    text = decode_utf8(data, CONFIG_FILENAME)
     return parse_config(text, CONFIG_FILENAME)
 
 

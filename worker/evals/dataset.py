@@ -20,7 +20,7 @@ from typing import Any
 
 from worker.evals.assertions import validate_spec
 from worker.evals.types import AssertionSpec, ConfigError, Example
-from worker.repo_files import read_repo_file
+from worker.repo_files import decode_utf8, read_repo_file
 
 #: Largest dataset file read, bytes (64 MiB).
 MAX_DATASET_BYTES = 64 << 20
@@ -49,13 +49,7 @@ def load_dataset(root: Path, rel_path: str) -> tuple[Example, ...]:
             `MAX_LINE_CHARS`.
     """
     data = read_repo_file(root, rel_path, MAX_DATASET_BYTES)  # no escape, size-capped
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        line = data.count(b"\n", 0, exc.start) + 1
-        column = exc.start - (data.rfind(b"\n", 0, exc.start) + 1) + 1
-        raise ConfigError(rel_path, line, f"not UTF-8 text at byte {column} of the line "
-                          f"({exc.reason}); save the file as UTF-8") from None
+    text = decode_utf8(data, rel_path)
     examples = parse_dataset(text, rel_path)
     if not examples:
         raise ConfigError(rel_path, None, "the dataset has no examples: add one JSON object "

@@ -25,6 +25,7 @@ import yaml
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 from worker.evals.types import ConfigError, Example
+from worker.repo_files import decode_utf8
 
 #: Chat roles a message list may use.
 ROLES = ("system", "user", "assistant", "developer")
@@ -66,10 +67,7 @@ def load_prompt(root: Path, rel_path: str) -> PromptTemplate:
     if len(data) > MAX_PROMPT_BYTES:
         raise ConfigError(rel_path, None, f"the prompt file is larger than {MAX_PROMPT_BYTES} "
                           "bytes")
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise ConfigError(rel_path, None, f"cannot be read as UTF-8 text: {exc}") from None
+    text = decode_utf8(data, rel_path)
     return parse_prompt(text, rel_path)
 
 

@@ -18,6 +18,7 @@ from worker.evals.judges import judge_spec, run_judge
 from worker.evals.llm_types import RunUsage, TrapSummary
 from worker.evals.provider import ModelCaller
 from worker.evals.types import ConfigError, Example, Settings, SuiteConfig
+from worker.repo_files import decode_utf8
 
 TRAP_KEYS = ("id", "input", "output", "expected", "vars")
 
@@ -56,9 +57,10 @@ def load_traps(root: Path, rel_path: str) -> list[tuple[Example, object]]:
     if not path.is_relative_to(root.resolve()) or not path.is_file():
         raise ConfigError(rel_path, None, "trap file not found in the repository (fix `traps:`)")
     try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError(rel_path, None, f"cannot be read as UTF-8 text: {exc}") from None
+        data = path.read_bytes()
+    except OSError as exc:
+        raise ConfigError(rel_path, None, f"cannot be read: {exc.strerror}") from None
+    text = decode_utf8(data, rel_path)
     return parse_traps(text, rel_path)
 
 
