@@ -184,6 +184,21 @@ async def _flock(fd: int, timeout_s: float) -> None:
             await asyncio.sleep(0.05)
 
 
+def _clear_stale_locks(mirror: Path) -> None:
+    """Remove git's lock files from ``mirror``; call only while holding its flock.
+
+    git removes a ``*.lock`` it made when it exits or gets a catchable signal, but a fetch we
+    SIGKILL (a cancelled run, a timeout) or a worker killed outright leaves its ref locks, and
+    every later fetch then fails "cannot lock ref ...: File exists". Every git command of
+    ours that writes a mirror runs under its flock, so a lock found while we hold it belongs
+    to no live process of ours.
+    """
+    for pattern in ("*.lock", "refs/**/*.lock", "objects/info/**/*.lock"):
+        for lock in mirror.glob(pattern):
+            if lock.is_file() and not lock.is_symlink():
+                lock.unlink(missing_ok=True)
+
+
 def _reset_config(mirror: Path) -> None:
     """Rewrite the mirror's config, undoing anything code run in a worktree may have added.
 
@@ -347,6 +362,7 @@ class Checkouts:
         """Create ``mirror`` if needed and fetch whichever of ``shas`` it lacks."""
         if not (mirror / "HEAD").is_file():
             await self._init_mirror(mirror, env)
+        _clear_stale_locks(mirror)
         _reset_config(mirror)
         missing = [sha for sha in shas if not await self._has_commit(mirror, sha, env)]
         if not missing:

@@ -130,6 +130,22 @@ async def test_a_commit_left_incomplete_by_a_killed_fetch_is_fetched_again(
     assert (checkouts.clone_count, checkouts.fetch_count) == (1, 2)
 
 
+async def test_ref_locks_left_by_a_killed_fetch_do_not_block_the_next_one(
+        origin: Path, checkouts: Checkouts) -> None:
+    """A SIGKILLed ``git fetch`` (a cancelled run) keeps its ref locks; git then refused every
+    later fetch: "cannot lock ref 'refs/heads/main': ... File exists"."""
+    async with checkouts.worktree(KEY, str(origin), commit(origin, "old")):
+        pass
+    mirror = checkouts.workdir / "mirrors" / "octo__demo.git"
+    for lock in ("refs/heads/main.lock", "packed-refs.lock"):
+        (mirror / lock).write_text("")
+    new = commit(origin, "new")
+    async with checkouts.worktree(KEY, str(origin), new) as path:
+        assert (path / "a.txt").read_text() == "new"
+    assert git(mirror, "rev-parse", "refs/heads/main") == new
+    assert sorted(mirror.rglob("*.lock")) == []
+
+
 async def test_unknown_sha_is_a_git_error(origin: Path, checkouts: Checkouts) -> None:
     commit(origin, "x")
     with pytest.raises(GitError, match="not found"):
