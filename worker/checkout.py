@@ -57,11 +57,12 @@ class GitError(Exception):
     """
 
     def __init__(self, command: Sequence[str], stderr: str, secrets: Sequence[str] = (),
-                 *, timed_out: bool = False) -> None:
+                 *, timed_out: bool = False, summary: str | None = None) -> None:
+        """``summary``, when given, is the whole message (a user's words, not git's argv)."""
         self.command = [_redact(part, secrets) for part in command]
         self.stderr = _redact(stderr, secrets).strip()
         self.timed_out = timed_out
-        super().__init__(f"`{' '.join(self.command)}` failed: {self.stderr}")
+        super().__init__(summary or f"`{' '.join(self.command)}` failed: {self.stderr}")
 
 
 def _redact(text: str, secrets: Sequence[str]) -> str:
@@ -429,7 +430,8 @@ async def resolve_ref(repo_dir: Path, ref: str) -> str:
     args = ["rev-parse", "--verify", "--quiet", "--end-of-options", f"{ref}^{{commit}}"]
     code, out, err = await _exec(args, cwd=repo_dir, env=_local_env(), timeout_s=LOCAL_TIMEOUT_S)
     if code != 0:
-        raise GitError(["git", *args], err or f"{ref!r} names no commit in {repo_dir}")
+        unknown = f"{ref!r} names no commit in {repo_dir}"
+        raise GitError(["git", *args], err or unknown, summary=None if err else unknown)
     return out.strip()
 
 

@@ -174,6 +174,7 @@ def test_execution_errors_exit_3_with_one_line(tiny, tmp_path, capsys, args, mes
     assert code == EXIT_EXECUTION_ERROR
     assert out == ""
     assert err.count("\n") == 1 and message in err and "Traceback" not in err
+    assert "rev-parse" not in err  # the user named a ref; git's argv is noise (tester's nit)
     assert_untouched(repo, tmp_path / "tmp")
 
 
