@@ -194,10 +194,36 @@ def _clear_stale_locks(mirror: Path) -> None:
     ours that writes a mirror runs under its flock, so a lock found while we hold it belongs
     to no live process of ours.
     """
-    for pattern in ("*.lock", "refs/**/*.lock", "objects/info/**/*.lock"):
-        for lock in mirror.glob(pattern):
+    for pattern in ("*.lock", "refs/**/*.lock", "objects/*.lock", "objects/info/**/*.lock"):
+        for lock in mirror.glob(pattern):  # objects/maintenance.lock stops automatic gc
             if lock.is_file() and not lock.is_symlink():
                 lock.unlink(missing_ok=True)
+
+
+def _drop_broken_worktrees(mirror: Path) -> None:
+    """Remove worktree entries a killed ``git worktree add`` left; call only under the flock.
+
+    ``worktree add`` first writes the entry with a null ``HEAD`` and a ``locked`` file
+    ("initializing"), and removes ``locked`` when it is done. Killed in between, the entry
+    stays: ``worktree prune`` skips locked entries, and its null ``HEAD`` makes every
+    ``--all`` walk fail "bad object", so no commit would ever count as fetched again. We
+    never lock a worktree ourselves and every ``worktree add`` of ours holds the flock, so
+    while we hold it a ``locked`` entry, or one whose folder is gone, is such a leftover.
+    """
+    admin = mirror / "worktrees"
+    if not admin.is_dir():
+        return
+    for entry in admin.iterdir():
+        gitdir = entry / "gitdir"
+        try:
+            folder = Path(gitdir.read_text(encoding="utf-8").strip()).parent
+        except (OSError, UnicodeDecodeError):
+            folder = None
+        if (entry / "locked").exists() or folder is None or not folder.is_dir():
+            ours = (mirror.parent.parent / "worktrees").resolve()
+            if folder is not None and folder.parent.resolve() == ours:
+                shutil.rmtree(folder, ignore_errors=True)  # a partial checkout of ours
+            shutil.rmtree(entry, ignore_errors=True)
 
 
 def _reset_config(mirror: Path) -> None:
@@ -364,6 +390,7 @@ class Checkouts:
         if not (mirror / "HEAD").is_file():
             await self._init_mirror(mirror, env)
         _clear_stale_locks(mirror)
+        _drop_broken_worktrees(mirror)
         _reset_config(mirror)
         missing = [sha for sha in shas if not await self._has_commit(mirror, sha, env)]
         if not missing:

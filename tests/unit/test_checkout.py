@@ -137,13 +137,39 @@ async def test_ref_locks_left_by_a_killed_fetch_do_not_block_the_next_one(
     async with checkouts.worktree(KEY, str(origin), commit(origin, "old")):
         pass
     mirror = checkouts.workdir / "mirrors" / "octo__demo.git"
-    for lock in ("refs/heads/main.lock", "packed-refs.lock"):
+    for lock in ("refs/heads/main.lock", "packed-refs.lock", "objects/maintenance.lock"):
         (mirror / lock).write_text("")
     new = commit(origin, "new")
     async with checkouts.worktree(KEY, str(origin), new) as path:
         assert (path / "a.txt").read_text() == "new"
     assert git(mirror, "rev-parse", "refs/heads/main") == new
     assert sorted(mirror.rglob("*.lock")) == []
+
+
+@pytest.mark.parametrize("folder_left", [False, True], ids=["folder-removed", "folder-left"])
+async def test_a_worktree_add_killed_half_way_does_not_break_the_mirror(
+        origin: Path, checkouts: Checkouts, folder_left: bool) -> None:
+    """Field case (a tester cancelling runs at random): ``git worktree add`` killed right after
+    it wrote its entry (null HEAD, ``locked`` "initializing") made every later fetch and
+    ``--all`` walk fail "bad object worktrees/<id>/HEAD", for every commit, for good."""
+    async with checkouts.worktree(KEY, str(origin), commit(origin, "old")):
+        pass
+    mirror = checkouts.workdir / "mirrors" / "octo__demo.git"
+    folder = checkouts.workdir / "worktrees" / "octo__demo-0123456789ab-killed"
+    if folder_left:  # the worker itself was killed: nobody removed the half-made folder
+        folder.mkdir()
+        (folder / ".git").write_text(f"gitdir: {mirror / 'worktrees' / 'killed'}\n")
+    entry = mirror / "worktrees" / "killed"
+    entry.mkdir(parents=True)
+    for name, text in {"HEAD": "0" * 40, "locked": "initializing", "commondir": "../..",
+                       "gitdir": f"{folder / '.git'}"}.items():
+        (entry / name).write_text(text + "\n")
+    new = commit(origin, "new")
+    async with checkouts.worktree(KEY, str(origin), new) as path:
+        assert (path / "a.txt").read_text() == "new"
+        assert len(worktree_list(mirror)) == 2  # the mirror and this one
+    assert not entry.exists() and not folder.exists()
+    assert await checkouts.changed_files(KEY, str(origin), new, new) == []
 
 
 async def test_unknown_sha_is_a_git_error(origin: Path, checkouts: Checkouts) -> None:
