@@ -40,7 +40,11 @@ _SAFE_CONFIG = (
     "init.defaultBranch=main", "protocol.allow=never", "protocol.http.allow=always",
     "protocol.https.allow=always", "protocol.file.allow=user",
 )
-_MIRROR_CONFIG = "[core]\n\trepositoryformatversion = 0\n\tfilemode = true\n\tbare = true\n"
+# gc.cruftPacks (git >= 2.37): commits no ref reaches any more (a force-pushed PR head, a
+# sha fetched for one run) go into one "cruft" pack until they expire. Without it each gc
+# writes them out as loose objects, thousands of files, which start automatic gc again.
+_MIRROR_CONFIG = ("[core]\n\trepositoryformatversion = 0\n\tfilemode = true\n\tbare = true\n"
+                  "[gc]\n\tcruftPacks = true\n")
 _PASSTHROUGH = (
     "http_proxy", "https_proxy", "no_proxy", "HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY",
     "SSL_CERT_FILE", "SSL_CERT_DIR", "GIT_SSL_CAINFO", "GIT_SSL_CAPATH",

@@ -172,6 +172,25 @@ async def test_a_worktree_add_killed_half_way_does_not_break_the_mirror(
     assert await checkouts.changed_files(KEY, str(origin), new, new) == []
 
 
+async def test_a_gc_keeps_commits_no_ref_reaches_packed_not_loose(
+        origin: Path, checkouts: Checkouts) -> None:
+    """A stress tester force-pushed and deleted branches: gc wrote the commits no ref reached
+    any more out as loose objects (247,000 files, 1.1 GB), which kept automatic gc busy."""
+    commit(origin, "main")
+    git(origin, "checkout", "-q", "--orphan", "gone")
+    for i in range(150):
+        (origin / f"f{i}.txt").write_text(f"file {i}")
+    git(origin, "add", ".")
+    git(origin, "commit", "-q", "-m", "a branch deleted later")
+    async with checkouts.worktree(KEY, str(origin), git(origin, "rev-parse", "HEAD")):
+        pass
+    mirror = checkouts.workdir / "mirrors" / "octo__demo.git"
+    git(mirror, "update-ref", "-d", "refs/heads/gone")
+    git(mirror, "gc", "--quiet")  # as automatic gc inside a fetch runs it, with our config
+    counts = dict(line.split(": ") for line in git(mirror, "count-objects", "-v").splitlines())
+    assert counts["count"] == "0" and int(counts["in-pack"]) > 150
+
+
 async def test_unknown_sha_is_a_git_error(origin: Path, checkouts: Checkouts) -> None:
     commit(origin, "x")
     with pytest.raises(GitError, match="not found"):
