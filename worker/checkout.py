@@ -202,10 +202,49 @@ def _clear_stale_locks(mirror: Path) -> None:
         for lock in mirror.glob(pattern):  # objects/maintenance.lock stops automatic gc
             if lock.is_file() and not lock.is_symlink():
                 lock.unlink(missing_ok=True)
+    for keep in mirror.glob("objects/pack/pack-*.keep"):  # a fetch's own, kept from any gc
+        with contextlib.suppress(OSError):
+            if keep.read_bytes().startswith((b"fetch-pack ", b"receive-pack ")):
+                keep.unlink()
+
+
+def _hold(folder: Path) -> int:
+    """Take a shared ``flock`` on ``folder`` (a worktree in use); return the descriptor.
+
+    Closing it, or the death of the process, releases it: `_drop_broken_worktrees` then knows
+    the worktree is nobody's.
+    """
+    fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except OSError:
+        os.close(fd)
+        raise
+    return fd
+
+
+def _in_use(folder: Path) -> bool:
+    """True while a process holds ``folder`` with `_hold`."""
+    try:
+        fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)
+    return False
 
 
 def _drop_broken_worktrees(mirror: Path) -> None:
-    """Remove worktree entries a killed ``git worktree add`` left; call only under the flock.
+    """Remove worktrees of ``mirror`` nobody uses and entries a killed ``git worktree add``
+    left; call only under the mirror's flock.
+
+    A worktree is in use while its run holds it (`_hold`). One left behind (the run was
+    cancelled while it waited to remove it, or its worker was killed) is removed here:
+    otherwise its folder stays for good and its HEAD keeps its objects from gc.
 
     ``worktree add`` first writes the entry with a null ``HEAD`` and a ``locked`` file
     ("initializing"), and removes ``locked`` when it is done. Killed in between, the entry
@@ -214,6 +253,12 @@ def _drop_broken_worktrees(mirror: Path) -> None:
     never lock a worktree ourselves and every ``worktree add`` of ours holds the flock, so
     while we hold it a ``locked`` entry, or one whose folder is gone, is such a leftover.
     """
+    ours = (mirror.parent.parent / "worktrees").resolve()
+    name = re.compile(rf"{re.escape(mirror.name.removesuffix('.git'))}-[0-9a-fA-F]{{12}}-\w{{8}}")
+    if ours.is_dir():
+        for left in ours.iterdir():
+            if name.fullmatch(left.name) and left.is_dir() and not _in_use(left):
+                shutil.rmtree(left, ignore_errors=True)
     admin = mirror / "worktrees"
     if not admin.is_dir():
         return
@@ -224,7 +269,6 @@ def _drop_broken_worktrees(mirror: Path) -> None:
         except (OSError, UnicodeDecodeError):
             folder = None
         if (entry / "locked").exists() or folder is None or not folder.is_dir():
-            ours = (mirror.parent.parent / "worktrees").resolve()
             if folder is not None and folder.parent.resolve() == ours:
                 shutil.rmtree(folder, ignore_errors=True)  # a partial checkout of ours
             shutil.rmtree(entry, ignore_errors=True)
@@ -323,12 +367,16 @@ class Checkouts:
             await self._ensure(mirror, clone_url, [sha], token, env)
             path = await _add_worktree(mirror, self.workdir / "worktrees", sha,
                                        f"{name}-{sha[:12]}-", env)
+            held = _hold(path)  # before the mirror's flock is let go: never looks unused
         try:
             yield path
         finally:
-            async with self._locked(mirror):
-                _reset_config(mirror)
-                await _remove_worktree(mirror, path, env)
+            try:
+                async with self._locked(mirror):
+                    _reset_config(mirror)
+                    await _remove_worktree(mirror, path, env)
+            finally:  # cancelled before it was removed: the next fetch removes it
+                os.close(held)
 
     async def merge_base(self, repo_key: str, clone_url: str, a: str, b: str,
                          token: str | None = None) -> str:

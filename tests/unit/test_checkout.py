@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import fcntl
 import http.server
 import os
 import socket
@@ -139,11 +140,14 @@ async def test_ref_locks_left_by_a_killed_fetch_do_not_block_the_next_one(
     mirror = checkouts.workdir / "mirrors" / "octo__demo.git"
     for lock in ("refs/heads/main.lock", "packed-refs.lock", "objects/maintenance.lock"):
         (mirror / lock).write_text("")
+    git(mirror, "repack", "-q")  # a fetch large enough to keep its pack, then killed
+    (pack,) = (mirror / "objects" / "pack").glob("pack-*.pack")
+    pack.with_suffix(".keep").write_text("fetch-pack 4242 on worker-1\n")  # stops its repack
     new = commit(origin, "new")
     async with checkouts.worktree(KEY, str(origin), new) as path:
         assert (path / "a.txt").read_text() == "new"
     assert git(mirror, "rev-parse", "refs/heads/main") == new
-    assert sorted(mirror.rglob("*.lock")) == []
+    assert sorted(mirror.rglob("*.lock")) == [] and sorted(mirror.rglob("*.keep")) == []
 
 
 @pytest.mark.parametrize("folder_left", [False, True], ids=["folder-removed", "folder-left"])
@@ -189,6 +193,51 @@ async def test_a_gc_keeps_commits_no_ref_reaches_packed_not_loose(
     git(mirror, "gc", "--quiet")  # as automatic gc inside a fetch runs it, with our config
     counts = dict(line.split(": ") for line in git(mirror, "count-objects", "-v").splitlines())
     assert counts["count"] == "0" and int(counts["in-pack"]) > 150
+
+
+async def test_a_worktree_whose_removal_was_cancelled_is_removed_by_the_next_fetch(
+        origin: Path, tmp_path: Path) -> None:
+    """Field case (a stress tester): a run cancelled while it waited for the mirror's lock to
+    remove its worktree left the whole checkout (3,065 files) and its entry for good."""
+    old, new = commit(origin, "old"), commit(origin, "new")
+    checkouts = Checkouts(tmp_path / "work")
+    mirror = checkouts.workdir / "mirrors" / "octo__demo.git"
+    entered, leave = asyncio.Event(), asyncio.Event()
+    paths: list[Path] = []
+
+    async def run() -> None:
+        async with checkouts.worktree(KEY, str(origin), old) as path:
+            paths.append(path)
+            entered.set()
+            await leave.wait()
+
+    task = asyncio.create_task(run())
+    await entered.wait()
+    fd = os.open(mirror.with_suffix(".lock"), os.O_RDWR)  # another worker is fetching
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        leave.set()
+        await asyncio.sleep(0.2)  # the run waits for the lock to remove its worktree
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+    finally:
+        os.close(fd)
+    assert paths[0].is_dir() and len(worktree_list(mirror)) == 2  # left behind
+    async with Checkouts(tmp_path / "work").worktree(KEY, str(origin), new) as path:
+        assert not paths[0].exists()
+        assert worktree_list(mirror) == [f"worktree {mirror}", f"worktree {path}"]
+
+
+async def test_a_worktree_another_worker_is_using_is_never_removed(
+        origin: Path, tmp_path: Path) -> None:
+    old, new = commit(origin, "old"), commit(origin, "new")
+    first, second = Checkouts(tmp_path / "work"), Checkouts(tmp_path / "work")
+    async with first.worktree(KEY, str(origin), old) as using:
+        async with second.worktree(KEY, str(origin), new):
+            pass
+        assert (using / "a.txt").read_text() == "old"
+        assert git(using, "rev-parse", "HEAD") == old
 
 
 async def test_unknown_sha_is_a_git_error(origin: Path, checkouts: Checkouts) -> None:
