@@ -21,6 +21,7 @@ import os
 import re
 import shutil
 import signal
+import stat
 import tempfile
 from collections.abc import AsyncIterator, Mapping, Sequence
 from pathlib import Path
@@ -208,6 +209,28 @@ def _clear_stale_locks(mirror: Path) -> None:
                 keep.unlink()
 
 
+def remove_tree(path: Path) -> None:
+    """Remove ``path`` and everything below it, as ``rm -rf`` would; never raises.
+
+    A run may leave folders without write permission (``chmod -R a-w``, Go's module cache):
+    without root, nothing inside them can be unlinked and ``shutil.rmtree`` fails, so the
+    worktree would stay for good. Those folders are made writable first (symlinks are never
+    followed), then removed.
+    """
+    shutil.rmtree(path, ignore_errors=True)
+    if not path.exists() or path.is_symlink():
+        return
+    with contextlib.suppress(OSError):
+        path.chmod(stat.S_IRWXU)
+    for root, dirs, _ in os.walk(path):  # top-down: a folder is opened after its chmod
+        for name in dirs:
+            child = Path(root, name)
+            if not child.is_symlink():
+                with contextlib.suppress(OSError):
+                    child.chmod(stat.S_IRWXU)
+    shutil.rmtree(path, ignore_errors=True)
+
+
 def _hold(folder: Path) -> int:
     """Take a shared ``flock`` on ``folder`` (a worktree in use); return the descriptor.
 
@@ -227,8 +250,10 @@ def _in_use(folder: Path) -> bool:
     """True while a process holds ``folder`` with `_hold`."""
     try:
         fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-    except OSError:
+    except (FileNotFoundError, NotADirectoryError):
         return False
+    except OSError:  # e.g. out of descriptors: when in doubt, it is someone's
+        return True
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
@@ -258,7 +283,7 @@ def _drop_broken_worktrees(mirror: Path) -> None:
     if ours.is_dir():
         for left in ours.iterdir():
             if name.fullmatch(left.name) and left.is_dir() and not _in_use(left):
-                shutil.rmtree(left, ignore_errors=True)
+                remove_tree(left)
     admin = mirror / "worktrees"
     if not admin.is_dir():
         return
@@ -270,7 +295,7 @@ def _drop_broken_worktrees(mirror: Path) -> None:
             folder = None
         if (entry / "locked").exists() or folder is None or not folder.is_dir():
             if folder is not None and folder.parent.resolve() == ours:
-                shutil.rmtree(folder, ignore_errors=True)  # a partial checkout of ours
+                remove_tree(folder)  # a partial checkout of ours
             shutil.rmtree(entry, ignore_errors=True)
 
 
@@ -301,7 +326,7 @@ async def _remove_worktree(git_dir: Path, path: Path, env: Mapping[str, str]) ->
     try:
         await _run(["worktree", "remove", "--force", "--force", str(path)], cwd=git_dir, env=env)
     except GitError:
-        shutil.rmtree(path, ignore_errors=True)
+        remove_tree(path)
     with contextlib.suppress(GitError):  # a stale entry is pruned next time; keep the real error
         await _run(["worktree", "prune"], cwd=git_dir, env=env)
 
@@ -535,4 +560,4 @@ async def local_worktree(repo_dir: Path, ref: str) -> AsyncIterator[Path]:
         finally:
             await _remove_worktree(repo_dir, path, env)
     finally:
-        shutil.rmtree(parent, ignore_errors=True)
+        remove_tree(parent)

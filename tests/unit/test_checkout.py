@@ -7,8 +7,11 @@ import base64
 import fcntl
 import http.server
 import os
+import shutil
 import socket
 import subprocess
+import sys
+import tempfile
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -238,6 +241,65 @@ async def test_a_worktree_another_worker_is_using_is_never_removed(
             pass
         assert (using / "a.txt").read_text() == "old"
         assert git(using, "rev-parse", "HEAD") == old
+
+
+READ_ONLY_RUN = """
+import asyncio, subprocess, sys
+from pathlib import Path
+from worker.checkout import Checkouts
+
+async def main(base: Path) -> None:
+    origin = base / "origin"
+    origin.mkdir()
+    def git(*args: str) -> str:
+        return subprocess.run(["git", "-c", "user.name=T", "-c", "user.email=t@example.com",
+                               *args], cwd=origin, check=True, capture_output=True,
+                              text=True).stdout.strip()
+    git("init", "-q", "-b", "main")
+    (origin / "a.txt").write_text("x")
+    git("add", ".")
+    git("commit", "-q", "-m", "x")
+    checkouts = Checkouts(base / "work")
+    async with checkouts.worktree("octo/demo", str(origin), git("rev-parse", "HEAD")) as path:
+        deep = path / "ro" / "deep"
+        deep.mkdir(parents=True)
+        (deep / "f").write_text("x")
+        deep.chmod(0o555)
+        (path / "ro").chmod(0o555)
+    print(sorted(p.name for p in (base / "work" / "worktrees").iterdir()))
+
+asyncio.run(main(Path(sys.argv[1])))
+"""
+
+
+def test_a_worktree_with_read_only_folders_is_removed(tmp_path: Path) -> None:
+    """Field case (a stress tester, as a non-root worker like the Docker image's): a run left
+    ``chmod 555`` folders (as Go's module cache does); ``git worktree remove`` and rmtree
+    failed without a word and the folder stayed for good. Root unlinks anyway, so as root
+    this runs as user nobody (setpriv), with the system Python (checkout is stdlib only)."""
+    root = Path(__file__).parents[2]
+    argv = [sys.executable]
+    base = tmp_path
+    if os.geteuid() == 0:
+        python, setpriv = shutil.which("python3", path="/usr/bin"), shutil.which("setpriv")
+        if python is None or setpriv is None:
+            pytest.skip("running as root, and no setpriv or /usr/bin/python3 to drop it")
+        if any(not os.stat(p).st_mode & 0o005 for p in [root, *root.parents]):
+            pytest.skip(f"running as root, and user nobody cannot read {root}")
+        argv = [setpriv, "--reuid=65534", "--regid=65534", "--clear-groups", python]
+        base = Path(tempfile.mkdtemp(prefix="llmgate-ro-", dir="/tmp"))
+        base.chmod(0o777)
+    try:
+        done = subprocess.run([*argv, "-c", READ_ONLY_RUN, str(base)], capture_output=True,
+                              text=True, timeout=60, cwd=base,
+                              env={"PATH": os.environ["PATH"], "HOME": str(base),
+                                   "PYTHONPATH": str(root), "PYTHONDONTWRITEBYTECODE": "1"})
+    finally:
+        if base != tmp_path:
+            subprocess.run(["chmod", "-R", "u+rwx", str(base)], check=False)
+            shutil.rmtree(base, ignore_errors=True)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "[]\n"  # no worktree folder left
 
 
 async def test_unknown_sha_is_a_git_error(origin: Path, checkouts: Checkouts) -> None:
