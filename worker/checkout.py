@@ -264,21 +264,18 @@ def _in_use(folder: Path) -> bool:
 
 
 def _drop_broken_worktrees(mirror: Path) -> None:
-    """Remove worktrees of ``mirror`` nobody uses and entries a killed ``git worktree add``
-    left; call only under the mirror's flock.
+    """Remove worktrees of ``mirror`` nobody uses, then the entries of folders that are gone;
+    call only under the mirror's flock.
 
-    A worktree is in use while its run holds it (`_hold`). One left behind (the run was
-    cancelled while it waited to remove it, or its worker was killed) is removed here:
-    otherwise its folder stays for good and its HEAD keeps its objects from gc.
-
-    ``worktree add`` first writes the entry with a null ``HEAD`` and a ``locked`` file
-    ("initializing"), and removes ``locked`` when it is done. Killed in between, the entry
-    stays: ``worktree prune`` skips locked entries, and its null ``HEAD`` makes every
-    ``--all`` walk fail "bad object", so no commit would ever count as fetched again. We
-    never lock a worktree ourselves and every ``worktree add`` of ours holds the flock, so
-    while we hold it a ``locked`` entry, or one whose folder is gone, is such a leftover.
+    A worktree is in use while its run holds it (`_hold`, taken before ``worktree add``'s
+    flock is let go). One nobody holds was left behind: its run was cancelled while it waited
+    to remove it, its worker was killed, or ``worktree add`` itself was killed. The last
+    leaves an entry with a null ``HEAD`` and a ``locked`` file that ``worktree prune`` never
+    removes, and that null ``HEAD`` makes every ``--all`` walk fail "bad object", so no commit
+    would ever count as fetched again. Removing the folder, then every entry whose folder is
+    gone, covers all three.
     """
-    ours = (mirror.parent.parent / "worktrees").resolve()
+    ours = mirror.parent.parent / "worktrees"
     name = re.compile(rf"{re.escape(mirror.name.removesuffix('.git'))}-[0-9a-fA-F]{{12}}-\w{{8}}")
     if ours.is_dir():
         for left in ours.iterdir():
@@ -288,14 +285,11 @@ def _drop_broken_worktrees(mirror: Path) -> None:
     if not admin.is_dir():
         return
     for entry in admin.iterdir():
-        gitdir = entry / "gitdir"
         try:
-            folder = Path(gitdir.read_text(encoding="utf-8").strip()).parent
+            gone = not Path((entry / "gitdir").read_text(encoding="utf-8").strip()).parent.is_dir()
         except (OSError, UnicodeDecodeError):
-            folder = None
-        if (entry / "locked").exists() or folder is None or not folder.is_dir():
-            if folder is not None and folder.parent.resolve() == ours:
-                remove_tree(folder)  # a partial checkout of ours
+            gone = True
+        if gone:
             shutil.rmtree(entry, ignore_errors=True)
 
 

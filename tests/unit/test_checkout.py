@@ -162,7 +162,7 @@ async def test_a_worktree_add_killed_half_way_does_not_break_the_mirror(
     async with checkouts.worktree(KEY, str(origin), commit(origin, "old")):
         pass
     mirror = checkouts.workdir / "mirrors" / "octo__demo.git"
-    folder = checkouts.workdir / "worktrees" / "octo__demo-0123456789ab-killed"
+    folder = checkouts.workdir / "worktrees" / "octo__demo-0123456789ab-k1lled_x"  # mkdtemp's
     if folder_left:  # the worker itself was killed: nobody removed the half-made folder
         folder.mkdir()
         (folder / ".git").write_text(f"gitdir: {mirror / 'worktrees' / 'killed'}\n")
