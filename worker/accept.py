@@ -1,14 +1,17 @@
-"""Check run buttons and "Accept regression": a writer passes a failed gate, with an audit line.
+"""Check run buttons, "Accept regression" and "Let through": a writer passes a blocked gate.
 
 A finished ``llmgate`` check run of a pull request carries a **Re-run** button and, when the
 gate failed on its rules (not on a configuration error or a crashed run), an **Accept
-regression** button. Accepting is checked again in the worker, never trusted from the
-payload: the presser must have write access (GitHub's ``admin``/``write``; ``maintain`` is
-reported as ``write``), the run must be one llmgate recorded as a failed gate, its conclusion
-must still be ``failure``, no newer llmgate run of the same pull request may exist on that
-commit, and the commit must still be the pull request's head. Then the run is concluded
-``success`` and an audit line (who, when, which rules) is put first in its summary and in the
-sticky comment.
+regression** button; when the run was undecided (``action_required``: over budget or time,
+provider errors outside the pull request, base could not run, an inconclusive rule; see
+worker/evals/health.py) a **Let through** button instead. Both buttons are the same action
+(``accept``) and are checked again in the worker, never trusted from the payload: the presser
+must have write access (GitHub's ``admin``/``write``; ``maintain`` is reported as ``write``),
+the run must be one llmgate recorded as a failed or undecided gate, its conclusion must still
+be the recorded one (``failure`` or ``action_required``), no newer llmgate run of the same
+pull request may exist on that commit, and the commit must still be the pull request's head.
+Then the run is concluded ``success`` and an audit line (who, when, which rules or why it was
+undecided) is put first in its summary and in the sticky comment.
 
 Redis (30 days): ``llmgate:failed:<owner>/<repo>#<check_run_id>`` holds the failed rules of a
 gate run; ``llmgate:accepted:<owner>/<repo>#<check_run_id>`` makes one acceptance per run (a
@@ -40,6 +43,11 @@ RERUN_BUTTON = {"label": "Re-run", "description": "Run the evals again on this c
 ACCEPT_BUTTON = {"label": "Accept regression",
                  "description": "Pass this failed gate (writers only)",
                  "identifier": ACCEPT_ACTION}
+LET_THROUGH_BUTTON = {"label": "Let through",
+                      "description": "Pass this undecided run (writers only)",
+                      "identifier": ACCEPT_ACTION}
+#: The conclusions a writer may pass, with the button that does it.
+BUTTONS = {"failure": ACCEPT_BUTTON, "action_required": LET_THROUGH_BUTTON}
 #: Rules named in one audit line; more are counted.
 MAX_RULES_SHOWN = 10
 _UNSAFE = re.compile(r"[`\r\n|<>@\\]")
@@ -61,17 +69,19 @@ def acceptance_key(repo_key: str, pr_number: int, head_sha: str) -> str:
 
 
 def is_acceptable(report: GateReport) -> bool:
-    """Return whether a report's failure may be accepted: rules failed, the config was valid."""
-    return report.conclusion == "failure" and report.config_error is None
+    """Return whether a writer may pass a report: it failed on its rules or was undecided
+    (``action_required``), and its config was valid."""
+    return report.conclusion in BUTTONS and report.config_error is None
 
 
 def check_actions(request: GateRequest, report: GateReport) -> list[dict[str, str]]:
-    """Return the buttons of a finished gate run: Re-run, plus Accept for an acceptable failure.
+    """Return the buttons of a finished gate run: Re-run, plus Accept regression for an
+    acceptable failure or Let through for an undecided run.
 
     A merge-group run (no pull request comment) gets Re-run only.
     """
     if request.comment and is_acceptable(report):
-        return [dict(RERUN_BUTTON), dict(ACCEPT_BUTTON)]
+        return [dict(RERUN_BUTTON), dict(BUTTONS[report.conclusion])]
     return [dict(RERUN_BUTTON)]
 
 
@@ -94,6 +104,8 @@ def failed_rules(report: GateReport) -> list[str]:
     rules = [" ".join(part for part in (o.suite, o.metric + (f" [{o.group}]" if o.group else ""),
                                         o.rule) if part)
              for o in report.outcomes if failing(o)]
+    if report.conclusion == "action_required" and report.headline:
+        rules = [report.headline]  # undecided: why, not rules (none failed)
     if not rules and report.headline:
         rules = [report.headline]
     return list(dict.fromkeys(safe(r) for r in rules))
@@ -111,8 +123,17 @@ def utc(epoch_s: float) -> str:
     return time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(epoch_s))
 
 
-def audit_line(accepter: str, at_s: float, head_sha: str, rules: list[str]) -> str:
-    """Return the audit line of an acceptance (markdown; logins in code spans: no mention)."""
+def audit_line(accepter: str, at_s: float, head_sha: str, rules: list[str],
+               conclusion: str = "failure") -> str:
+    """Return the audit line of an acceptance (markdown; logins in code spans: no mention).
+
+    ``conclusion`` is the recorded one: ``failure`` (Accept regression) or
+    ``action_required`` (Let through: ``rules`` is then why the run was undecided).
+    """
+    if conclusion == "action_required":
+        return (f"**Undecided run let through** by `{safe(accepter, 100)}` on {utc(at_s)} "
+                f"for `{head_sha[:7]}`: {rules_text(rules)}. The gate could not decide and a "
+                "collaborator with write access let this check run pass.")
     return (f"**Regression accepted** by `{safe(accepter, 100)}` on {utc(at_s)} for "
             f"`{head_sha[:7]}`: {rules_text(rules)}. The gate failed on these rules and a "
             "collaborator with write access accepted them for this check run.")
@@ -129,7 +150,8 @@ async def prepare_report(redis: Redis, request: GateRequest, check_run_id: int,
         return report
     repo_key = f"{request.repo['owner']}/{request.repo['name']}"
     record = {"pr_number": request.pr_number, "head_sha": request.head_sha,
-              "base_sha": request.base_sha, "rules": failed_rules(report)}
+              "base_sha": request.base_sha, "rules": failed_rules(report),
+              "conclusion": report.conclusion}
     await redis.set(failed_key(repo_key, check_run_id), json.dumps(record), ex=ACCEPT_TTL_S)
     raw = await redis.get(acceptance_key(repo_key, request.pr_number, request.head_sha))
     previous = _loads(raw)
@@ -154,8 +176,9 @@ def _loads(raw: Any) -> dict[str, Any] | None:
 
 
 async def failure_record(redis: Redis, repo_key: str, check_run_id: int) -> dict[str, Any] | None:
-    """Return the failed gate run's record (``pr_number``, ``head_sha``, ``base_sha``,
-    ``rules``), or None when llmgate recorded no acceptable failure for that check run."""
+    """Return the failed or undecided gate run's record (``pr_number``, ``head_sha``,
+    ``base_sha``, ``rules``, ``conclusion``: ``failure`` when absent, as records written before
+    undecided runs were), or None when llmgate recorded none for that check run."""
     return _loads(await redis.get(failed_key(repo_key, check_run_id)))
 
 

@@ -1,9 +1,10 @@
-"""The "Accept regression" button's job: check everything again, then pass the check run.
+"""The "Accept regression" / "Let through" button's job: check everything again, then pass.
 
 The rules are in `worker.accept`'s docstring. Every refusal changes nothing on GitHub and
 returns a status saying why: ``refused`` (no write access), ``not_acceptable`` (not a failed
-gate llmgate recorded for this pull request and commit), ``stale`` (the pull request's head
-moved on, or it is closed), ``not_failed`` (the run is no longer ``failure``),
+or undecided gate llmgate recorded for this pull request and commit), ``stale`` (the pull
+request's head moved on, or it is closed), ``not_failed`` (the run's conclusion is no longer
+the recorded ``failure`` or ``action_required``),
 ``superseded`` (a newer llmgate run of this pull request exists on the commit) or
 ``duplicate`` (accepted already).
 """
@@ -70,15 +71,17 @@ async def accept_regression(redis: Redis, gh: GitHubClient,
     if pull.head_sha != head_sha or pull.state != "open":
         return {"status": "stale"}
     run, newer = await _current_run(gh, owner, name, head_sha, run_id)
-    if run is None or run.conclusion != "failure":
+    recorded = str(record.get("conclusion") or "failure")
+    if run is None or recorded not in accept.BUTTONS or run.conclusion != recorded:
         return {"status": "not_failed"}
     if newer:
         return {"status": "superseded"}
     now, rules = time.time(), [str(r) for r in record.get("rules") or []]
     if not await accept.claim_acceptance(redis, repo_key, run_id, who, now):
         return {"status": "duplicate"}
-    line = accept.audit_line(who, now, head_sha, rules)
-    output = CheckOutput(f"llmgate: pass (regression accepted by {accept.safe(who, 100)})",
+    line = accept.audit_line(who, now, head_sha, rules, recorded)
+    what = "let through" if recorded == "action_required" else "regression accepted"
+    output = CheckOutput(f"llmgate: pass ({what} by {accept.safe(who, 100)})",
                          f"{line}\n\n---\n\n{run.summary}", run.text)
     try:
         await gh.update_check_run(owner, name, run_id, {
@@ -90,6 +93,5 @@ async def accept_regression(redis: Redis, gh: GitHubClient,
     await accept.remember_acceptance(redis, repo_key, payload["pr_number"], head_sha, who, now,
                                      rules, run_id)
     await add_audit_to_comment(redis, gh, owner, name, payload["pr_number"], line)
-    log.info("regression of %s#%d@%s accepted by %s", repo_key, payload["pr_number"],
-             head_sha[:7], who)
+    log.info("%s of %s#%d@%s by %s", what, repo_key, payload["pr_number"], head_sha[:7], who)
     return {"status": "accepted", "head_sha": head_sha}

@@ -91,7 +91,7 @@ def suite_key(config: Config, suite: SuiteConfig, root: Path) -> BaselineKey:
 
 def _without_lines(value: Any) -> Any:
     if isinstance(value, dict):
-        return {k: _without_lines(v) for k, v in value.items() if k != "line"}
+        return {k: _without_lines(v) for k, v in value.items() if k not in ("line", "lines")}
     if isinstance(value, list):
         return [_without_lines(v) for v in value]
     return value

@@ -33,8 +33,11 @@ if TYPE_CHECKING:
 RUN_DESCRIPTION = ("Gate locally, as the worker does, and print the report. Inside a git "
                    "repository: with --base, base (and --head if given, else the working tree) "
                    "are checked out in temporary worktrees, run and compared. Exit codes: 0 the "
-                   "gate passed (or is neutral), 1 the gate failed, 2 configuration error, "
-                   "3 execution error (git or the run failed).")
+                   "gate passed (or is neutral by the base config's choice), 1 the gate "
+                   "failed, 2 configuration error, 3 execution error (git or the run "
+                   "failed), 4 undecided (over budget or time, provider errors outside the "
+                   "change, base could not run, an inconclusive rule; 0 with "
+                   "--allow-undecided).")
 #: What ``llmgate --help`` says above the commands (plain text: argparse shows it verbatim).
 DESCRIPTION = ("Gate LLM quality regressions: run the eval suites at a base and a head, compare "
                "them with paired statistics and report. Commands: run (gate locally), serve, "
@@ -43,8 +46,9 @@ DESCRIPTION = ("Gate LLM quality regressions: run the eval suites at a base and 
 #: On SIGTERM the web process stops accepting connections and lets requests in flight finish
 #: for up to this many seconds (GitHub itself waits 10 s for a delivery's answer).
 WEB_DRAIN_S = 20
-#: Exit codes of ``llmgate run``.
+#: Exit codes of ``llmgate run``; `EXIT_UNDECIDED` is the check's ``action_required``.
 EXIT_PASS, EXIT_GATE_FAILED, EXIT_CONFIG_ERROR, EXIT_EXECUTION_ERROR = 0, 1, 2, 3
+EXIT_UNDECIDED = 4
 #: Exit code after Ctrl-C: 128 + SIGINT, the shell's convention for a process it interrupted.
 EXIT_INTERRUPTED = 130
 
@@ -82,6 +86,9 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--format", choices=("markdown", "json"), default="markdown")
     run.add_argument("--output", type=Path, help="write the report here instead of stdout")
     run.add_argument("--repo", type=Path, default=None, help=argparse.SUPPRESS)
+    run.add_argument("--allow-undecided", action="store_true",
+                     help="exit 0, not 4, when the gate could not decide (over budget or "
+                          "time, provider errors outside the change, base could not run)")
     cache = run.add_mutually_exclusive_group()
     cache.add_argument("--no-cache", action="store_true",
                        help="neither read nor write the model response cache")
@@ -108,9 +115,10 @@ def cmd_run(args: argparse.Namespace) -> int:
     Inside a git repository: with ``--base``, base (and ``--head`` if given, else the working
     tree) are checked out in temporary worktrees, run and compared; without ``--config``,
     every config of the repository is gated as the worker gates them (worker/monorepo.py).
-    Exit codes: 0 the gate
-    passed (or is neutral: an inconclusive rule under ``on_inconclusive: neutral``), 1 the gate
-    failed, 2 configuration error, 3 execution error (git or the run failed).
+    Exit codes (`exit_code`): 0 the gate passed (or is neutral, as the base config chose:
+    ``on_inconclusive: neutral`` or ``settings.undecided: neutral``), 1 the gate failed, 2
+    configuration error, 3 execution error (git or the run failed), 4 undecided (the check
+    would be ``action_required``; 0 with ``--allow-undecided``).
     """
     from worker import report_multi  # scipy via the statistics: only when a gate runs
 
@@ -141,7 +149,20 @@ def cmd_run(args: argparse.Namespace) -> int:
     if gate_report.config_error is not None:
         print(f"llmgate: configuration error: {gate_report.config_error}", file=sys.stderr)
         return EXIT_CONFIG_ERROR
-    return EXIT_PASS if gate_report.conclusion in ("success", "neutral") else EXIT_GATE_FAILED
+    return exit_code(gate_report.conclusion, allow_undecided=args.allow_undecided)
+
+
+def exit_code(conclusion: str, *, allow_undecided: bool = False) -> int:
+    """Return ``llmgate run``'s exit code for a report's check conclusion (no config error).
+
+    ``success``, ``neutral`` and ``skipped`` pass (0); ``action_required`` is undecided (4,
+    or 0 with ``allow_undecided``); anything else failed (1).
+    """
+    if conclusion in ("success", "neutral", "skipped"):
+        return EXIT_PASS
+    if conclusion == "action_required":
+        return EXIT_PASS if allow_undecided else EXIT_UNDECIDED
+    return EXIT_GATE_FAILED
 
 
 def _refusal(args: argparse.Namespace) -> tuple[int, str] | None:

@@ -107,6 +107,10 @@ class MultiReport:
             None, None,
             config_error=next((r.config_error for _, r in reports if r.config_error), None),
             notes=self.notes,
+            errors=tuple(replace(e, suite=_scoped(f, e.suite)) for f, r in reports
+                         for e in r.errors),
+            errored=tuple(replace(x, suite=_scoped(f, x.suite)) for f, r in reports
+                          for x in r.errored),
             headline="; ".join(_scoped(f, r.headline) for f, r in reports if r.headline))
 
     def with_notes(self, notes: Sequence[str]) -> MultiReport:
@@ -237,6 +241,9 @@ def in_repository(report: GateReport, folder: str) -> GateReport:
     return replace(report, config_error=moved,
                    regressions=tuple(replace(r, dataset=_join(folder, r.dataset))
                                      for r in report.regressions),
+                   errored=tuple(replace(r, dataset=_join(folder, r.dataset))
+                                 for r in report.errored),
+                   errors=tuple(replace(e, path=_join(folder, e.path)) for e in report.errors),
                    head=_run_in(report.head, folder), base=_run_in(report.base, folder))
 
 

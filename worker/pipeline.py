@@ -16,6 +16,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Protocol
 
+from worker.evals.base_settings import with_base_settings
 from worker.evals.comparability import compare_comparable
 from worker.evals.config import MAX_CONFIG_BYTES, load_config, parse_config
 from worker.evals.context import EvalContext
@@ -111,7 +112,10 @@ async def gate_trees(
         invalid. A missing or invalid config at base only skips the relative rules (noted).
         The gate rules are base's (a pull request cannot loosen its own gate); where head
         changes them the stricter applies and the report notes the difference
-        (worker/evals/rules.py). When ``on_paths`` skip every suite, nothing runs and the
+        (worker/evals/rules.py). Head runs under base's budgets, time limits and verdict
+        settings (worker/evals/base_settings.py), and the conclusion follows the causes of
+        the run's errors (worker/evals/health.py): a base that could not be evaluated leaves
+        the run undecided. When ``on_paths`` skip every suite, nothing runs and the
         conclusion is base's ``settings.on_paths_conclusion`` (``success`` or ``skipped``).
 
     Raises:
@@ -124,7 +128,8 @@ async def gate_trees(
     except ConfigError as err:
         return config_error_report(err)
     notes: list[str] = []
-    base_config = _base_config(base_root, config_path, notes) if base_root else None
+    problems: list[str] = []  # why base could not be evaluated
+    base_config = _base_config(base_root, config_path, notes, problems) if base_root else None
     if changed_files is not None:
         selection = select_suites(head_config, base_config, changed_files)
         if not selection.run:
@@ -132,13 +137,15 @@ async def gate_trees(
         head_config = restrict(head_config, selection.run)
         base_config = restrict(base_config, selection.run) if base_config else None
         notes += selection.skipped.values()
+    head_config, settings_notes = with_base_settings(base_config, head_config)
+    notes += settings_notes
     try:
         head_run = await run_config(head_config, head_root, head_sha, evals,
                                     with_base=base_root is not None)
     except ConfigError as err:
         return config_error_report(err)
-    base = await _base_run(base_runner, base_config, base_root, base_sha, notes, evals) \
-        if base_root and base_config else None
+    base = await _base_run(base_runner, base_config, base_root, base_sha, notes, problems,
+                           evals) if base_root and base_config else None
     base_run = base.result if base else None
     try:
         head_run = await judge_pairs(head_config, head_run, base_run, evals)
@@ -149,18 +156,21 @@ async def gate_trees(
     rules, changes = merge_rules(base_config, head_config)
     source = base.source if base else None
     report = finish_report(await compare_comparable(  # re-scores base if scoring changed
-        rules, head_root, head_run, base_run, [*notes, *changes], evals), head_config)
+        rules, head_root, head_run, base_run, [*notes, *changes], evals), head_config,
+        base_config, problems[0] if problems else None)
     if source:
         report = replace(report, notes=(*report.notes, source))
     return replace(report, base_source=source)
 
 
-def _base_config(base_root: Path, config_path: str, notes: list[str]) -> Config | None:
-    """Return the base config, or None (noted: absent, or invalid at base)."""
+def _base_config(base_root: Path, config_path: str, notes: list[str],
+                 problems: list[str]) -> Config | None:
+    """Return the base config, or None (noted: absent, or invalid at base: a problem)."""
     try:
         config = read_config(base_root, config_path)
     except ConfigError as err:
         notes.append(f"base could not be evaluated ({err}): relative rules skipped")
+        problems.append(f"its config is invalid: {err}")
         return None
     if config is None:
         notes.append(f"no {config_path} at base: relative rules skipped")
@@ -168,11 +178,13 @@ def _base_config(base_root: Path, config_path: str, notes: list[str]) -> Config 
 
 
 async def _base_run(runner: BaseRunner, config: Config, root: Path, sha: str,
-                    notes: list[str], evals: EvalContext | None) -> BaseRun | None:
+                    notes: list[str], problems: list[str],
+                    evals: EvalContext | None) -> BaseRun | None:
     try:
         return await runner(config, root, sha, evals)
     except ConfigError as err:
         notes.append(f"base could not be evaluated ({err}): relative rules skipped")
+        problems.append(f"a file its config names is invalid: {err}")
         return None
 
 

@@ -121,7 +121,7 @@ def check_text(report: GateReport, limit: int = CHECK_OUTPUT_MAX_CHARS) -> str:
     Each shows the suite, id, ``dataset:line``, the reason and the expected value and base and
     head outputs in code blocks (clipped to 2000 characters each).
     """
-    items = [_detail_item(r) for r in _ordered(report)]
+    items = [_detail_item(r) for r in (*_ordered(report), *_errored_only(report))]
 
     def render(k: int) -> str:
         return _render("details.md.j2", config_error=_config_error_block(report),
@@ -149,7 +149,9 @@ def comment_section(report: GateReport, name: str, limit: int, *,
 
 
 def annotations(report: GateReport) -> list[dict[str, Any]]:
-    """Return check-run annotations: one per regression, or one for a configuration error.
+    """Return check-run annotations: one per regression, per example of head that got no
+    answer for a cause of the head, and per head-caused run error on the config line that
+    set what failed; or one for a configuration error.
 
     Each is ``{"path", "start_line", "end_line", "annotation_level": "failure", "title",
     "message", "raw_details"}`` with a 1-based line, a title of at most 255 characters and a
@@ -161,15 +163,27 @@ def annotations(report: GateReport) -> list[dict[str, Any]]:
         return [{"path": err.path, "start_line": err.line or 1, "end_line": err.line or 1,
                  "annotation_level": "failure", "title": "llmgate: configuration error",
                  "message": _clip(err.message, 4000)}]
-    return [{"path": r.dataset, "start_line": max(r.line, 1), "end_line": max(r.line, 1),
-             "annotation_level": "failure",
-             "title": _clip(f"{r.suite}: example {r.example_id} regressed",
-                            ANNOTATION_TITLE_MAX_CHARS),
-             "message": (f"expected: {_clip(_text(r.expected), ANNOTATION_OUTPUT_CHARS)}\n"
-                         f"actual: {_clip(_text(r.head_output), ANNOTATION_OUTPUT_CHARS)}\n"
-                         f"{_clip(r.reason, 2000)}"),
-             "raw_details": f"base output: {_clip(_text(r.base_output), 2000)}"}
-            for r in _ordered(report)]
+    regressed = [{"path": r.dataset, "start_line": max(r.line, 1), "end_line": max(r.line, 1),
+                  "annotation_level": "failure",
+                  "title": _clip(f"{r.suite}: example {r.example_id} regressed",
+                                 ANNOTATION_TITLE_MAX_CHARS),
+                  "message": (f"expected: {_clip(_text(r.expected), ANNOTATION_OUTPUT_CHARS)}\n"
+                              f"actual: {_clip(_text(r.head_output), ANNOTATION_OUTPUT_CHARS)}\n"
+                              f"{_clip(r.reason, 2000)}"),
+                  "raw_details": f"base output: {_clip(_text(r.base_output), 2000)}"}
+                 for r in _ordered(report)]
+    errored = [{"path": r.dataset, "start_line": max(r.line, 1), "end_line": max(r.line, 1),
+                "annotation_level": "failure",
+                "title": _clip(f"{r.suite}: example {r.example_id} got no answer at head",
+                               ANNOTATION_TITLE_MAX_CHARS),
+                "message": _clip(r.reason, 2000)} for r in _errored_only(report)]
+    causes = [{"path": e.path, "start_line": e.line, "end_line": e.line,
+               "annotation_level": "failure",
+               "title": _clip(f"llmgate: {e.suite}: the target's {e.field or 'endpoint'} "
+                              "gets no answer", ANNOTATION_TITLE_MAX_CHARS),
+               "message": _clip(report_llm.error_line(e), 4000)}
+              for e in report.errors if e.cause == "head" and e.line is not None]
+    return [*causes, *regressed, *errored]
 
 
 def comment_body(report: GateReport, *, head_sha: str, base_sha: str | None,
@@ -212,7 +226,11 @@ def render_json(report: GateReport, head_sha: str = "", base_sha: str | None = N
     ``headline``, ``usage`` (model calls, tokens, USD, estimate per side:
     `worker.report_llm.usage_json`) and ``comparability`` (per suite: ``suite``, ``status``
     ``same``/``rescored``/``not_comparable``, ``scoring_changes``, ``output_changes``,
-    ``reason``, ``spend``; see `SuiteComparability`).
+    ``reason``, ``spend``; see `SuiteComparability`), ``errors`` (the first call error of
+    each kind per suite and side: ``side``, ``suite``, ``kind``, ``permanent``, ``cause``
+    ``head``/``outside``/``limit``, ``count``, ``example_id``, ``message``, ``path``, ``line``,
+    ``field``; see `RunError`) and ``errored`` (head's examples without an answer caused by
+    the head, shaped as ``regressions``).
     Non-finite numbers become null; values JSON cannot hold become strings.
     """
     err = report.config_error
@@ -230,6 +248,8 @@ def render_json(report: GateReport, head_sha: str = "", base_sha: str | None = N
            "comparisons": [asdict(c) for c in report.comparisons],
            "holm_tests": report.holm_tests,
            "headline": report.headline, "usage": report_llm.usage_json(report),
+           "errors": [asdict(e) for e in report.errors],
+           "errored": [asdict(r) for r in report.errored],
            "metrics": {name: {"base": _suite_metrics(report.base, name),
                               "head": _suite_metrics(report.head, name)} for name in suites}}
     return json.dumps(_jsonable(doc), indent=2, sort_keys=True, ensure_ascii=False) + "\n"
@@ -338,6 +358,12 @@ def _config_error_block(report: GateReport, *, local: bool = False) -> str:
             + ("Fix the file and run `llmgate run` again." if local else
                "Fix the file in this pull request and push; llmgate runs again on the new "
                "commit."))
+
+
+def _errored_only(report: GateReport) -> list[Regression]:
+    """Head's examples without an answer (caused by the head) not listed as regressions."""
+    listed = {(r.suite, r.example_id) for r in report.regressions}
+    return [r for r in report.errored if (r.suite, r.example_id) not in listed]
 
 
 def _ordered(report: GateReport) -> list[Regression]:

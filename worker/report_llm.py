@@ -1,8 +1,10 @@
-"""Report lines about model calls: cost, cache, estimate, judges, traps and pairwise (pure).
+"""Report lines about model calls: cost, cache, estimate, errors, judges, traps, pairwise (pure).
 
-`run_lines` gives the lines the check summary and the PR comment show under "Model calls";
-`usage_json` the same facts for ``llmgate run --format json`` (the stored run). Money is shown
-as USD with 4 decimals (``$0.0024``), the figure stored in `RunResult.spend`.
+`run_lines` gives the lines the check summary and the PR comment show under "Model calls",
+among them the first call error of each kind per suite and side with its text and cause
+(`error_line`); `usage_json` the same facts for ``llmgate run --format json`` (the stored
+run). Money is shown as USD with 4 decimals (``$0.0024``), the figure stored in
+`RunResult.spend`.
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import asdict
 from typing import Any
 
-from worker.evals.types import GateReport, RunResult, SuiteResult
+from worker.evals.types import GateReport, RunError, RunResult, SuiteResult
 
 Inline = Callable[[Any, int], str]
 
@@ -66,8 +68,28 @@ def _suite_lines(side: str, suite: SuiteResult) -> list[str]:
     return lines
 
 
+#: What each cause of a run error is called in the report.
+CAUSE_TEXT = {"head": "caused by the head", "outside": "not caused by the pull request",
+              "limit": "not sent: base's budget or time limit"}
+_KIND_TEXT = {"rate_limited": "rate limited", "timeout": "timed out", "budget": "not sent"}
+
+
+def error_line(error: RunError) -> str:
+    """Return one line about a run error, e.g. ``Call errors at head in tickets: 5 examples
+    provider error (no retry can fix it), caused by the head (api_key_env at .llmgate.yml:9);
+    the first, t1: ...``."""
+    kind = _KIND_TEXT.get(error.kind, "provider error")
+    lasting = " (no retry can fix it)" if error.permanent else ""
+    where = (f" ({error.field} at {error.path}:{error.line})"
+             if error.line is not None else "")
+    examples = f"{error.count} example{'s' if error.count != 1 else ''}"
+    return (f"Call errors at {error.side} in {error.suite}: {examples} {kind}{lasting}, "
+            f"{CAUSE_TEXT[error.cause]}{where}; the first, {error.example_id}: {error.message}")
+
+
 def run_lines(report: GateReport, inline: Inline) -> list[str]:
     """Return the escaped markdown lines about model calls for the summary and the comment."""
+    errors = [inline(error_line(e), 900) for e in report.errors[:20]]
     lines: list[str] = []
     for side, run in (("head", report.head), ("base", report.base)):
         if run is None:
@@ -77,11 +99,12 @@ def run_lines(report: GateReport, inline: Inline) -> list[str]:
                 lines.append(line)
         for suite in run.suites.values():
             lines.extend(_suite_lines(side, suite))
-    return [inline(line, 600) for line in lines[:40]]
+    return [*errors, *(inline(line, 600) for line in lines[:40])]
 
 
 def usage_json(report: GateReport) -> dict[str, Any]:
-    """Return ``{"head": {...} | None, "base": ...}``: spend, estimate and why a run stopped."""
+    """Return ``{"head": {...} | None, "base": ...}``: spend, estimate and why a run stopped
+    (the run errors are the report's ``errors``, `worker.report.render_json`)."""
     def side(run: RunResult | None) -> dict[str, Any] | None:
         if run is None:
             return None

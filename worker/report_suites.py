@@ -2,7 +2,8 @@
 
 Each suite run at head gets a section: its verdict, its examples (paired with base, added,
 removed), its model calls (live and cached, USD) at head and base, what the pull request
-changed and whether base was scored like head (worker/evals/comparability.py), the examples that
+changed and whether base was scored like head (worker/evals/comparability.py), the examples of
+head that got no answer for a cause of the head (worker/evals/health.py), the examples that
 got worse with their expected value and base and head outputs side by side (collapsed), and
 the ids of the examples added and removed (collapsed).
 
@@ -109,6 +110,12 @@ def _section(name: str, suite: SuiteResult | None, report: GateReport,
         facts.append("Changed at head: " + inline(describe(verdict.output_changes), 300))
     if verdict is not None and verdict.status != "same":
         facts.append("Comparability: " + inline(_comparability(verdict, calls=False), 900))
+    errored = [r.example_id for r in report.errored if r.suite == name]
+    if errored:
+        shown = ", ".join(errored[:10]) + (f" and {len(errored) - 10} more"
+                                           if len(errored) > 10 else "")
+        facts.append(f"**No answer at head** (caused by the head): {len(errored)} "
+                     f"example{'s' if len(errored) != 1 else ''}: " + inline(shown, 400))
     worse = [worse_item(r, inline, cell) for r in sorted(
         (r for r in report.regressions if r.suite == name), key=lambda r: (r.line, r.example_id))]
     return Section(title, tuple(f for f in facts if f), tuple(worse), len(worse),

@@ -149,8 +149,8 @@ async def _runs(llm: FakeLLMServer, tmp_path: Path,
     return head, config, head_run, base_run
 
 
-async def test_a_base_without_outputs_is_not_comparable_and_neutral(llm: FakeLLMServer,
-                                                                    tmp_path: Path) -> None:
+async def test_a_base_without_outputs_is_not_comparable_and_undecided(llm: FakeLLMServer,
+                                                                      tmp_path: Path) -> None:
     head, config, head_run, base_run = await _runs(
         llm, tmp_path, "{pass_rate: {min: 0.5, max_drop: 0.0}}")
     stored = replace(base_run, suites={"s": replace(base_run.suites["s"], examples=())})
@@ -161,7 +161,7 @@ async def test_a_base_without_outputs_is_not_comparable_and_neutral(llm: FakeLLM
     reason = ("the scoring changed (assertions, judge prompts (rubric, scale)) and "
               f"{NO_OUTPUTS}")
     assert (verdict.status, verdict.reason) == ("not_comparable", reason)
-    assert gate.conclusion == "neutral" and gate.regressions == ()
+    assert gate.conclusion == "action_required" and gate.regressions == ()  # undecided
     assert gate.headline == "s not comparable with base: relative rules not applied"
     assert [(o.rule, o.status, o.reason) for o in gate.outcomes] == [
         ("min 0.50", "pass", ""),
@@ -170,7 +170,7 @@ async def test_a_base_without_outputs_is_not_comparable_and_neutral(llm: FakeLLM
     body = report.comment_body(gate, head_sha="a" * 40, base_sha="b" * 40)
     assert "#### s · ⚪ not comparable with base" in body
     assert report.check_title(gate) == (
-        "llmgate: neutral - s not comparable with base: relative rules not applied")
+        "llmgate: action required - s not comparable with base: relative rules not applied")
 
 
 async def test_absolute_rules_still_fail_a_not_comparable_suite(llm: FakeLLMServer,

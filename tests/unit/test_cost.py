@@ -97,7 +97,8 @@ async def test_a_run_estimated_above_the_budget_does_not_start(llm: FakeLLMServe
     gate = await gate_trees(write_repo(tmp_path, config, rows), None,
                             evals=context(say=said.append))
     assert llm.calls() == []
-    assert gate.conclusion == "neutral"
+    assert gate.conclusion == "action_required"  # over budget blocks (issue 12), never neutral
+    assert gate.headline.startswith("over budget: not started: the estimate $")
     assert gate.head is not None and gate.head.estimate is not None
     assert gate.head.estimate.calls == 5 and gate.head.estimate.tokens_out == 2500
     assert gate.head.estimate.cost_usd is not None and gate.head.estimate.cost_usd > 0.02
@@ -117,6 +118,7 @@ async def test_the_budget_stops_new_calls_and_names_how_far_it_got(llm: FakeLLMS
     examples = gate.head.suites["s"].examples  # type: ignore[union-attr]
     assert [e.error_kind for e in examples] == [None, None, None, "budget", "budget", "budget"]
     assert all(e.unscored for e in examples[3:])
-    assert gate.conclusion == "neutral"
+    assert gate.conclusion == "action_required"  # over budget blocks (issue 12), never neutral
+    assert gate.headline.startswith("over budget: budget exceeded")
     assert "budget exceeded" in gate.headline and "3 of 6 examples ran" in gate.headline
     assert "budget exceeded" in report.check_title(gate)

@@ -50,7 +50,7 @@ def test_defaults() -> None:
     assert rules["pass_rate"].regression_alpha == 0.1
     assert rules["pass_rate"].min_detectable_action == "fail"
     assert (options.critical_tags, options.group_min_items, options.on_inconclusive) == (
-        ("a", "b"), 5, "neutral")
+        ("a", "b"), 5, "undecided")  # unset: settings.undecided decides (issue 12)
     assert parse_config(HEAD.replace("    gate:\n", "")).suites[0].gate_options == GateOptions()
 
 

@@ -115,20 +115,23 @@ def test_a_shifted_line_would_have_paired_the_wrong_examples() -> None:
     assert report.config_error is not None and report.config_error.line == 1
 
 
-def test_a_base_without_ids_makes_paired_rules_inconclusive_so_the_fix_can_merge() -> None:
+def test_a_base_without_ids_leaves_paired_rules_undecided_for_a_writer_to_let_through(
+        ) -> None:
+    """The fix (ids added at head) cannot be judged by base's paired rules: undecided, so it
+    blocks until a writer lets it through (issue 12: a passing ``neutral`` was the default)."""
     base_text = lines(*(row(w, with_id=False) for w in ("alpha", "bravo", "charlie", "delta")))
     gate = "      pass_rate: {min: 0.5, regression: {alpha: 0.05}, max_new_failures: 0}\n"
     report = compare(config(gate), run(IDS, frozenset({"bravo"})), run(base_text))
     assert report.config_error is None
     assert [(o.rule, o.status, o.effect) for o in report.outcomes] == [
         ("min 0.50", "pass", "none"),
-        ("regression alpha 0.05", "inconclusive", "neutral"),
-        ("max_new_failures 0", "inconclusive", "neutral")]
+        ("regression alpha 0.05", "inconclusive", "undecided"),
+        ("max_new_failures 0", "inconclusive", "undecided")]
     assert report.outcomes[1].reason == (
         "base and head are not paired example by example: the base dataset evals/s.jsonl has "
-        "no `id` at line 1 (the paired rules apply once ids are merged); the check is neutral "
-        "(on_inconclusive: neutral)")
-    assert report.conclusion == "neutral" and report.comparisons == ()
+        "no `id` at line 1 (the paired rules apply once ids are merged); the run is undecided "
+        "(no on_inconclusive in the base config)")
+    assert report.conclusion == "action_required" and report.comparisons == ()
 
 
 def _absolute(head: str, base: str, wrong: frozenset[str] = frozenset()) -> GateReport:

@@ -152,7 +152,7 @@ def test_non_inferiority_has_three_verdicts() -> None:
     assert verdict(0.6 + rng.normal(0, 0.01, 30)) == ("pass", "success")
     assert verdict(0.4 + rng.normal(0, 0.01, 30)) == ("regression", "failure")
     assert verdict(0.6 + rng.normal(-0.03, 0.25, 30).clip(-0.6, 0.4)) == ("inconclusive",
-                                                                          "neutral")
+                                                                          "action_required")
 
 
 def test_inconclusive_reason_explains_and_on_inconclusive_sets_the_conclusion() -> None:
@@ -222,7 +222,8 @@ def test_a_critical_example_removed_at_head_fails_and_no_base_still_checks() -> 
 def test_a_critical_example_that_could_not_be_scored_is_inconclusive() -> None:
     head = [ex(0, False, tags=("must_pass",), unscored=True)]
     result = compare(config(critical_tags=("must_pass",)), run("h", head), None)
-    assert (result.outcomes[0].status, result.conclusion) == ("inconclusive", "neutral")
+    assert (result.outcomes[0].status, result.conclusion) == ("inconclusive",
+                                                              "action_required")
 
 
 # --- groups and Holm -------------------------------------------------------------------------
@@ -312,7 +313,7 @@ def test_no_shared_id_makes_statistical_rules_inconclusive_not_passing() -> None
     result = gate(config(GateRule("pass_rate", regression_alpha=0.05)), base, head)
     assert result.outcomes[0].status == "inconclusive"
     assert "no example id is shared" in result.outcomes[0].reason
-    assert result.conclusion == "neutral"
+    assert result.conclusion == "action_required"  # undecided: never a passing neutral
 
 
 def test_n1_has_no_interval_and_is_inconclusive_for_non_inferiority() -> None:

@@ -31,9 +31,12 @@ def gated(url: str, settings: str = "") -> str:
                         assertions="      - type: contains\n        value: echo\n")
 
 
-async def test_429_on_every_call_is_neutral_never_a_regression(llm: FakeLLMServer,
-                                                               tmp_path: Path) -> None:
-    """Field case: head is rate limited throughout (3 attempts x 4 examples), base is fine."""
+async def test_429_on_every_call_is_undecided_never_a_regression(llm: FakeLLMServer,
+                                                                 tmp_path: Path) -> None:
+    """Field case: head is rate limited throughout (3 attempts x 4 examples), base is fine.
+
+    Both sides call the same endpoint, so the gate cannot decide: the check blocks
+    (``action_required``, issue 12: ``neutral`` let the pull request merge unevaluated)."""
     llm.setup({"faults": [{"status": 429, "times": 12}]})
     head, base = two_trees(tmp_path, gated(llm.url))
     sleep = FakeSleep()
@@ -42,9 +45,14 @@ async def test_429_on_every_call_is_neutral_never_a_regression(llm: FakeLLMServe
     assert all(e.error_kind == "rate_limited" and e.unscored
                for e in gate.head.suites["s"].examples)
     assert all(e.passed for e in gate.base.suites["s"].examples)
-    assert gate.conclusion == "neutral" and gate.regressions == ()
-    assert gate.headline.startswith("rate limited: 4 of 4 examples got no answer at head")
-    assert report.check_title(gate).startswith("llmgate: neutral - rate limited")
+    assert gate.conclusion == "action_required" and gate.regressions == ()
+    assert gate.headline.startswith("rate limited: 4 of 4 examples got no answer at head "
+                                    "(the first, s/e0: rate limited (HTTP 429): ")
+    assert gate.headline.endswith("(undecided: re-run, or a writer can let it through)")
+    assert report.check_title(gate).startswith("llmgate: action required - rate limited")
+    (error,) = gate.errors
+    assert (error.side, error.kind, error.cause, error.count) == ("head", "rate_limited",
+                                                                   "outside", 4)
     assert len(sleep.waits) == 8  # 2 retries for each of the 4 examples
 
 

@@ -158,3 +158,47 @@ async def test_an_api_base_off_loopback_needs_the_operators_allow_list(
     far = Endpoint("openai/test-model", {}, "https://collector.example/v1", None)
     outcome = await caller(FakeSleep()).chat(far, MESSAGES)
     assert outcome.answer is None and "LLMGATE_ALLOWED_API_BASES" in (outcome.error or "")
+
+
+# --- what to fix: the field a permanent error points at (worker/evals/causes.py reads it) ----
+
+@pytest.mark.parametrize(("status", "key_env", "field"), [
+    (401, KEY_ENV, "api_key_env"), (403, KEY_ENV, "api_key_env"), (401, None, "model"),
+    (404, KEY_ENV, "model"), (400, KEY_ENV, "request"), (422, KEY_ENV, "request")])
+async def test_a_refused_call_names_what_to_fix_and_a_transient_one_nothing(
+        llm: FakeLLMServer, monkeypatch: pytest.MonkeyPatch, status: int, key_env: str | None,
+        field: str) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-worker-default")  # for the keyless endpoint
+    llm.setup({"faults": [{"status": status, "times": None}]})
+    place = Endpoint("openai/test-model", {}, llm.url, key_env)
+    outcome = await caller(FakeSleep()).chat(place, MESSAGES)
+    assert (outcome.error_kind, outcome.error_field) == ("provider", field)
+    llm.setup({"faults": [{"status": 503, "times": None}]})
+    assert (await caller(FakeSleep()).chat(place, MESSAGES)).error_field == ""
+
+
+async def test_a_provider_whose_key_the_worker_lacks_is_refused_before_sending(
+        llm: FakeLLMServer, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Field case (issue 12): litellm answered HTTP 500 "Missing credentials" for openai/ and
+    401 for anthropic/, retried as provider trouble; now it names the variable, unsent."""
+    for name in ("ANTHROPIC_API_KEY", "OPENAI_API_KEY"):
+        monkeypatch.delenv(name, raising=False)
+    for model, variable in (("anthropic/claude-3-5-haiku-20241022", "ANTHROPIC_API_KEY"),
+                            ("openai/test-model", "OPENAI_API_KEY")):
+        outcome = await caller(FakeSleep()).chat(Endpoint(model, {}, llm.url, None), MESSAGES)
+        assert (outcome.error_kind, outcome.error_field) == ("provider", "model")
+        assert outcome.error == (f"provider error: the worker has no {variable}, which {model} "
+                                 "needs: set it on the worker, or name the worker's variable "
+                                 "holding the key with api_key_env")
+        assert outcome.spend.provider_calls == 1  # one attempt, no retry, nothing sent
+    unknown = await caller(FakeSleep()).chat(Endpoint("nosuch/model", {}, llm.url, KEY_ENV),
+                                             MESSAGES)
+    assert unknown.error_field == "model" and "litellm knows no provider for 'nosuch/model'" \
+        in (unknown.error or "")
+    assert llm.calls() == []
+    missing = await caller(FakeSleep()).chat(Endpoint("openai/m", {}, llm.url, "NO_SUCH_VAR"),
+                                             MESSAGES)
+    assert missing.error_field == "api_key_env"
+    far = await caller(FakeSleep()).chat(Endpoint("openai/m", {}, "http://192.0.2.1/v1", None),
+                                         MESSAGES)
+    assert far.error_field == "api_base"

@@ -48,10 +48,13 @@ async def test_no_config_at_base_skips_only_the_relative_rules(tmp_path):
     assert report.base is None
 
 
-async def test_broken_config_at_base_is_a_note_not_an_error(tmp_path):
+async def test_broken_config_at_base_is_undecided_not_a_config_error(tmp_path):
+    """Base cannot be evaluated: not head's error, but no pass either (issue 12: it passed)."""
     base = tree(tmp_path / "base", config=CONFIG.replace("type: equals", "type: equalz"))
     report = await gate_trees(tree(tmp_path / "head"), base)
-    assert report.config_error is None and report.conclusion == "success"
+    assert report.config_error is None and report.conclusion == "action_required"
+    assert report.headline.startswith("base could not be evaluated (its config is invalid: "
+                                      f".llmgate.yml:{ASSERTION_LINE}: ")
     assert statuses(report)["max_drop 0.05"] == "skipped"
     [note] = [n for n in report.notes if n.startswith("base could not be evaluated")]
     assert f".llmgate.yml:{ASSERTION_LINE}" in note

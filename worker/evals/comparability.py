@@ -15,8 +15,9 @@ its outputs and what scored them. For every suite run at both base and head:
   file that cannot be read). The suite's relative rules (``max_drop``, ``regression`` ...)
   are skipped with the reason and no example is listed as a regression; absolute rules at head
   (``min``, ``max``, ``critical``) still apply. When such a skipped rule exists and nothing
-  else fails, the check is ``neutral``: the gate could not tell, so it neither passes nor
-  fails the pull request (a failure elsewhere still fails it).
+  else fails, the run is undecided (``action_required``, or ``neutral`` when base says
+  ``settings.undecided: neutral``: worker/evals/health.py): the gate could not tell, so it
+  does not pass the pull request on its own (a failure elsewhere still fails it).
 
 Re-scoring has its own budget with the run's limits, like the ``pairwise`` step.
 """
@@ -164,9 +165,9 @@ def apply(report: GateReport, verdicts: Sequence[SuiteComparability],
     outcomes = tuple(_mark(o, blocked) for o in report.outcomes)
     skipped = [o.suite for o, old in zip(outcomes, report.outcomes, strict=True) if o is not old]
     conclusion, headline = report.conclusion, report.headline
-    if skipped and conclusion == "success":
+    if skipped and conclusion in ("success", "neutral"):
         names = ", ".join(dict.fromkeys(skipped))
-        conclusion = "neutral"
+        conclusion = "action_required"  # undecided (health.py)
         headline = headline or f"{names} not comparable with base: relative rules not applied"
     return replace(report, conclusion=conclusion, headline=headline, outcomes=outcomes,
                    base=base, comparability=tuple(verdicts))
@@ -211,4 +212,4 @@ def _output(result: ExampleResult) -> TargetOutput:
     """Return the target answer an example result holds (its spend stays with base's run)."""
     return TargetOutput(result.output, result.error, result.latency_ms, dict(result.usage),
                         result.cost_usd, result.error_kind, RunUsage(), result.cached,
-                        result.contexts, result.retrieved_ids)
+                        result.contexts, result.retrieved_ids, result.error_field)

@@ -61,8 +61,11 @@ MAX_CONCURRENCY = 64
 UNTRUSTED_POLICIES = ("approve", "never", "run")
 #: Values of ``settings.drafts`` (read from the base branch only; see worker/drafts.py).
 DRAFT_POLICIES = ("run", "skip")
+#: Values of ``settings.undecided`` (read from the base branch only; see worker/evals/health.py).
+UNDECIDED_POLICIES = ("action_required", "neutral")
 SETTINGS_KEYS = ("timeout", "concurrency", "env", *config_llm.LLM_SETTINGS_KEYS,
-                 *config_paths.PATH_SETTINGS_KEYS, "drafts", *config_layout.LAYOUT_SETTINGS_KEYS)
+                 *config_paths.PATH_SETTINGS_KEYS, "drafts", "undecided",
+                 *config_layout.LAYOUT_SETTINGS_KEYS)
 SUITE_KEYS = ("name", "dataset", "target", "assertions", "gate", "traps", "on_paths")
 TARGET_KEYS = ("command", "batch")
 PLACEHOLDERS = ("{input_file}", "{output_file}")
@@ -239,8 +242,14 @@ class _Reader:
             drafts = "skip" if value == "skip" else "run"
         checks = config_layout.checks_mode(self, entries["checks"][1]) \
             if "checks" in entries else default.checks
+        undecided: Literal["action_required", "neutral"] = default.undecided
+        if "undecided" in entries and self.choice(entries["undecided"][1],
+                                                  "`settings.undecided`",
+                                                  UNDECIDED_POLICIES) == "neutral":
+            undecided = "neutral"
         settings = config_llm.settings_extras(
-            self, entries, Settings(timeout_s, concurrency, env, drafts=drafts, checks=checks))
+            self, entries, Settings(timeout_s, concurrency, env, drafts=drafts, checks=checks,
+                                    undecided=undecided))
         return config_paths.settings_paths(self, entries, settings)
 
     def timeout(self, node: Node) -> float:

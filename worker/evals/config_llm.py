@@ -148,7 +148,8 @@ def model_target(reader: Reader, node: Node, what: str) -> ModelTarget:
     version = reader.value(entries["version"][1]) if "version" in entries else ""
     if not isinstance(version, str | int) or isinstance(version, bool):
         raise reader.error(entries["version"][1], "`version` must be a string")
-    return ModelTarget(endpoint, prompt, str(version), int(node.start_mark.line) + 1)
+    lines = {key: int(key_node.start_mark.line) + 1 for key, (key_node, _) in entries.items()}
+    return ModelTarget(endpoint, prompt, str(version), int(node.start_mark.line) + 1, lines)
 
 
 def repo_path(reader: Reader, node: Node, what: str) -> str:

@@ -10,7 +10,10 @@ Statistical and per-example rules (``regression``, ``non_inferiority_margin``,
 paired.py; ids taken from line numbers are refused) and, with ``groups``, in each group too. The
 ``regression`` p-values of the whole gate form one Holm family, so its false-alarm rate stays at
 alpha. The conclusion is ``failure`` when a rule fails or regresses (or an inconclusive rule is
-set to fail), else ``neutral`` when an inconclusive rule is set to neutral, else ``success``.
+set to fail), else ``action_required`` when an inconclusive rule has no ``on_inconclusive`` (the
+run is undecided: worker/evals/health.py may make it ``neutral`` when base says
+``settings.undecided: neutral``), else ``neutral`` when an inconclusive rule is set to neutral,
+else ``success``.
 Regressed examples (passed at base, fail at head) are listed either way.
 """
 
@@ -144,6 +147,8 @@ def conclude(outcomes: Sequence[RuleOutcome]) -> Conclusion:
     """Return the check conclusion of a list of rule outcomes (see the module docstring)."""
     if any(o.status in ("fail", "regression") or o.effect == "failure" for o in outcomes):
         return "failure"
+    if any(o.effect == "undecided" for o in outcomes):
+        return "action_required"
     return "neutral" if any(o.effect == "neutral" for o in outcomes) else "success"
 
 

@@ -1,56 +1,227 @@
-"""Decide what provider trouble, judge errors and budgets do to a gate verdict (pure).
+"""Decide what run errors, budgets and undecidable runs do to a gate verdict (pure).
 
-After the rules are checked (worker/evals/gate.py), in this order:
+The rule: a conclusion that lets a pull request merge (``success``, ``neutral``) is given only
+when the gate decided that head is good enough, by rules and settings read from the base
+(worker/evals/rules.py, worker/evals/base_settings.py). Every model-call error is put down to
+its cause (worker/evals/causes.py), and after the rules are checked (worker/evals/gate.py),
+in this order:
 
-1. A run that stopped early or did not start (``max_cost_usd``, ``max_duration``, or an
-   estimate above the budget) makes the check ``neutral``: the gate could not decide. The
-   headline says why and how far the run got.
-2. When the share of examples whose calls failed for the provider's reasons (429 after retries,
-   5xx, timeouts) exceeds ``settings.max_provider_error_rate`` at head or base, the check is
-   ``neutral`` ("rate limited" when most were 429s): never a regression, never a pass.
-3. When the share of examples with a judge error (an errored assertion) exceeds
-   ``settings.max_judge_error_rate``, a ``success`` becomes ``failure``: fail closed.
+1. **Caused by the head** (its config, prompt, target or endpoint breaks): ``failure``, with the
+   cause named (the provider's status and message, the variable's name, the refused
+   ``api_base``, connection refused) in the headline and in `GateReport.errors`, each with the
+   ``.llmgate.yml`` line that set it (annotated). Any error no retry can fix does it; transient
+   errors (429, 5xx, timeouts, connections) on an endpoint only head uses do it when the share
+   of head's examples without an answer exceeds base's ``max_provider_error_rate`` and most
+   of them are head's. Those examples are listed (`GateReport.errored`, and as regressions
+   when they passed at base), never dropped.
+2. **Over budget / over time**: a run (head or base) that stopped at, or was estimated above,
+   base's ``max_cost_usd`` or ``max_duration``: ``action_required``, named so, never
+   ``neutral`` (whatever ``settings.undecided`` says).
+3. **Undecided** (the reason is outside the pull request): more than base's
+   ``max_provider_error_rate`` of a side's examples got no answer for an outside cause
+   (provider outage or rate limiting on an endpoint both sides use, the worker's own key
+   missing for both, base's own calls failing); the rules left the run undecided (an
+   inconclusive rule with no ``on_inconclusive``, a suite not comparable with base); or base
+   could not be evaluated (its config or a file it names is invalid) while nothing failed.
+   The conclusion is ``action_required`` (Re-run, or a writer presses Let through:
+   worker/accept.py) unless base's config says ``settings.undecided: neutral``; the title says
+   which.
+4. Otherwise the rules decide; then, when the share of examples with a judge error (an errored
+   assertion) exceeds ``max_judge_error_rate``, a ``success`` becomes ``failure``: fail closed.
 
-Unscored examples (provider or judge errors) are never listed as regressions. Judge errors are
-always counted in the notes ("4 judge errors"), and a judge rubric changed between base and
-head is noted (the scores are then not comparable).
+Unscored examples (provider or judge errors not caused by the head) are never listed as
+regressions. Judge errors are always counted in the notes with the first one's message, a judge
+rubric changed between base and head is noted, and the first call error of each kind per suite
+and side is in `GateReport.errors` with its text, whatever the conclusion.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
-from worker.evals.types import Config, GateReport, RunResult, SuiteResult
+from worker.evals.causes import Attribution
+from worker.evals.types import (
+    Conclusion,
+    Config,
+    ExampleResult,
+    GateReport,
+    Regression,
+    RunError,
+    RunResult,
+    SuiteResult,
+)
 
 PROVIDER_KINDS = ("rate_limited", "provider", "timeout")
+#: Longest errored-assertion message quoted in a note, characters.
+MAX_QUOTED_CHARS = 300
+#: What the headline of an undecided run adds, by ``settings.undecided``.
+UNDECIDED_SUFFIX = {
+    "action_required": " (undecided: re-run, or a writer can let it through)",
+    "neutral": " (undecided: neutral, as base's settings.undecided says)"}
+
+_Runs = dict[str, RunResult | None]
 
 
-def finish_report(report: GateReport, config: Config) -> GateReport:
-    """Apply the rules of the module docstring to a compared report."""
+@dataclass(frozen=True)
+class _Found:
+    """The call errors of a run, by side and cause."""
+
+    errors: tuple[RunError, ...]
+    head_blamed: tuple[tuple[str, ExampleResult], ...]  # (suite, example), cause head
+    outside: dict[str, int]  # side -> examples without an answer for an outside cause
+    totals: dict[str, int]  # side -> examples
+
+
+def finish_report(report: GateReport, config: Config, base_config: Config | None = None,
+                  base_problem: str | None = None) -> GateReport:
+    """Apply the rules of the module docstring to a compared report.
+
+    Args:
+        report: what `worker.evals.gate.compare` (via comparability) returned.
+        config: the config head ran, under base's settings (thresholds, ``undecided``).
+        base_config: base's config, or None (none at base, invalid, or no base given).
+        base_problem: why base could not be evaluated (its config or a file it names is
+            invalid), or None.
+
+    Returns:
+        The report with its conclusion, headline, notes, errors and errored examples.
+    """
     if report.config_error is not None or report.head is None:
         return report
-    runs = {"head": report.head, "base": report.base}
-    notes = list(report.notes)
-    unscored = {(r.suite, r.example_id) for r in report.regressions
-                if _unscored(report.head, r.suite, r.example_id)}
-    regressions = tuple(r for r in report.regressions if (r.suite, r.example_id) not in unscored)
-    notes += _judge_notes(runs) + _rubric_notes(report.head, report.base)
+    runs: _Runs = {"head": report.head, "base": report.base}
+    found = _find(Attribution(config, base_config, report.base), report.head, report.base)
+    threshold = config.settings.max_provider_error_rate
+    head_fault = _head_fault(found, threshold)
+    blamed = {(s, e.id) for s, e in found.head_blamed
+              if e.error_field or head_fault is not None}
+    errored = _errored(report, [(s, e) for s, e in found.head_blamed if (s, e.id) in blamed])
+    regressions = (*(r for r in report.regressions
+                     if not _unscored(report.head, r.suite, r.example_id)),
+                   *_regressed(report.base, errored))
     conclusion, headline = report.conclusion, report.headline
-    stopped = [(side, run) for side, run in runs.items() if run is not None and run.stopped]
-    provider = _worst_share(runs, _provider_errors)
-    judges = _worst_share(runs, _judge_errors)
-    if stopped:
-        side, run = stopped[0]
-        conclusion, headline = "neutral", f"{run.stopped} at {side} ({_progress(run)})"
-    elif provider[0] > config.settings.max_provider_error_rate:
-        conclusion, headline = "neutral", _provider_headline(runs, provider)
-    elif judges[0] > config.settings.max_judge_error_rate and conclusion == "success":
-        conclusion = "failure"
-        headline = (f"{judges[1]} judge errors at {judges[2]} ({judges[0]:.0%} of examples, "
-                    f"allowed {config.settings.max_judge_error_rate:.0%})")
+    undecided = conclusion == "action_required"  # the rules could not decide
+    if undecided and not headline:
+        headline = _inconclusive_headline(report)
+    stopped = [(side, run, run.stopped) for side, run in runs.items()
+               if run is not None and run.stopped]
+    outside = _outside_share(found, threshold)
+    if head_fault is not None:
+        conclusion, headline, undecided = "failure", head_fault, False
+    elif stopped:
+        side, run, why = stopped[0]
+        conclusion, undecided = "action_required", False
+        headline = f"{_limit_name(why)}: {why} at {side} ({_progress(run)})"
+    elif outside is not None:
+        conclusion, headline, undecided = "action_required", outside, True
+    elif base_problem is not None and conclusion in ("success", "neutral"):
+        conclusion, undecided = "action_required", True
+        headline = f"base could not be evaluated ({base_problem})"
+    else:
+        conclusion, headline = _judge_verdict(runs, config, conclusion, headline)
+    if undecided:
+        conclusion = "neutral" if config.settings.undecided == "neutral" else "action_required"
+        headline += UNDECIDED_SUFFIX[config.settings.undecided]
+    notes = [*report.notes, *_judge_notes(runs), *_rubric_notes(report.head, report.base)]
     return replace(report, conclusion=conclusion, regressions=regressions,
-                   notes=tuple(notes), headline=headline)
+                   notes=tuple(notes), headline=headline, errors=found.errors,
+                   errored=errored)
+
+
+def _find(attribution: Attribution, head: RunResult, base: RunResult | None) -> _Found:
+    blamed, outside = [], {"head": 0, "base": 0}
+    for side, suite, example, cause in attribution.each(head, base):
+        if cause == "head":
+            blamed.append((suite, example))
+        elif cause == "outside":
+            outside[side] += 1
+    totals = {side: sum(len(s.examples) for s in run.suites.values()) if run else 0
+              for side, run in (("head", head), ("base", base))}
+    return _Found(attribution.errors(head, base), tuple(blamed), outside, totals)
+
+
+def _head_fault(found: _Found, threshold: float) -> str | None:
+    """The headline of a run failed by the head (rule 1), or None."""
+    first = next((e for e in found.errors if e.side == "head" and e.cause == "head"
+                  and e.permanent), None)
+    transient = [e for e in found.errors if e.side == "head" and e.cause == "head"
+                 and not e.permanent]
+    total = found.totals["head"]
+    if first is None and transient and total:
+        count = len(found.head_blamed)
+        if count / total > threshold and count >= found.outside["head"]:
+            first = transient[0]
+    if first is None:
+        return None
+    count = sum(e.count for e in found.errors if e.side == "head" and e.cause == "head")
+    where = f" ({first.field} at {first.path}:{first.line})" if first.line is not None else ""
+    return (f"caused by the head: {first.suite}'s target gets no answer: {first.message}"
+            f"{where}; {count} of {total} examples at head got no answer")
+
+
+def _outside_share(found: _Found, threshold: float) -> str | None:
+    """The headline of a run undecided by errors outside the pull request (rule 3), or None."""
+    for side in ("head", "base"):
+        total, count = found.totals[side], found.outside[side]
+        if not total or count / total <= threshold:
+            continue
+        errors = [e for e in found.errors if e.side == side and e.cause == "outside"]
+        limited = sum(e.count for e in errors if e.kind == "rate_limited")
+        what = "rate limited" if limited * 2 >= count else "provider errors"
+        first = errors[0]
+        base = "base could not run: " if side == "base" else ""
+        return (f"{base}{what}: {count} of {total} examples got no answer at {side} "
+                f"(the first, {first.suite}/{first.example_id}: {first.message})")
+    return None
+
+
+def _limit_name(stopped: str) -> str:
+    return "over time" if stopped.startswith("time limit") else "over budget"
+
+
+def _inconclusive_headline(report: GateReport) -> str:
+    found = next((o for o in report.outcomes if o.effect == "undecided"), None)
+    if found is None:
+        return "the rules could not decide"
+    return f"{found.suite} {found.metric} {found.rule} is inconclusive"
+
+
+def _judge_verdict(runs: _Runs, config: Config, conclusion: Conclusion,
+                   headline: str) -> tuple[Conclusion, str]:
+    share, count, side = _worst_share(runs, _judge_errors)
+    allowed = config.settings.max_judge_error_rate
+    if share > allowed and conclusion == "success":
+        return "failure", (f"{count} judge errors at {side} ({share:.0%} of examples, "
+                           f"allowed {allowed:.0%})")
+    return conclusion, headline
+
+
+def _errored(report: GateReport,
+             blamed: list[tuple[str, ExampleResult]]) -> tuple[Regression, ...]:
+    """Head's examples without an answer (caused by the head), once each (first repeat)."""
+    found: dict[tuple[str, str], Regression] = {}
+    for suite, example in blamed:
+        result = report.head.suites.get(suite) if report.head is not None else None
+        found.setdefault((suite, example.id), Regression(
+            suite, result.dataset if result is not None else "", example.line, example.id,
+            example.expected, None, None,
+            f"no answer at head (caused by the head): {example.error}"))
+    return tuple(found.values())
+
+
+def _regressed(base: RunResult | None, errored: tuple[Regression, ...]) -> list[Regression]:
+    """The errored examples that passed at base (most scored repeats), as regressions."""
+    if base is None:
+        return []
+    found = []
+    for item in errored:
+        suite = base.suites.get(item.suite)
+        results = [e for e in suite.examples if e.id == item.example_id and not e.unscored] \
+            if suite is not None else []
+        if results and sum(e.passed for e in results) * 2 > len(results):
+            output = next(e.output for e in results if e.passed)
+            found.append(replace(item, base_output=output))
+    return found
 
 
 def _unscored(run: RunResult, suite: str, example_id: str) -> bool:
@@ -59,16 +230,11 @@ def _unscored(run: RunResult, suite: str, example_id: str) -> bool:
         e.unscored for e in result.examples if e.id == example_id)
 
 
-def _provider_errors(suite: SuiteResult) -> int:
-    return sum(e.error_kind in PROVIDER_KINDS for e in suite.examples)
-
-
 def _judge_errors(suite: SuiteResult) -> int:
     return sum(any(a.errored for a in e.assertions) for e in suite.examples)
 
 
-def _worst_share(runs: dict[str, RunResult | None],
-                 count: Callable[[SuiteResult], int]) -> tuple[float, int, str]:
+def _worst_share(runs: _Runs, count: Callable[[SuiteResult], int]) -> tuple[float, int, str]:
     """Return (share, count, side) of the side with the largest share of ``count``."""
     worst = (0.0, 0, "head")
     for side, run in runs.items():
@@ -81,17 +247,6 @@ def _worst_share(runs: dict[str, RunResult | None],
     return worst
 
 
-def _provider_headline(runs: dict[str, RunResult | None], worst: tuple[float, int, str]) -> str:
-    run = runs[worst[2]]
-    assert run is not None
-    total = sum(len(s.examples) for s in run.suites.values())
-    limited = sum(e.error_kind == "rate_limited" for s in run.suites.values()
-                  for e in s.examples)
-    what = "rate limited" if limited * 2 >= worst[1] else "provider errors"
-    return (f"{what}: {worst[1]} of {total} examples got no answer at {worst[2]} "
-            "(the gate cannot decide; re-run later)")
-
-
 def _progress(run: RunResult) -> str:
     examples = [e for s in run.suites.values() for e in s.examples]
     if not examples:
@@ -100,11 +255,7 @@ def _progress(run: RunResult) -> str:
     return f"{done} of {len(examples)} examples ran, ${run.spend.cost_usd:.4f} spent"
 
 
-#: Longest errored-assertion message quoted in a note, characters.
-MAX_QUOTED_CHARS = 300
-
-
-def _judge_notes(runs: dict[str, RunResult | None]) -> list[str]:
+def _judge_notes(runs: _Runs) -> list[str]:
     """One note a side with errored assertions: how many, and the first one's message (so a
     reason that every example shares, e.g. a local embedding model the worker refused, is
     visible without opening each example)."""

@@ -12,6 +12,12 @@ API keys come from the worker's environment only: an endpoint names a variable
 (``api_key_env``), never a value. A custom ``api_base`` receives that key, so it must be on
 loopback or start with one of the prefixes in the worker's ``LLMGATE_ALLOWED_API_BASES``
 (comma-separated): a pull request cannot send the organisation's key to a server of its own.
+An endpoint without ``api_key_env`` whose provider needs a key variable the worker lacks
+(litellm's ``validate_environment``: ``ANTHROPIC_API_KEY`` for ``anthropic/...``) is refused
+before any request, naming the variable, and so is a model string litellm knows no provider
+for. Errors no retry can fix carry what to fix (`ProviderError.field`: ``api_key_env``,
+``api_base``, ``model``, or ``request`` for a prompt or parameters the provider refused), so
+the gate can say which line of the config caused them (worker/evals/causes.py).
 
 CPU per call: litellm prices every answer and builds a logging payload for its callbacks; llmgate
 prices answers itself (worker/evals/cost.py) and registers no callback, so both are switched off
@@ -138,19 +144,22 @@ def check_api_base(api_base: str | None, environ: Mapping[str, str]) -> None:
     127.0.0.0/8, ``::1``), or one starting with a prefix listed in `ALLOWED_API_BASES_ENV`.
 
     Raises:
-        ProviderError: kind ``provider``, not retryable, naming the variable to set.
+        ProviderError: kind ``provider``, not retryable, field ``api_base``, naming the
+            variable to set.
     """
     if api_base is None:
         return
     parts = urlsplit(api_base)
     if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise ProviderError("provider", f"api_base {api_base!r} must be an http(s) URL")
+        raise ProviderError("provider", f"api_base {api_base!r} must be an http(s) URL",
+                            field="api_base")
     if _is_loopback(parts.hostname):
         return
     allowed = [p.strip() for p in environ.get(ALLOWED_API_BASES_ENV, "").split(",") if p.strip()]
     if not any(api_base.startswith(prefix) for prefix in allowed):
         raise ProviderError("provider", f"api_base {api_base!r} is not allowed on this worker: "
-                            f"list it in {ALLOWED_API_BASES_ENV} (keys are sent there)")
+                            f"list it in {ALLOWED_API_BASES_ENV} (keys are sent there)",
+                            field="api_base")
 
 
 def _is_loopback(host: str) -> bool:
@@ -166,15 +175,81 @@ def api_key(endpoint: Endpoint, environ: Mapping[str, str]) -> str | None:
     """Return the key named by ``endpoint.api_key_env`` from ``environ``, or None if unnamed.
 
     Raises:
-        ProviderError: the named variable is not set on the worker (not retryable).
+        ProviderError: the named variable is not set on the worker (not retryable, field
+            ``api_key_env``).
     """
     if endpoint.api_key_env is None:
         return None
     value = environ.get(endpoint.api_key_env)
     if not value:
         raise ProviderError("provider", f"the worker has no {endpoint.api_key_env} "
-                            "(api_key_env names a variable of the worker's environment)")
+                            "(api_key_env names a variable of the worker's environment)",
+                            field="api_key_env")
     return value
+
+
+def check_provider(endpoint: Endpoint) -> None:
+    """Refuse a model litellm knows no provider for, or whose provider's key is unset.
+
+    litellm's ``get_llm_provider`` picks the provider of a model string (``nosuch/x`` has
+    none); its ``validate_environment`` names the variables a provider reads (for
+    ``anthropic/...``: ``ANTHROPIC_API_KEY``), checked only for an endpoint without
+    ``api_key_env``. Only names ending in ``_API_KEY`` count: a provider that can also
+    authenticate otherwise (AWS roles, Google's default credentials, Azure settings besides
+    the key) is left to try. Both are local lookups (about 10 microseconds), made where the
+    request is sent (a provider process has the worker's provider keys, worker/evals/
+    llm_pool.py).
+
+    Raises:
+        ProviderError: not retryable, field ``model``, naming the missing variables.
+    """
+    if local_embed.is_local(endpoint.model):
+        return
+    litellm = litellm_module()
+    try:
+        litellm.get_llm_provider(model=endpoint.model, api_base=endpoint.api_base)
+    except Exception as exc:  # litellm's BadRequestError: no provider for this model string
+        first = (str(exc).splitlines() or [type(exc).__name__])[0]
+        raise ProviderError("provider", f"litellm knows no provider for {endpoint.model!r} "
+                            f"({first[:200]}): write it as provider/model, e.g. "
+                            "openai/gpt-4o-mini", field="model") from None
+    if endpoint.api_key_env is not None:
+        return
+    try:
+        found = litellm.validate_environment(model=endpoint.model, api_base=endpoint.api_base)
+        missing = [str(name) for name in found.get("missing_keys") or []]
+    except Exception:  # an odd model string: litellm's own call reports it
+        return
+    if missing and all(name.endswith("_API_KEY") for name in missing):
+        names = ", ".join(missing)
+        raise ProviderError("provider", f"the worker has no {names}, which {endpoint.model} "
+                            "needs: set it on the worker, or name the worker's variable "
+                            "holding the key with api_key_env", field="model")
+
+
+def _endpoint_of(kwargs: dict[str, Any]) -> Endpoint:
+    """The endpoint of `_call_kwargs`'s arguments, as far as `check_provider` needs it (a key
+    given counts as a named variable)."""
+    return Endpoint(str(kwargs.get("model", "")), api_base=kwargs.get("api_base"),
+                    api_key_env="(given)" if kwargs.get("api_key") else None)
+
+
+def blame(err: ProviderError, endpoint: Endpoint) -> ProviderError:
+    """Return ``err`` with the endpoint field to fix when no retry can fix it (pure).
+
+    A refused key (401, 403) is ``api_key_env``'s when the endpoint names one, else the
+    model's (the provider it picks reads its own variable); a model the provider does not
+    have (404) is the ``model``'s; any other refused request (400, 413, 422: a prompt or
+    parameters the model refuses) is the ``request``'s. A retryable error, or one that
+    already names a field, is returned as it is.
+    """
+    if err.retryable or err.field:
+        return err
+    if err.status in (401, 403):
+        err.field = "api_key_env" if endpoint.api_key_env is not None else "model"
+    else:
+        err.field = "model" if err.status == 404 else "request"
+    return err
 
 
 def _call_kwargs(endpoint: Endpoint, timeout_s: float) -> dict[str, Any]:
@@ -201,27 +276,34 @@ async def chat(endpoint: Endpoint, messages: list[dict[str, str]], timeout_s: fl
         timeout_s: request timeout, seconds.
 
     Raises:
-        ProviderError: the call failed or the answer has no text (see `to_provider_error`).
+        ProviderError: the call failed or the answer has no text (see `to_provider_error`),
+            with the field to blame when no retry can fix it (`blame`).
     """
-    kwargs = _call_kwargs(endpoint, timeout_s)
-    pool = llm_pool.active()
-    if pool is None:
-        return await send_chat(kwargs, messages)
-    answer = await pool.call("chat", {"kwargs": kwargs, "messages": messages})
+    try:
+        kwargs = _call_kwargs(endpoint, timeout_s)
+        pool = llm_pool.active()
+        if pool is None:
+            return await send_chat(kwargs, messages)
+        answer = await pool.call("chat", {"kwargs": kwargs, "messages": messages})
+    except ProviderError as err:
+        raise blame(err, endpoint) from None
     return ChatReply(str(answer["text"]), TokenUsage(*answer["usage"]),
                      float(answer["latency_ms"]))
 
 
 async def send_chat(kwargs: dict[str, Any], messages: list[dict[str, str]]) -> ChatReply:
-    """Send one chat completion with litellm from this process (`chat` without the checks).
+    """Send one chat completion with litellm from this process (`chat` without the
+    ``api_base`` check and the key lookup; `check_provider` runs here, where the keys are).
 
     Args:
         kwargs: litellm's arguments as `chat` builds them (model, key, api_base, timeout).
         messages: OpenAI-style ``[{"role", "content"}]``.
 
     Raises:
-        ProviderError: the call failed (see `to_provider_error`).
+        ProviderError: the call failed (see `to_provider_error`), or `check_provider`
+            refused it.
     """
+    check_provider(_endpoint_of(kwargs))
     litellm = litellm_module()
     started = time.perf_counter()
     try:
@@ -243,26 +325,33 @@ async def embed(endpoint: Endpoint, texts: list[str], timeout_s: float) -> Embed
     (worker/evals/local_embed.py; ``timeout_s`` does not apply).
 
     Raises:
-        ProviderError: the call failed or the answer lacks a vector per text.
+        ProviderError: the call failed or the answer lacks a vector per text (with the
+            field to blame, as `chat`).
     """
     if local_embed.is_local(endpoint.model):
         vectors, usage, latency_ms = await local_embed.embed(endpoint.model, texts)
         return EmbeddingReply(vectors, usage, latency_ms)
-    kwargs = _call_kwargs(endpoint, timeout_s)
-    pool = llm_pool.active()
-    if pool is None:
-        return await send_embed(kwargs, texts)
-    answer = await pool.call("embed", {"kwargs": kwargs, "texts": texts})
+    try:
+        kwargs = _call_kwargs(endpoint, timeout_s)
+        pool = llm_pool.active()
+        if pool is None:
+            return await send_embed(kwargs, texts)
+        answer = await pool.call("embed", {"kwargs": kwargs, "texts": texts})
+    except ProviderError as err:
+        raise blame(err, endpoint) from None
     return EmbeddingReply([[float(x) for x in v] for v in answer["vectors"]],
                           TokenUsage(*answer["usage"]), float(answer["latency_ms"]))
 
 
 async def send_embed(kwargs: dict[str, Any], texts: list[str]) -> EmbeddingReply:
-    """Send one embeddings request with litellm from this process (`embed` without the checks).
+    """Send one embeddings request with litellm from this process (`embed` without the
+    ``api_base`` check and the key lookup, as `send_chat`).
 
     Raises:
-        ProviderError: the call failed or the answer lacks a vector per text.
+        ProviderError: the call failed or the answer lacks a vector per text, or
+            `check_provider` refused it.
     """
+    check_provider(_endpoint_of(kwargs))
     litellm = litellm_module()
     started = time.perf_counter()
     try:

@@ -283,7 +283,8 @@ class ProviderPool:
             error = message["error"]
             future.set_exception(ProviderError(
                 error["kind"], error["message"], status=error.get("status"),
-                retryable=bool(error.get("retryable")), retry_after_s=error.get("retry_after_s")))
+                retryable=bool(error.get("retryable")), retry_after_s=error.get("retry_after_s"),
+                field=str(error.get("field") or "")))
         else:
             future.set_result(message["ok"])
 

@@ -75,7 +75,8 @@ async def _answer(call_id: int, op: str, args: dict[str, Any],
     except ProviderError as err:
         out = {"id": call_id, "error": {"kind": err.kind, "message": err.message,
                                         "status": err.status, "retryable": err.retryable,
-                                        "retry_after_s": err.retry_after_s}}
+                                        "retry_after_s": err.retry_after_s,
+                                        "field": err.field}}
     except Exception as exc:  # a bug here must still answer, without the key
         mapped = llm.to_provider_error(exc, args.get("kwargs", {}).get("api_key"))
         out = {"id": call_id, "error": {"kind": "provider", "message": mapped.message,

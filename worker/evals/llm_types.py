@@ -67,12 +67,16 @@ class ModelTarget:
             (``.txt``/``.j2``/``.md``...) or a chat message list (``.yaml``/``.yml``/``.json``).
         version: a label the user bumps to invalidate cached answers ("" by default).
         line: 1-based line of the target in the config.
+        lines: 1-based line of each endpoint field set in the config (``model``,
+            ``api_base``, ``api_key_env`` ...), for annotations on the line that caused an
+            error; not compared (moving a line changes no result).
     """
 
     endpoint: Endpoint
     prompt: str
     version: str = ""
     line: int | None = None
+    lines: dict[str, int] = field(default_factory=dict, compare=False)
 
     @property
     def model(self) -> str:

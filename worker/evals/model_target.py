@@ -37,7 +37,7 @@ async def run_model(target: ModelTarget, template: PromptTemplate, example: Exam
     answer = outcome.answer
     if answer is None:
         return TargetOutput(None, outcome.error, 0.0, error_kind=outcome.error_kind,
-                            spend=outcome.spend)
+                            spend=outcome.spend, error_field=outcome.error_field)
     usage = {"input": answer.usage.input, "output": answer.usage.output,
              "cached_input": answer.usage.cached_input}
     return TargetOutput(answer.text, None, answer.latency_ms, usage, answer.cost_usd,

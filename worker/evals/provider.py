@@ -53,12 +53,17 @@ class Answer:
 
 @dataclass(frozen=True)
 class CallOutcome:
-    """The answer or the error of one call, and what it spent (retries included)."""
+    """The answer or the error of one call, and what it spent (retries included).
+
+    ``error_field`` is `ProviderError.field`: the endpoint field to fix when no retry can fix
+    the error, else "".
+    """
 
     answer: Answer | None
     error: str | None
     error_kind: ErrorKind | None
     spend: RunUsage
+    error_field: str = ""
 
 
 def describe(err: ProviderError) -> str:
@@ -165,7 +170,7 @@ class ModelCaller:
                                              RunUsage(provider_calls=sent)))
         except ProviderError as err:
             return self._account(what, CallOutcome(None, describe(err), err.kind,
-                                             RunUsage(provider_calls=sent)))
+                                             RunUsage(provider_calls=sent), err.field))
         self.budget.charge(answer.cost_usd or 0.0)
         if use_cache:
             await self.cache.put(key, _to_cache(answer))

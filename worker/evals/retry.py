@@ -34,16 +34,23 @@ class ProviderError(Exception):
         status: the HTTP status, or None (timeout, connection error).
         retryable: whether another attempt may succeed (429, 5xx, timeouts, connections).
         retry_after_s: seconds the provider asked to wait (``Retry-After``), or None.
+        field: for an error no retry can fix, what to fix: ``api_key_env`` (a missing or
+            refused key it names), ``api_base`` (refused by the worker), ``model`` (no such
+            model or provider, or its key variable unset) or ``request`` (a prompt or
+            parameters the provider refused: 400, 413, 422); "" for a transient error (429,
+            5xx, timeouts, connections).
     """
 
     def __init__(self, kind: ErrorKind, message: str, *, status: int | None = None,
-                 retryable: bool = False, retry_after_s: float | None = None) -> None:
+                 retryable: bool = False, retry_after_s: float | None = None,
+                 field: str = "") -> None:
         super().__init__(message)
         self.kind: ErrorKind = kind
         self.message = message
         self.status = status
         self.retryable = retryable
         self.retry_after_s = retry_after_s
+        self.field = field
 
 
 def parse_retry_after(value: str | None, now_s: float) -> float | None:
@@ -141,4 +148,5 @@ def _final(err: ProviderError, retries: int, settings: RetrySettings) -> Provide
     else:
         note = ""
     return ProviderError(err.kind, err.message + note, status=err.status,
-                         retryable=err.retryable, retry_after_s=err.retry_after_s)
+                         retryable=err.retryable, retry_after_s=err.retry_after_s,
+                         field=err.field)

@@ -18,7 +18,7 @@ from worker.evals.types import Config, GateOptions, GateRule, SuiteConfig
 _LOWEST = ("max_drop", "non_inferiority_margin", "max_new_failures", "min_detectable", "max",
            "max_increase")
 _HIGHEST = ("min", "regression_alpha")
-_INCONCLUSIVE_ORDER = ("pass", "neutral", "fail")
+_INCONCLUSIVE_ORDER = ("pass", "neutral", "undecided", "fail")
 
 
 def merge_rules(base: Config | None, head: Config) -> tuple[Config, list[str]]:

@@ -144,7 +144,7 @@ def _finish(item: Item, results: list[AssertionResult | None], spend: RunUsage) 
         usage=dict(output.usage), spend=output.spend + spend, cached=output.cached,
         label=_label(checked, example), contexts=output.contexts,
         retrieved_ids=output.retrieved_ids, input=example.input,
-        id_from_line=example.id_from_line)
+        id_from_line=example.id_from_line, error_field=output.error_field if errored else "")
 
 
 def _label(results: list[AssertionResult], example: Example) -> str | None:

@@ -108,7 +108,9 @@ class GateOptions:
         group_by: metadata key whose value groups examples (rules also apply per group), or None.
         group_min_items: smallest group (paired examples) the rules are applied to.
         on_inconclusive: check conclusion when a rule is inconclusive: ``pass`` (success),
-            ``neutral`` or ``fail`` (failure).
+            ``neutral`` or ``fail`` (failure); ``undecided`` when not set: the run is
+            undecided (``action_required``, or ``neutral`` under base's
+            ``settings.undecided: neutral``; worker/evals/health.py).
         quarantine: example ids left out of per-example rules (still counted in means).
         line: 1-based line where the suite's ``gate:`` mapping starts.
     """
@@ -116,7 +118,7 @@ class GateOptions:
     critical_tags: tuple[str, ...] = ()
     group_by: str | None = None
     group_min_items: int = 5
-    on_inconclusive: Literal["pass", "neutral", "fail"] = "neutral"
+    on_inconclusive: Literal["pass", "neutral", "undecided", "fail"] = "undecided"
     quarantine: tuple[str, ...] = ()
     line: int | None = None
 
@@ -170,6 +172,13 @@ class Settings:
         checks: how a repository with several configs reports (root config only,
             worker/monorepo.py): ``combined`` (default: one ``llmgate`` check run) or
             ``per_config`` (one check run per config besides the aggregate ``llmgate``).
+        undecided: the conclusion of a run the gate could not decide for reasons outside
+            the pull request (provider outage, base could not run, an inconclusive rule
+            without ``on_inconclusive``): ``action_required`` (default: blocks, with Re-run
+            and Let through) or ``neutral``; read from the base side only (health.py).
+
+    The fields that bound a run or decide its verdict (`worker.evals.base_settings.FROM_BASE`)
+    apply to the head run as the base config sets them.
     """
 
     timeout_s: float = 60.0
@@ -189,6 +198,7 @@ class Settings:
     on_paths_conclusion: Literal["success", "skipped"] = "success"
     drafts: Literal["run", "skip"] = "run"
     checks: Literal["combined", "per_config"] = "combined"
+    undecided: Literal["action_required", "neutral"] = "action_required"
 
 
 @dataclass(frozen=True)
@@ -302,6 +312,8 @@ class TargetOutput:
         cached: True when the answer came from llmgate's response cache.
         contexts: retrieved passages a RAG target reports, or ().
         retrieved_ids: ids of the retrieved documents a RAG target reports, or ().
+        error_field: for a model call no retry can fix, what to fix (`ProviderError.field`:
+            ``api_key_env``, ``api_base``, ``model`` or ``request``); "" otherwise.
     """
 
     output: Any
@@ -314,6 +326,7 @@ class TargetOutput:
     cached: bool = False
     contexts: tuple[Any, ...] = ()
     retrieved_ids: tuple[str, ...] = ()
+    error_field: str = ""
 
 
 @dataclass(frozen=True)
@@ -367,6 +380,7 @@ class ExampleResult:
         contexts, retrieved_ids: as in `TargetOutput`.
         input: the example's input (for pairwise judging and the report), or None.
         id_from_line: as in `Example`.
+        error_field: as in `TargetOutput`.
     """
 
     id: str
@@ -392,6 +406,7 @@ class ExampleResult:
     retrieved_ids: tuple[str, ...] = ()
     input: Any = None
     id_from_line: bool = False
+    error_field: str = ""
 
 
 @dataclass(frozen=True)
@@ -483,8 +498,9 @@ class RuleOutcome:
             or ``skipped`` for the statistical and per-example rules.
         reason: a short explanation for every status but pass.
         group: the group the rule was applied to (``category=billing``), "" for the whole suite.
-        effect: for ``inconclusive``, what it does to the check: ``failure``, ``neutral`` or
-            ``none`` (from ``on_inconclusive``, or ``min_detectable``'s ``action``).
+        effect: for ``inconclusive``, what it does to the check: ``failure``, ``neutral``,
+            ``undecided`` or ``none`` (from ``on_inconclusive``, or ``min_detectable``'s
+            ``action``).
     """
 
     suite: str
@@ -496,7 +512,7 @@ class RuleOutcome:
     status: RuleStatus
     reason: str = ""
     group: str = ""
-    effect: Literal["none", "neutral", "failure"] = "none"
+    effect: Literal["none", "neutral", "undecided", "failure"] = "none"
 
 
 @dataclass(frozen=True)
@@ -569,6 +585,46 @@ class Regression:
     reason: str
 
 
+#: Who a run error is put down to (worker/evals/causes.py): ``head`` (the pull request's config,
+#: prompt, target or endpoint), ``outside`` (the provider, the worker, the base) or ``limit``
+#: (base's ``max_cost_usd`` or ``max_duration`` reached).
+ErrorCause = Literal["head", "outside", "limit"]
+
+
+@dataclass(frozen=True)
+class RunError:
+    """The first model-call error of one kind in one suite at one side, and its cause.
+
+    Attributes:
+        side: ``head`` or ``base``.
+        suite: the suite name.
+        kind: the examples' `ErrorKind` (``rate_limited``, ``provider``, ``timeout``,
+            ``budget``).
+        permanent: True when no retry can fix it (a refused request, a missing key, a
+            refused ``api_base``).
+        cause: who it is put down to (`ErrorCause`).
+        count: examples of the suite at that side that ended with this kind of error.
+        example_id: the first of them (dataset order).
+        message: its error text (the provider's status and message), clipped.
+        path, line: the config file and 1-based line that set what failed (the target's
+            ``api_key_env``, ``api_base`` or ``model``), for an error caused by the head;
+            line None otherwise.
+        field: the endpoint field that line sets, or "".
+    """
+
+    side: Literal["head", "base"]
+    suite: str
+    kind: ErrorKind
+    permanent: bool
+    cause: ErrorCause
+    count: int
+    example_id: str
+    message: str
+    path: str = CONFIG_FILENAME
+    line: int | None = None
+    field: str = ""
+
+
 @dataclass(frozen=True)
 class SuiteComparability:
     """Whether base and head of one suite were scored alike (worker/evals/comparability.py).
@@ -599,7 +655,8 @@ class GateReport:
     """The verdict of one comparison, everything the report renders.
 
     Attributes:
-        conclusion: ``success`` or ``failure`` (check-run conclusion).
+        conclusion: the check-run conclusion: ``success``, ``failure``, ``action_required``
+            (undecided, over budget or over time) or ``neutral`` (see worker/evals/health.py).
         outcomes: every rule checked, in suite/metric order.
         regressions: examples that passed at base and fail at head.
         head: the head run; base: the base run or None.
@@ -617,6 +674,10 @@ class GateReport:
             "" when the caller's base was used as given.
         comparability: per suite with a base, whether base and head were scored alike
             (worker/evals/comparability.py).
+        errors: the first model-call error of each kind per suite and side, with its cause
+            (worker/evals/causes.py).
+        errored: examples of head that got no answer for a cause of the head (listed,
+            annotated, never dropped); ``reason`` is the error text.
     """
 
     conclusion: Conclusion
@@ -632,3 +693,5 @@ class GateReport:
     base_source: str | None = None
     base_sha: str = ""
     comparability: tuple[SuiteComparability, ...] = ()
+    errors: tuple[RunError, ...] = ()
+    errored: tuple[Regression, ...] = ()

@@ -33,9 +33,11 @@ from worker.evals.types import (
     RuleStatus,
 )
 
-Effect = Literal["none", "neutral", "failure"]
-#: What an inconclusive verdict does to the check, by ``on_inconclusive``.
-ON_INCONCLUSIVE: dict[str, Effect] = {"pass": "none", "neutral": "neutral", "fail": "failure"}
+Effect = Literal["none", "neutral", "undecided", "failure"]
+#: What an inconclusive verdict does to the check, by ``on_inconclusive`` (``undecided`` when
+#: it is not set: the run is undecided, worker/evals/health.py).
+ON_INCONCLUSIVE: dict[str, Effect] = {"pass": "none", "neutral": "neutral",
+                                      "undecided": "undecided", "fail": "failure"}
 #: Example ids listed in a reason.
 MAX_IDS = 10
 
@@ -220,6 +222,7 @@ def _ids(ids: Sequence[str]) -> str:
 def _effect_text(effect: Effect) -> str:
     return {"none": "; counts as a pass (on_inconclusive: pass)",
             "neutral": "; the check is neutral (on_inconclusive: neutral)",
+            "undecided": "; the run is undecided (no on_inconclusive in the base config)",
             "failure": "; fails the check (on_inconclusive: fail)"}[effect]
 
 
