@@ -152,7 +152,7 @@ def test_an_outage_on_a_shared_endpoint_is_undecided_as_base_says(undecided: str
     gate = finish(config(undecided=undecided), head, run("b", [ok(i) for i in range(4)]))
     assert gate.conclusion == undecided
     assert gate.headline.startswith(
-        "rate limited: 4 of 4 examples got no answer at head (the first, s/e0: rate limited "
+        "undecided: rate limited: 4 of 4 examples got no answer at head (the first, s/e0: rate limited "
         "(HTTP 429): slow down)")
     assert gate.regressions == ()
 
@@ -162,7 +162,7 @@ def test_a_base_that_could_not_run_is_undecided() -> None:
     gate = finish(config(), run("h", [ok(i) for i in range(4)]), base)
     assert gate.conclusion == "action_required"
     assert gate.headline.startswith(
-        "base could not run: provider errors: 4 of 4 examples got no answer at base")
+        "undecided: base could not run: provider errors: 4 of 4 examples got no answer at base")
     broken = finish(config(), run("h", [ok(0)]), None, problem="its config is invalid: x")
     assert broken.conclusion == "action_required"
 
@@ -189,4 +189,4 @@ def test_an_inconclusive_rule_without_on_inconclusive_is_undecided() -> None:
     gate = finish(cfg, head, base)
     assert gate.conclusion == "action_required"
     assert gate.headline.startswith(
-        "s pass_rate regression alpha 0.05 is inconclusive (undecided: re-run")
+        "undecided: s pass_rate regression alpha 0.05 is inconclusive (re-run")

@@ -107,7 +107,7 @@ def test_an_outage_on_both_sides_is_undecided_exit_4_unless_allowed(
     llm.setup({"faults": [{"status": 503, "times": None}]})
     code, report = gate(capsys, "pr/regress")
     assert (code, report["conclusion"]) == (EXIT_UNDECIDED, "action_required")
-    assert report["headline"].startswith("provider errors: 5 of 5 examples got no answer at "
+    assert report["headline"].startswith("undecided: provider errors: 5 of 5 examples got no answer at "
                                          "head (the first, tickets/t1: provider error (HTTP "
                                          "503): ")
     assert {(e["side"], e["cause"]) for e in report["errors"]} == {("head", "outside"),
@@ -123,8 +123,8 @@ def test_only_the_base_config_may_make_an_undecided_run_neutral(
     assert (code, report["conclusion"]) == (EXIT_UNDECIDED, "action_required")
     code, report = gate(capsys, "pr/on-neutral", "undecided-neutral")
     assert (code, report["conclusion"]) == (EXIT_PASS, "neutral")
-    assert report["headline"].endswith("(undecided: neutral, as base's settings.undecided "
-                                       "says)")
+    assert report["headline"].startswith("undecided: provider errors: 5 of 5 examples")
+    assert report["headline"].endswith("(neutral, as base's settings.undecided says)")
 
 
 def test_over_base_budget_is_blocked_and_a_head_raising_it_is_too(

@@ -46,10 +46,11 @@ async def test_429_on_every_call_is_undecided_never_a_regression(llm: FakeLLMSer
                for e in gate.head.suites["s"].examples)
     assert all(e.passed for e in gate.base.suites["s"].examples)
     assert gate.conclusion == "action_required" and gate.regressions == ()
-    assert gate.headline.startswith("rate limited: 4 of 4 examples got no answer at head "
-                                    "(the first, s/e0: rate limited (HTTP 429): ")
-    assert gate.headline.endswith("(undecided: re-run, or a writer can let it through)")
-    assert report.check_title(gate).startswith("llmgate: action required - rate limited")
+    assert gate.headline.startswith("undecided: rate limited: 4 of 4 examples got no answer "
+                                    "at head (the first, s/e0: rate limited (HTTP 429): ")
+    assert gate.headline.endswith("(re-run, or a writer can let it through)")
+    assert report.check_title(gate).startswith(
+        "llmgate: action required - undecided: rate limited")
     (error,) = gate.errors
     assert (error.side, error.kind, error.cause, error.count) == ("head", "rate_limited",
                                                                    "outside", 4)

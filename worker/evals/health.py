@@ -55,10 +55,10 @@ from worker.evals.types import (
 PROVIDER_KINDS = ("rate_limited", "provider", "timeout")
 #: Longest errored-assertion message quoted in a note, characters.
 MAX_QUOTED_CHARS = 300
-#: What the headline of an undecided run adds, by ``settings.undecided``.
-UNDECIDED_SUFFIX = {
-    "action_required": " (undecided: re-run, or a writer can let it through)",
-    "neutral": " (undecided: neutral, as base's settings.undecided says)"}
+#: What the headline of an undecided run ends with, by ``settings.undecided`` (it starts
+#: with ``undecided:``, so the check title says which).
+UNDECIDED_SUFFIX = {"action_required": " (re-run, or a writer can let it through)",
+                    "neutral": " (neutral, as base's settings.undecided says)"}
 
 _Runs = dict[str, RunResult | None]
 
@@ -121,7 +121,7 @@ def finish_report(report: GateReport, config: Config, base_config: Config | None
         conclusion, headline = _judge_verdict(runs, config, conclusion, headline)
     if undecided:
         conclusion = "neutral" if config.settings.undecided == "neutral" else "action_required"
-        headline += UNDECIDED_SUFFIX[config.settings.undecided]
+        headline = f"undecided: {headline}{UNDECIDED_SUFFIX[config.settings.undecided]}"
     notes = [*report.notes, *_judge_notes(runs), *_rubric_notes(report.head, report.base)]
     return replace(report, conclusion=conclusion, regressions=regressions,
                    notes=tuple(notes), headline=headline, errors=found.errors,
