@@ -39,15 +39,16 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
             yield {"stack": stack, "llm": llm, "repo": repo, "base": base}
 
 
-def open_pr(world: dict[str, Any], number: int, head: str) -> dict[str, Any]:
-    stack = world["stack"]
+def open_pr(world: dict[str, Any], number: int, head: str,
+            base: str | None = None) -> dict[str, Any]:
+    stack, base = world["stack"], base or world["base"]
     clone_url = world["repo"].as_uri()
     stack.github("POST", "/_fake/setup", {"pulls": [{
         "owner": OWNER, "repo": REPO, "number": number, "head_sha": head,
-        "base_sha": world["base"], "base_ref": "main", "head_ref": f"pr{number}",
+        "base_sha": base, "base_ref": "main", "head_ref": f"pr{number}",
         "clone_url": clone_url}]})
     payload = pull_request_payload("opened", owner=OWNER, repo=REPO, clone_url=clone_url,
-                                   number=number, head_sha=head, base_sha=world["base"])
+                                   number=number, head_sha=head, base_sha=base)
     assert stack.deliver("pull_request", payload).status_code < 300
     run: dict[str, Any] = stack.wait_for_check(head, timeout_s=240)[-1]
     return run
@@ -75,7 +76,10 @@ def test_a_prompt_change_the_judge_fails_is_a_regression_with_costs(world):
 
 
 def test_a_stalled_call_times_out_and_the_check_still_completes(world):
-    """Field case: timeout 5 s, 2 retries, 4 examples, the 3rd stalls: errored after ~15 s."""
+    """Field case: timeout 5 s, 2 retries, 4 examples, the 3rd stalls: errored after ~15 s.
+
+    The limits are base's (a pull request's own apply once merged, issue 12), so the base
+    commit sets them."""
     llm = world["llm"]
     llm.reset()
     llm.setup({"faults": [{"model": "bot-model", "match": "order 3", "stall": True,
@@ -83,12 +87,36 @@ def test_a_stalled_call_times_out_and_the_check_still_completes(world):
                "rules": [{"model": "judge-model", "match": "", "reply": "PASS"}]})
     settings = "  timeout: 5\n  retry: {max_retries: 2, backoff_base: 0.1}\n" \
                "  max_provider_error_rate: 0.5\n  cache: false\n"  # every call is sent
-    head = commit(world["repo"], "pr/stall", {".llmgate.yml": config(llm.url, settings)})
-    run = open_pr(world, 2, head)
+    base = commit(world["repo"], "stall-base", {".llmgate.yml": config(llm.url, settings)})
+    head = commit(world["repo"], "pr/stall", {"README.md": "stalls\n"}, start="stall-base")
+    run = open_pr(world, 2, head, base)
     assert run["status"] == "completed" and run["conclusion"] == "success"
     stalled = [c for c in llm.calls() if c["fault"] == "stall"]
     assert len(stalled) == 3  # the first try and 2 retries
     span = stalled[-1]["t"] - stalled[0]["t"] + 5  # the last attempt also waited 5 s
     assert 15 <= span <= 25  # about 15 s: three 5 s timeouts and two short backoffs
     answered = [c for c in llm.calls() if c["model"] == "bot-model" and c["fault"] is None]
-    assert len(answered) == 3  # head's other 3 examples; base's answers are cached
+    assert len(answered) == 7  # head's other 3 examples and base's 4 (cache: false)
+    assert "1 example timed out, not caused by the pull request" in run["output"]["summary"]
+
+
+def test_an_unset_api_key_env_at_head_fails_on_its_config_line(world):
+    """Issue 12's field case through the App's processes: the check was neutral (passing)."""
+    llm, stack = world["llm"], world["stack"]
+    llm.reset()
+    llm.setup({"rules": [{"model": "judge-model", "match": "", "reply": "PASS"}]})
+    text = config(llm.url).replace(f"      api_key_env: {KEY_ENV}\n",
+                                   "      api_key_env: FAKE_LLM_KEY_UNSET\n")
+    line = text.splitlines().index("      api_key_env: FAKE_LLM_KEY_UNSET") + 1
+    head = commit(world["repo"], "pr/unset-key", {".llmgate.yml": text,
+                                                  "prompts/support.txt": "Go away."})
+    run = open_pr(world, 3, head)
+    assert run["conclusion"] == "failure"
+    assert run["output"]["title"].startswith("llmgate: fail, 4 regressions - caused by the head")
+    [on_config] = [a for a in run["annotations"] if a["path"] == ".llmgate.yml"]
+    assert on_config["start_line"] == line
+    assert "the worker has no FAKE_LLM_KEY_UNSET" in on_config["message"]
+    [body] = [c["body"] for c in stack.state()["comments"] if c["issue_number"] == 3]
+    assert "the worker has no FAKE_LLM_KEY_UNSET" in body
+    assert {c["model"] for c in llm.calls()} <= {"bot-model", "judge-model"}
+    assert stack.state()["violations"] == []

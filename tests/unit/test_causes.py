@@ -5,6 +5,7 @@ worker/evals/causes.py and worker/evals/health.py on hand-made runs: no provider
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from dataclasses import replace
 
@@ -152,8 +153,8 @@ def test_an_outage_on_a_shared_endpoint_is_undecided_as_base_says(undecided: str
     gate = finish(config(undecided=undecided), head, run("b", [ok(i) for i in range(4)]))
     assert gate.conclusion == undecided
     assert gate.headline.startswith(
-        "undecided: rate limited: 4 of 4 examples got no answer at head (the first, s/e0: rate limited "
-        "(HTTP 429): slow down)")
+        "undecided: rate limited: 4 of 4 examples got no answer at head (the first, s/e0: "
+        "rate limited (HTTP 429): slow down)")
     assert gate.regressions == ()
 
 
@@ -190,3 +191,20 @@ def test_an_inconclusive_rule_without_on_inconclusive_is_undecided() -> None:
     assert gate.conclusion == "action_required"
     assert gate.headline.startswith(
         "undecided: s pass_rate regression alpha 0.05 is inconclusive (re-run")
+
+
+def test_every_call_error_keeps_its_text_in_every_form_of_the_report() -> None:
+    """No error is silent: one transient blip under the threshold leaves the check green, and
+    the markdown, the JSON, the check summary and the comment still quote it."""
+    rows = [ok(i) for i in range(19)]
+    gate = finish(config(), run("h", [*rows, failed(19, "timeout", message="timed out: slow")]),
+                  run("b", [*rows, ok(19)]))
+    assert gate.conclusion == "success"
+    line = ("Call errors at head in s: 1 example timed out, not caused by the pull request; "
+            "the first, e19: timed out: slow")
+    for text in (report.render_markdown(gate), report.check_summary(gate),
+                 report.comment_body(gate, head_sha="a" * 40, base_sha="b" * 40)):
+        assert line in text
+    [error] = json.loads(report.render_json(gate))["errors"]
+    assert (error["message"], error["cause"], error["kind"]) == ("timed out: slow", "outside",
+                                                                 "timeout")

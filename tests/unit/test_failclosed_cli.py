@@ -107,9 +107,9 @@ def test_an_outage_on_both_sides_is_undecided_exit_4_unless_allowed(
     llm.setup({"faults": [{"status": 503, "times": None}]})
     code, report = gate(capsys, "pr/regress")
     assert (code, report["conclusion"]) == (EXIT_UNDECIDED, "action_required")
-    assert report["headline"].startswith("undecided: provider errors: 5 of 5 examples got no answer at "
-                                         "head (the first, tickets/t1: provider error (HTTP "
-                                         "503): ")
+    assert report["headline"].startswith("undecided: provider errors: 5 of 5 examples got "
+                                         "no answer at head (the first, tickets/t1: provider "
+                                         "error (HTTP 503): ")
     assert {(e["side"], e["cause"]) for e in report["errors"]} == {("head", "outside"),
                                                                    ("base", "outside")}
     allowed, _ = gate(capsys, "pr/regress", "main", "--allow-undecided")

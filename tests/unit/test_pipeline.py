@@ -53,8 +53,8 @@ async def test_broken_config_at_base_is_undecided_not_a_config_error(tmp_path):
     base = tree(tmp_path / "base", config=CONFIG.replace("type: equals", "type: equalz"))
     report = await gate_trees(tree(tmp_path / "head"), base)
     assert report.config_error is None and report.conclusion == "action_required"
-    assert report.headline.startswith("undecided: base could not be evaluated (its config is invalid: "
-                                      f".llmgate.yml:{ASSERTION_LINE}: ")
+    assert report.headline.startswith("undecided: base could not be evaluated (its config is "
+                                      f"invalid: .llmgate.yml:{ASSERTION_LINE}: ")
     assert statuses(report)["max_drop 0.05"] == "skipped"
     [note] = [n for n in report.notes if n.startswith("base could not be evaluated")]
     assert f".llmgate.yml:{ASSERTION_LINE}" in note
