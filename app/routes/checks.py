@@ -8,7 +8,8 @@
   the worker adds the other llmgate runs on the commit. The App id in the payload goes along:
   the worker ignores another App's suite (the web process does not know its own App id).
 - ``requested_action`` (`app.routes.approval` routes it): identifier ``rerun`` (the **Re-run**
-  button, for that run's pull request) and ``accept`` (**Accept regression**); both are
+  button, for that run's pull request) and ``accept`` (**Accept regression**, or **Let
+  through** on an undecided run: the worker tells them apart); both are
   checked against the presser's permission by the worker. Bots' presses are ignored.
 
 llmgate's check runs carry ``external_id`` ``pr:<number>`` (GitHub leaves ``pull_requests``
