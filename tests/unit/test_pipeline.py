@@ -51,7 +51,10 @@ async def test_no_config_at_base_skips_only_the_relative_rules(tmp_path):
 async def test_broken_config_at_base_is_undecided_not_a_config_error(tmp_path):
     """Base cannot be evaluated: not head's error, but no pass either (issue 12: it passed)."""
     base = tree(tmp_path / "base", config=CONFIG.replace("type: equals", "type: equalz"))
-    report = await gate_trees(tree(tmp_path / "head"), base)
+    head = tree(tmp_path / "head", config=CONFIG.replace("  concurrency: 4\n",
+                                                         "  concurrency: 4\n"
+                                                         "  undecided: neutral\n"))
+    report = await gate_trees(head, base)  # head cannot make a broken base neutral
     assert report.config_error is None and report.conclusion == "action_required"
     assert report.headline.startswith("undecided: base could not be evaluated (its config is "
                                       f"invalid: .llmgate.yml:{ASSERTION_LINE}: ")

@@ -9,11 +9,10 @@ in this order:
 1. **Caused by the head** (its config, prompt, target or endpoint breaks): ``failure``, with the
    cause named (the provider's status and message, the variable's name, the refused
    ``api_base``, connection refused) in the headline and in `GateReport.errors`, each with the
-   ``.llmgate.yml`` line that set it (annotated). Any error no retry can fix does it; transient
-   errors (429, 5xx, timeouts, connections) on an endpoint only head uses do it when the share
-   of head's examples without an answer exceeds base's ``max_provider_error_rate`` and most
-   of them are head's. Those examples are listed (`GateReport.errored`, and as regressions
-   when they passed at base), never dropped.
+   ``.llmgate.yml`` line that set it (annotated). One such example is enough, transient or
+   not (a 503 from a server only head calls is head's: were it tolerated up to a share, a
+   pull request could hide that many failing examples behind it). Those examples are listed
+   (`GateReport.errored`, and as regressions when they passed at base), never dropped.
 2. **Over budget / over time**: a run (head or base) that stopped at, or was estimated above,
    base's ``max_cost_usd`` or ``max_duration``: ``action_required``, named so, never
    ``neutral`` (whatever ``settings.undecided`` says).
@@ -24,8 +23,9 @@ in this order:
    inconclusive rule with no ``on_inconclusive``, a suite not comparable with base); or base
    could not be evaluated (its config or a file it names is invalid) while nothing failed.
    The conclusion is ``action_required`` (Re-run, or a writer presses Let through:
-   worker/accept.py) unless base's config says ``settings.undecided: neutral``; the title says
-   which.
+   worker/accept.py) unless base's config says ``settings.undecided: neutral`` (head's says
+   nothing, even when base's config is broken; with no config at base at all, head's
+   applies, as its rules do); the title says which.
 4. Otherwise the rules decide; then, when the share of examples with a judge error (an errored
    assertion) exceeds ``max_judge_error_rate``, a ``success`` becomes ``failure``: fail closed.
 
@@ -92,10 +92,8 @@ def finish_report(report: GateReport, config: Config, base_config: Config | None
     runs: _Runs = {"head": report.head, "base": report.base}
     found = _find(Attribution(config, base_config, report.base), report.head, report.base)
     threshold = config.settings.max_provider_error_rate
-    head_fault = _head_fault(found, threshold)
-    blamed = {(s, e.id) for s, e in found.head_blamed
-              if e.error_field or head_fault is not None}
-    errored = _errored(report, [(s, e) for s, e in found.head_blamed if (s, e.id) in blamed])
+    head_fault = _head_fault(found)
+    errored = _errored(report, list(found.head_blamed))
     regressions = (*(r for r in report.regressions
                      if not _unscored(report.head, r.suite, r.example_id)),
                    *_regressed(report.base, errored))
@@ -120,8 +118,11 @@ def finish_report(report: GateReport, config: Config, base_config: Config | None
     else:
         conclusion, headline = _judge_verdict(runs, config, conclusion, headline)
     if undecided:
-        conclusion = "neutral" if config.settings.undecided == "neutral" else "action_required"
-        headline = f"undecided: {headline}{UNDECIDED_SUFFIX[config.settings.undecided]}"
+        # A base whose config is broken says nothing: head's `undecided` must not pass itself.
+        policy = config.settings.undecided if base_config is not None or base_problem is None \
+            else "action_required"
+        conclusion = "neutral" if policy == "neutral" else "action_required"
+        headline = f"undecided: {headline}{UNDECIDED_SUFFIX[policy]}"
     notes = [*report.notes, *_judge_notes(runs), *_rubric_notes(report.head, report.base)]
     return replace(report, conclusion=conclusion, regressions=regressions,
                    notes=tuple(notes), headline=headline, errors=found.errors,
@@ -140,20 +141,14 @@ def _find(attribution: Attribution, head: RunResult, base: RunResult | None) -> 
     return _Found(attribution.errors(head, base), tuple(blamed), outside, totals)
 
 
-def _head_fault(found: _Found, threshold: float) -> str | None:
+def _head_fault(found: _Found) -> str | None:
     """The headline of a run failed by the head (rule 1), or None."""
-    first = next((e for e in found.errors if e.side == "head" and e.cause == "head"
-                  and e.permanent), None)
-    transient = [e for e in found.errors if e.side == "head" and e.cause == "head"
-                 and not e.permanent]
-    total = found.totals["head"]
-    if first is None and transient and total:
-        count = len(found.head_blamed)
-        if count / total > threshold and count >= found.outside["head"]:
-            first = transient[0]
-    if first is None:
+    heads = sorted((e for e in found.errors if e.side == "head" and e.cause == "head"),
+                   key=lambda e: not e.permanent)  # an error no retry fixes names it first
+    if not heads:
         return None
-    count = sum(e.count for e in found.errors if e.side == "head" and e.cause == "head")
+    first, total = heads[0], found.totals["head"]
+    count = sum(e.count for e in heads)
     where = f" ({first.field} at {first.path}:{first.line})" if first.line is not None else ""
     return (f"caused by the head: {first.suite}'s target gets no answer: {first.message}"
             f"{where}; {count} of {total} examples at head got no answer")
