@@ -8,7 +8,7 @@ Called by the reader of worker/evals/config.py, so errors name the file and line
       max_cost_usd: 5.00          # stop sending calls once one run has spent this
       max_duration: 1800          # seconds; no call starts after this
       retry: {max_retries: 2, backoff_base: 0.5, max_backoff: 60}
-      max_provider_error_rate: 0.1   # above it the check is neutral (rate limited)
+      max_provider_error_rate: 0.1   # above it (outside the PR's cause) the run is undecided
       max_judge_error_rate: 0.1      # above it the check is not success
       judge: {model: openai/gpt-4o-mini, params: {temperature: 0}}
       embedding: {model: openai/text-embedding-3-small}   # or {model: local/<name>}

@@ -151,11 +151,13 @@ class Settings:
         repeats: runs of each example (independent draws, cache bypassed), default 1.
         cache: whether model and judge answers are cached in Redis (default true).
         max_cost_usd: USD one run (one commit's suites) may spend, or None; a run estimated
-            above it does not start, and a run reaching it sends no more calls.
+            above it does not start, and a run reaching it sends no more calls ("over
+            budget": ``action_required``).
         max_duration_s: seconds one run may take, or None; no call starts after it.
         retry: retries of provider calls.
-        max_provider_error_rate: share (0-1) of examples that may end in provider errors
-            (429, 5xx, timeouts) before the check is ``neutral`` (default 0.1).
+        max_provider_error_rate: share (0-1) of a side's examples that may end without an
+            answer for a cause outside the pull request (429, 5xx, timeouts on an endpoint
+            base uses too) before the run is undecided (default 0.1; worker/evals/health.py).
         max_judge_error_rate: share (0-1) of examples whose judge may error before the check
             is not ``success`` (default 0.1).
         judge: the default judge model of ``llm_judge`` and ``pairwise``, or None.
