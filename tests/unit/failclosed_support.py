@@ -26,6 +26,9 @@ import json
 import socket
 from pathlib import Path
 
+import pytest
+
+from tests.fakes.fake_llm import FakeLLMServer
 from tests.unit.llm_support import KEY_ENV
 from tests.unit.worker_support import commit, git
 
@@ -110,3 +113,11 @@ def build_repo(dest: Path, url: str) -> dict[str, str]:
         shas[pr] = commit(dest, pr, {**bad, ".llmgate.yml": config(url, settings=head_settings)},
                           start=base)
     return shas
+
+
+@pytest.fixture(scope="module")
+def failclosed_repo(llm_server: FakeLLMServer,
+                    tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, str]]:
+    """`build_repo` once per test module, for the module's fake provider: (path, SHAs)."""
+    path = tmp_path_factory.mktemp("failclosed") / "repo"
+    return path, build_repo(path, llm_server.url)

@@ -19,7 +19,13 @@ from typing import Any
 
 import pytest
 
-from tests.unit.worker_support import ASSERTION_LINE, build_tiny_repo, git, iter_worktrees
+from tests.unit.worker_support import (
+    ASSERTION_LINE,
+    build_tiny_repo,
+    clone_branches,
+    git,
+    iter_worktrees,
+)
 from worker.cli import (
     EXIT_CONFIG_ERROR,
     EXIT_EXECUTION_ERROR,
@@ -48,11 +54,7 @@ def tiny(tiny_template: tuple[Path, dict[str, str]], tmp_path: Path,
     Temporary directories go to ``tmp_path / "tmp"`` so a test can see what was left there.
     """
     template, shas = tiny_template
-    repo = tmp_path / "repo"
-    subprocess.run(["git", "clone", "-q", "--no-local", str(template), str(repo)], check=True)
-    for branch in shas:
-        if branch != "main":
-            git(repo, "branch", "-q", branch, f"origin/{branch}")
+    repo = clone_branches(template, tmp_path / "repo", shas)
     (tmp_path / "tmp").mkdir()
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
     monkeypatch.chdir(repo)

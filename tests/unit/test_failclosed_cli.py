@@ -7,39 +7,30 @@ Before issue 12 each of the first four branches exited 0 (``neutral``) with 5 re
 from __future__ import annotations
 
 import json
-import subprocess
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests.fakes.fake_llm import FakeLLMServer
-from tests.unit import llm_support
-from tests.unit.failclosed_support import FOREIGN_BASE, LINES, build_repo
-from tests.unit.worker_support import git
+from tests.unit import failclosed_support, llm_support
+from tests.unit.failclosed_support import FOREIGN_BASE, LINES
+from tests.unit.worker_support import clone_branches
 from worker.cli import EXIT_GATE_FAILED, EXIT_PASS, EXIT_UNDECIDED, main
 
 llm_server = llm_support.llm_server  # module fixtures
 llm = llm_support.llm
 
 
-@pytest.fixture(scope="module")
-def template(llm_server: FakeLLMServer,
-             tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, str]]:
-    repo = tmp_path_factory.mktemp("failclosed") / "repo"
-    return repo, build_repo(repo, llm_server.url)
+failclosed_repo = failclosed_support.failclosed_repo
 
 
 @pytest.fixture()
-def repo(template: tuple[Path, dict[str, str]], tmp_path: Path, llm: FakeLLMServer,
+def repo(failclosed_repo: tuple[Path, dict[str, str]], tmp_path: Path, llm: FakeLLMServer,
          monkeypatch: pytest.MonkeyPatch) -> Path:
     """A clone with every branch, as the current folder; no response cache, no real keys."""
-    source, shas = template
-    clone = tmp_path / "repo"
-    subprocess.run(["git", "clone", "-q", "--no-local", str(source), str(clone)], check=True)
-    for branch in shas:
-        if branch != "main":
-            git(clone, "branch", "-q", branch, f"origin/{branch}")
+    source, shas = failclosed_repo
+    clone = clone_branches(source, tmp_path / "repo", shas)
     for name in ("REDIS_URL", "ANTHROPIC_API_KEY", "FAKE_LLM_KEY_TYPO",
                  "LLMGATE_ALLOWED_API_BASES"):
         monkeypatch.delenv(name, raising=False)

@@ -15,9 +15,9 @@ import pytest
 
 from tests.fakes.fake_github import FakeGitHubServer
 from tests.fakes.fake_llm import FakeLLMServer
-from tests.unit import events_support, llm_support
+from tests.unit import events_support, failclosed_support, llm_support
 from tests.unit.events_support import run_burst
-from tests.unit.failclosed_support import FOREIGN_BASE, LINES, build_repo
+from tests.unit.failclosed_support import FOREIGN_BASE, LINES
 from tests.unit.worker_support import INSTALLATION_ID, OWNER, REPO, gate_payload
 from worker import accept
 from worker.accept import LET_THROUGH_BUTTON, RERUN_BUTTON
@@ -28,11 +28,7 @@ llm_server = llm_support.llm_server
 llm = llm_support.llm
 
 
-@pytest.fixture(scope="module")
-def repo(llm_server: FakeLLMServer,
-         tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, str]]:
-    path = tmp_path_factory.mktemp("failclosed-jobs") / "repo"
-    return path, build_repo(path, llm_server.url)
+repo = failclosed_support.failclosed_repo
 
 
 @pytest.fixture(autouse=True)

@@ -171,6 +171,16 @@ suites:
     return root
 
 
+def clone_branches(source: Path, dest: Path, branches: Collection[str]) -> Path:
+    """Clone ``source`` to ``dest`` with a local branch for each of ``branches`` (main is the
+    clone's own); return ``dest``."""
+    subprocess.run(["git", "clone", "-q", "--no-local", str(source), str(dest)], check=True)
+    for branch in branches:
+        if branch != "main":
+            git(dest, "branch", "-q", branch, f"origin/{branch}")
+    return dest
+
+
 def publish_bare(repo: Path, root: Path, name: str) -> Path:
     """Copy ``repo`` as a bare repository ``root/name`` ready for dumb-HTTP fetches."""
     bare = root / name

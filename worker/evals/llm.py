@@ -37,9 +37,9 @@ import logging
 import os
 import time
 import warnings
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
 from worker.evals import llm_pool, local_embed
@@ -52,6 +52,7 @@ ALLOWED_API_BASES_ENV = "LLMGATE_ALLOWED_API_BASES"
 MAX_MESSAGE_CHARS = 500
 
 _litellm: Any = None
+T = TypeVar("T")
 
 
 def litellm_module() -> Any:
@@ -279,16 +280,29 @@ async def chat(endpoint: Endpoint, messages: list[dict[str, str]], timeout_s: fl
         ProviderError: the call failed or the answer has no text (see `to_provider_error`),
             with the field to blame when no retry can fix it (`blame`).
     """
+    async def here(kwargs: dict[str, Any]) -> ChatReply:
+        return await send_chat(kwargs, messages)
+
+    answer = await _send(endpoint, timeout_s, "chat", {"messages": messages}, here)
+    if isinstance(answer, ChatReply):
+        return answer
+    return ChatReply(str(answer["text"]), TokenUsage(*answer["usage"]),
+                     float(answer["latency_ms"]))
+
+
+async def _send(endpoint: Endpoint, timeout_s: float, op: str, args: dict[str, Any],
+                here: Callable[[dict[str, Any]], Awaitable[T]]) -> T | dict[str, Any]:
+    """Check and send one call: ``here`` in this process, or ``op`` in a provider process
+    (its answer as the pipe's JSON); a `ProviderError` gets the field to blame (`blame`)."""
     try:
         kwargs = _call_kwargs(endpoint, timeout_s)
         pool = llm_pool.active()
         if pool is None:
-            return await send_chat(kwargs, messages)
-        answer = await pool.call("chat", {"kwargs": kwargs, "messages": messages})
+            return await here(kwargs)
+        answer: dict[str, Any] = await pool.call(op, {"kwargs": kwargs, **args})
+        return answer
     except ProviderError as err:
         raise blame(err, endpoint) from None
-    return ChatReply(str(answer["text"]), TokenUsage(*answer["usage"]),
-                     float(answer["latency_ms"]))
 
 
 async def send_chat(kwargs: dict[str, Any], messages: list[dict[str, str]]) -> ChatReply:
@@ -331,14 +345,12 @@ async def embed(endpoint: Endpoint, texts: list[str], timeout_s: float) -> Embed
     if local_embed.is_local(endpoint.model):
         vectors, usage, latency_ms = await local_embed.embed(endpoint.model, texts)
         return EmbeddingReply(vectors, usage, latency_ms)
-    try:
-        kwargs = _call_kwargs(endpoint, timeout_s)
-        pool = llm_pool.active()
-        if pool is None:
-            return await send_embed(kwargs, texts)
-        answer = await pool.call("embed", {"kwargs": kwargs, "texts": texts})
-    except ProviderError as err:
-        raise blame(err, endpoint) from None
+    async def here(kwargs: dict[str, Any]) -> EmbeddingReply:
+        return await send_embed(kwargs, texts)
+
+    answer = await _send(endpoint, timeout_s, "embed", {"texts": texts}, here)
+    if isinstance(answer, EmbeddingReply):
+        return answer
     return EmbeddingReply([[float(x) for x in v] for v in answer["vectors"]],
                           TokenUsage(*answer["usage"]), float(answer["latency_ms"]))
 
