@@ -91,32 +91,11 @@ def finish_report(report: GateReport, config: Config, base_config: Config | None
         return report
     runs: _Runs = {"head": report.head, "base": report.base}
     found = _find(Attribution(config, base_config, report.base), report.head, report.base)
-    threshold = config.settings.max_provider_error_rate
-    head_fault = _head_fault(found)
     errored = _errored(report, list(found.head_blamed))
     regressions = (*(r for r in report.regressions
                      if not _unscored(report.head, r.suite, r.example_id)),
                    *_regressed(report.base, errored))
-    conclusion, headline = report.conclusion, report.headline
-    undecided = conclusion == "action_required"  # the rules could not decide
-    if undecided and not headline:
-        headline = _inconclusive_headline(report)
-    stopped = [(side, run, run.stopped) for side, run in runs.items()
-               if run is not None and run.stopped]
-    outside = _outside_share(found, threshold)
-    if head_fault is not None:
-        conclusion, headline, undecided = "failure", head_fault, False
-    elif stopped:
-        side, run, why = stopped[0]
-        conclusion, undecided = "action_required", False
-        headline = f"{_limit_name(why)}: {why} at {side} ({_progress(run)})"
-    elif outside is not None:
-        conclusion, headline, undecided = "action_required", outside, True
-    elif base_problem is not None and conclusion in ("success", "neutral"):
-        conclusion, undecided = "action_required", True
-        headline = f"base could not be evaluated ({base_problem})"
-    else:
-        conclusion, headline = _judge_verdict(runs, config, conclusion, headline)
+    conclusion, headline, undecided = _decide(report, runs, found, config, base_problem)
     if undecided:
         # A base whose config is broken says nothing: head's `undecided` must not pass itself.
         policy = config.settings.undecided if base_config is not None or base_problem is None \
@@ -127,6 +106,30 @@ def finish_report(report: GateReport, config: Config, base_config: Config | None
     return replace(report, conclusion=conclusion, regressions=regressions,
                    notes=tuple(notes), headline=headline, errors=found.errors,
                    errored=errored)
+
+
+def _decide(report: GateReport, runs: _Runs, found: _Found, config: Config,
+            base_problem: str | None) -> tuple[Conclusion, str, bool]:
+    """Rules 1-4 of the module docstring: the conclusion, the headline and whether the run
+    is undecided (its conclusion then follows ``settings.undecided``)."""
+    head_fault = _head_fault(found)
+    if head_fault is not None:
+        return "failure", head_fault, False
+    stopped = [(side, run, run.stopped) for side, run in runs.items()
+               if run is not None and run.stopped]
+    if stopped:
+        side, run, why = stopped[0]
+        return "action_required", f"{_limit_name(why)}: {why} at {side} ({_progress(run)})", \
+            False
+    outside = _outside_share(found, config.settings.max_provider_error_rate)
+    if outside is not None:
+        return "action_required", outside, True
+    if base_problem is not None and report.conclusion in ("success", "neutral"):
+        return "action_required", f"base could not be evaluated ({base_problem})", True
+    if report.conclusion == "action_required":  # the rules could not decide
+        return "action_required", report.headline or _inconclusive_headline(report), True
+    conclusion, headline = _judge_verdict(runs, config, report.conclusion, report.headline)
+    return conclusion, headline, False
 
 
 def _find(attribution: Attribution, head: RunResult, base: RunResult | None) -> _Found:
