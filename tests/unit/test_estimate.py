@@ -16,6 +16,8 @@ from redis.asyncio import Redis
 from tests.fakes.fake_llm import FakeLLMServer
 from tests.unit import llm_support
 from tests.unit.estimate_support import measure, recorded
+from tests.unit.llm_support import context, model_config, write_repo
+from worker.pipeline import gate_trees
 
 llm_server = llm_support.llm_server  # module fixtures
 llm = llm_support.llm
@@ -43,3 +45,24 @@ async def test_the_estimate_of_a_pull_request_is_within_25_percent_of_its_spend(
     assert (base.spend.provider_calls, base.spend.cache_hits) == (0, 36)
     estimated = (head.estimate.cost_usd or 0.0) + (base.estimate.cost_usd or 0.0)
     assert 0.75 <= estimated / (head.spend.cost_usd + base.spend.cost_usd) <= 1.25
+
+
+async def test_completions_are_expected_as_long_as_the_recent_answers_of_their_family(
+        llm: FakeLLMServer, redis: Redis, tmp_path: Path) -> None:
+    llm.setup({"rules": [{"match": "", "reply": "ok", "usage": {
+        "prompt_tokens": 30, "completion_tokens": 400}}]})
+    config = model_config(llm.url, target_extra=", pricing: {input: 1, output: 2}",
+                          assertions="      - {type: contains, value: ok}\n")
+    evals = context(redis=redis, namespace="acme/bot")
+    first = await gate_trees(write_repo(tmp_path, config, [{"id": "a", "input": "one"}]), None,
+                             evals=evals)
+    assert first.head is not None and first.head.estimate is not None
+    assert first.head.estimate.tokens_out == 256  # nothing learned yet: estimate_output_tokens
+    rows = [{"id": str(i), "input": f"new question {i}"} for i in range(3)]
+    second = await gate_trees(write_repo(tmp_path, config, rows), None, evals=evals)
+    assert second.head is not None and second.head.estimate is not None
+    assert second.head.estimate.tokens_out == 3 * 400  # not capped at estimate_output_tokens
+    capped = config.replace("pricing:", "params: {max_tokens: 100}, pricing:")
+    third = await gate_trees(write_repo(tmp_path, capped, rows), None, evals=evals)
+    assert third.head is not None and third.head.estimate is not None
+    assert third.head.estimate.tokens_out == 3 * 100  # other params: other keys, same family

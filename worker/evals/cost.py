@@ -81,16 +81,22 @@ def call_cost_usd(usage: TokenUsage, prices: TokenPrices) -> float:
     return float(total)
 
 
+def max_tokens(endpoint: Endpoint) -> int | None:
+    """Return the call's ``max_tokens`` (or ``max_completion_tokens``) parameter, or None."""
+    params = endpoint.params
+    limit = params.get("max_tokens", params.get("max_completion_tokens"))
+    return limit if isinstance(limit, int) and not isinstance(limit, bool) and limit > 0 \
+        else None
+
+
 def output_limit(endpoint: Endpoint, default: int) -> int:
     """Return the most completion tokens a call of ``endpoint`` may produce.
 
-    Its ``max_tokens`` (or ``max_completion_tokens``) parameter, else the model's
-    ``max_output_tokens`` in litellm's price table, else ``default``
-    (``settings.estimate_output_tokens``, which is then an assumption, not a bound).
+    Its `max_tokens`, else the model's ``max_output_tokens`` in litellm's price table, else
+    ``default`` (``settings.estimate_output_tokens``, which is then an assumption, not a bound).
     """
-    params = endpoint.params
-    limit = params.get("max_tokens", params.get("max_completion_tokens"))
-    if isinstance(limit, int) and not isinstance(limit, bool) and limit > 0:
+    limit = max_tokens(endpoint)
+    if limit is not None:
         return limit
     entry = llm.price_table_entry(endpoint.model)
     table = entry.get("max_output_tokens") if entry is not None else None

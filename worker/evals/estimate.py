@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from worker.evals import llm, local_embed
-from worker.evals.cost import call_cost_usd
+from worker.evals.cost import call_cost_usd, max_tokens
 from worker.evals.dataset import load_dataset
 from worker.evals.endpoints import parse_endpoint
 from worker.evals.judges import judge_messages, judge_spec
@@ -137,20 +137,19 @@ class _Tally:
             self.cost_usd += calls * call_cost_usd(usage, prices)
 
 
-def _out_limit(endpoint: Endpoint, settings: Settings) -> int:
-    limit = endpoint.params.get("max_tokens", endpoint.params.get("max_completion_tokens"))
-    return limit if isinstance(limit, int) and limit > 0 else settings.estimate_output_tokens
-
-
 async def _expected_out(tally: _Tally, caller: ModelCaller, endpoint: Endpoint, kind: str,
                         family: str, settings: Settings) -> int:
-    """Completion tokens expected of a call: its family's recent mean, capped at
-    ``max_tokens``, else `_out_limit` (see the module docstring)."""
+    """Completion tokens expected of a call: its family's recent mean, at most its
+    ``max_tokens``; without a mean, its ``max_tokens``, else ``estimate_output_tokens``."""
     key = caller.lengths_key(endpoint, kind, family)
     if key not in tally.lengths:
         mean = await caller.cache.mean_length(key)
-        limit = _out_limit(endpoint, settings)
-        tally.lengths[key] = limit if mean is None else min(limit, max(1, round(mean)))
+        limit = max_tokens(endpoint)
+        learned = None if mean is None else max(1, round(mean))
+        if learned is None:
+            tally.lengths[key] = limit or settings.estimate_output_tokens
+        else:
+            tally.lengths[key] = learned if limit is None else min(limit, learned)
     return tally.lengths[key]
 
 
