@@ -29,12 +29,14 @@ def spend_line(side: str, run: RunResult) -> str | None:
     if not spend.provider_calls and not spend.cache_hits:
         return None
     tokens = spend.tokens
+    written = f", {tokens.cache_write} written to it" if tokens.cache_write else ""
     line = (f"Model calls at {side}: {spend.provider_calls} provider calls, "
             f"{spend.cache_hits} cache hits, {tokens.input} tokens in "
-            f"({tokens.cached_input} cached by the provider), {tokens.output} out, "
+            f"({tokens.cached_input} cached by the provider{written}), {tokens.output} out, "
             f"{usd(spend.cost_usd)} spent")
     if spend.unpriced_calls:
-        line += f" ({spend.unpriced_calls} calls of models without a known price not counted)"
+        line += (f" ({spend.unpriced_calls} calls of unknown cost not counted: a model without "
+                 "a known price, or an answer without usage)")
     return line
 
 

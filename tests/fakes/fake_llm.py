@@ -3,17 +3,24 @@
 Endpoints (also served without the ``/v1`` prefix):
 
 - ``POST /v1/chat/completions``: answers by rule. The text of a request is its messages'
-  contents joined with newlines; the first rule ``{"match": substring, "model"?: name,
-  "reply": text, "usage"?: {...}}`` whose ``match`` occurs in that text (and whose ``model``, when
-  given, equals the request's) gives the reply; else ``default_reply`` when set; else
-  ``"echo: "`` + the last user message. ``usage`` counts whitespace-separated words
-  (``prompt_tokens``: all message contents, ``completion_tokens``: the reply); a rule's ``usage``
-  (``prompt_tokens``, ``completion_tokens``, ``cached_tokens``) overrides them.
+  contents joined with newlines; the first rule ``{"match": substring or [substrings],
+  "model"?: name, "reply": text or null, "finish_reason"?: str, "usage"?: {...} or null}``
+  whose ``match`` occurs in that text (every one of a list) and whose ``model``, when given,
+  equals the request's gives the reply; else ``default_reply`` when set; else ``"echo: "`` +
+  the last user message. A ``reply`` of null answers ``"content": null``; ``finish_reason``
+  defaults to ``stop``. ``usage`` counts whitespace-separated words (``prompt_tokens``: all
+  message contents, ``completion_tokens``: the reply), or, with ``"token_counts": true`` in the
+  setup, tokens as OpenAI counts them (tiktoken's ``cl100k_base``, 3 tokens per message plus its
+  role, 3 to prime the reply: OpenAI cookbook, "How to count tokens with tiktoken"); a rule's
+  ``usage`` (``prompt_tokens``, ``completion_tokens``, ``cached_tokens``, ``cache_write_tokens``
+  in ``prompt_tokens_details``, and Anthropic's ``cache_creation_input_tokens`` at the top, as
+  Anthropic-compatible gateways send it) overrides them; ``"usage": null`` sends no usage.
 - ``POST /v1/embeddings``: a deterministic 64-dimension unit vector per input text (words hashed
-  with SHA-256 into buckets), so texts sharing words have a high cosine similarity.
+  with SHA-256 into buckets), so texts sharing words have a high cosine similarity; ``usage``
+  counts the texts' words (their tokens with ``token_counts``).
 - Control, never recorded: ``GET /_fake/state`` (``calls``, ``faults`` left, ``config``),
-  ``POST /_fake/setup`` (merges ``rules``, ``default_reply``, ``latency_ms``, ``faults``; lists
-  are replaced), ``POST /_fake/reset`` (forget calls and faults).
+  ``POST /_fake/setup`` (merges ``rules``, ``default_reply``, ``latency_ms``, ``token_counts``,
+  ``faults``; lists are replaced), ``POST /_fake/reset`` (forget calls and faults).
 
 Faults are consumed in order: the first fault ``{"match"?, "model"?, "path"?: "chat" |
 "embeddings", "times"?: n (default 1; null = forever), "status"?: code, "headers"?: {...},
@@ -33,7 +40,9 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import hashlib
+import importlib.util
 import json
 import math
 import os
@@ -57,7 +66,8 @@ EMBEDDING_DIMS = 64
 #: How long a stalled request is held open at most, seconds (the server's stop ends it sooner).
 STALL_S = 3600.0
 #: Usage keys a rule may override.
-USAGE_KEYS = ("prompt_tokens", "completion_tokens", "cached_tokens")
+USAGE_KEYS = ("prompt_tokens", "completion_tokens", "cached_tokens", "cache_write_tokens",
+              "cache_creation_input_tokens")
 
 
 def embed_text(text: str) -> list[float]:
@@ -68,6 +78,37 @@ def embed_text(text: str) -> list[float]:
         vector[digest[0] % EMBEDDING_DIMS] += 1.0 if digest[1] % 2 else -1.0
     norm = math.sqrt(sum(x * x for x in vector)) or 1.0
     return [x / norm for x in vector]
+
+
+@functools.cache
+def _encoding() -> Any:
+    """tiktoken's ``cl100k_base``, read offline from the copy litellm ships (never fetched)."""
+    spec = importlib.util.find_spec("litellm")
+    if spec is None or not spec.submodule_search_locations:
+        raise RuntimeError("token_counts needs litellm's bundled tokenizers")
+    folder = Path(next(iter(spec.submodule_search_locations))) / "litellm_core_utils" / "tokenizers"
+    os.environ.setdefault("TIKTOKEN_CACHE_DIR", str(folder))
+    import tiktoken
+
+    return tiktoken.get_encoding("cl100k_base")
+
+
+def count_tokens(text: str) -> int:
+    """Return the ``cl100k_base`` tokens of ``text``."""
+    return len(_encoding().encode(text, disallowed_special=()))
+
+
+def prompt_tokens(messages: Any) -> int:
+    """Return a chat prompt's tokens as OpenAI counts them (3 per message, its role and
+    content, 3 to prime the reply; OpenAI cookbook, "How to count tokens with tiktoken")."""
+    if not isinstance(messages, list):
+        return 0
+    total = 3
+    for message in messages:
+        if isinstance(message, dict):
+            total += 3 + count_tokens(str(message.get("role", ""))) + count_tokens(
+                _text_of([message]))
+    return total
 
 
 def _text_of(messages: Any) -> str:
@@ -96,7 +137,8 @@ class FakeLLM:
     def __init__(self, config: dict[str, Any] | None = None) -> None:
         self._lock = threading.Lock()
         self.stopping = threading.Event()
-        self._config: dict[str, Any] = {"rules": [], "default_reply": None, "latency_ms": 0.0}
+        self._config: dict[str, Any] = {"rules": [], "default_reply": None, "latency_ms": 0.0,
+                                        "token_counts": False}
         self._faults: list[dict[str, Any]] = []
         self._calls: list[dict[str, Any]] = []
         self._seq = 0
@@ -112,9 +154,10 @@ class FakeLLM:
 
     # ------------------------------------------------------------------ control
     def setup(self, cfg: dict[str, Any]) -> None:
-        """Merge ``cfg`` (``rules``, ``default_reply``, ``latency_ms``, ``faults``)."""
+        """Merge ``cfg`` (``rules``, ``default_reply``, ``latency_ms``, ``token_counts``,
+        ``faults``)."""
         with self._lock:
-            for key in ("rules", "default_reply", "latency_ms"):
+            for key in ("rules", "default_reply", "latency_ms", "token_counts"):
                 if key in cfg:
                     self._config[key] = cfg[key]
             if "faults" in cfg:
@@ -202,31 +245,53 @@ class FakeLLM:
         await asyncio.sleep(float(self._config["latency_ms"]) / 1000)
         if fault is not None:
             return await self._answer_fault(fault)
-        reply, usage = self._reply(model, text, messages)
-        return JSONResponse({
+        rule = self._rule(model, text)
+        reply = self._reply_text(rule, messages)
+        body = {
             "id": f"chatcmpl-fake-{seq}", "object": "chat.completion", "created": 1700000000,
             "model": model, "system_fingerprint": "fp_fake",
             "choices": [{"index": 0, "message": {"role": "assistant", "content": reply},
-                         "finish_reason": "stop", "logprobs": None}],
-            "usage": usage})
+                         "finish_reason": (rule or {}).get("finish_reason", "stop"),
+                         "logprobs": None}]}
+        if rule is None or "usage" not in rule or rule["usage"] is not None:
+            body["usage"] = self._usage(rule, text, messages, reply or "")
+        return JSONResponse(body)
 
-    def _reply(self, model: str, text: str, messages: Any) -> tuple[str, dict[str, Any]]:
+    def _rule(self, model: str, text: str) -> dict[str, Any] | None:
         with self._lock:
             rules = list(self._config["rules"])
-            default = self._config["default_reply"]
-        rule = next((r for r in rules if r.get("model", model) == model
-                     and str(r.get("match", "")) in text), None)
+        for rule in rules:
+            match = rule.get("match", "")
+            needles = [str(m) for m in match] if isinstance(match, list) else [str(match)]
+            if rule.get("model", model) == model and all(n in text for n in needles):
+                return dict(rule)
+        return None
+
+    def _reply_text(self, rule: dict[str, Any] | None, messages: Any) -> str | None:
         if rule is not None:
-            reply = str(rule["reply"])
-        else:
-            reply = str(default) if default is not None else "echo: " + _last_user(messages)
-        over = rule.get("usage", {}) if rule is not None else {}
-        prompt = int(over.get("prompt_tokens", len(text.split())))
-        completion = int(over.get("completion_tokens", len(reply.split())))
-        cached = int(over.get("cached_tokens", 0))
-        return reply, {"prompt_tokens": prompt, "completion_tokens": completion,
-                       "total_tokens": prompt + completion,
-                       "prompt_tokens_details": {"cached_tokens": cached}}
+            return None if rule["reply"] is None else str(rule["reply"])
+        with self._lock:
+            default = self._config["default_reply"]
+        return str(default) if default is not None else "echo: " + _last_user(messages)
+
+    def _usage(self, rule: dict[str, Any] | None, text: str, messages: Any,
+               reply: str) -> dict[str, Any]:
+        over = (rule or {}).get("usage") or {}
+        with self._lock:
+            exact = bool(self._config["token_counts"])
+        prompt = int(over.get("prompt_tokens", prompt_tokens(messages) if exact
+                              else len(text.split())))
+        completion = int(over.get("completion_tokens", count_tokens(reply) if exact
+                                  else len(reply.split())))
+        details = {"cached_tokens": int(over.get("cached_tokens", 0))}
+        if "cache_write_tokens" in over:
+            details["cache_write_tokens"] = int(over["cache_write_tokens"])
+        usage: dict[str, Any] = {"prompt_tokens": prompt, "completion_tokens": completion,
+                                 "total_tokens": prompt + completion,
+                                 "prompt_tokens_details": details}
+        if "cache_creation_input_tokens" in over:
+            usage["cache_creation_input_tokens"] = int(over["cache_creation_input_tokens"])
+        return usage
 
     async def _embeddings(self, request: Request) -> Response:
         body = await self._read(request)
@@ -240,7 +305,9 @@ class FakeLLM:
         await asyncio.sleep(float(self._config["latency_ms"]) / 1000)
         if fault is not None:
             return await self._answer_fault(fault)
-        tokens = sum(len(t.split()) for t in texts)
+        with self._lock:
+            exact = bool(self._config["token_counts"])
+        tokens = sum(count_tokens(t) if exact else len(t.split()) for t in texts)
         return JSONResponse({
             "object": "list", "model": model,
             "data": [{"object": "embedding", "index": i, "embedding": embed_text(t)}

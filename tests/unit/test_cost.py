@@ -48,7 +48,7 @@ def test_prices_come_from_litellms_bundled_table() -> None:
     assert prices.cached_input < prices.input  # the table knows OpenAI's cached-input rate
     assert prices_for(Endpoint("openai/no-such-model-anywhere")) is None
     assert prices_for(Endpoint("openai/x", pricing=Pricing(1.0, 2.0))) == TokenPrices(
-        Decimal("0.000001"), Decimal("0.000002"), Decimal("0.000001"))
+        Decimal("0.000001"), Decimal("0.000002"), Decimal("0.000001"), Decimal("0.000001"))
 
 
 def test_budget_stops_at_the_cost_or_the_time_limit() -> None:
@@ -80,7 +80,7 @@ async def test_the_same_cost_in_the_comment_the_check_and_the_stored_run(
     stored = json.loads(report.render_json(gate))
     assert stored["usage"]["head"]["spend"]["cost_usd"] == 0.0024
     assert stored["usage"]["head"]["spend"]["tokens"] == {"input": 1000, "output": 200,
-                                                          "cached_input": 800}
+                                                          "cached_input": 800, "cache_write": 0}
     for text in (report.check_summary(gate), report.comment_body(gate, head_sha="",
                                                                   base_sha=None)):
         assert "\\$0.0024 spent" in text  # markdown-escaped "$0.0024"

@@ -43,8 +43,21 @@ MORE_REPLIES = [
     ("N/A", UNSCORED),
 ]
 
+#: Field cases read wrongly before: two different verdicts, or keys that disagree, are judge
+#: errors; the replies above keep their verdicts.
+TWO_VERDICTS = [
+    ("PASS\nVerdict: FAIL", UNSCORED),
+    ('```json\n{"verdict": "pass"}\n```\nVerdict: FAIL', UNSCORED),
+    ('{"pass": true, "verdict": "fail"}', UNSCORED),
+    ('{"verdict": "pass", "score": 0}', UNSCORED),
+    ('{"verdict": "pass", "score": 4}', UNSCORED),  # a score on another scale
+    ('```json\n{"verdict": "pass"}\n```\nVerdict: PASS', PASS),
+    ('{"verdict": "pass", "score": 1}', PASS),
+    ("Verdict: PASS\n\nPASS", PASS),
+]
 
-@pytest.mark.parametrize(("reply", "score"), FIELD_CASES + MORE_REPLIES)
+
+@pytest.mark.parametrize(("reply", "score"), FIELD_CASES + MORE_REPLIES + TWO_VERDICTS)
 def test_pass_fail_replies(reply: str, score: float | None) -> None:
     verdict = parse_verdict(reply, "pass_fail")
     assert verdict.score == score
@@ -56,14 +69,57 @@ def test_field_case_counts() -> None:
     assert scores.count(PASS) == 7 and scores.count(FAIL) == 2 and scores.count(None) == 3
 
 
-@pytest.mark.parametrize(("reply", "score"), [
+#: 1-5 replies read the same way as before.
+SCORES = [
     ("SCORE: 4", 0.75), ("Score: 5/5", 1.0), ("I'd rate it 3 out of 5.", 0.5),
     ("Rating: **2**\nThe tone is curt.", 0.25), ("1", 0.0), ('{"score": 4}', 0.75),
     ('```json\n{"rating": "5"}\n```', 1.0), ("Score: 7", None), ("Score: 0", None),
     ("very good", None), ('{"verdict": "pass"}', None), ("", None),
-])
+    ("The reply is polite and complete.\n\nSCORE: 4", 0.75), ("SCORE: 4\nSCORE: 4", 0.75),
+    ("SCORE: **4**/5", 0.75), ("Clear and correct: 4/5\nSCORE: 4", 0.75),
+    ("Score: 4.5", 0.875), ("Score: 4 (good)", 0.75),
+    ("The answer lists 3 steps, 2 of them wrong.\nSCORE: 2", 0.25),
+    ("Score: 8/10", None),
+]
+#: Field cases read wrongly before (each gave a score): a score on another scale, a reply that
+#: restates the scale, two different scores. Each is a judge error, with this reason.
+SCORE_FIELD_CASES = [
+    ("On a scale of 1 to 5, I'd give it a 4.", "restates the scale"),
+    ("Score 1-5: 4", "restates the scale"),
+    ("Rating: 4 (1 = poor, 5 = excellent)", "restates the scale"),
+    ("SCORE: 4\n\n(1 fails the rubric, 5 fully meets it)", "restates the scale"),
+    ("Between 1 and 5, this is a 4. SCORE: 4", "restates the scale"),
+    ("Rating: 4 on a five-point scale", "restates the scale"),
+    ("Score: 4/10", "on another scale"),
+    ("Score: 4 out of 10", "on another scale"),
+    ("Score: 4 / 10 (decent)", "on another scale"),
+    ("Score: 80%", "on another scale"),
+    ("Score: 3\nOn reflection, score: 4", "different scores"),
+    ("Score: 3/5 ... 4/5", "different scores"),
+    ("Score: 2\n5", "different scores"),
+    ('{"score": 4, "rating": 2}', "different verdicts or scores"),
+    ('```json\n{"score": 4}\n```\nSCORE: 2', "another verdict"),
+]
+
+
+@pytest.mark.parametrize(("reply", "score"), SCORES)
 def test_one_to_five_scores(reply: str, score: float | None) -> None:
     assert parse_verdict(reply, "1-5").score == score
+
+
+@pytest.mark.parametrize(("reply", "reason"), SCORE_FIELD_CASES)
+def test_a_score_that_does_not_commit_to_the_scale_is_a_judge_error(reply: str,
+                                                                    reason: str) -> None:
+    verdict = parse_verdict(reply, "1-5")
+    assert verdict.score is None and reason in verdict.error
+
+
+def test_a_judge_error_is_counted_and_never_a_pass() -> None:
+    replies = [text for text, _ in SCORE_FIELD_CASES] + ["SCORE: 5", "SCORE: 5"]
+    errors = [v.error for v in map(lambda r: parse_verdict(r, "1-5"), replies) if v.error]
+    result = combine(spec(len(replies), "1-5"), [1.0, 1.0], errors)
+    assert result.errored and not result.passed
+    assert result.details["judge_errors"] == len(SCORE_FIELD_CASES)
 
 
 @pytest.mark.parametrize(("reply", "pick"), [

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 import pytest
@@ -156,7 +157,46 @@ def test_custom_return_values() -> None:
     assert to_result(True, 0.5).passed and not to_result(False, 0.5).passed
     assert to_result(0.7, 0.5).passed and not to_result(0.3, 0.5).passed
     assert to_result({"pass": False, "reason": "rude"}, 0.5).message == "rude"
-    assert to_result("yes", 0.5).errored and to_result(float("nan"), 0.5).errored
+    assert to_result("yes", 0.5).errored
+    for value in (float("nan"), float("inf"), {"pass": True, "score": float("-inf")}):
+        result = to_result(value, 0.5)  # kept unclipped: the scorer fails the example on it
+        assert not math.isfinite(result.score) and not result.errored
+
+
+NON_FINITE = """
+def value(output, context):
+    return {"ok": 1.0, "nan": float("nan"), "inf": float("inf"), "neginf": float("-inf"),
+            "dictnan": {"pass": True, "score": float("nan")}}[output]
+"""
+
+
+async def test_a_nan_or_infinite_value_is_an_errored_example_counted_against_the_suite(
+        tmp_path: Path) -> None:
+    """Field case: a custom assertion returned NaN and the example vanished from the mean."""
+    (tmp_path / "checks").mkdir()
+    (tmp_path / "checks" / "values.py").write_text(NON_FINITE)
+    (tmp_path / "echo.py").write_text(
+        "import json, sys\nd = json.load(open(sys.argv[1]))\n"
+        "json.dump({'output': d['input']}, open(sys.argv[2], 'w'))\n")
+    ids = ["ok", "nan", "inf", "neginf", "dictnan"]
+    (tmp_path / "d.jsonl").write_text("".join(
+        json.dumps({"id": i, "input": i}) + "\n" for i in ids))
+    config = parse_config(
+        "version: 1\nsuites:\n  - name: c\n    dataset: d.jsonl\n"
+        "    target: {command: 'python3 echo.py {input_file} {output_file}'}\n"
+        "    assertions:\n      - {type: python, function: 'checks/values.py:value'}\n")
+    suite = (await run_config(config, tmp_path)).suites["c"]
+    ok, *broken = suite.examples
+    assert ok.passed and not ok.errored
+    assert [(e.errored, e.unscored, e.passed, e.error_kind) for e in broken] == [
+        (True, False, False, "not_finite")] * 4
+    assert [e.error for e in broken] == [
+        f"assertion `python` gave {v}, not a finite number (counted as failed)"
+        for v in ("nan", "inf", "-inf", "nan")]
+    assert [e.output for e in broken] == ids[1:]  # the output is kept for the report
+    assert (suite.metrics["pass_rate"], suite.metrics["error_rate"]) == (0.2, 0.8)
+    assert suite.metrics["mean_score"] == 0.2
+    assert suite.metrics["assertion.python.pass_rate"] == 0.2
 
 
 async def test_entry_point_assertions_of_installed_packages(

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import argparse
+import json
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -11,7 +13,7 @@ import redis
 
 from tests.fakes.fake_llm import FakeLLMServer
 from tests.unit import llm_support
-from tests.unit.llm_support import model_config, write_repo
+from tests.unit.llm_support import KEY_ENV, model_config, write_repo
 from worker.cli import main
 from worker.evals.cache import KEY_PREFIX
 from worker.evals.cli_cache import cache_mode, cache_url
@@ -53,3 +55,27 @@ def test_the_run_command_reads_and_writes_the_cache(
     err = capsys.readouterr().err
     assert "llmgate: estimate in the working tree: 2 provider calls (0 cached)" in err
     assert "0 provider calls (2 cached)" in err
+
+
+@pytest.mark.slow
+def test_max_duration_counts_the_run_not_the_import_of_litellm(llm: FakeLLMServer,
+                                                                tmp_path: Path) -> None:
+    """Field case: in a fresh process, litellm's import (seconds) used up a 1 s max_duration,
+    so no call was sent. Run as a process, so litellm is imported afresh."""
+    llm.setup({"default_reply": "echo"})
+    config = model_config(llm.url, settings="max_duration: 1",
+                          gate="{pass_rate: {min: 0.5}}",
+                          assertions="      - {type: contains, value: echo}\n")
+    repo = write_repo(tmp_path / "repo", config, [{"id": "a", "input": "hi"},
+                                                  {"id": "b", "input": "ho"}])
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    report = tmp_path / "report.json"
+    done = subprocess.run(
+        [sys.executable, "-m", "worker.cli", "run", "--no-cache", "--format", "json",
+         "--output", str(report)], cwd=repo, capture_output=True, text=True, timeout=120,
+        env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(Path(__file__).parents[2]),
+             "HOME": str(tmp_path), KEY_ENV: "sk-fake-test-key"})
+    assert done.returncode == 0, done.stderr
+    stored = json.loads(report.read_text())
+    assert stored["conclusion"] == "success"
+    assert len(llm.calls()) == 2

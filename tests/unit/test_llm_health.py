@@ -102,12 +102,16 @@ async def test_a_judge_that_always_picks_the_first_answer_gives_ties(llm: FakeLL
     assert gate.head.suites["s"].metrics["win_rate"] == 0.5  # type: ignore[union-attr]
 
 
-async def test_pairwise_without_a_base_makes_win_rate_unavailable(llm: FakeLLMServer,
-                                                                  tmp_path: Path) -> None:
+async def test_a_min_rule_on_win_rate_without_a_base_is_skipped_not_failed(
+        llm: FakeLLMServer, tmp_path: Path) -> None:
+    """Field case: `llmgate run` without a base failed on `win_rate: {min: 0.5}`."""
     head = write_repo(tmp_path, pairwise_config(llm.url), ROWS)
     gate = await gate_trees(head, None, evals=context())
-    assert gate.conclusion == "failure"
-    assert any("win_rate is unavailable" in o.reason for o in gate.outcomes)
+    [outcome] = [o for o in gate.outcomes if o.metric == "win_rate"]
+    assert (outcome.rule, outcome.status, outcome.head) == ("min 0.50", "skipped", None)
+    assert outcome.reason == ("win_rate compares head with base: no base result: suite is new "
+                              "or config missing at base")
+    assert gate.conclusion != "failure"
 
 
 async def test_a_changed_rubric_is_noted(llm: FakeLLMServer, tmp_path: Path) -> None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 
@@ -9,6 +11,7 @@ from worker.evals.metrics import KNOWN_METRICS, is_known_metric, suite_metrics
 from worker.evals.metrics_llm import (
     LOWER_IS_BETTER,
     classification_metrics,
+    is_classification,
     lower_is_better,
     percentile,
 )
@@ -52,6 +55,46 @@ def test_errored_targets_predict_nothing_and_unscored_examples_are_left_out() ->
     assert metrics["f1_micro"] == pytest.approx(0.8)  # 2 hits, 0 false positives, 3 examples
     assert metrics["pass_rate"] == pytest.approx(2 / 3)  # the unscored one is no failure
     assert metrics["error_rate"] == 0.5
+
+
+FREE_TEXT = ["Your refund was sent on Monday.", "We have reset your password.",
+             "The parcel left our warehouse today.", "Sorry, that plan is no longer sold."]
+
+
+def test_classification_metrics_only_for_labels_not_free_text_references() -> None:
+    """Field case: a suite of free-text references got `precision_Your refund was sent on
+    Monday.` and an `accuracy` of exact matches."""
+    free = suite_metrics([result(t, t) for t in FREE_TEXT])
+    assert not [m for m in free if m.startswith(("precision_", "recall_", "f1_"))]
+    assert "accuracy" not in free and free["pass_rate"] == 1.0
+    labels = suite_metrics([result(t, t) for t in ["billing", "bug", "other", "feature request"]
+                            * 2])
+    assert labels["accuracy"] == 1.0 and labels["precision_feature request"] == 1.0
+    assert {m for m in labels if m.startswith("recall_")} == {
+        "recall_billing", "recall_bug", "recall_other", "recall_feature request", "recall_macro"}
+
+
+@pytest.mark.parametrize(("expected", "labels"), [
+    (["billing", "bug", "billing", "bug"], True),
+    (["a", "b", "c", "a", "b", "c"], True),
+    ([1, 2, 1, 2], True),
+    (["Paris", "Rome", "Oslo", "Lima"], False),  # short but all distinct: answers, not labels
+    (FREE_TEXT * 2, False),
+    (["billing", "bug", "billing", "a very long label indeed"], False),
+    (["yes\nno", "yes\nno"], False),
+    ([{"label": "a"}, {"label": "a"}], False),
+    ([str(i % 21) for i in range(84)], False),  # more than 20 labels
+])
+def test_what_makes_expected_values_labels(expected: list[object], labels: bool) -> None:
+    assert is_classification([result(e, e) for e in expected]) is labels
+
+
+def test_a_classification_assertion_makes_any_suite_a_classification() -> None:
+    check = AssertionResult("classification", True, 1.0, details={"label": "Paris"})
+    results = [result(t, t, assertions=(check,)) for t in ["Paris", "Rome"]]
+    assert is_classification(results) and "accuracy" in suite_metrics(results)
+    repeated = [replace(result(t, t), repeat=r) for t in FREE_TEXT[:2] for r in range(4)]
+    assert not is_classification(repeated)  # repeats do not make references labels
 
 
 def test_percentiles_match_numpys_linear_method() -> None:

@@ -119,6 +119,28 @@ async def test_a_chat_call_is_sent_from_the_provider_process(
 
 
 @on_module_loop
+async def test_unusable_answers_and_missing_usage_cross_the_process_boundary_unchanged(
+        pool: ProviderPool, llm: FakeLLMServer) -> None:
+    llm.setup({"rules": [
+        {"match": "filtered", "reply": None, "finish_reason": "content_filter"},
+        {"match": "nousage", "reply": "fine", "usage": None},
+        {"match": "written", "reply": "ok", "usage": {
+            "prompt_tokens": 900, "completion_tokens": 4, "cache_creation_input_tokens": 600}}]})
+    kwargs = llm_mod._call_kwargs(endpoint(llm), 10)
+    before = pool.sent
+    for text, expected in [
+        ("filtered", ("", TokenUsage(1, 0, 0), "no usable text: the provider's content filter "
+                      "withheld the answer (finish_reason content_filter)")),
+        ("nousage", ("fine", None, "")), ("written", ("ok", TokenUsage(900, 4, 0, 600), ""))]:
+        messages = [{"role": "user", "content": text}]
+        remote = await llm_mod.chat(endpoint(llm), messages, 10)
+        local = await llm_mod.send_chat(kwargs, messages)
+        assert (remote.text, remote.usage, remote.problem) == expected
+        assert (local.text, local.usage, local.problem) == expected
+    assert pool.sent == before + 3
+
+
+@on_module_loop
 async def test_errors_cross_the_process_boundary_unchanged(
         pool: ProviderPool, llm: FakeLLMServer) -> None:
     key = "sk-fake-test-key"

@@ -85,10 +85,17 @@ def validate_python(spec: AssertionSpec, fail: Fail) -> None:
 
 
 def to_result(value: Any, threshold: float) -> AssertionResult:
-    """Turn a custom function's return value into an assertion result (pure)."""
+    """Turn a custom function's return value into an assertion result (pure).
+
+    A NaN or infinite number (returned, or as ``score``) is kept as the score, unclipped, so
+    the scorer fails the example on it (worker/evals/scoring.py) instead of clipping it to 0
+    or 1.
+    """
     if isinstance(value, bool):
         return AssertionResult("python", value, float(value), "" if value else "returned False")
-    if isinstance(value, int | float) and math.isfinite(value):
+    if isinstance(value, float) and not math.isfinite(value):
+        return AssertionResult("python", False, value, f"returned {value!r}")
+    if isinstance(value, int | float):
         score = min(1.0, max(0.0, float(value)))
         passed = score >= threshold
         return AssertionResult("python", passed, score,
@@ -99,8 +106,9 @@ def to_result(value: Any, threshold: float) -> AssertionResult:
         if isinstance(score, bool) or not isinstance(score, int | float):
             score = float(passed)
         reason = str(value.get("reason", "")) or ("" if passed else "returned pass: false")
-        return AssertionResult("python", passed, min(1.0, max(0.0, float(score))),
-                               "" if passed else reason[:500])
+        score = float(score)
+        return AssertionResult("python", passed, min(1.0, max(0.0, score))
+                               if math.isfinite(score) else score, "" if passed else reason[:500])
     return AssertionResult("python", False, 0.0, "custom assertion error: it must return a "
                            f"bool, a number or {{pass, score?, reason?}}, got {str(value)[:200]}",
                            errored=True)

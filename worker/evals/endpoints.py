@@ -3,8 +3,9 @@
 Fields: ``model`` (a litellm model string, required), ``params`` (a mapping of call parameters
 such as ``temperature``; keys that would redirect the call or carry a key are refused),
 ``api_base`` or its alias ``base_url`` (an http(s) URL), ``api_key_env`` (the NAME of a worker
-environment variable, never a key), ``pricing`` (``{input, output, cached_input}`` USD per
-million tokens, overriding litellm's price table).
+environment variable, never a key), ``pricing`` (``{input, output, cached_input?,
+cache_write?}`` USD per million tokens, overriding litellm's price table; ``cache_write`` prices
+prompt tokens written to the provider's prompt cache, Anthropic's ``cache_creation_input_tokens``).
 
 An embedding endpoint (``similar``, ``settings.embedding``) may instead name an in-process model
 of the worker, ``model: local/<name>`` (worker/evals/local_embed.py), with no other field: the
@@ -32,7 +33,7 @@ FORBIDDEN_PARAMS = frozenset({
     "num_retries", "max_retries", "extra_headers", "headers", "custom_llm_provider",
     "aws_access_key_id", "aws_secret_access_key", "vertex_credentials", "azure_ad_token",
     "client", "mock_response", "metadata", "callbacks", "litellm_logging_obj"})
-PRICING_KEYS = ("input", "output", "cached_input")
+PRICING_KEYS = ("input", "output", "cached_input", "cache_write")
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 #: Worker variables never sent as a key (llmgate's own secrets, see worker/settings.py).
 _FORBIDDEN_ENV_PREFIXES = ("GITHUB_", "LLMGATE_", "REDIS_", "ARQ_")
@@ -121,11 +122,13 @@ def _pricing(value: Any, fail: Fail) -> Pricing | None:
         return None
     if not isinstance(value, dict) or not {"input", "output"} <= set(value) \
             or not set(value) <= set(PRICING_KEYS):
-        raise fail("`pricing` must be {input, output, cached_input?}: USD per million tokens")
+        raise fail("`pricing` must be {input, output, cached_input?, cache_write?}: USD per "
+                   "million tokens")
     for key, price in value.items():
         if isinstance(price, bool) or not isinstance(price, int | float) \
                 or not math.isfinite(price) or price < 0:
             raise fail(f"`pricing.{key}` must be a non-negative number (USD per million tokens)")
-    cached = value.get("cached_input")
+    cached, write = value.get("cached_input"), value.get("cache_write")
     return Pricing(float(value["input"]), float(value["output"]),
-                   None if cached is None else float(cached))
+                   None if cached is None else float(cached),
+                   None if write is None else float(write))

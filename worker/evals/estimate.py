@@ -1,33 +1,43 @@
 """Estimate a run's provider calls, tokens and USD before it sends any.
 
-Per suite: the model target answers every example ``repeats`` times (its prompt tokens counted
-with litellm's tokenizer for the model, for the first `TOKENIZED_SAMPLE` prompts, and from the
-length of the others at the same tokens per character; its completion tokens taken as the call's
-``max_tokens``, else ``settings.estimate_output_tokens``); each ``llm_judge`` judges every answer
-``n`` times (prompt: the judge template with the input, the reference and an answer of the
-estimated length); each ``similar`` makes one embeddings call per answer; traps add one judge
-call per trap, judge and draw; ``pairwise`` adds two judge calls per example (when a base
-runs). An in-process ``local/<name>`` embedding model (worker/evals/local_embed.py) is no
-provider call and costs nothing, so it is not counted (like a command target's runs). Target
-calls the response cache already answers (same key, cache mode ``use``, no repeats) are counted
-as cached and cost nothing. USD uses the prices of worker/evals/cost.py; it is None when a model
-has no known price. It is an estimate: judge replies and answers are usually shorter than their
-limit, so it tends to be high.
+Per suite: the model target answers every example ``repeats`` times; each ``llm_judge`` judges
+every answer ``n`` times (prompt: the judge template with the input, the reference and the
+answer); each ``similar`` makes one embeddings call per answer; traps add one judge call per
+trap, judge and draw; ``pairwise`` adds two judge calls per example (when a base runs). An
+in-process ``local/<name>`` embedding model (worker/evals/local_embed.py) is no provider call
+and costs nothing, so it is not counted (like a command target's runs).
+
+What the response cache will answer costs nothing and is counted as cached (cache mode ``use``,
+no repeats): a target's answer held for its key, and then, since that answer is known, the
+judge and embedding calls on it whose keys are held too (so are trap judgements). Prompt tokens
+are counted with litellm's tokenizer for the model (the first `TOKENIZED_SAMPLE` prompts of a
+model, the others from their length at the same tokens per character). A call's completion
+tokens are expected to be the mean of the last answers of its family (a target's model and
+prompt file, a judge's model and prompt version) kept by the response cache
+(worker/evals/cache.py), at most its ``max_tokens``; a family without answers yet (a first run,
+no cache) is expected to use its ``max_tokens``, else ``settings.estimate_output_tokens``, so
+a first estimate tends to be high. An unknown answer is put into judge prompts as a text of the
+expected length. USD uses the prices of worker/evals/cost.py; it is None when a model has no
+known price, and every such model the run will call is listed with the line that names it.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
 from worker.evals import llm, local_embed
-from worker.evals.cost import call_cost_usd
+from worker.evals.cost import call_cost_usd, max_tokens
 from worker.evals.dataset import load_dataset
 from worker.evals.endpoints import parse_endpoint
 from worker.evals.judges import judge_messages, judge_spec
 from worker.evals.llm_types import CostEstimate, Endpoint, TokenUsage
+from worker.evals.model_target import answer_family
+from worker.evals.pairwise import PAIRWISE_TEMPLATE_VERSION
 from worker.evals.prompts import load_prompt, render
 from worker.evals.provider import ModelCaller
+from worker.evals.similar import embed_texts
 from worker.evals.traps import load_traps
 from worker.evals.types import (
     AssertionSpec,
@@ -45,6 +55,51 @@ from worker.evals.types import (
 TOKENIZED_SAMPLE = 20
 
 
+@dataclass(frozen=True)
+class ModelUse:
+    """Where a config uses a model: what to annotate when the model cannot be priced.
+
+    Attributes:
+        model: the litellm model string.
+        path: the file naming it (the config, or the dataset of a per-example assertion).
+        line: 1-based line of the target or assertion that calls it, or None.
+        what: what calls it and where its fields are, e.g. ``the target`` or
+            ``settings.judge (used by llm_judge)``.
+    """
+
+    model: str
+    path: str
+    line: int | None
+    what: str
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """What a run is expected to send, and the models it calls that have no known price.
+
+    Attributes:
+        cost: calls, tokens and USD (None when ``unpriced`` is not empty).
+        unpriced: the first use of each model without a known price that the run will call
+            (calls the cache answers do not count).
+    """
+
+    cost: CostEstimate
+    unpriced: tuple[ModelUse, ...] = ()
+
+
+@dataclass(frozen=True)
+class _Call:
+    """Calls of one kind for one example: ``count`` calls of ``endpoint``, each with these
+    tokens; ``keys`` are their cache keys when the cache may answer them, else ()."""
+
+    endpoint: Endpoint
+    count: int
+    tokens_in: int
+    tokens_out: int
+    use: ModelUse
+    keys: tuple[str, ...] = ()
+
+
 @dataclass
 class _Tally:
     calls: int = 0
@@ -52,8 +107,9 @@ class _Tally:
     tokens_in: int = 0
     tokens_out: int = 0
     cost_usd: float | None = 0.0
-    unpriced: set[str] = field(default_factory=set)
+    unpriced: dict[str, ModelUse] = field(default_factory=dict)
     sampled: dict[str, tuple[int, int, int]] = field(default_factory=dict)
+    lengths: dict[str, int] = field(default_factory=dict)
 
     def tokens(self, model: str, messages: list[dict[str, str]]) -> int:
         """Count a prompt's tokens: exactly for the first prompts of a model, then by ratio."""
@@ -65,102 +121,163 @@ class _Tally:
             return exact
         return round(chars * tokens / seen)
 
-    def add(self, caller: ModelCaller, endpoint: Endpoint, calls: int, tokens_in: int,
-            tokens_out: int) -> None:
+    def add(self, caller: ModelCaller, call: _Call, count: int | None = None) -> None:
+        calls = call.count if count is None else count
+        if calls <= 0:
+            return
         self.calls += calls
-        self.tokens_in += calls * tokens_in
-        self.tokens_out += calls * tokens_out
-        prices = caller.prices(endpoint)
+        self.tokens_in += calls * call.tokens_in
+        self.tokens_out += calls * call.tokens_out
+        prices = caller.prices(call.endpoint)
         if prices is None:
-            self.unpriced.add(endpoint.model)
+            self.unpriced.setdefault(call.endpoint.model, call.use)
             self.cost_usd = None
         elif self.cost_usd is not None:
-            self.cost_usd += calls * call_cost_usd(TokenUsage(tokens_in, tokens_out), prices)
+            usage = TokenUsage(call.tokens_in, call.tokens_out)
+            self.cost_usd += calls * call_cost_usd(usage, prices)
 
 
-def _out_tokens(endpoint: Endpoint, settings: Settings) -> int:
-    limit = endpoint.params.get("max_tokens", endpoint.params.get("max_completion_tokens"))
-    return limit if isinstance(limit, int) and limit > 0 else settings.estimate_output_tokens
+async def _expected_out(tally: _Tally, caller: ModelCaller, endpoint: Endpoint, kind: str,
+                        family: str, settings: Settings) -> int:
+    """Completion tokens expected of a call: its family's recent mean, at most its
+    ``max_tokens``; without a mean, its ``max_tokens``, else ``estimate_output_tokens``."""
+    key = caller.lengths_key(endpoint, kind, family)
+    if key not in tally.lengths:
+        mean = await caller.cache.mean_length(key)
+        limit = max_tokens(endpoint)
+        learned = None if mean is None else max(1, round(mean))
+        if learned is None:
+            tally.lengths[key] = limit or settings.estimate_output_tokens
+        else:
+            tally.lengths[key] = learned if limit is None else min(limit, learned)
+    return tally.lengths[key]
 
 
 async def estimate_config(config: Config, root: Path, caller: ModelCaller,
-                          with_base: bool = True) -> tuple[CostEstimate, tuple[str, ...]]:
+                          with_base: bool = True) -> Estimate:
     """Estimate the run of ``config`` at ``root`` (see the module docstring).
-
-    Returns:
-        The estimate and the models without a known price.
 
     Raises:
         ConfigError: a dataset, prompt or trap file is missing or invalid.
     """
     tally = _Tally()
     for suite in config.suites:
-        await _suite(tally, suite, root, config.settings, caller, with_base)
+        calls = await _suite(tally, suite, root, config, caller, with_base)
+        cached = await caller.cache.cached([key for call in calls for key in call.keys])
+        position = 0
+        for call in calls:
+            hits = sum(cached[position:position + len(call.keys)])
+            position += len(call.keys)
+            tally.cached += hits
+            tally.add(caller, call, call.count - hits)
     cost = None if tally.cost_usd is None else round(tally.cost_usd, 6)
-    return (CostEstimate(tally.calls, tally.tokens_in, tally.tokens_out, cost, tally.cached),
-            tuple(sorted(tally.unpriced)))
+    return Estimate(CostEstimate(tally.calls, tally.tokens_in, tally.tokens_out, cost,
+                                 tally.cached), tuple(tally.unpriced.values()))
 
 
-async def _suite(tally: _Tally, suite: SuiteConfig, root: Path, settings: Settings,
-                 caller: ModelCaller, with_base: bool) -> None:
+async def _suite(tally: _Tally, suite: SuiteConfig, root: Path, config: Config,
+                 caller: ModelCaller, with_base: bool) -> list[_Call]:
+    """Tally the suite's target calls; return its judge and embedding calls (with the keys
+    the cache may answer) for the caller to look up at once."""
+    settings = config.settings
     examples = load_dataset(root, suite.dataset)
+    answers: list[str | None] = [None] * len(examples)
     answer_tokens = settings.estimate_output_tokens
     if isinstance(suite.target, ModelTarget):
-        answer_tokens = await _target(tally, suite.target, examples, root, settings, caller)
-    for example in examples:
+        use = ModelUse(suite.target.model, config.path, suite.target.line, "the target")
+        answers, answer_tokens = await _target(tally, suite.target, examples, root, settings,
+                                               caller, use)
+    calls: list[_Call] = []
+    for example, known in zip(examples, answers, strict=True):
         for spec in (*suite.assertions, *example.assertions):
-            _assertion(tally, spec, example, answer_tokens, settings, caller, with_base)
+            path = suite.dataset if spec in example.assertions else config.path
+            calls += await _assertion(tally, spec, example, known, answer_tokens, settings,
+                                      caller, with_base, path)
     if suite.traps is not None:
         for example, output in load_traps(root, suite.traps):
             for spec in suite.assertions:
                 if spec.type == "llm_judge":
-                    _judge(tally, spec, example, 1, settings, caller, str(output))
+                    calls += await _judge(tally, spec, example, 1, settings, caller,
+                                          output, config.path, cacheable=True)
+    return calls
 
 
 async def _target(tally: _Tally, target: ModelTarget, examples: tuple[Example, ...], root: Path,
-                  settings: Settings, caller: ModelCaller) -> int:
+                  settings: Settings, caller: ModelCaller,
+                  use: ModelUse) -> tuple[list[str | None], int]:
+    """Tally the target's calls; return each example's cached answer (None: not cached) and
+    the completion tokens expected of the others."""
     template = load_prompt(root, target.prompt)
-    out_tokens = _out_tokens(target.endpoint, settings)
+    out_tokens = await _expected_out(tally, caller, target.endpoint, "chat",
+                                     answer_family(target), settings)
     rendered = [render(template, example) for example in examples]
-    keys = [caller.cache.key("chat", {
-        "model": target.model, "api_base": target.endpoint.api_base,
-        "params": target.endpoint.params, "messages": messages, "version": target.version,
-        "draw": 0}) for messages in rendered]
-    hits = await caller.cache.cached(keys) if settings.repeats == 1 else [False] * len(keys)
+    hits = await caller.cached_answers([
+        caller.chat_key(target.endpoint, messages, "chat", target.version)
+        for messages in rendered]) if settings.repeats == 1 else [None] * len(rendered)
+    answers: list[str | None] = []
     for messages, hit in zip(rendered, hits, strict=True):
-        if hit:
+        if hit is not None:
             tally.cached += 1
+            answers.append(hit.text)
             continue
         tokens_in = tally.tokens(target.model, messages)
-        tally.add(caller, target.endpoint, settings.repeats, tokens_in, out_tokens)
-    return out_tokens
+        tally.add(caller, _Call(target.endpoint, settings.repeats, tokens_in, out_tokens, use))
+        answers.append(None)
+    return answers, out_tokens
 
 
-def _assertion(tally: _Tally, spec: AssertionSpec, example: Example, answer_tokens: int,
-               settings: Settings, caller: ModelCaller, with_base: bool) -> None:
+async def _assertion(tally: _Tally, spec: AssertionSpec, example: Example, known: str | None,
+                     answer_tokens: int, settings: Settings, caller: ModelCaller,
+                     with_base: bool, path: str) -> list[_Call]:
     placeholder = "x " * answer_tokens
+    answer = placeholder if known is None else known
+    cacheable = known is not None and settings.repeats == 1
     if spec.type == "llm_judge":
-        _judge(tally, spec, example, settings.repeats, settings, caller, placeholder)
-    elif spec.type == "pairwise" and with_base:
-        _judge(tally, spec, example, 2, settings, caller, placeholder + placeholder)
-    elif spec.type == "similar":
-        endpoint = parse_endpoint(spec.params, _config_error, embedding=True) \
-            if "model" in spec.params else settings.embedding
-        if endpoint is not None and not local_embed.is_local(endpoint.model):
-            tokens = answer_tokens + len(str(example.expected or "")) // 4
-            tally.add(caller, endpoint, settings.repeats, tokens, 0)
+        return await _judge(tally, spec, example, settings.repeats, settings, caller, answer,
+                            path, cacheable=cacheable)
+    if spec.type == "pairwise" and with_base:
+        return await _judge(tally, spec, example, 2, settings, caller, answer + placeholder,
+                            path, cacheable=False, kind="pairwise")
+    if spec.type == "similar":
+        return _similar(tally, spec, example, answer, settings, caller, path, cacheable)
+    return []
+
+
+def _similar(tally: _Tally, spec: AssertionSpec, example: Example, answer: str,
+             settings: Settings, caller: ModelCaller, path: str, cacheable: bool) -> list[_Call]:
+    own = "model" in spec.params
+    endpoint = parse_endpoint(spec.params, _config_error, embedding=True) if own \
+        else settings.embedding
+    reference = spec.params.get("value", example.expected)
+    if endpoint is None or local_embed.is_local(endpoint.model) or reference is None:
+        return []
+    texts = embed_texts(answer, reference)
+    tokens = tally.tokens(endpoint.model, [{"role": "user", "content": t} for t in texts])
+    use = ModelUse(endpoint.model, path, spec.line, "the embedding model of `similar`" if own
+                   else "settings.embedding (used by `similar`)")
+    keys = (caller.embed_key(endpoint, texts),) if cacheable else ()
+    return [_Call(endpoint, settings.repeats, tokens, 0, use, keys)]
 
 
 def _config_error(message: str) -> ConfigError:
     return ConfigError("", None, message)
 
 
-def _judge(tally: _Tally, spec: AssertionSpec, example: Example, draws: int,
-           settings: Settings, caller: ModelCaller, answer: str) -> None:
+async def _judge(tally: _Tally, spec: AssertionSpec, example: Example, draws: int,
+                 settings: Settings, caller: ModelCaller, answer: Any, path: str, *,
+                 cacheable: bool, kind: str = "judge") -> list[_Call]:
     try:
         js = judge_spec(spec, settings.judge, _config_error)
     except ConfigError:
-        return  # no model: the run reports it where the judge runs
+        return []  # no model: the run reports it where the judge runs
+    if kind == "pairwise":
+        js = replace(js, kind=PAIRWISE_TEMPLATE_VERSION)
     messages = judge_messages(js, example, answer)
     tokens_in = tally.tokens(js.endpoint.model, messages)
-    tally.add(caller, js.endpoint, draws * js.n, tokens_in, _out_tokens(js.endpoint, settings))
+    tokens_out = await _expected_out(tally, caller, js.endpoint, kind, js.version, settings)
+    own = "model" in spec.params
+    use = ModelUse(js.endpoint.model, path, spec.line, f"the judge of `{spec.type}`" if own
+                   else f"settings.judge (used by `{spec.type}`)")
+    keys = tuple(caller.chat_key(js.endpoint, messages, kind, js.version, draw)
+                 for draw in range(js.n)) if cacheable else ()
+    return [_Call(js.endpoint, draws * js.n, tokens_in, tokens_out, use, keys)]

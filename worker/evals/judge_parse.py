@@ -1,16 +1,23 @@
 """Read a verdict, a score or a pairwise pick from a judge model's reply (pure, fail closed).
 
 Judges answer in many shapes: ``PASS``, ``Pass.``, ``**PASS**``, ``Verdict: pass``, a fenced
-``json`` block, a score with prose around it. The reader accepts, in this order:
+``json`` block, a score with prose around it. A reply is read only when it commits to exactly
+one verdict, or one score on the configured scale. The reader accepts, in this order:
 
 1. JSON: the reply, or its first fenced code block, is a JSON object with a verdict key
    (``verdict``, ``result``, ``grade``, ``decision``, ``label``, ``answer``: ``pass``/``fail``),
    a boolean ``pass``/``passed``, or a score key (``score``, ``rating``). A JSON object without
-   any of them is an error, never a pass.
-2. A labelled verdict anywhere: ``Verdict: FAIL`` (also result/grade/decision/answer); when the
-   labels disagree, an error.
-3. A first or last line that is nothing but the verdict, once markdown (``*``, ``_``, `` ` ``,
-   ``#``, ``>``) and punctuation are stripped; if the first and last lines disagree, an error.
+   any of them is an error, never a pass; so are keys that disagree (``{"pass": true,
+   "verdict": "fail"}``, two different scores) and, on the pass/fail scale, a score other than
+   0 or 1. A labelled verdict or score in the text around a fenced block must agree with it.
+2. A labelled verdict anywhere: ``Verdict: FAIL`` (also result/grade/decision/answer), and a
+   first or last line that is nothing but the verdict, once markdown (``*``, ``_``, `` ` ``,
+   ``#``, ``>``) and punctuation are stripped; two different verdicts are an error.
+3. On the 1-5 scale, every score the reply gives: labelled (``Score: 4``, ``Rating: 4/5``),
+   a fraction of 5 (``4/5``, ``4 out of 5``), or a first or last line that is only a number.
+   They must all be the same number from 1 to 5. A score on another scale (``8/10``, ``4 out
+   of 10``, ``80%``) is an error, and so is a reply that restates the scale (``on a scale of 1
+   to 5``, ``Score 1-5: 4``, ``1 = poor, 5 = great``): its numbers cannot be told from its score.
 
 Words are matched whole, so ``bypass`` is not ``pass`` and ``PASSFAIL`` is neither. Zero-width
 characters (U+200B-U+200D, U+2060, U+FEFF) are removed first. Anything else (an empty reply,
@@ -33,9 +40,19 @@ _ZERO_WIDTH = dict.fromkeys(map(ord, "\u200b\u200c\u200d\u2060\ufeff"))
 _FENCE = re.compile(r"```[ \t]*[A-Za-z0-9_-]*[ \t]*\n(.*?)```", re.DOTALL)
 _LABEL = r"(?:final\s+)?(?:verdict|result|grade|decision|answer)"
 _LABELLED = re.compile(_LABEL + r"\s*[:=\-]\s*[*_`\"'\s]*(pass|fail)(?:ed)?\b", re.IGNORECASE)
-_SCORE_LABELLED = re.compile(r"\b(?:score|rating|grade)\s*[:=]?\s*[*_`\s]*(\d+(?:\.\d+)?)"
-                             r"\s*(?:/\s*5|out of 5)?", re.IGNORECASE)
-_SCORE_FRACTION = re.compile(r"\b(\d+(?:\.\d+)?)\s*(?:/\s*5|out of 5)\b", re.IGNORECASE)
+_NUMBER = r"(\d+(?:\.\d+)?)"
+_OF = r"\s*(?:/|\bout\s+of\b)\s*"
+_SCORE_LABELLED = re.compile(r"\b(?:score|rating|grade)\s*[:=]?\s*[*_`\s]*" + _NUMBER
+                             + r"(?:" + _OF + _NUMBER + r"|\s*(%))?", re.IGNORECASE)
+_SCORE_FRACTION = re.compile(r"(?<![\d.])" + _NUMBER + _OF + _NUMBER, re.IGNORECASE)
+#: A restated scale: a range from 0 or 1 to 5, 10 or 100, "scale of/from", "five-point scale".
+_SCALE_RANGE = re.compile(r"(?<![\d.])[01]\s*(?:-|\u2013|\u2014|\bto\b|\bthrough\b)\s*"
+                          r"(?:5|10|100)(?![\d.])|\bbetween\s+[01]\s+and\s+(?:5|10|100)\b"
+                          r"|\bscale\s+(?:of|from)\b|\b\w+-point\s+scale\b", re.IGNORECASE)
+#: A number defined by words: ``1 = poor``, ``5 (fully meets it)``, ``(1 fails it, 5 ...``;
+#: two different ones restate a scale.
+_SCALE_ANCHOR = re.compile(r"(?<![\d.])(\d+)\s*(?:=|\()\s*[A-Za-z]"
+                           r"|(?:^|[(,;])\s*(\d+)\s+[A-Za-z]", re.MULTILINE)
 _STRIP = " \t*_`#>\"'.!:;,()[]-"
 _VERDICT_KEYS = ("verdict", "result", "grade", "decision", "label", "answer")
 _SCORE_KEYS = ("score", "rating")
@@ -66,40 +83,52 @@ def parse_verdict(text: str, scale: Scale = "pass_fail") -> Verdict:
     reply = clean(text)
     if not reply:
         return Verdict(None, "empty reply")
-    document = _json_object(reply)
-    if document is not None:
-        return _from_json(document, scale) if isinstance(document, dict) else Verdict(
-            None, f"the JSON in the reply is not an object: {_clip(reply)}")
-    return _from_text(reply) if scale == "pass_fail" else _score_from_text(reply)
+    document, rest = _json_object(reply)
+    if document is None:
+        return _from_text(reply) if scale == "pass_fail" else _score_from_text(reply)
+    if not isinstance(document, dict):
+        return Verdict(None, f"the JSON in the reply is not an object: {_clip(reply)}")
+    verdict = _from_json(document, scale)
+    around = _labelled_scores(rest, scale) if verdict.score is not None else set()
+    if around - {verdict.score}:
+        return Verdict(None, f"the text around the JSON gives another verdict: {_clip(reply)}")
+    return verdict
 
 
-def _json_object(reply: str) -> Any:
-    """Return the parsed JSON of the reply or its first fenced block, None if there is none;
-    a fenced block that is not JSON gives the string "" (an error downstream)."""
+def _json_object(reply: str) -> tuple[Any, str]:
+    """Return the parsed JSON of the reply or its first fenced block (None if there is none;
+    a fenced block that is not JSON gives the string "", an error downstream), and the text
+    around that block ("" when the whole reply is the JSON)."""
     fenced = _FENCE.search(reply)
     body = fenced.group(1).strip() if fenced else reply
+    rest = reply[:fenced.start()] + "\n" + reply[fenced.end():] if fenced else ""
     if not body.startswith(("{", "[")):
-        return None
+        return None, rest
     try:
-        return json.loads(body)
+        return json.loads(body), rest
     except (ValueError, RecursionError):
-        return "" if fenced else None
+        return ("" if fenced else None), rest
 
 
 def _from_json(doc: dict[str, Any], scale: Scale) -> Verdict:
     keys = {str(k).lower(): v for k, v in doc.items()}
+    found: list[Verdict] = []
     if scale == "pass_fail":
-        for key in ("pass", "passed"):
-            if isinstance(keys.get(key), bool):
-                return Verdict(1.0 if keys[key] else 0.0)
-        for key in _VERDICT_KEYS:
-            word = _word(keys.get(key))
-            if word in ("pass", "passed", "fail", "failed"):
-                return Verdict(1.0 if word.startswith("pass") else 0.0)
-    for key in _SCORE_KEYS:
-        if key in keys:
-            return _map_score(keys[key], scale)
-    return Verdict(None, f"the JSON reply has no verdict or score: {_clip(json.dumps(doc))}")
+        found += [Verdict(1.0 if keys[k] else 0.0) for k in ("pass", "passed")
+                  if isinstance(keys.get(k), bool)]
+        words = [_word(keys.get(key)) for key in _VERDICT_KEYS]
+        found += [Verdict(1.0 if w.startswith("pass") else 0.0) for w in words
+                  if w in ("pass", "passed", "fail", "failed")]
+    found += [_map_score(keys[key], scale) for key in _SCORE_KEYS if key in keys]
+    if not found:
+        return Verdict(None, f"the JSON reply has no verdict or score: {_clip(json.dumps(doc))}")
+    refused = next((v for v in found if v.score is None), None)
+    if refused is not None:
+        return refused
+    if len({v.score for v in found}) > 1:
+        return Verdict(None, f"the JSON reply gives different verdicts or scores: "
+                             f"{_clip(json.dumps(doc))}")
+    return found[0]
 
 
 def _word(value: Any) -> str:
@@ -122,13 +151,19 @@ def _map_score(value: Any, scale: Scale) -> Verdict:
 
 def _from_text(reply: str) -> Verdict:
     labelled = {m.lower() for m in _LABELLED.findall(reply)}
-    if not labelled:
-        labelled = {w for w in _end_lines(reply) if w in ("pass", "fail")}
+    labelled |= {w for w in _end_lines(reply) if w in ("pass", "fail")}
     if len(labelled) > 1:
         return Verdict(None, f"the reply gives both verdicts: {_clip(reply)}")
     if labelled:
         return Verdict(1.0 if labelled.pop() == "pass" else 0.0)
     return Verdict(None, f"no verdict (PASS or FAIL) in the reply: {_clip(reply)}")
+
+
+def _labelled_scores(text: str, scale: Scale) -> set[float | None]:
+    """The verdicts (pass/fail) or mapped scores (1-5) labelled in ``text``."""
+    if scale == "pass_fail":
+        return {1.0 if m.lower() == "pass" else 0.0 for m in _LABELLED.findall(text)}
+    return {_map_score(number, "1-5").score for number, _, _ in _SCORE_LABELLED.findall(text)}
 
 
 def _end_lines(reply: str) -> list[str]:
@@ -138,17 +173,31 @@ def _end_lines(reply: str) -> list[str]:
 
 
 def _score_from_text(reply: str) -> Verdict:
-    labelled = _SCORE_LABELLED.findall(reply)
-    if labelled:
-        return _map_score(labelled[-1], "1-5")
-    fraction = _SCORE_FRACTION.findall(reply)
-    if fraction:
-        return _map_score(fraction[-1], "1-5")
+    anchors = {a or b for a, b in _SCALE_ANCHOR.findall(reply)}
+    if _SCALE_RANGE.search(reply) or len(anchors) > 1:
+        return Verdict(None, f"the reply restates the scale, so its score is ambiguous: "
+                             f"{_clip(reply)}")
+    scores: list[str] = []
+    for number, of, percent in _SCORE_LABELLED.findall(reply):
+        if percent or (of and float(of) != 5):
+            return _other_scale(reply)
+        scores.append(number)
+    for number, of in _SCORE_FRACTION.findall(reply):
+        if float(of) != 5:
+            return _other_scale(reply)
+        scores.append(number)
     lines = [line.strip(_STRIP) for line in reply.splitlines() if line.strip(_STRIP)]
-    for line in (lines[-1], lines[0]) if lines else ():
-        if re.fullmatch(r"\d+(?:\.\d+)?", line):
-            return _map_score(line, "1-5")
-    return Verdict(None, f"no score (1-5) in the reply: {_clip(reply)}")
+    scores += [line for line in {lines[0], lines[-1]} if re.fullmatch(_NUMBER, line)] \
+        if lines else []
+    if not scores:
+        return Verdict(None, f"no score (1-5) in the reply: {_clip(reply)}")
+    if len({float(n) for n in scores}) > 1:
+        return Verdict(None, f"the reply gives different scores: {_clip(reply)}")
+    return _map_score(scores[0], "1-5")
+
+
+def _other_scale(reply: str) -> Verdict:
+    return Verdict(None, f"the reply scores on another scale than 1-5: {_clip(reply)}")
 
 
 def parse_pick(text: str) -> str | None:
@@ -159,7 +208,7 @@ def parse_pick(text: str) -> str | None:
     (markdown and punctuation stripped); conflicting picks give None.
     """
     reply = clean(text)
-    document = _json_object(reply) if reply else None
+    document = _json_object(reply)[0] if reply else None
     if isinstance(document, dict):
         keys = {str(k).lower(): v for k, v in document.items()}
         for key in ("winner", "verdict", "choice", "better", "preferred", "answer"):

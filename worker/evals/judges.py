@@ -6,8 +6,11 @@ Options of ``type: llm_judge``: ``rubric`` (or ``criteria``): what a good answer
 calls per example (a quorum, default 1), combined by the median (for pass/fail the lower median,
 so a tie fails) with the disagreement reported; ``include_expected`` (default true): show the
 example's ``expected`` value as a reference; and the model fields of worker/evals/endpoints.py
-(default: ``settings.judge``). A judge call that fails, or a reply with no verdict, is a judge
-error: the assertion is errored (never a pass) and the example unscored. A quorum needs more
+(default: ``settings.judge``). A judge call that fails, an answer with no usable text (empty,
+null, withheld by a content filter, cut at the token limit: never cached, worker/evals/
+provider.py), or a reply that does not commit to one verdict or one score on the scale
+(worker/evals/judge_parse.py) is a judge error: the assertion is errored (never a pass) and the
+example unscored. A quorum needs more
 than half of its replies to have a verdict.
 
 Judge prompts are versioned: `JudgeSpec.version` hashes the template version, rubric and scale,

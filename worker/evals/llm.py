@@ -122,20 +122,57 @@ async def _no_success_log(self: Any, *args: Any, **kwargs: Any) -> None:
 
 @dataclass(frozen=True)
 class ChatReply:
-    """One chat completion: the text, its tokens and the call's wall time (milliseconds)."""
+    """One chat completion.
+
+    Attributes:
+        text: the answer's text ("" when it has none).
+        usage: its tokens, or None when the answer reports no usage (cost unknown).
+        latency_ms: the call's wall time, milliseconds.
+        problem: why the answer has no usable text (`answer_problem`), "" when it has.
+    """
 
     text: str
-    usage: TokenUsage
+    usage: TokenUsage | None
     latency_ms: float
+    problem: str = ""
 
 
 @dataclass(frozen=True)
 class EmbeddingReply:
-    """One embeddings call: a vector per input text, in order, and its tokens."""
+    """One embeddings call: a vector per input text, in order, and its tokens (None: unknown)."""
 
     vectors: list[list[float]]
-    usage: TokenUsage
+    usage: TokenUsage | None
     latency_ms: float
+
+
+def answer_problem(content: Any, finish_reason: Any) -> str:
+    """Return why a chat answer has no usable text, or "" when it has some (pure).
+
+    Unusable: ``finish_reason`` ``content_filter`` (the provider withheld all or part of the
+    answer, so what is left is not the model's answer), and any answer whose content is null,
+    not text, empty or only whitespace (``length`` then means the token limit was reached
+    before any text). A truncated answer with text (``length``) is usable.
+    """
+    reason = finish_reason if isinstance(finish_reason, str) and finish_reason else "none"
+    if reason == "content_filter":
+        return ("no usable text: the provider's content filter withheld the answer "
+                "(finish_reason content_filter)")
+    if isinstance(content, str) and content.strip():
+        return ""
+    what = "null content" if content is None else (
+        "an empty answer" if isinstance(content, str) else "content that is not text")
+    if reason == "length":
+        return (f"no usable text: {what}, the token limit was reached before any text "
+                "(finish_reason length: raise max_tokens)")
+    return f"no usable text: {what} (finish_reason {reason})"
+
+
+def reply_from_pool(answer: dict[str, Any]) -> ChatReply:
+    """Rebuild a `ChatReply` from a provider process's answer (worker/evals/llm_serve.py)."""
+    usage = answer["usage"]
+    return ChatReply(str(answer["text"]), None if usage is None else TokenUsage(*usage),
+                     float(answer["latency_ms"]), str(answer.get("problem") or ""))
 
 
 def check_api_base(api_base: str | None, environ: Mapping[str, str]) -> None:
@@ -286,8 +323,7 @@ async def chat(endpoint: Endpoint, messages: list[dict[str, str]], timeout_s: fl
     answer = await _send(endpoint, timeout_s, "chat", {"messages": messages}, here)
     if isinstance(answer, ChatReply):
         return answer
-    return ChatReply(str(answer["text"]), TokenUsage(*answer["usage"]),
-                     float(answer["latency_ms"]))
+    return reply_from_pool(answer)
 
 
 async def _send(endpoint: Endpoint, timeout_s: float, op: str, args: dict[str, Any],
@@ -322,13 +358,15 @@ async def send_chat(kwargs: dict[str, Any], messages: list[dict[str, str]]) -> C
     started = time.perf_counter()
     try:
         response = await litellm.acompletion(messages=messages, **kwargs)
-        text = response.choices[0].message.content
+        choice = response.choices[0]
+        text, finish_reason = choice.message.content, getattr(choice, "finish_reason", None)
     except ProviderError:
         raise
     except Exception as exc:  # litellm's and the SDK's exceptions: mapped at the edge
         raise to_provider_error(exc, kwargs.get("api_key")) from None
     latency_ms = (time.perf_counter() - started) * 1000
-    return ChatReply(text if isinstance(text, str) else "", usage_of(response), latency_ms)
+    return ChatReply(text if isinstance(text, str) else "", usage_of(response), latency_ms,
+                     answer_problem(text, finish_reason))
 
 
 async def embed(endpoint: Endpoint, texts: list[str], timeout_s: float) -> EmbeddingReply:
@@ -351,8 +389,10 @@ async def embed(endpoint: Endpoint, texts: list[str], timeout_s: float) -> Embed
     answer = await _send(endpoint, timeout_s, "embed", {"texts": texts}, here)
     if isinstance(answer, EmbeddingReply):
         return answer
+    usage = answer["usage"]
     return EmbeddingReply([[float(x) for x in v] for v in answer["vectors"]],
-                          TokenUsage(*answer["usage"]), float(answer["latency_ms"]))
+                          None if usage is None else TokenUsage(*usage),
+                          float(answer["latency_ms"]))
 
 
 async def send_embed(kwargs: dict[str, Any], texts: list[str]) -> EmbeddingReply:
@@ -383,15 +423,28 @@ def _field(item: Any, name: str) -> Any:
     return item[name] if isinstance(item, dict) else getattr(item, name)
 
 
-def usage_of(response: Any) -> TokenUsage:
-    """Read prompt, completion and cached prompt tokens from a litellm response's ``usage``."""
+def usage_of(response: Any) -> TokenUsage | None:
+    """Read a litellm response's tokens: prompt, completion, cached and cache-written prompt.
+
+    Cache writes are litellm's ``prompt_tokens_details.cache_write_tokens`` (its canonical
+    name, mirrored as ``cache_creation_tokens``), or Anthropic's ``cache_creation_input_tokens``
+    on the usage itself (as Anthropic-compatible gateways send it).
+
+    Returns:
+        The tokens, or None when the answer reports no usage: litellm then gives zero prompt
+        tokens, which no answered prompt has, so the cost is unknown (never assumed $0).
+    """
     usage = getattr(response, "usage", None)
-    if usage is None:
-        return TokenUsage()
+    prompt = _count(getattr(usage, "prompt_tokens", 0)) if usage is not None else 0
+    if usage is None or prompt == 0:
+        return None
     details = getattr(usage, "prompt_tokens_details", None)
     cached = getattr(details, "cached_tokens", None) if details is not None else None
-    return TokenUsage(_count(getattr(usage, "prompt_tokens", 0)),
-                      _count(getattr(usage, "completion_tokens", 0)), _count(cached))
+    written = max(_count(getattr(details, name, None)) for name in
+                  ("cache_write_tokens", "cache_creation_tokens")) if details is not None else 0
+    written = written or _count(getattr(usage, "cache_creation_input_tokens", None))
+    return TokenUsage(prompt, _count(getattr(usage, "completion_tokens", 0)), _count(cached),
+                      written)
 
 
 def _count(value: Any) -> int:

@@ -89,7 +89,8 @@ async def _send(op: str, args: dict[str, Any]) -> dict[str, Any]:
 
     if op == "chat":
         reply = await llm.send_chat(args["kwargs"], args["messages"])
-        return {"text": reply.text, "usage": _usage(reply.usage), "latency_ms": reply.latency_ms}
+        return {"text": reply.text, "usage": _usage(reply.usage), "latency_ms": reply.latency_ms,
+                "problem": reply.problem}
     if op == "embed":
         vectors = await llm.send_embed(args["kwargs"], args["texts"])
         return {"vectors": vectors.vectors, "usage": _usage(vectors.usage),
@@ -97,8 +98,9 @@ async def _send(op: str, args: dict[str, Any]) -> dict[str, Any]:
     raise ProviderError("provider", f"unknown provider operation {op!r}")
 
 
-def _usage(usage: Any) -> list[int]:
-    return [usage.input, usage.output, usage.cached_input]
+def _usage(usage: Any) -> list[int] | None:
+    return None if usage is None else [usage.input, usage.output, usage.cached_input,
+                                       usage.cache_write]
 
 
 if __name__ == "__main__":

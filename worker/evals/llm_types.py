@@ -10,11 +10,15 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-#: What happened to a call that did not give an answer (``ExampleResult.error_kind``):
+#: Why an example errored (``ExampleResult.error_kind``): a call that did not give an answer,
 #: ``rate_limited`` (429 after retries), ``provider`` (5xx, malformed answer, refused request),
-#: ``timeout``, ``budget`` (not sent: ``max_cost_usd`` or ``max_duration`` reached), ``target``
-#: (a command target failed: a model failure, scored as failed).
-ErrorKind = Literal["rate_limited", "provider", "timeout", "budget", "target"]
+#: ``timeout``, ``budget`` (not sent: ``max_cost_usd`` or ``max_duration`` reached); or a
+#: failure of what was tested, scored as failed: ``target`` (a command target failed),
+#: ``empty`` (the model's answer had no usable text: empty, null content, withheld by a content
+#: filter, or cut at the token limit before any text; never cached), ``not_finite`` (an
+#: assertion or metric value was NaN or infinite).
+ErrorKind = Literal["rate_limited", "provider", "timeout", "budget", "target", "empty",
+                    "not_finite"]
 #: Error kinds that are not the model's fault: such examples are unscored, never failures.
 UNSCORED_KINDS: tuple[str, ...] = ("rate_limited", "provider", "timeout", "budget")
 #: ``use`` reads and writes the response cache, ``refresh`` only writes it, ``off`` neither.
@@ -30,11 +34,15 @@ class Pricing:
         output_per_mtok: completion tokens.
         cached_input_per_mtok: prompt tokens served from the provider's prompt cache; None
             means they cost as much as uncached input.
+        cache_write_per_mtok: prompt tokens written to the provider's prompt cache
+            (Anthropic's ``cache_creation_input_tokens``, billed above input: 1.25x for a
+            5-minute write); None means they cost as much as uncached input.
     """
 
     input_per_mtok: float
     output_per_mtok: float
     cached_input_per_mtok: float | None = None
+    cache_write_per_mtok: float | None = None
 
 
 @dataclass(frozen=True)
@@ -104,18 +112,24 @@ class TokenUsage:
     """Tokens of one call (or a sum of calls).
 
     Attributes:
-        input: prompt tokens, cached ones included.
+        input: prompt tokens, cached and cache-written ones included (litellm's
+            ``prompt_tokens``).
         output: completion tokens.
         cached_input: prompt tokens the provider served from its prompt cache.
+        cache_write: prompt tokens the provider wrote to its prompt cache (Anthropic's
+            ``cache_creation_input_tokens``; litellm's
+            ``prompt_tokens_details.cache_write_tokens``).
     """
 
     input: int = 0
     output: int = 0
     cached_input: int = 0
+    cache_write: int = 0
 
     def __add__(self, other: TokenUsage) -> TokenUsage:
         return TokenUsage(self.input + other.input, self.output + other.output,
-                          self.cached_input + other.cached_input)
+                          self.cached_input + other.cached_input,
+                          self.cache_write + other.cache_write)
 
 
 @dataclass(frozen=True)
@@ -127,7 +141,9 @@ class RunUsage:
         cache_hits: calls answered from llmgate's response cache (free, no provider time).
         tokens: tokens of the answered provider calls (cache hits excluded).
         cost_usd: USD spent on answered calls; failed calls are not billed.
-        unpriced_calls: answered calls of models without a known price (not in cost_usd).
+        unpriced_calls: answered calls whose cost is unknown (not in cost_usd): a model without
+            a known price, or an answer without ``usage`` (the budget charges those at their
+            worst case, worker/evals/provider.py).
     """
 
     provider_calls: int = 0

@@ -5,7 +5,11 @@ Over the scored results (``unscored`` ones, i.e. provider and judge errors, left
 - ``mean_score``: mean over examples of the mean score of the example's scored assertions
   (0.0 for an example whose target errored); ``assertion.<type>.mean_score`` likewise for one
   assertion type.
-- Classification, over examples with a scalar ``expected`` label, predicting the
+- Classification, only for a suite whose ``expected`` values are labels (`is_classification`:
+  it has a ``classification`` assertion, or every ``expected`` is a short label, at most
+  `MAX_LABEL_WORDS` words and `MAX_LABEL_CHARS` characters on one line, with at most
+  `MAX_LABELS` distinct labels and at least two examples per label on average; free-text
+  references are not labels), over examples with a scalar ``expected`` label, predicting the
   ``classification`` assertion's label or else the output text (trimmed); an errored target
   predicts nothing: ``accuracy``; per label ``precision_<label>`` and ``recall_<label>``;
   ``precision_macro``, ``recall_macro``; ``f1_macro`` (unweighted mean of per-label F1),
@@ -37,6 +41,12 @@ LLM_METRICS: tuple[str, ...] = (
     "mean_score", "accuracy", "f1_macro", "f1_micro", "f1_weighted", "precision_macro",
     "recall_macro", "latency_p50", "latency_p90", "latency_p99", "cost_total", "cost_mean",
     "tokens_in_mean", "tokens_out_mean", "judge_error_rate", "win_rate", "judge_trap_accuracy")
+#: Metrics that compare head with base: without a base a rule on them is skipped, not failed.
+NEEDS_BASE: tuple[str, ...] = ("win_rate",)
+#: What makes ``expected`` values labels (`is_classification`).
+MAX_LABEL_WORDS = 3
+MAX_LABEL_CHARS = 40
+MAX_LABELS = 20
 #: Metrics where lower is better: gate them with ``max`` and ``max_increase``.
 LOWER_IS_BETTER: tuple[str, ...] = (
     "error_rate", "judge_error_rate", "latency_p50", "latency_p90", "latency_p99",
@@ -63,7 +73,8 @@ def llm_metrics(results: Sequence[ExampleResult]) -> dict[str, float]:
         any(a.errored for a in r.assertions) for r in results) / len(results)
     scored = [r for r in results if not r.unscored]
     metrics.update(score_metrics(scored))
-    metrics.update(classification_metrics(scored))
+    if is_classification(results):
+        metrics.update(classification_metrics(scored))
     answered = [r.latency_ms for r in results if not r.errored]
     for q in (50, 90, 99):
         if answered:
@@ -101,6 +112,26 @@ def _label(value: object) -> str | None:
     if isinstance(value, bool) or value is None or isinstance(value, dict | list):
         return None
     return str(value).strip()
+
+
+def is_classification(results: Sequence[ExampleResult]) -> bool:
+    """Return True when a suite's ``expected`` values are class labels (module docstring).
+
+    Counted over first draws only, so repeats do not make free-text references look like
+    labels.
+    """
+    if any(a.type == "classification" for r in results for a in r.assertions):
+        return True
+    labels = [_label(r.expected) for r in results if r.repeat == 0 and r.expected is not None]
+    if not labels or any(not _short_label(label) for label in labels):
+        return False
+    distinct = len(set(labels))
+    return distinct <= MAX_LABELS and distinct * 2 <= len(labels)
+
+
+def _short_label(label: str | None) -> bool:
+    return label is not None and 0 < len(label) <= MAX_LABEL_CHARS and "\n" not in label \
+        and len(label.split()) <= MAX_LABEL_WORDS
 
 
 def classification_metrics(scored: Sequence[ExampleResult]) -> dict[str, float]:

@@ -4,7 +4,12 @@ The engine (worker/evals/engine.py) hands its runs here. One `RunState` per run 
 one commit) holds the call path (`ModelCaller`: response cache, budget, concurrency, retries)
 and the command-target concurrency limit. Before any call, the run is estimated
 (worker/evals/estimate.py) and the estimate printed; a run whose estimate exceeds
-``settings.max_cost_usd`` does not start (its `RunResult` has no suites and says why).
+``settings.max_cost_usd`` does not start (its `RunResult` has no suites and says why). Under a
+``max_cost_usd``, a model without a known price that the run will call (answers the cache
+holds do not count) is a `ConfigError` on the line of the target or assertion that calls it,
+asking for ``pricing:``: its spending could not be bounded. ``max_duration`` counts from the
+end of the estimate, when the run is ready to send (litellm's import, seconds in a fresh
+process, happens before).
 
 A suite's examples are answered concurrently, each repeat an independent draw (no cache);
 results are ordered by dataset line, then repeat. Suites run one after another in config order.
@@ -23,7 +28,7 @@ from worker.evals.cache import ResponseCache
 from worker.evals.context import CallEvent, EvalContext
 from worker.evals.cost import Budget, BudgetExceeded
 from worker.evals.dataset import load_dataset
-from worker.evals.estimate import estimate_config
+from worker.evals.estimate import ModelUse, estimate_config
 from worker.evals.judges import judge_spec
 from worker.evals.llm_types import CostEstimate, RunUsage, TokenUsage
 from worker.evals.metrics import suite_metrics
@@ -74,14 +79,20 @@ async def run_config(config: Config, root: Path, sha: str = "",
         with_base: whether a base run follows (counts ``pairwise`` calls in the estimate).
 
     Raises:
-        ConfigError: a dataset, prompt, schema or trap file is missing or invalid.
+        ConfigError: a dataset, prompt, schema or trap file is missing or invalid, or a model
+            the run will call has no known price under ``max_cost_usd``.
     """
     state = RunState(config.settings, ctx)
-    estimate, unpriced = await estimate_config(config, root, state.caller, with_base)
+    planned = await estimate_config(config, root, state.caller, with_base)
+    estimate = planned.cost
+    unpriced = tuple(use.model for use in planned.unpriced)
     llm_pool.expect(estimate.calls)  # a large run gets provider processes
     if estimate.calls or estimate.cached_calls:
         state.ctx.say(describe_estimate(sha, estimate, unpriced))
     limit = config.settings.max_cost_usd
+    if limit is not None and planned.unpriced:
+        raise unpriced_error(planned.unpriced[0], limit)
+    state.budget.start()
     if limit is not None and estimate.cost_usd is not None and estimate.cost_usd > limit:
         reason = (f"not started: the estimate ${estimate.cost_usd:.4f} ({estimate.calls} calls) "
                   f"exceeds max_cost_usd ${limit:.4f}")
@@ -91,6 +102,15 @@ async def run_config(config: Config, root: Path, sha: str = "",
         suites[suite.name] = await run_suite(suite, root, config.settings, state)
     return RunResult(sha, suites, spend=state.caller.total, estimate=estimate,
                      stopped=state.budget.stopped)
+
+
+def unpriced_error(use: ModelUse, limit_usd: float) -> ConfigError:
+    """Return the config error of a model without a known price under ``max_cost_usd``."""
+    fix = use.what.split()[0] if use.what.startswith("settings.") else "it"
+    return ConfigError(use.path, use.line, f"{use.what}: {use.model} has no known price "
+                       f"(not in litellm's price table), so its spending under max_cost_usd "
+                       f"${limit_usd:g} cannot be bounded: give {fix} `pricing: {{input: ..., "
+                       "output: ...}` (USD per million tokens)")
 
 
 def describe_estimate(sha: str, estimate: CostEstimate, unpriced: tuple[str, ...]) -> str:

@@ -8,14 +8,18 @@ An example passes when its target answered and every assertion passed. It is *un
 (neither a pass nor a failure, left out of pass rates) when its target's call failed for a
 reason that is not the model's (rate limited, provider error, timeout, not sent for budget) or
 an assertion errored (a judge error). When the target errored, its assertions are recorded as
-failed with `NOT_CHECKED`.
+failed with `NOT_CHECKED`. An assertion whose value is NaN or infinite (a custom assertion's
+return value, a similarity of broken vectors) makes the example errored (kind ``not_finite``,
+the reason naming the assertion and the value): counted as failed in every rate and mean,
+never left out of them, whatever else errored.
 """
 
 from __future__ import annotations
 
 import asyncio
+import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from worker.evals import assertions, structured
@@ -129,22 +133,36 @@ async def _fill_python(suite_specs: Sequence[AssertionSpec], items: Sequence[Ite
 
 def _finish(item: Item, results: list[AssertionResult | None], spend: RunUsage) -> ExampleResult:
     example, output = item.example, item.output
-    checked = [r for r in results if r is not None]
-    errored = output.error is not None
-    unscored = (errored and output.error_kind in UNSCORED_KINDS) or any(
-        r.errored for r in checked)
+    checked, not_finite = _finite([r for r in results if r is not None])
+    error = output.error if output.error is not None else not_finite
+    errored = error is not None
+    kind = output.error_kind if output.error is not None else "not_finite" if errored else None
+    unscored = not not_finite and ((errored and kind in UNSCORED_KINDS) or any(
+        r.errored for r in checked))
     return ExampleResult(
         id=example.id, line=example.line,
         passed=not errored and not unscored and all(r.passed for r in checked),
-        errored=errored, output=None if errored else output.output,
-        expected=example.expected, error=output.error, assertions=tuple(checked),
+        errored=errored, output=None if output.error is not None else output.output,
+        expected=example.expected, error=error, assertions=tuple(checked),
         latency_ms=output.latency_ms, cost_usd=output.cost_usd, tags=example.tags,
         metadata=example.metadata, repeat=item.repeat,
-        error_kind=output.error_kind if errored else None, unscored=unscored,
+        error_kind=kind, unscored=unscored,
         usage=dict(output.usage), spend=output.spend + spend, cached=output.cached,
         label=_label(checked, example), contexts=output.contexts,
         retrieved_ids=output.retrieved_ids, input=example.input,
         id_from_line=example.id_from_line, error_field=output.error_field if errored else "")
+
+
+def _finite(results: list[AssertionResult]) -> tuple[list[AssertionResult], str | None]:
+    """Fail every assertion whose score is NaN or infinite; return the results and the
+    example's error naming the first such value (None when every score is a number)."""
+    bad = [r for r in results if not math.isfinite(r.score)]
+    if not bad:
+        return results, None
+    reason = (f"assertion `{bad[0].type}` gave {bad[0].score!r}, not a finite number "
+              "(counted as failed)")
+    return [replace(r, passed=False, score=0.0, message=reason, errored=False)
+            if not math.isfinite(r.score) else r for r in results], reason
 
 
 def _label(results: list[AssertionResult], example: Example) -> str | None:

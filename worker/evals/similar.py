@@ -57,6 +57,11 @@ def _text(value: Any) -> str:
     return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
 
 
+def embed_texts(output: Any, reference: Any) -> list[str]:
+    """Return the two texts one ``similar`` check embeds: the output, then the reference."""
+    return [_text(output), _text(reference)]
+
+
 async def check_similar(spec: AssertionSpec, default: Endpoint | None, caller: ModelCaller,
                         example: Example, output: Any, fail: Fail,
                         use_cache: bool = True) -> tuple[AssertionResult, RunUsage]:
@@ -76,15 +81,15 @@ async def check_similar(spec: AssertionSpec, default: Endpoint | None, caller: M
     if reference is None:
         return AssertionResult("similar", False, 0.0, "example has no `expected` value to "
                                "compare with (or set `value`)"), RunUsage()
-    outcome = await caller.embed(endpoint, [_text(output), _text(reference)],
-                                 use_cache=use_cache)
+    outcome = await caller.embed(endpoint, embed_texts(output, reference), use_cache=use_cache)
     if outcome.answer is None or len(outcome.answer.vectors) != 2:
         return AssertionResult("similar", False, 0.0, f"embedding error: {outcome.error}",
                                errored=True), outcome.spend
     similarity = cosine(*outcome.answer.vectors)
     threshold = float(p.get("threshold", DEFAULT_THRESHOLD))
     passed = similarity >= threshold - 1e-12
-    return AssertionResult(
-        "similar", passed, min(1.0, max(0.0, similarity)),
+    return AssertionResult(  # a NaN similarity (broken vectors) stays NaN: scoring fails it
+        "similar", passed, min(1.0, max(0.0, similarity)) if math.isfinite(similarity)
+        else similarity,
         "" if passed else f"similarity {similarity:.3f} < {threshold:g}",
         details={"similarity": similarity}), outcome.spend

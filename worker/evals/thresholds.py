@@ -2,13 +2,15 @@
 
 A ``min`` rule holds when head >= min; a ``max_drop`` rule holds when base - head <= max_drop,
 both with a tolerance of `EPSILON` against float noise (0.7 - 0.65 is 0.04999... in binary).
-A ``max_drop`` rule without a base value is skipped, not failed.
+A ``max_drop`` rule without a base value is skipped, not failed, and so is a ``min`` rule on a
+metric that compares head with base (``win_rate``, `NEEDS_BASE`) when there is no base result.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
+from worker.evals.metrics_llm import NEEDS_BASE
 from worker.evals.types import (
     ExampleResult,
     GateRule,
@@ -57,7 +59,10 @@ def check_thresholds(
     unavailable = f"{rule.metric} is unavailable at head (no example ran it)"
     if rule.min is not None:
         text = f"min {_fmt(rule.min)}"
-        if head_value is None:
+        if head_value is None and base is None and rule.metric in NEEDS_BASE:
+            outcomes.append(outcome(text, None, f"{rule.metric} compares head with base: "
+                                                f"{NO_BASE}"))
+        elif head_value is None:
             outcomes.append(outcome(text, False, unavailable))
         else:
             outcomes.append(outcome(text, head_value >= rule.min - EPSILON,
