@@ -109,8 +109,10 @@ def cmd_run(args: argparse.Namespace) -> int:
     tree) are checked out in temporary worktrees, run and compared; without ``--config``,
     every config of the repository is gated as the worker gates them (worker/monorepo.py).
     Exit codes: 0 the gate
-    passed (or is neutral: an inconclusive rule under ``on_inconclusive: neutral``), 1 the gate
-    failed, 2 configuration error, 3 execution error (git or the run failed).
+    passed (or is neutral: an inconclusive rule under ``on_inconclusive: neutral``, or no
+    llmgate config at ``--base`` nor at head, as the App's ``neutral`` "no llmgate config"
+    check), 1 the gate failed, 2 configuration error (a head without a config and no
+    ``--base`` included), 3 execution error (git or the run failed).
     """
     from worker import report_multi  # scipy via the statistics: only when a gate runs
 
@@ -239,8 +241,8 @@ async def _run_local(args: argparse.Namespace) -> tuple[MultiReport, str, str]:
     ("" for the working tree, or for no ``--base``), which the report names even when the
     config is broken."""
     from worker.evals.cli_cache import eval_context
-    from worker.monorepo import folder_plan, plan_configs
-    from worker.monorepo_run import ConfigReport, MultiReport, gate_plan
+    from worker.monorepo import folder_plan, nothing_to_gate, plan_configs
+    from worker.monorepo_run import ConfigReport, MultiReport, gate_plan, unconfigured_report
     from worker.pipeline import gate_trees
 
     repo: Path = args.repo or repo_root(Path.cwd())
@@ -255,6 +257,8 @@ async def _run_local(args: argparse.Namespace) -> tuple[MultiReport, str, str]:
             base_root = await stack.enter_async_context(local_worktree(repo, base_sha))
         evals = await stack.enter_async_context(eval_context(args))
         args.config = in_folder(head_root, args.config)  # a folder: at head, not the tree
+        if args.config == CONFIG_FILENAME and nothing_to_gate(head_root, base_root):
+            return unconfigured_report(), head_sha, base_sha  # neutral, as the App's check
         plan = plan_configs(head_root, base_root) if args.config == CONFIG_FILENAME \
             else folder_plan(args.config, head_root, base_root)  # a folder's: as the worker
         if plan is not None:  # every config of the repository, or one folder's

@@ -12,7 +12,8 @@ from both trees); each runs as worker/monorepo_run.py says.
 from __future__ import annotations
 
 import logging
-from contextlib import AsyncExitStack
+from collections.abc import Iterator
+from contextlib import AsyncExitStack, contextmanager
 from dataclasses import replace
 from pathlib import Path
 
@@ -24,7 +25,7 @@ from worker.evals.types import ConfigError, ExecutionError, GateReport
 from worker.gate_request import GateRequest
 from worker.github.client import GitHubClient
 from worker.metrics import record_call
-from worker.monorepo import baseline_namespace, plan_configs
+from worker.monorepo import baseline_namespace, plan_configs, unconfigured_tree
 from worker.monorepo_run import MultiReport, gate_plan
 from worker.pipeline import BaseRunner, read_config
 from worker.services import Services
@@ -61,7 +62,7 @@ async def evaluate_configs(services: Services, gh: GitHubClient,
     services.redactor.add(token)
     key = f"{repo['owner']}/{repo['name']}"
     url = repo["clone_url"]
-    try:
+    with _git_errors():
         merge_base, note = await _merge_base(services, key, url, request, token)
         async with AsyncExitStack() as stack:
             head_root = await stack.enter_async_context(
@@ -90,10 +91,6 @@ async def evaluate_configs(services: Services, gh: GitHubClient,
             multi = await gate_plan(plan_configs(head_root, base_root), head_root, base_root,
                                     head_sha=request.head_sha, base_sha=base_sha, evals=evals,
                                     changed_files=changed, base_runner_for=runner)
-    except GitError as err:
-        raise ExecutionError(f"git failed: {err}") from err
-    except ValueError as err:  # a SHA, URL or repository name git must not be given
-        raise ExecutionError(str(err)) from err
     multi = replace(multi, configs=tuple(replace(c, report=replace(c.report, base_sha=base_sha))
                                          for c in multi.configs))
     if not note:
@@ -103,6 +100,38 @@ async def evaluate_configs(services: Services, gh: GitHubClient,
     only = multi.configs[0]
     return replace(multi, configs=(replace(only, report=replace(
         only.report, notes=(note, *only.report.notes))),))
+
+
+async def unconfigured(services: Services, gh: GitHubClient, request: GateRequest) -> bool:
+    """Whether neither the compared base (the merge base) nor the head holds an llmgate config
+    (`worker.monorepo.nothing_to_gate`). Only files are read: nothing of the head runs, so an
+    untrusted head may be looked at before any approval.
+
+    Raises:
+        ExecutionError: git failed, or a SHA, URL or repository name was refused.
+    """
+    repo = request.repo
+    token = await gh.installation_token()
+    services.redactor.add(token)
+    key, url = f"{repo['owner']}/{repo['name']}", repo["clone_url"]
+    with _git_errors():
+        merge_base, _ = await _merge_base(services, key, url, request, token)
+        async with services.checkouts.worktree(key, url, merge_base, token) as base_root:
+            if not unconfigured_tree(base_root):  # the usual case: no head checkout
+                return False
+        async with services.checkouts.worktree(key, url, request.head_sha, token) as head_root:
+            return unconfigured_tree(head_root)
+
+
+@contextmanager
+def _git_errors() -> Iterator[None]:
+    """Raise git's failures and refused SHAs, URLs or names as `ExecutionError`."""
+    try:
+        yield
+    except GitError as err:
+        raise ExecutionError(f"git failed: {err}") from err
+    except ValueError as err:  # a SHA, URL or repository name git must not be given
+        raise ExecutionError(str(err)) from err
 
 
 async def _merge_base(services: Services, key: str, url: str, request: GateRequest,
