@@ -221,7 +221,8 @@ async def _write_comment(services: Services, gh: GitHubClient, request: GateRequ
         if reason is not None:
             raise Superseded(reason)
         try:
-            await upsert_sticky_comment(gh, owner, name, request.pr_number, body)
+            await upsert_sticky_comment(gh, owner, name, request.pr_number, body,
+                                        bot_login=await services.bot_login(gh))
         except TRANSIENT_ERRORS:
             raise
         except GitHubError as err:

@@ -14,6 +14,7 @@
 
 from __future__ import annotations
 
+import functools
 import logging
 import re
 from typing import Any
@@ -123,7 +124,8 @@ async def accept_regression(ctx: dict[str, Any], payload: AcceptPayload) -> dict
     """Handle the "Accept regression" button (see `worker.accept_job.accept_regression`)."""
     services: Services = ctx["services"]
     gh = services.github(payload["installation_id"])
-    return await accept_job.accept_regression(services.redis, gh, payload)
+    return await accept_job.accept_regression(services.redis, gh, payload,
+                                              functools.partial(services.bot_login, gh))
 
 
 async def gate_merge_group(ctx: dict[str, Any], payload: MergeGroupPayload) -> dict[str, str]:
