@@ -19,7 +19,7 @@ from redis.asyncio import Redis
 from worker import accept, locks
 from worker.contract import COMMENT_MARKER, AcceptPayload
 from worker.github.checks import CheckOutput
-from worker.github.client import CheckRunInfo, GitHubClient
+from worker.github.client import CheckRunInfo, GitHubClient, GitHubError
 from worker.github.comments import find_sticky_comment, with_marker
 from worker.trust import WRITE_PERMISSIONS
 
@@ -94,8 +94,12 @@ async def accept_regression(redis: Redis, gh: GitHubClient, payload: AcceptPaylo
         raise
     await accept.remember_acceptance(redis, repo_key, payload["pr_number"], head_sha, who, now,
                                      rules, run_id)
-    await add_audit_to_comment(redis, gh, owner, name, payload["pr_number"], line,
-                               await bot_login())
+    try:  # the check run carries the audit line already: the comment's copy is a courtesy
+        await add_audit_to_comment(redis, gh, owner, name, payload["pr_number"], line,
+                                   await bot_login())
+    except GitHubError as err:  # e.g. a locked conversation
+        log.warning("%s#%d: the audit line was not added to the comment (%s)", repo_key,
+                    payload["pr_number"], err)
     log.info("regression of %s#%d@%s accepted by %s", repo_key, payload["pr_number"],
              head_sha[:7], who)
     return {"status": "accepted", "head_sha": head_sha}

@@ -36,6 +36,7 @@ from worker.contract import (
 )
 from worker.gate_job import run_gate
 from worker.gate_request import GateRequest
+from worker.github import courtesy
 from worker.github.client import GitHubClient, GitHubError
 from worker.services import Services
 from worker.trust import WRITE_PERMISSIONS
@@ -153,8 +154,10 @@ async def reply_to_command(ctx: dict[str, Any], payload: CommandPayload) -> dict
         return {"status": "limited"}
     gh = services.github(payload["installation_id"])
     body = commands.reply_body(payload["kind"], payload["command"])
-    comment_id = await gh.create_issue_comment(repo["owner"], repo["name"],
-                                               payload["pr_number"], body)
+    comment_id = await courtesy.reply(gh, repo["owner"], repo["name"], payload["pr_number"],
+                                      body)
+    if comment_id is None:  # refused (a locked conversation): logged
+        return {"status": "refused"}
     return {"status": "replied", "comment_id": str(comment_id)}
 
 

@@ -27,10 +27,11 @@ auth, body, fault, at (Unix seconds when it arrived), installation_id (token req
 base_ref, head_ref, clone_url, head_repo_full_name, head_clone_url, state, files,
 author}], ``contents``
 {"owner/repo": {path: text}}, ``comments`` [{owner, repo, issue_number, body, user_login,
-user_type}] seeded as existing, ``faults`` [{method?, operation?, path?, status, times?,
-headers?, body?, rate_limit_reset_in_s?}] answered instead of the real thing, ``reset``: true
-to forget all records first, ``reset_config``: true to also restore the default configuration
-first); ``POST /_fake/reset`` (records only).
+user_type}] seeded as existing, ``locked`` [{owner, repo, issue_number, comment_ids?}]
+conversations locked (a comment is refused 403, a reaction 422), ``faults`` [{method?,
+operation?, path?, status, times?, headers?, body?, rate_limit_reset_in_s?}] answered
+instead of the real thing, ``reset``: true to forget all records first, ``reset_config``: true
+to also restore the default configuration first); ``POST /_fake/reset`` (records only).
 
 In-process: ``with running_fake_github(config) as gh: ... gh.url ... gh.state()``.
 As a process: ``python -m tests.fakes.fake_github --port 0 --ready-file R --state-file S

@@ -17,6 +17,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+#: Where GitHub's answers about a locked conversation point.
+LOCKING_DOCS = "https://docs.github.com/articles/locking-conversations/"
 #: Collaborator role -> the legacy ``permission`` GitHub reports for it.
 ROLE_TO_PERMISSION = {"admin": "admin", "maintain": "write", "write": "write",
                       "triage": "read", "read": "read", "none": "none"}
@@ -91,7 +93,7 @@ class FakeModel:
         self.config: dict[str, Any] = {
             "app_id": None, "public_key_pem": None, "app_slug": "llmgate",
             "installations": None, "collaborators": {}, "pulls": {}, "contents": {},
-            "token_ttl_s": 3600,
+            "token_ttl_s": 3600, "locked": [],
         }
 
     def reset(self) -> None:
@@ -142,6 +144,18 @@ class FakeModel:
                               seed["body"], seed.get("user_login", "octocat"),
                               seed.get("user_type", "User"))
         self.faults.extend(dict(f) for f in cfg.get("faults", []))
+        self.config["locked"].extend(dict(lock) for lock in cfg.get("locked", []))
+
+    # ------------------------------------------------------------------ locking
+    def _locked(self, owner: str, repo: str, number: int | None, comment_id: int | None) -> bool:
+        """Whether the conversation of issue ``number`` (or the one ``comment_id`` is on) is
+        locked: configured under ``locked`` as ``{owner, repo, issue_number, comment_ids?}``
+        (``comment_ids``: comments the fake never saw, e.g. a webhook fixture's)."""
+        if number is None and comment_id in self.comments:
+            number = self.comments[comment_id]["issue_number"]
+        return any((lock["owner"], lock["repo"]) == (owner, repo) and (
+            int(lock["issue_number"]) == number or comment_id in lock.get("comment_ids", ()))
+            for lock in self.config["locked"])
 
     def snapshot(self) -> dict[str, Any]:
         """Return a deep copy of the configuration (minus the key) and all records."""
@@ -235,8 +249,16 @@ class FakeModel:
                 and (since is None or c["updated_at"] >= since)]
 
     def create_comment(self, ctx: Ctx) -> Answer:
-        """``POST .../issues/{n}/comments`` as the App's bot."""
+        """``POST .../issues/{n}/comments`` as the App's bot.
+
+        A locked conversation answers 403 with GitHub's message (an App is not a collaborator
+        who may still comment; GitHub docs "Locking conversations", and the answer other Apps
+        report, e.g. probot/stale#25, renovatebot/renovate#6215).
+        """
         p = ctx.params
+        if self._locked(p["owner"], p["repo"], int(p["issue_number"]), None):
+            return 403, {"message": "Unable to create comment because issue is locked.",
+                         "documentation_url": LOCKING_DOCS}, {}
         c = self._add_comment(p["owner"], p["repo"], int(p["issue_number"]), ctx.body["body"],
                               self.bot_login, "Bot")
         return 201, self.comment_json(c, ctx.api_root), {}
@@ -260,9 +282,15 @@ class FakeModel:
     def react(self, ctx: Ctx) -> Answer:
         """``POST .../comments/{id}/reactions``: 201 when new, 200 when it already existed.
 
-        Comments the fake never saw (a webhook fixture's) are taken to exist.
+        Comments the fake never saw (a webhook fixture's) are taken to exist. On a locked
+        conversation "reactions ... are disabled for all users" (GitHub docs "Locking
+        conversations"): 422, the one error status the REST description gives this endpoint
+        (GitHub does not document the message; the fake's follows the comment's).
         """
         comment_id, content = int(ctx.params["comment_id"]), ctx.body["content"]
+        if self._locked(ctx.params["owner"], ctx.params["repo"], None, comment_id):
+            return 422, {"message": "Unable to create reaction because issue is locked.",
+                         "documentation_url": LOCKING_DOCS}, {}
         key = {"owner": ctx.params["owner"], "repo": ctx.params["repo"],
                "comment_id": comment_id, "content": content, "user": self.bot_login}
         existing = next((r for r in self.reactions if {k: r[k] for k in key} == key), None)
