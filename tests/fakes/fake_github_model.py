@@ -93,7 +93,7 @@ class FakeModel:
         self.config: dict[str, Any] = {
             "app_id": None, "public_key_pem": None, "app_slug": "llmgate",
             "installations": None, "collaborators": {}, "pulls": {}, "contents": {},
-            "token_ttl_s": 3600, "locked": [],
+            "token_ttl_s": 3600, "locked": [], "renamed": [],
         }
 
     def reset(self) -> None:
@@ -145,6 +145,47 @@ class FakeModel:
                               seed.get("user_type", "User"))
         self.faults.extend(dict(f) for f in cfg.get("faults", []))
         self.config["locked"].extend(dict(lock) for lock in cfg.get("locked", []))
+        for move in cfg.get("renamed", []):
+            self._move(dict(move))
+
+    # ------------------------------------------------------------- moved repositories
+    def _move(self, move: dict[str, Any]) -> None:
+        """Rename or transfer a repository: what the fake holds of it (check runs, comments,
+        pull requests, files, locks) goes with it, and its old paths redirect (`moved`)."""
+        (old_owner, old_repo), (new_owner, new_repo) = (
+            move["from"].split("/"), move["to"].split("/"))
+        for record in (*self.check_runs.values(), *self.comments.values(),
+                       *self.config["pulls"].values(), *self.config["locked"]):
+            if (record["owner"], record["repo"]) == (old_owner, old_repo):
+                record.update(owner=new_owner, repo=new_repo)
+        self.config["pulls"] = {f"{p['owner']}/{p['repo']}#{int(p['number'])}": p
+                                for p in self.config["pulls"].values()}
+        if move["from"] in self.config["contents"]:
+            self.config["contents"][move["to"]] = self.config["contents"].pop(move["from"])
+        self.config["renamed"].append(move)
+
+    def moved(self, method: str, target: str, api_root: str) -> Answer | None:
+        """The redirect GitHub answers at a renamed or transferred repository's old path, or
+        None: 301 for GET, 307 otherwise ("repeat the request verbatim"), ``Location`` on
+        ``/repositories/{id}/...`` (GitHub docs, "Best practices for using the REST API")."""
+        for move in self.config["renamed"]:
+            old = f"/repos/{move['from']}"
+            if target == old or target.startswith((old + "/", old + "?")):
+                url = f"{api_root}/repositories/{int(move['id'])}{target[len(old):]}"
+                status = 301 if method in ("GET", "HEAD") else 307
+                body = {"message": "Moved Permanently", "url": url,
+                        "documentation_url": "https://docs.github.com/v3/#http-redirects"}
+                return status, body, {"location": url}
+        return None
+
+    def by_id(self, target: str) -> str:
+        """Return ``target`` with ``/repositories/{id}`` (a moved repository's redirect
+        target) written as the repository's ``/repos/{owner}/{repo}`` path."""
+        for move in self.config["renamed"]:
+            prefix = f"/repositories/{int(move['id'])}"
+            if target == prefix or target.startswith((prefix + "/", prefix + "?")):
+                return f"/repos/{move['to']}{target[len(prefix):]}"
+        return target
 
     # ------------------------------------------------------------------ locking
     def _locked(self, owner: str, repo: str, number: int | None, comment_id: int | None) -> bool:
