@@ -15,19 +15,18 @@ import logging
 from collections.abc import Iterator
 from contextlib import AsyncExitStack, contextmanager
 from dataclasses import replace
-from pathlib import Path
 
 from worker.baseline_runs import Origin, StoredBaselines
 from worker.baselines import BaselineSettings, BaselineStore
 from worker.checkout import GitError
 from worker.evals.context import EvalContext
-from worker.evals.types import ConfigError, ExecutionError, GateReport
+from worker.evals.types import ExecutionError, GateReport
 from worker.gate_request import GateRequest
 from worker.github.client import GitHubClient
 from worker.metrics import record_call
 from worker.monorepo import baseline_namespace, plan_configs, unconfigured_tree
 from worker.monorepo_run import MultiReport, gate_plan
-from worker.pipeline import BaseRunner, read_config
+from worker.pipeline import BaseRunner, base_mode
 from worker.services import Services
 
 log = logging.getLogger("llmgate.worker")
@@ -70,7 +69,7 @@ async def evaluate_configs(services: Services, gh: GitHubClient,
             base_sha = merge_base
             base_root = await stack.enter_async_context(
                 services.checkouts.worktree(key, url, base_sha, token))
-            if base_sha != request.base_sha and _base_mode(base_root) == "tip":
+            if base_sha != request.base_sha and base_mode(base_root) == "tip":
                 base_sha = request.base_sha
                 base_root = await stack.enter_async_context(
                     services.checkouts.worktree(key, url, base_sha, token))
@@ -153,12 +152,3 @@ async def _merge_base(services: Services, key: str, url: str, request: GateReque
                                   "no history: compared with the base branch's tip")
     return found, ""
 
-
-def _base_mode(root: Path) -> str:
-    """Return ``settings.base`` of the config at ``root`` (``merge_base`` when absent or
-    invalid: the gate reports a broken base config itself)."""
-    try:
-        config = read_config(root)
-    except ConfigError:
-        return "merge_base"
-    return config.settings.base if config is not None else "merge_base"
