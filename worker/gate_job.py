@@ -4,9 +4,10 @@
 request (`worker.supersede`); otherwise it opens the ``llmgate`` check run on the head SHA (or
 reuses the one an earlier try of its job opened: `worker.gate_check`; the check and the opening
 hold one lock per head commit, `worker.locks.open_lock_key`), skips a draft when the base
-config says so (`worker.drafts`), concludes ``neutral`` with no comment a repository without
-any config at the merge base and at head (`worker.gate_run.unconfigured`), decides trust,
-evaluates base and head (`worker.gate_run`: every config of the repository,
+config says so (`worker.drafts`), decides trust, concludes ``neutral`` with no comment a
+repository without any config at the merge base and at head (`worker.gate_run.unconfigured`;
+for an untrusted head not approved yet, which is not fetched, at the base's tip), evaluates
+base and head (`worker.gate_run`: every config of the repository,
 `worker.monorepo`), writes the PR's sticky comment, completes
 the check runs of configs that report on their own (`worker.gate_configs`) and completes the
 ``llmgate`` check run with annotations (`worker.report_multi`). Every way out
@@ -165,11 +166,11 @@ async def _gate(services: Services, gh: GitHubClient, request: GateRequest, chec
             services.checkouts, repo, request.base_sha, await gh.installation_token()) == "skip":
         await drafts.conclude_skipped(gh, repo, check_run_id, request.base_sha)
         return {"conclusion": "skipped", "head_sha": head_sha}
-    if await unconfigured(services, gh, request):  # org-wide installs: no red PRs
-        return await _conclude_unconfigured(gh, request, check_run_id)
     verdict = TRUSTED if request.trusted else await untrusted.verdict_for(
         gh, services.checkouts, services.approvals, repo, pr_number, head_sha,
         request.base_sha, request.facts)
+    if await unconfigured(services, gh, request, head_runs=verdict.decision == "run"):
+        return await _conclude_unconfigured(gh, request, check_run_id)  # no red PRs org-wide
     if verdict.decision != "run":  # untrusted and not approved: nothing of the head runs
         await untrusted.conclude_waiting(gh, repo, check_run_id, pr_number, head_sha, verdict)
         return {"conclusion": "action_required", "head_sha": head_sha}

@@ -101,10 +101,15 @@ async def evaluate_configs(services: Services, gh: GitHubClient,
         only.report, notes=(note, *only.report.notes))),))
 
 
-async def unconfigured(services: Services, gh: GitHubClient, request: GateRequest) -> bool:
+async def unconfigured(services: Services, gh: GitHubClient, request: GateRequest, *,
+                       head_runs: bool) -> bool:
     """Whether neither the compared base (the merge base) nor the head holds an llmgate config
-    (`worker.monorepo.nothing_to_gate`). Only files are read: nothing of the head runs, so an
-    untrusted head may be looked at before any approval.
+    (`worker.monorepo.nothing_to_gate`); only files are read.
+
+    Args:
+        head_runs: the head may run (trusted, or approved). An untrusted head waiting for
+            approval is not even fetched: then the base branch's tip alone decides (no config
+            there: nothing to gate until a config is merged, or a writer approves the head).
 
     Raises:
         ExecutionError: git failed, or a SHA, URL or repository name was refused.
@@ -114,10 +119,13 @@ async def unconfigured(services: Services, gh: GitHubClient, request: GateReques
     services.redactor.add(token)
     key, url = f"{repo['owner']}/{repo['name']}", repo["clone_url"]
     with _git_errors():
-        merge_base, _ = await _merge_base(services, key, url, request, token)
-        async with services.checkouts.worktree(key, url, merge_base, token) as base_root:
+        base = (await _merge_base(services, key, url, request, token))[0] if head_runs \
+            else request.base_sha
+        async with services.checkouts.worktree(key, url, base, token) as base_root:
             if not unconfigured_tree(base_root):  # the usual case: no head checkout
                 return False
+        if not head_runs:
+            return True
         async with services.checkouts.worktree(key, url, request.head_sha, token) as head_root:
             return unconfigured_tree(head_root)
 

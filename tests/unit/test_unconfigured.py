@@ -9,6 +9,7 @@ of the repositories without a ``.llmgate.yml`` red ("no .llmgate.yml at head: ad
 from __future__ import annotations
 
 import json
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +29,9 @@ NO_CONFIG_TITLE = "llmgate: neutral - no llmgate config"
 def bare_repo(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, str]]:
     """A repository with no config (a vendored one under ``node_modules`` is not gated).
 
-    Branches: ``pr/docs`` (a README change), ``pr/adds`` (adds the echo suite, 4 of 4 pass).
+    Branches: ``pr/docs`` (a README change), ``pr/adds`` (adds the echo suite, 4 of 4 pass);
+    ``fork``, a README change only at ``refs/pull/1/head`` (as a fork's head is in the base
+    repository).
     """
     repo = tmp_path_factory.mktemp("bare") / "bare"
     repo.mkdir()
@@ -38,6 +41,9 @@ def bare_repo(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str,
     shas["pr/docs"] = commit(repo, "pr/docs", {"README.md": "hello again\n"})
     shas["pr/adds"] = commit(repo, "pr/adds", {".llmgate.yml": CONFIG, "echo.py": ECHO,
                                                "evals/echo.jsonl": DATASET})
+    shas["fork"] = commit(repo, "fork", {"README.md": "from a fork\n"})
+    git(repo, "update-ref", "refs/pull/1/head", shas["fork"])
+    git(repo, "branch", "-q", "-D", "fork")
     return repo, shas
 
 
@@ -64,12 +70,17 @@ def _only_check(state: dict[str, Any]) -> dict[str, Any]:
     return runs[0]
 
 
-@pytest.mark.parametrize("facts", [{}, {"author": "stranger", "head_repo": "evil/bare"}],
-                         ids=["writer", "untrusted-fork"])
+@pytest.mark.parametrize(("head", "facts"), [
+    ("pr/docs", {}), ("fork", {"author": "stranger", "head_repo": "evil/bare"})],
+    ids=["writer", "untrusted-fork"])
 async def test_no_config_at_base_and_head_is_one_neutral_check_and_no_comment(
-        github, bare_repo, facts):
+        github, bare_repo, tmp_path, head, facts):
     repo, shas = bare_repo
-    await worker_support.run_jobs([_run(repo, shas, "pr/docs", **facts)])
+    await worker_support.run_jobs([_run(repo, shas, head, **facts)])
+    mirror = tmp_path / "work" / "mirrors" / "acme__tiny.git"
+    fetched = subprocess.run(["git", "-C", str(mirror), "cat-file", "-e", shas[head]],
+                             capture_output=True, check=False).returncode == 0
+    assert fetched == (head == "pr/docs")  # an untrusted head is not even fetched
     state = github.state()
     run = _only_check(state)
     assert (run["status"], run["conclusion"]) == ("completed", "neutral")
