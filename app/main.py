@@ -79,6 +79,10 @@ def create_app(settings: WebSettings | None = None, ops: OpsSettings | None = No
                         "deliveries 503 until it does", masked_url(resolved.redis_url),
                         HEALTH_TIMEOUT_S)
         receiver.queue = queue
+        if len(resolved.webhook_secrets) > 1:
+            log.warning("GITHUB_WEBHOOK_SECRET_PREVIOUS is set: deliveries signed with the "
+                        "previous webhook secret are accepted too; unset it once the rotation "
+                        "is done")
         if server_gc:
             tune_gc()
         try:

@@ -1,7 +1,7 @@
 """Configuration of the web process, read once from the environment and checked strictly.
 
-The web process needs only the webhook secret, where Redis is, and a body size cap: never the
-App's private key or any provider key.
+The web process needs only the webhook secret (and, while it is being rotated, the previous
+one), where Redis is, and a body size cap: never the App's private key or any provider key.
 """
 
 from __future__ import annotations
@@ -31,6 +31,9 @@ class WebSettings:
     Attributes:
         webhook_secret: ``GITHUB_WEBHOOK_SECRET``, the secret set on the GitHub App's webhook;
             never shown by ``repr``.
+        previous_webhook_secret: ``GITHUB_WEBHOOK_SECRET_PREVIOUS``, the secret it replaces,
+            accepted as well while a rotation is under way ("" when unset); never shown by
+            ``repr``.
         redis_url: ``REDIS_URL``, a ``redis://``, ``rediss://`` or ``unix://`` URL; its password,
             if any, is masked by ``repr``.
         max_body_bytes: ``LLMGATE_MAX_BODY_BYTES``, the largest request body accepted, in bytes.
@@ -42,6 +45,16 @@ class WebSettings:
     webhook_secret: str
     redis_url: str = DEFAULT_REDIS_URL
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
+    previous_webhook_secret: str = ""
+
+    @property
+    def webhook_secrets(self) -> tuple[str, ...]:
+        """The secrets a delivery may be signed with: the current one, then the previous one
+        when it is set and differs."""
+        previous = self.previous_webhook_secret
+        if previous and previous != self.webhook_secret:
+            return (self.webhook_secret, previous)
+        return (self.webhook_secret,)
 
     def __post_init__(self) -> None:
         """Check every field; raise ``SettingsError`` naming the variable at fault."""
@@ -50,6 +63,9 @@ class WebSettings:
                 "GITHUB_WEBHOOK_SECRET is not set or empty: "
                 "set it to the GitHub App's webhook secret"
             )
+        if self.previous_webhook_secret and not self.previous_webhook_secret.strip():
+            raise SettingsError("GITHUB_WEBHOOK_SECRET_PREVIOUS is only blanks: set it to the "
+                                "webhook secret being rotated out, or unset it")
         _check_redis_url(self.redis_url)
         if self.max_body_bytes <= 0:
             raise SettingsError("LLMGATE_MAX_BODY_BYTES must be a positive number of bytes")
@@ -72,13 +88,15 @@ class WebSettings:
             webhook_secret=environ.get("GITHUB_WEBHOOK_SECRET", ""),
             redis_url=environ.get("REDIS_URL", "").strip() or DEFAULT_REDIS_URL,
             max_body_bytes=int(raw_max) if raw_max else DEFAULT_MAX_BODY_BYTES,
+            previous_webhook_secret=environ.get("GITHUB_WEBHOOK_SECRET_PREVIOUS", ""),
         )
 
     def __repr__(self) -> str:
-        """Show the settings with the secret and any Redis password masked."""
+        """Show the settings with the secrets and any Redis password masked."""
+        previous = _MASK if self.previous_webhook_secret else ""
         return (
             f"WebSettings(webhook_secret={_MASK!r}, redis_url={masked_url(self.redis_url)!r}, "
-            f"max_body_bytes={self.max_body_bytes})"
+            f"max_body_bytes={self.max_body_bytes}, previous_webhook_secret={previous!r})"
         )
 
 

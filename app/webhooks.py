@@ -1,10 +1,10 @@
 """Receive GitHub webhook deliveries: verify, filter, enqueue, and nothing else.
 
 Per delivery: read the body under a size cap, check ``X-Hub-Signature-256`` over the raw bytes
-before parsing anything, parse the JSON once, route it (``app.routes``), then one Redis round
-trip that drops redeliveries and replayed bodies and enqueues at most one arq job
-(``app.enqueue``). GitHub waits 10 seconds for an answer and does not redeliver on its own
-(docs.github.com/en/webhooks/
+(with the current secret, and the previous one while it is rotated) before parsing anything,
+parse the JSON once, route it (``app.routes``), then one Redis round trip that drops
+redeliveries and replayed bodies and enqueues at most one arq job (``app.enqueue``). GitHub
+waits 10 seconds for an answer and does not redeliver on its own (docs.github.com/en/webhooks/
 using-webhooks/best-practices-for-using-webhooks), so a delivery we could not queue gets 503
 and is left unmarked for a manual redelivery.
 """
@@ -17,7 +17,7 @@ import hmac
 import json
 import logging
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from arq.connections import ArqRedis
@@ -94,15 +94,32 @@ def signature_matches(secret: str | bytes, body: bytes, header: str | None) -> b
 
     Compared in constant time; a missing or malformed header is simply not a match.
     """
+    return matching_secret((secret,), body, header) == 0
+
+
+def matching_secret(secrets: Sequence[str | bytes], body: bytes,
+                    header: str | None) -> int | None:
+    """Return the index in ``secrets`` of the one ``header`` is the valid signature of
+    ``body`` with (``X-Hub-Signature-256``), or None.
+
+    Every secret's HMAC is computed and compared with ``hmac.compare_digest``, whichever
+    matches, so the time taken says nothing about which secret, if any, signed the body (a
+    rotation's previous secret, `app.settings.WebSettings.webhook_secrets`). A missing or
+    malformed header matches none.
+    """
     if header is None:
-        return False
+        return None
     try:
         given = header.encode("latin-1")  # how Starlette decoded the header bytes
     except UnicodeEncodeError:
-        return False
-    key = secret.encode() if isinstance(secret, str) else secret
-    expected = _SIGNATURE_PREFIX_BYTES + hmac.digest(key, body, "sha256").hex().encode()
-    return hmac.compare_digest(expected, given)
+        return None
+    found = None
+    for index, secret in enumerate(secrets):
+        key = secret.encode() if isinstance(secret, str) else secret
+        expected = _SIGNATURE_PREFIX_BYTES + hmac.digest(key, body, "sha256").hex().encode()
+        if hmac.compare_digest(expected, given) and found is None:
+            found = index
+    return found
 
 
 async def read_body(receive: Receive, declared: str | None, max_bytes: int) -> bytes:
@@ -172,8 +189,8 @@ class WebhookReceiver:
     """
 
     def __init__(self, settings: WebSettings) -> None:
-        """Keep the secret (as bytes) and the body cap from ``settings``."""
-        self._secret = settings.webhook_secret.encode()
+        """Keep the secrets (as bytes) and the body cap from ``settings``."""
+        self._secrets = tuple(secret.encode() for secret in settings.webhook_secrets)
         self._max_body_bytes = settings.max_body_bytes
         self._rejections = RejectionLog(log)
         self._queue: ArqRedis | None = None
@@ -198,10 +215,14 @@ class WebhookReceiver:
         headers = header_values(scope, _WEBHOOK_HEADERS)
         try:
             body = await read_body(receive, headers.get("content-length"), self._max_body_bytes)
-            signature = headers.get("x-hub-signature-256")
-            if not signature_matches(self._secret, body, signature):
+            signed_with = matching_secret(self._secrets, body,
+                                          headers.get("x-hub-signature-256"))
+            if signed_with is None:
                 raise Rejection(401, "missing or invalid X-Hub-Signature-256 (HMAC-SHA256)")
             event = parse_delivery(headers, body)
+            if signed_with:  # never the secret itself: which variable, and the delivery
+                log.info("delivery %s is signed with GITHUB_WEBHOOK_SECRET_PREVIOUS: set the "
+                         "App's webhook secret to GITHUB_WEBHOOK_SECRET", event.delivery_id)
             status_code, answer = await self._settle(event.delivery_id, body_digest(body),
                                                      await route(event))
         except Rejection as rejection:

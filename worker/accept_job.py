@@ -13,13 +13,14 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Awaitable, Callable
 
 from redis.asyncio import Redis
 
 from worker import accept, locks
 from worker.contract import COMMENT_MARKER, AcceptPayload
 from worker.github.checks import CheckOutput
-from worker.github.client import CheckRunInfo, GitHubClient
+from worker.github.client import CheckRunInfo, GitHubClient, GitHubError
 from worker.github.comments import find_sticky_comment, with_marker
 from worker.trust import WRITE_PERMISSIONS
 
@@ -37,11 +38,12 @@ async def _current_run(gh: GitHubClient, owner: str, name: str, head_sha: str,
 
 
 async def add_audit_to_comment(redis: Redis, gh: GitHubClient, owner: str, name: str,
-                               pr_number: int, line: str) -> bool:
-    """Put ``line`` right under the marker of the PR's sticky comment; False when there is none."""
+                               pr_number: int, line: str, bot_login: str) -> bool:
+    """Put ``line`` right under the marker of the PR's sticky comment (this App's, written by
+    ``bot_login``); False when there is none."""
     async with locks.held(redis, locks.comment_lock_key(owner, name, pr_number),
                           locks.COMMENT_LOCK_TTL_S):
-        comment = await find_sticky_comment(gh, owner, name, pr_number)
+        comment = await find_sticky_comment(gh, owner, name, pr_number, bot_login)
         if comment is None:
             return False
         body = comment.body.replace(COMMENT_MARKER, f"{COMMENT_MARKER}\n> {line}\n", 1)
@@ -49,9 +51,12 @@ async def add_audit_to_comment(redis: Redis, gh: GitHubClient, owner: str, name:
         return True
 
 
-async def accept_regression(redis: Redis, gh: GitHubClient,
-                            payload: AcceptPayload) -> dict[str, str]:
+async def accept_regression(redis: Redis, gh: GitHubClient, payload: AcceptPayload,
+                            bot_login: Callable[[], Awaitable[str]]) -> dict[str, str]:
     """Accept a failed gate run if every check passes (module docstring); return the status.
+
+    ``bot_login`` gives this App's bot user (asked only once the run is accepted), whose
+    sticky comment gets the audit line.
 
     Raises:
         GitHubError: GitHub refused a lookup or the update (the acceptance is then undone).
@@ -92,6 +97,11 @@ async def accept_regression(redis: Redis, gh: GitHubClient,
         raise
     await accept.remember_acceptance(redis, repo_key, payload["pr_number"], head_sha, who, now,
                                      rules, run_id)
-    await add_audit_to_comment(redis, gh, owner, name, payload["pr_number"], line)
+    try:  # the check run carries the audit line already: the comment's copy is a courtesy
+        await add_audit_to_comment(redis, gh, owner, name, payload["pr_number"], line,
+                                   await bot_login())
+    except GitHubError as err:  # e.g. a locked conversation
+        log.warning("%s#%d: the audit line was not added to the comment (%s)", repo_key,
+                    payload["pr_number"], err)
     log.info("%s of %s#%d@%s by %s", what, repo_key, payload["pr_number"], head_sha[:7], who)
     return {"status": "accepted", "head_sha": head_sha}

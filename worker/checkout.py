@@ -533,6 +533,23 @@ async def resolve_ref(repo_dir: Path, ref: str) -> str:
     return out.strip()
 
 
+async def local_merge_base(repo_dir: Path, a: str, b: str) -> str | None:
+    """Return the best common ancestor of commits ``a`` and ``b`` of the user's repository
+    ``repo_dir`` (``git merge-base``), or None when they share no history.
+
+    Raises:
+        ValueError: ``a`` or ``b`` is not a full SHA.
+        GitError: git failed otherwise (exit status other than 0 and 1).
+    """
+    args = ["merge-base", check_sha(a), check_sha(b)]
+    code, out, err = await _exec(args, cwd=repo_dir, env=_local_env(), timeout_s=LOCAL_TIMEOUT_S)
+    if code == 1 and not out.strip():  # git's answer for unrelated histories
+        return None
+    if code != 0:
+        raise GitError(["git", *args], err or f"git merge-base exited {code}")
+    return out.strip()
+
+
 @contextlib.asynccontextmanager
 async def local_worktree(repo_dir: Path, ref: str) -> AsyncIterator[Path]:
     """Yield a temporary detached worktree of ``ref`` from the user's repository ``repo_dir``.

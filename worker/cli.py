@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from worker.calibrate_args import add_calibrate_command
-from worker.checkout import GitError, local_worktree, resolve_ref
+from worker.checkout import GitError, local_merge_base, local_worktree, resolve_ref
 from worker.evals.types import CONFIG_FILENAME, ExecutionError
 from worker.healthcheck import add_healthcheck_command
 from worker.redact import Redactor, secrets_from_environ
@@ -31,12 +31,14 @@ if TYPE_CHECKING:
 
 #: What ``llmgate run --help`` says above its options.
 RUN_DESCRIPTION = ("Gate locally, as the worker does, and print the report. Inside a git "
-                   "repository: with --base, base (and --head if given, else the working tree) "
-                   "are checked out in temporary worktrees, run and compared. Exit codes: 0 the "
-                   "gate passed (or is neutral by the base config's choice), 1 the gate "
-                   "failed, 2 configuration error, 3 execution error (git or the run "
-                   "failed), 4 undecided (over budget or time, provider errors outside the "
-                   "change, base could not run, an inconclusive rule; 0 with "
+                   "repository: with --base, the base compared (the merge base of --base and "
+                   "head, as the App compares a pull request, or --base itself with --base-tip) "
+                   "and --head if given, else the working tree, are checked out in temporary "
+                   "worktrees, run and compared. Exit codes: 0 the gate passed (or is neutral "
+                   "by the base config's choice, or there is no llmgate config at base nor "
+                   "head), 1 the gate failed, 2 configuration error, 3 execution error (git or "
+                   "the run failed), 4 undecided (over budget or time, provider errors outside "
+                   "the change, base could not run, an inconclusive rule; 0 with "
                    "--allow-undecided).")
 #: What ``llmgate --help`` says above the commands (plain text: argparse shows it verbatim).
 DESCRIPTION = ("Gate LLM quality regressions: run the eval suites at a base and a head, compare "
@@ -81,7 +83,11 @@ def _parser() -> argparse.ArgumentParser:
                           "current folder; a .llmgate.yml in a folder runs in its folder. "
                           "Default, as for the root .llmgate.yml: every config of the "
                           "repository")
-    run.add_argument("--base", help="base ref or SHA; without it only absolute rules apply")
+    run.add_argument("--base", help="base ref or SHA; compared at its merge base with head, as "
+                                    "the App compares a pull request; without it only absolute "
+                                    "rules apply")
+    run.add_argument("--base-tip", action="store_true",
+                     help="compare with --base itself, not its merge base with head")
     run.add_argument("--head", help="head ref or SHA (default: the working tree)")
     run.add_argument("--format", choices=("markdown", "json"), default="markdown")
     run.add_argument("--output", type=Path, help="write the report here instead of stdout")
@@ -112,13 +118,16 @@ def _parser() -> argparse.ArgumentParser:
 def cmd_run(args: argparse.Namespace) -> int:
     """Gate locally, as the worker does, and print the report.
 
-    Inside a git repository: with ``--base``, base (and ``--head`` if given, else the working
-    tree) are checked out in temporary worktrees, run and compared; without ``--config``,
+    Inside a git repository: with ``--base``, the base compared (`_base_side`: the merge base of
+    ``--base`` and head, as on the App, unless ``--base-tip``) and ``--head`` if given, else the
+    working tree, are checked out in temporary worktrees, run and compared; without ``--config``,
     every config of the repository is gated as the worker gates them (worker/monorepo.py).
     Exit codes (`exit_code`): 0 the gate passed (or is neutral, as the base config chose:
-    ``on_inconclusive: neutral`` or ``settings.undecided: neutral``), 1 the gate failed, 2
-    configuration error, 3 execution error (git or the run failed), 4 undecided (the check
-    would be ``action_required``; 0 with ``--allow-undecided``).
+    ``on_inconclusive: neutral`` or ``settings.undecided: neutral``; or there is no llmgate
+    config at ``--base`` nor at head, as the App's ``neutral`` "no llmgate config" check), 1 the
+    gate failed, 2 configuration error (a head without a config and no ``--base`` included), 3
+    execution error (git or the run failed), 4 undecided (the check would be
+    ``action_required``; 0 with ``--allow-undecided``).
     """
     from worker import report_multi  # scipy via the statistics: only when a gate runs
 
@@ -260,8 +269,8 @@ async def _run_local(args: argparse.Namespace) -> tuple[MultiReport, str, str]:
     ("" for the working tree, or for no ``--base``), which the report names even when the
     config is broken."""
     from worker.evals.cli_cache import eval_context
-    from worker.monorepo import folder_plan, plan_configs
-    from worker.monorepo_run import ConfigReport, MultiReport, gate_plan
+    from worker.monorepo import folder_plan, nothing_to_gate, plan_configs
+    from worker.monorepo_run import ConfigReport, MultiReport, gate_plan, unconfigured_report
     from worker.pipeline import gate_trees
 
     repo: Path = args.repo or repo_root(Path.cwd())
@@ -270,20 +279,58 @@ async def _run_local(args: argparse.Namespace) -> tuple[MultiReport, str, str]:
         if args.head:
             head_sha = await _resolve(repo, args.head, "--head")
             head_root = await stack.enter_async_context(local_worktree(repo, head_sha))
-        base_root, base_sha = None, ""
+        base_root, base_sha, base_note = None, "", ""
         if args.base:
-            base_sha = await _resolve(repo, args.base, "--base")
-            base_root = await stack.enter_async_context(local_worktree(repo, base_sha))
+            base_root, base_sha, base_note = await _base_side(stack, repo, args, head_sha)
         evals = await stack.enter_async_context(eval_context(args))
         args.config = in_folder(head_root, args.config)  # a folder: at head, not the tree
+        if args.config == CONFIG_FILENAME and nothing_to_gate(head_root, base_root):
+            return unconfigured_report(), head_sha, base_sha  # neutral, as the App's check
         plan = plan_configs(head_root, base_root) if args.config == CONFIG_FILENAME \
             else folder_plan(args.config, head_root, base_root)  # a folder's: as the worker
         if plan is not None:  # every config of the repository, or one folder's
-            return await gate_plan(plan, head_root, base_root, head_sha=head_sha,
-                                   base_sha=base_sha, evals=evals), head_sha, base_sha
-        report = await gate_trees(head_root, base_root, head_sha=head_sha, base_sha=base_sha,
-                                  config_path=args.config, evals=evals)
-        return MultiReport((ConfigReport(args.config, "", report),)), head_sha, base_sha
+            multi = await gate_plan(plan, head_root, base_root, head_sha=head_sha,
+                                    base_sha=base_sha, evals=evals)
+        else:
+            report = await gate_trees(head_root, base_root, head_sha=head_sha,
+                                      base_sha=base_sha, config_path=args.config, evals=evals)
+            multi = MultiReport((ConfigReport(args.config, "", report),))
+        return (multi.with_notes([base_note]) if base_note else multi), head_sha, base_sha
+
+
+async def _base_side(stack: AsyncExitStack, repo: Path, args: argparse.Namespace,
+                     head_sha: str) -> tuple[Path, str, str]:
+    """Check out the base commit compared and return ``(its worktree, its SHA, a note)``.
+
+    As the App compares a pull request (worker/gate_run.py): the merge base of ``--base`` and
+    the head (the working tree's ``HEAD`` commit when no ``--head``), unless ``--base-tip`` is
+    given, the config at the merge base says ``settings.base: tip``, or the two share no
+    history; then ``--base`` itself. The note ("" when the merge base is ``--base`` itself)
+    says which was compared, for the report.
+
+    Raises:
+        ExecutionError: ``--base`` or ``HEAD`` names no commit, or git failed.
+    """
+    from worker.pipeline import base_mode
+
+    tip = await _resolve(repo, args.base, "--base")
+    if args.base_tip:
+        return await stack.enter_async_context(local_worktree(repo, tip)), tip, ""
+    head = head_sha or await _resolve(repo, "HEAD", "the working tree's HEAD")
+    found = await local_merge_base(repo, tip, head)
+    if found is None:
+        return await stack.enter_async_context(local_worktree(repo, tip)), tip, (
+            f"{tip[:7]} and {head[:7]} share no history: compared with --base as given")
+    root = await stack.enter_async_context(local_worktree(repo, found))
+    if found == tip:
+        return root, tip, ""
+    if base_mode(root) == "tip":
+        return await stack.enter_async_context(local_worktree(repo, tip)), tip, (
+            f"compared with {args.base} ({tip[:7]}) itself, as settings.base: tip at the "
+            f"merge base ({found[:7]}) says")
+    return root, found, (f"compared with {found[:7]}, the merge base of {args.base} "
+                         f"({tip[:7]}) and head, as the App compares a pull request "
+                         "(--base-tip compares with --base itself)")
 
 
 def cmd_serve(args: argparse.Namespace) -> int:

@@ -4,8 +4,11 @@
 request (`worker.supersede`); otherwise it opens the ``llmgate`` check run on the head SHA (or
 reuses the one an earlier try of its job opened: `worker.gate_check`; the check and the opening
 hold one lock per head commit, `worker.locks.open_lock_key`), skips a draft when the base
-config says so (`worker.drafts`), decides trust, evaluates base and head (`worker.gate_run`:
-every config of the repository, `worker.monorepo`), writes the PR's sticky comment, completes
+config says so (`worker.drafts`), decides trust, concludes ``neutral`` with no comment a
+repository without any config at the merge base and at head (`worker.gate_run.unconfigured`;
+for an untrusted head not approved yet, which is not fetched, at the base's tip), evaluates
+base and head (`worker.gate_run`: every config of the repository,
+`worker.monorepo`), writes the PR's sticky comment, completes
 the check runs of configs that report on their own (`worker.gate_configs`) and completes the
 ``llmgate`` check run with annotations (`worker.report_multi`). Every way out
 but one concludes the check run: ``cancelled`` when superseded, ``timed_out`` past the job's
@@ -34,12 +37,13 @@ from worker.gate_check import (
 )
 from worker.gate_configs import publish_config_checks
 from worker.gate_request import GateRequest
-from worker.gate_run import evaluate_configs
+from worker.gate_run import evaluate_configs, unconfigured
 from worker.github.checks import complete_check_run
 from worker.github.client import GitHubClient, GitHubError
 from worker.github.comments import upsert_sticky_comment
 from worker.lease import JobRef, current_job
 from worker.metrics import record_gate_report
+from worker.monorepo_run import NO_CONFIG_HEADLINE, unconfigured_report
 from worker.report_store import store_report
 from worker.runs import RunRegistry
 from worker.services import Services
@@ -165,6 +169,8 @@ async def _gate(services: Services, gh: GitHubClient, request: GateRequest, chec
     verdict = TRUSTED if request.trusted else await untrusted.verdict_for(
         gh, services.checkouts, services.approvals, repo, pr_number, head_sha,
         request.base_sha, request.facts)
+    if await unconfigured(services, gh, request, head_runs=verdict.decision == "run"):
+        return await _conclude_unconfigured(gh, request, check_run_id)  # no red PRs org-wide
     if verdict.decision != "run":  # untrusted and not approved: nothing of the head runs
         await untrusted.conclude_waiting(gh, repo, check_run_id, pr_number, head_sha, verdict)
         return {"conclusion": "action_required", "head_sha": head_sha}
@@ -188,6 +194,15 @@ async def _gate(services: Services, gh: GitHubClient, request: GateRequest, chec
         details_url=await store_report(services.reports, output))  # LLMGATE_PUBLIC_URL only
     return {"conclusion": gate_report.conclusion, "head_sha": head_sha}
 
+async def _conclude_unconfigured(gh: GitHubClient, request: GateRequest,
+                                 check_run_id: int) -> dict[str, str]:
+    """Conclude the check run ``neutral`` ("no llmgate config"), writing no comment."""
+    output = report_multi.check_output(unconfigured_report(), request.head_sha)
+    await complete_check_run(gh, request.repo["owner"], request.repo["name"], check_run_id,
+                             "neutral", output, [])
+    log.info("PR #%s @%s: no llmgate config at base or head (neutral)", request.pr_number,
+             request.head_sha[:7])
+    return {"conclusion": "neutral", "head_sha": request.head_sha, "reason": NO_CONFIG_HEADLINE}
 
 
 async def _write_comment(services: Services, gh: GitHubClient, request: GateRequest, body: str,
@@ -207,7 +222,8 @@ async def _write_comment(services: Services, gh: GitHubClient, request: GateRequ
         if reason is not None:
             raise Superseded(reason)
         try:
-            await upsert_sticky_comment(gh, owner, name, request.pr_number, body)
+            await upsert_sticky_comment(gh, owner, name, request.pr_number, body,
+                                        bot_login=await services.bot_login(gh))
         except TRANSIENT_ERRORS:
             raise
         except GitHubError as err:

@@ -12,21 +12,21 @@ from both trees); each runs as worker/monorepo_run.py says.
 from __future__ import annotations
 
 import logging
-from contextlib import AsyncExitStack
+from collections.abc import Iterator
+from contextlib import AsyncExitStack, contextmanager
 from dataclasses import replace
-from pathlib import Path
 
 from worker.baseline_runs import Origin, StoredBaselines
 from worker.baselines import BaselineSettings, BaselineStore
 from worker.checkout import GitError
 from worker.evals.context import EvalContext
-from worker.evals.types import ConfigError, ExecutionError, GateReport
+from worker.evals.types import ExecutionError, GateReport
 from worker.gate_request import GateRequest
 from worker.github.client import GitHubClient
 from worker.metrics import record_call
-from worker.monorepo import baseline_namespace, plan_configs
+from worker.monorepo import baseline_namespace, plan_configs, unconfigured_tree
 from worker.monorepo_run import MultiReport, gate_plan
-from worker.pipeline import BaseRunner, read_config
+from worker.pipeline import BaseRunner, base_mode
 from worker.services import Services
 
 log = logging.getLogger("llmgate.worker")
@@ -61,7 +61,7 @@ async def evaluate_configs(services: Services, gh: GitHubClient,
     services.redactor.add(token)
     key = f"{repo['owner']}/{repo['name']}"
     url = repo["clone_url"]
-    try:
+    with _git_errors():
         merge_base, note = await _merge_base(services, key, url, request, token)
         async with AsyncExitStack() as stack:
             head_root = await stack.enter_async_context(
@@ -69,7 +69,7 @@ async def evaluate_configs(services: Services, gh: GitHubClient,
             base_sha = merge_base
             base_root = await stack.enter_async_context(
                 services.checkouts.worktree(key, url, base_sha, token))
-            if base_sha != request.base_sha and _base_mode(base_root) == "tip":
+            if base_sha != request.base_sha and base_mode(base_root) == "tip":
                 base_sha = request.base_sha
                 base_root = await stack.enter_async_context(
                     services.checkouts.worktree(key, url, base_sha, token))
@@ -90,10 +90,6 @@ async def evaluate_configs(services: Services, gh: GitHubClient,
             multi = await gate_plan(plan_configs(head_root, base_root), head_root, base_root,
                                     head_sha=request.head_sha, base_sha=base_sha, evals=evals,
                                     changed_files=changed, base_runner_for=runner)
-    except GitError as err:
-        raise ExecutionError(f"git failed: {err}") from err
-    except ValueError as err:  # a SHA, URL or repository name git must not be given
-        raise ExecutionError(str(err)) from err
     multi = replace(multi, configs=tuple(replace(c, report=replace(c.report, base_sha=base_sha))
                                          for c in multi.configs))
     if not note:
@@ -103,6 +99,46 @@ async def evaluate_configs(services: Services, gh: GitHubClient,
     only = multi.configs[0]
     return replace(multi, configs=(replace(only, report=replace(
         only.report, notes=(note, *only.report.notes))),))
+
+
+async def unconfigured(services: Services, gh: GitHubClient, request: GateRequest, *,
+                       head_runs: bool) -> bool:
+    """Whether neither the compared base (the merge base) nor the head holds an llmgate config
+    (`worker.monorepo.nothing_to_gate`); only files are read.
+
+    Args:
+        head_runs: the head may run (trusted, or approved). An untrusted head waiting for
+            approval is not even fetched: then the base branch's tip alone decides (no config
+            there: nothing to gate until a config is merged, or a writer approves the head).
+
+    Raises:
+        ExecutionError: git failed, or a SHA, URL or repository name was refused.
+    """
+    repo = request.repo
+    token = await gh.installation_token()
+    services.redactor.add(token)
+    key, url = f"{repo['owner']}/{repo['name']}", repo["clone_url"]
+    with _git_errors():
+        base = (await _merge_base(services, key, url, request, token))[0] if head_runs \
+            else request.base_sha
+        async with services.checkouts.worktree(key, url, base, token) as base_root:
+            if not unconfigured_tree(base_root):  # the usual case: no head checkout
+                return False
+        if not head_runs:
+            return True
+        async with services.checkouts.worktree(key, url, request.head_sha, token) as head_root:
+            return unconfigured_tree(head_root)
+
+
+@contextmanager
+def _git_errors() -> Iterator[None]:
+    """Raise git's failures and refused SHAs, URLs or names as `ExecutionError`."""
+    try:
+        yield
+    except GitError as err:
+        raise ExecutionError(f"git failed: {err}") from err
+    except ValueError as err:  # a SHA, URL or repository name git must not be given
+        raise ExecutionError(str(err)) from err
 
 
 async def _merge_base(services: Services, key: str, url: str, request: GateRequest,
@@ -124,12 +160,3 @@ async def _merge_base(services: Services, key: str, url: str, request: GateReque
                                   "no history: compared with the base branch's tip")
     return found, ""
 
-
-def _base_mode(root: Path) -> str:
-    """Return ``settings.base`` of the config at ``root`` (``merge_base`` when absent or
-    invalid: the gate reports a broken base config itself)."""
-    try:
-        config = read_config(root)
-    except ConfigError:
-        return "merge_base"
-    return config.settings.base if config is not None else "merge_base"

@@ -15,6 +15,7 @@ from worker.calibrate_job import remember_base
 from worker.contract import ApprovePayload, GatePayload, RepoRef, RerunPayload
 from worker.gate_job import run_gate
 from worker.gate_request import GateRequest
+from worker.github import courtesy
 from worker.github.client import GitHubClient
 from worker.services import Services
 from worker.trust import WRITE_PERMISSIONS
@@ -43,7 +44,9 @@ async def rerun_from_comment(ctx: dict[str, Any], payload: RerunPayload) -> dict
     """Handle ``/llmgate rerun``: check the commenter may write, react, and gate the PR afresh.
 
     The PR's current head and base are read from GitHub (the comment may be older than the last
-    push). A commenter without write access gets no run and no reaction. A closed pull request
+    push). A commenter without write access gets no run and no reaction. A reaction or reply
+    GitHub refuses (a locked conversation) is logged and the run goes on (`courtesy`). A
+    closed pull request
     gets no run (its check run could cancel the same commit's check of an open pull request):
     a ``confused`` reaction and one short reply (within the reply limit of
     `worker.commands.allow_reply`).
@@ -57,10 +60,10 @@ async def rerun_from_comment(ctx: dict[str, Any], payload: RerunPayload) -> dict
         return {"status": "refused", "permission": permission}
     pull = await gh.get_pull(repo["owner"], repo["name"], payload["pr_number"])
     if pull.state != "open":  # a check run here could cancel a commit an open PR shares
-        await gh.add_reaction(repo["owner"], repo["name"], payload["comment_id"], "confused")
+        await courtesy.react(gh, repo["owner"], repo["name"], payload["comment_id"], "confused")
         await _reply_closed(services, gh, repo, payload["pr_number"])
         return {"status": "closed"}
-    await gh.add_reaction(repo["owner"], repo["name"], payload["comment_id"], "+1")
+    await courtesy.react(gh, repo["owner"], repo["name"], payload["comment_id"], "+1")
     return await run_gate(services, gh, GateRequest(
         repo, payload["pr_number"], pull.head_sha, pull.base_sha,
         untrusted.facts_from_pull(repo, pull), no_cache=payload.get("no_cache", False),
@@ -93,4 +96,4 @@ CLOSED_REPLY = ("llmgate runs nothing on a closed pull request: reopen it to gat
 async def _reply_closed(services: Services, gh: GitHubClient, repo: RepoRef,
                         pr_number: int) -> None:
     if await commands.allow_reply(services.redis, f"{repo['owner']}/{repo['name']}", pr_number):
-        await gh.create_issue_comment(repo["owner"], repo["name"], pr_number, CLOSED_REPLY)
+        await courtesy.reply(gh, repo["owner"], repo["name"], pr_number, CLOSED_REPLY)

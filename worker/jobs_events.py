@@ -14,6 +14,7 @@
 
 from __future__ import annotations
 
+import functools
 import logging
 import re
 from typing import Any
@@ -35,6 +36,7 @@ from worker.contract import (
 )
 from worker.gate_job import run_gate
 from worker.gate_request import GateRequest
+from worker.github import courtesy
 from worker.github.client import GitHubClient, GitHubError
 from worker.services import Services
 from worker.trust import WRITE_PERMISSIONS
@@ -123,7 +125,8 @@ async def accept_regression(ctx: dict[str, Any], payload: AcceptPayload) -> dict
     """Handle the "Accept regression" button (see `worker.accept_job.accept_regression`)."""
     services: Services = ctx["services"]
     gh = services.github(payload["installation_id"])
-    return await accept_job.accept_regression(services.redis, gh, payload)
+    return await accept_job.accept_regression(services.redis, gh, payload,
+                                              functools.partial(services.bot_login, gh))
 
 
 async def gate_merge_group(ctx: dict[str, Any], payload: MergeGroupPayload) -> dict[str, str]:
@@ -151,8 +154,10 @@ async def reply_to_command(ctx: dict[str, Any], payload: CommandPayload) -> dict
         return {"status": "limited"}
     gh = services.github(payload["installation_id"])
     body = commands.reply_body(payload["kind"], payload["command"])
-    comment_id = await gh.create_issue_comment(repo["owner"], repo["name"],
-                                               payload["pr_number"], body)
+    comment_id = await courtesy.reply(gh, repo["owner"], repo["name"], payload["pr_number"],
+                                      body)
+    if comment_id is None:  # refused (a locked conversation): logged
+        return {"status": "refused"}
     return {"status": "replied", "comment_id": str(comment_id)}
 
 

@@ -13,7 +13,9 @@ config from its own gate (a config that exists at base but not at head fails the
 `worker.monorepo_run`), and a config new at head is gated with the absolute rules only (it has
 no base). A ``configs:`` entry of the head that names no regular file of the head's tree is a
 configuration error on the entry's line. ``settings.checks`` (``combined`` or ``per_config``)
-comes from the base's root config, else the head's.
+comes from the base's root config, else the head's. A repository that holds no config at either
+commit (`nothing_to_gate`) is not gated at all: its check is ``neutral`` ("no llmgate config"),
+so installing the App on every repository of an organisation turns no pull request red.
 
 A config in a folder works as if the folder were its repository (worker/monorepo_run.py).
 """
@@ -109,6 +111,27 @@ def read_side(root: Path) -> Side:
         return Side(config, err if config is None else ConfigError(
             err.path, config.layout_line, err.message))
     return Side(config, None, tuple(dict.fromkeys([*listed, *found])), listed, notes)
+
+
+def unconfigured(side: Side) -> bool:
+    """Whether a commit's tree holds no llmgate config at all: no root ``.llmgate.yml`` (not
+    even a broken one) and none in its folders that `discover` would gate."""
+    return side.root is None and side.error is None and not side.paths
+
+
+def nothing_to_gate(head_root: Path, base_root: Path | None) -> bool:
+    """Whether neither commit holds an llmgate config (`unconfigured` at base and at head).
+
+    Without a base (``base_root`` None) the answer is False: only the base can show that the
+    head did not delete a config, so a head without one is still a configuration error.
+    """
+    return base_root is not None and unconfigured_tree(base_root) and \
+        unconfigured_tree(head_root)
+
+
+def unconfigured_tree(root: Path) -> bool:
+    """Whether the checkout at ``root`` holds no llmgate config (`unconfigured`)."""
+    return unconfigured(read_side(root))
 
 
 def discover(root: Path) -> tuple[list[str], tuple[str, ...]]:

@@ -41,6 +41,8 @@ SEVERITY = ("failure", "timed_out", "cancelled", "action_required", "neutral", "
             "skipped")
 #: The rule outcome of a config deleted at head.
 DELETED_RULE = "deleted at head"
+#: The headline (and check title) of a repository without any config at base and at head.
+NO_CONFIG_HEADLINE = "no llmgate config"
 #: Settings only the root config decides.
 ROOT_ONLY_SETTINGS = ("checks", "base", "drafts")
 
@@ -232,6 +234,18 @@ def deleted_report(path: str) -> GateReport:
     outcome = RuleOutcome(path, "config", DELETED_RULE, None, None, None, "fail", reason)
     return GateReport("failure", (outcome,), (), None, None,
                       headline=f"{path} was deleted at head")
+
+
+def unconfigured_report() -> MultiReport:
+    """The ``neutral`` report of a repository with no config at base and at head
+    (`worker.monorepo.nothing_to_gate`): no rule exists, so nothing ran and nothing failed.
+    One root-config report, so the check and ``llmgate run`` render it as a single config."""
+    note = (f"Neither the base nor the head commit has a {CONFIG_FILENAME} (at the root or in a "
+            "folder), so there is nothing to gate. Add one to gate this repository's pull "
+            "requests; a pull request that deletes an existing config still fails.")
+    report = GateReport("neutral", (), (), None, None, notes=(note,),
+                        headline=NO_CONFIG_HEADLINE)
+    return MultiReport((ConfigReport(CONFIG_FILENAME, "", report),))
 
 
 def in_repository(report: GateReport, folder: str) -> GateReport:

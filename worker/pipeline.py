@@ -83,6 +83,18 @@ def read_config(root: Path, config_path: str = CONFIG_FILENAME) -> Config | None
     return parse_config(decode_utf8(data, config_path), config_path)
 
 
+def base_mode(root: Path) -> str:
+    """Return ``settings.base`` of the root config at ``root`` (``merge_base`` when absent or
+    invalid: the gate reports a broken base config itself). Read at the merge base, it says
+    whether a pull request is compared with the merge base or with its base branch's tip,
+    on the App (worker/gate_run.py) and in ``llmgate run`` alike."""
+    try:
+        config = read_config(root)
+    except ConfigError:
+        return "merge_base"
+    return config.settings.base if config is not None else "merge_base"
+
+
 async def gate_trees(
     head_root: Path,
     base_root: Path | None,

@@ -15,6 +15,14 @@ from pathlib import Path
 
 from worker.evals.types import ConfigError
 
+#: The byte-order mark some editors put at the start of a UTF-8 file.
+UTF8_BOM = b"\xef\xbb\xbf"
+#: A Git LFS pointer file is smaller than this (Git LFS pointer specification).
+MAX_LFS_POINTER_BYTES = 1024
+#: First lines of a Git LFS pointer file (the current spec URL, and the early one).
+LFS_VERSION_LINES = (b"version https://git-lfs.github.com/spec/v1\n",
+                     b"version https://hawser.github.com/spec/v1\n")
+
 
 def repo_path(root: Path, rel_path: str) -> Path:
     """Return the real path of ``rel_path`` inside the checkout ``root``.
@@ -34,12 +42,23 @@ def repo_path(root: Path, rel_path: str) -> Path:
 
 
 def decode_utf8(data: bytes, rel_path: str) -> str:
-    """Return ``data`` (a file of the repository at ``rel_path``) decoded as UTF-8.
+    """Return ``data`` (a file of the repository at ``rel_path``) decoded as UTF-8 text.
+
+    A byte-order mark at the very start (``EF BB BF``, which Windows editors write) is
+    dropped; anywhere else U+FEFF stays in the text, where the file's own syntax decides (a
+    dataset line that starts with one is invalid). A Git LFS pointer (`lfs_pointer`) is
+    refused, saying what to do, rather than parsed as the file it stands for.
 
     Raises:
-        ConfigError: not UTF-8; the error names the 1-based line and the byte of that line
-            where decoding failed, so the annotation lands on the line to fix.
+        ConfigError: not UTF-8 (the error names the 1-based line and the byte of that line
+            where decoding failed, so the annotation lands on the line to fix), or an LFS
+            pointer (on line 1).
     """
+    pointer = lfs_pointer(data)
+    if pointer is not None:
+        raise ConfigError(rel_path, 1, lfs_message(rel_path, *pointer))
+    if data.startswith(UTF8_BOM):
+        data = data[len(UTF8_BOM):]
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -47,6 +66,45 @@ def decode_utf8(data: bytes, rel_path: str) -> str:
         column = exc.start - (data.rfind(b"\n", 0, exc.start) + 1) + 1
         raise ConfigError(rel_path, line, f"not UTF-8 text at byte {column} of the line "
                           f"({exc.reason}); save the file as UTF-8") from None
+
+
+def refuse_stray_bom(line_text: str, rel_path: str, line: int) -> None:
+    """Refuse a line of a JSONL file that starts with a byte-order mark: only the file's first
+    bytes may hold one (`decode_utf8`); files joined with ``cat`` keep each one's mark.
+
+    Raises:
+        ConfigError: ``line_text`` starts with U+FEFF (on ``line``).
+    """
+    if line_text.startswith("\ufeff"):
+        raise ConfigError(rel_path, line, "a byte-order mark (U+FEFF) starts this line; only "
+                          "the file's first bytes may hold one: remove it")
+
+
+def lfs_pointer(data: bytes) -> tuple[str, int] | None:
+    """Return ``(oid, size in bytes)`` when ``data`` is a Git LFS pointer file, else None.
+
+    A pointer is what git stores for a file tracked by Git LFS when the LFS object was not
+    downloaded: under 1024 bytes, a first line ``version https://git-lfs.github.com/spec/v1``
+    (``https://hawser.github.com/spec/v1`` for early pointers), then ``oid sha256:<hex>`` and
+    ``size <bytes>`` lines (Git LFS pointer specification, docs/spec.md of git-lfs/git-lfs).
+    """
+    if len(data) >= MAX_LFS_POINTER_BYTES or not data.startswith(LFS_VERSION_LINES):
+        return None
+    fields = dict(line.partition(" ")[::2] for line in data.decode("ascii", "replace")
+                  .splitlines()[1:] if line)
+    oid, size = fields.get("oid", ""), fields.get("size", "")
+    if not oid.startswith("sha256:") or not size.isdigit():
+        return None
+    return oid, int(size)
+
+
+def lfs_message(rel_path: str, oid: str, size: int) -> str:
+    """What to say about a dataset, prompt or other file that is an LFS pointer."""
+    return (f"this is a Git LFS pointer ({oid[:19]}..., {size} bytes), not the file: llmgate "
+            "reads files as git stores them and never downloads LFS objects. Commit the file "
+            f"to git itself (`git lfs untrack {rel_path}`, then `git add --renormalize "
+            f"{rel_path}` and commit); for `llmgate run` on a working tree, `git lfs pull` "
+            "first")
 
 
 def read_repo_file(root: Path, rel_path: str, max_bytes: int) -> bytes:

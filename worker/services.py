@@ -37,6 +37,8 @@ class Services:
     github_limiter: GitHubLimiter | None = None
     #: Full reports behind the check run's Details link (None: ``LLMGATE_PUBLIC_URL`` unset).
     reports: ReportStore | None = None
+    #: The App's bot login once `bot_login` asked GitHub (one App per worker process).
+    _bot_login: str | None = field(default=None, init=False, repr=False)
 
     def __post_init__(self) -> None:
         """Share the GitHub limits through this worker's Redis unless given."""
@@ -47,6 +49,17 @@ class Services:
     def approvals(self) -> ApprovalStore:
         """Writers' approvals of untrusted heads (`worker.trust`), in this worker's Redis."""
         return ApprovalStore(self.redis)
+
+    async def bot_login(self, gh: GitHubClient) -> str:
+        """Return the login this App comments as, ``<slug>[bot]`` (``GET /app``), asked once
+        per worker process: the sticky comment is found by it (`worker.github.comments`).
+
+        Raises:
+            GitHubError: GitHub refused ``GET /app`` (nothing is cached then).
+        """
+        if self._bot_login is None:
+            self._bot_login = (await gh.get_app()).bot_login
+        return self._bot_login
 
     def github(self, installation_id: int) -> GitHubClient:
         """Return a client authenticated as the given installation."""

@@ -14,6 +14,7 @@ from worker.checkout import Checkouts, GitError
 from worker.contract import ApprovePayload, GatePayload, RepoRef
 from worker.evals import safe_yaml
 from worker.evals.types import CONFIG_FILENAME, ConfigError
+from worker.github import courtesy
 from worker.github.client import GitHubClient, PullInfo
 from worker.repo_files import read_repo_file
 from worker.trust import (
@@ -110,7 +111,9 @@ async def record_approval(gh: GitHubClient, store: ApprovalStore,
         ``(status, pull)``: ``approved`` with the pull request when this approval is new and
         names the current head (the caller runs the gate); otherwise ``refused`` (no write
         access), ``stale`` (the head moved on, or a pinned SHA does not match) or
-        ``duplicate`` (this head was approved before), with None.
+        ``duplicate`` (this head was approved before), with None. The reaction to the
+        command is a courtesy: GitHub refusing it (a locked conversation) is logged and
+        changes none of this, so a stored approval always gets its run.
     """
     repo = payload["repo"]
     owner, name, approver = repo["owner"], repo["name"], payload["approver"]
@@ -124,10 +127,10 @@ async def record_approval(gh: GitHubClient, store: ApprovalStore,
         else wanted == pull.head_sha
     if not matches:
         if payload["comment_id"]:
-            await gh.add_reaction(owner, name, payload["comment_id"], "confused")
+            await courtesy.react(gh, owner, name, payload["comment_id"], "confused")
         return "stale", None
     new = await store.approve(f"{owner}/{name}", payload["pr_number"], pull.head_sha, approver,
                               payload["source"])
     if payload["comment_id"]:
-        await gh.add_reaction(owner, name, payload["comment_id"], "+1")
+        await courtesy.react(gh, owner, name, payload["comment_id"], "+1")
     return ("approved", pull) if new else ("duplicate", None)

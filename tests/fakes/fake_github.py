@@ -23,14 +23,19 @@ auth, body, fault, at (Unix seconds when it arrived), installation_id (token req
 ``violations``, ``faults``);
 ``POST /_fake/setup`` (JSON merged into the config: ``app_id``, ``public_key_pem``, ``app_slug``,
 ``bot_login``, ``installations`` (list of ids; any when absent), ``token_ttl_s``,
-``collaborators`` {login: role or null}, ``pulls`` [{owner, repo, number, head_sha, base_sha,
-base_ref, head_ref, clone_url, head_repo_full_name, head_clone_url, state, files,
-author}], ``contents``
+``collaborators`` {login: role or null}, ``renamed`` [{from: "owner/old", to: "owner/new",
+id}] (a repository renamed or transferred now: what the fake holds of it moves with it, its
+old ``/repos/owner/old/...`` paths answer 301, or 307 for a method other than GET, with a
+``Location`` on ``/repositories/{id}/...``, served as the new name's paths; the ``path``
+recorded is then the ``/repos/owner/new/...`` one), ``pulls``
+[{owner, repo, number, head_sha, base_sha, base_ref, head_ref, clone_url, head_repo_full_name,
+head_clone_url, state, files, author}], ``contents``
 {"owner/repo": {path: text}}, ``comments`` [{owner, repo, issue_number, body, user_login,
-user_type}] seeded as existing, ``faults`` [{method?, operation?, path?, status, times?,
-headers?, body?, rate_limit_reset_in_s?}] answered instead of the real thing, ``reset``: true
-to forget all records first, ``reset_config``: true to also restore the default configuration
-first); ``POST /_fake/reset`` (records only).
+user_type}] seeded as existing, ``locked`` [{owner, repo, issue_number, comment_ids?}]
+conversations locked (a comment is refused 403, a reaction 422), ``faults`` [{method?,
+operation?, path?, status, times?, headers?, body?, rate_limit_reset_in_s?}] answered
+instead of the real thing, ``reset``: true to forget all records first, ``reset_config``: true
+to also restore the default configuration first); ``POST /_fake/reset`` (records only).
 
 In-process: ``with running_fake_github(config) as gh: ... gh.url ... gh.state()``.
 As a process: ``python -m tests.fakes.fake_github --port 0 --ready-file R --state-file S
@@ -206,8 +211,13 @@ class FakeGitHub:
                                       "auth": None, "body": None, "fault": False,
                                       "at": time.time()}
             self.model.requests.append(record)
-            status, payload, extra = self._process(request.method, target, raw, headers,
-                                                   api_root, record)
+            moved = self.model.moved(request.method, target, api_root)
+            if moved is not None:
+                status, payload, extra = moved
+            else:
+                target = record["path"] = self.model.by_id(target)
+                status, payload, extra = self._process(request.method, target, raw, headers,
+                                                       api_root, record)
             record["status"] = status
             self._persist()
             remaining = max(0, 5000 - len(self.model.requests))

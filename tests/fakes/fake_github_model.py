@@ -17,6 +17,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+#: Where GitHub's answers about a locked conversation point.
+LOCKING_DOCS = "https://docs.github.com/articles/locking-conversations/"
 #: Collaborator role -> the legacy ``permission`` GitHub reports for it.
 ROLE_TO_PERMISSION = {"admin": "admin", "maintain": "write", "write": "write",
                       "triage": "read", "read": "read", "none": "none"}
@@ -91,7 +93,7 @@ class FakeModel:
         self.config: dict[str, Any] = {
             "app_id": None, "public_key_pem": None, "app_slug": "llmgate",
             "installations": None, "collaborators": {}, "pulls": {}, "contents": {},
-            "token_ttl_s": 3600,
+            "token_ttl_s": 3600, "locked": [], "renamed": [],
         }
 
     def reset(self) -> None:
@@ -142,6 +144,59 @@ class FakeModel:
                               seed["body"], seed.get("user_login", "octocat"),
                               seed.get("user_type", "User"))
         self.faults.extend(dict(f) for f in cfg.get("faults", []))
+        self.config["locked"].extend(dict(lock) for lock in cfg.get("locked", []))
+        for move in cfg.get("renamed", []):
+            self._move(dict(move))
+
+    # ------------------------------------------------------------- moved repositories
+    def _move(self, move: dict[str, Any]) -> None:
+        """Rename or transfer a repository: what the fake holds of it (check runs, comments,
+        pull requests, files, locks) goes with it, and its old paths redirect (`moved`)."""
+        (old_owner, old_repo), (new_owner, new_repo) = (
+            move["from"].split("/"), move["to"].split("/"))
+        for record in (*self.check_runs.values(), *self.comments.values(),
+                       *self.config["pulls"].values(), *self.config["locked"]):
+            if (record["owner"], record["repo"]) == (old_owner, old_repo):
+                record.update(owner=new_owner, repo=new_repo)
+        self.config["pulls"] = {f"{p['owner']}/{p['repo']}#{int(p['number'])}": p
+                                for p in self.config["pulls"].values()}
+        if move["from"] in self.config["contents"]:
+            self.config["contents"][move["to"]] = self.config["contents"].pop(move["from"])
+        self.config["renamed"].append(move)
+
+    def moved(self, method: str, target: str, api_root: str) -> Answer | None:
+        """The redirect GitHub answers at a renamed or transferred repository's old path, or
+        None: 301 for GET, 307 otherwise ("repeat the request verbatim"), ``Location`` on
+        ``/repositories/{id}/...`` (GitHub docs, "Best practices for using the REST API")."""
+        for move in self.config["renamed"]:
+            old = f"/repos/{move['from']}"
+            if target == old or target.startswith((old + "/", old + "?")):
+                url = f"{api_root}/repositories/{int(move['id'])}{target[len(old):]}"
+                status = 301 if method in ("GET", "HEAD") else 307
+                body = {"message": "Moved Permanently", "url": url,
+                        "documentation_url": "https://docs.github.com/v3/#http-redirects"}
+                return status, body, {"location": url}
+        return None
+
+    def by_id(self, target: str) -> str:
+        """Return ``target`` with ``/repositories/{id}`` (a moved repository's redirect
+        target) written as the repository's ``/repos/{owner}/{repo}`` path."""
+        for move in self.config["renamed"]:
+            prefix = f"/repositories/{int(move['id'])}"
+            if target == prefix or target.startswith((prefix + "/", prefix + "?")):
+                return f"/repos/{move['to']}{target[len(prefix):]}"
+        return target
+
+    # ------------------------------------------------------------------ locking
+    def _locked(self, owner: str, repo: str, number: int | None, comment_id: int | None) -> bool:
+        """Whether the conversation of issue ``number`` (or the one ``comment_id`` is on) is
+        locked: configured under ``locked`` as ``{owner, repo, issue_number, comment_ids?}``
+        (``comment_ids``: comments the fake never saw, e.g. a webhook fixture's)."""
+        if number is None and comment_id in self.comments:
+            number = self.comments[comment_id]["issue_number"]
+        return any((lock["owner"], lock["repo"]) == (owner, repo) and (
+            int(lock["issue_number"]) == number or comment_id in lock.get("comment_ids", ()))
+            for lock in self.config["locked"])
 
     def snapshot(self) -> dict[str, Any]:
         """Return a deep copy of the configuration (minus the key) and all records."""
@@ -235,8 +290,16 @@ class FakeModel:
                 and (since is None or c["updated_at"] >= since)]
 
     def create_comment(self, ctx: Ctx) -> Answer:
-        """``POST .../issues/{n}/comments`` as the App's bot."""
+        """``POST .../issues/{n}/comments`` as the App's bot.
+
+        A locked conversation answers 403 with GitHub's message (an App is not a collaborator
+        who may still comment; GitHub docs "Locking conversations", and the answer other Apps
+        report, e.g. probot/stale#25, renovatebot/renovate#6215).
+        """
         p = ctx.params
+        if self._locked(p["owner"], p["repo"], int(p["issue_number"]), None):
+            return 403, {"message": "Unable to create comment because issue is locked.",
+                         "documentation_url": LOCKING_DOCS}, {}
         c = self._add_comment(p["owner"], p["repo"], int(p["issue_number"]), ctx.body["body"],
                               self.bot_login, "Bot")
         return 201, self.comment_json(c, ctx.api_root), {}
@@ -260,9 +323,15 @@ class FakeModel:
     def react(self, ctx: Ctx) -> Answer:
         """``POST .../comments/{id}/reactions``: 201 when new, 200 when it already existed.
 
-        Comments the fake never saw (a webhook fixture's) are taken to exist.
+        Comments the fake never saw (a webhook fixture's) are taken to exist. On a locked
+        conversation "reactions ... are disabled for all users" (GitHub docs "Locking
+        conversations"): 422, the one error status the REST description gives this endpoint
+        (GitHub does not document the message; the fake's follows the comment's).
         """
         comment_id, content = int(ctx.params["comment_id"]), ctx.body["content"]
+        if self._locked(ctx.params["owner"], ctx.params["repo"], None, comment_id):
+            return 422, {"message": "Unable to create reaction because issue is locked.",
+                         "documentation_url": LOCKING_DOCS}, {}
         key = {"owner": ctx.params["owner"], "repo": ctx.params["repo"],
                "comment_id": comment_id, "content": content, "user": self.bot_login}
         existing = next((r for r in self.reactions if {k: r[k] for k in key} == key), None)

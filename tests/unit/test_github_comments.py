@@ -12,6 +12,8 @@ from worker.github.comments import MAX_COMMENT_CHARS, upsert_sticky_comment, wit
 app_keys, creds, session, client = fx.app_keys, fx.creds, fx.session, fx.client
 fake_gh_server, fake_gh = fx.fake_gh_server, fx.fake_gh
 PR = 7
+#: The fake App's bot login (its default slug ``llmgate``).
+BOT = "llmgate[bot]"
 
 
 def _seed(n: int, **extra: str) -> list[dict[str, object]]:
@@ -31,8 +33,8 @@ async def test_create_then_edit_the_same_comment_after_100_others(
     # 120 earlier comments, one of them a person quoting the marker: never ours to edit
     seeds = _seed(119) + [{**_seed(1)[0], "body": f"{COMMENT_MARKER} quoted by a human"}]
     fake_gh.setup({"comments": seeds})
-    first = await upsert_sticky_comment(client, OWNER, REPO, PR, "run 1")
-    second = await upsert_sticky_comment(client, OWNER, REPO, PR, "run 2")
+    first = await upsert_sticky_comment(client, OWNER, REPO, PR, "run 1", bot_login=BOT)
+    second = await upsert_sticky_comment(client, OWNER, REPO, PR, "run 2", bot_login=BOT)
     state = fake_gh.state()
     assert first == second
     ours = [c for c in state["comments"] if c["user"]["type"] == "Bot"]
@@ -50,7 +52,7 @@ async def test_finds_the_sticky_comment_on_a_later_page(client: GitHubClient,
     fake_gh.setup({"comments": _seed(130) + [{**_seed(1)[0], "body": f"{COMMENT_MARKER}\nold",
                                               "user_login": "llmgate[bot]",
                                               "user_type": "Bot"}] + _seed(20)})
-    comment_id = await upsert_sticky_comment(client, OWNER, REPO, PR, "new")
+    comment_id = await upsert_sticky_comment(client, OWNER, REPO, PR, "new", bot_login=BOT)
     state = fake_gh.state()
     assert state["comments"][130]["id"] == comment_id
     assert state["comments"][130]["body"] == f"{COMMENT_MARKER}\nnew"
@@ -59,17 +61,16 @@ async def test_finds_the_sticky_comment_on_a_later_page(client: GitHubClient,
 
 async def test_identical_body_is_not_sent_again(client: GitHubClient,
                                                 fake_gh: FakeGitHubServer) -> None:
-    first = await upsert_sticky_comment(client, OWNER, REPO, PR, "same")
-    assert await upsert_sticky_comment(client, OWNER, REPO, PR, "same") == first
+    first = await upsert_sticky_comment(client, OWNER, REPO, PR, "same", bot_login=BOT)
+    assert await upsert_sticky_comment(client, OWNER, REPO, PR, "same", bot_login=BOT) == first
     assert requests_for(fake_gh.state(), "issues/update-comment") == []
 
 
-async def test_another_bots_marker_is_ignored_when_our_login_is_given(
+async def test_another_bots_marker_is_never_ours(
         client: GitHubClient, fake_gh: FakeGitHubServer) -> None:
     fake_gh.setup({"comments": [{**_seed(1)[0], "body": COMMENT_MARKER,
                                  "user_login": "other[bot]", "user_type": "Bot"}]})
-    comment_id = await upsert_sticky_comment(client, OWNER, REPO, PR, "mine",
-                                             bot_login="llmgate[bot]")
+    comment_id = await upsert_sticky_comment(client, OWNER, REPO, PR, "mine", bot_login=BOT)
     state = fake_gh.state()
     assert [c["id"] for c in state["comments"]][-1] == comment_id
     assert state["comments"][0]["history"] == [COMMENT_MARKER]

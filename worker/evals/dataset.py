@@ -9,7 +9,8 @@ One JSON object a line::
 Only ``input`` is required; ``id`` defaults to the 1-based line number (marked
 ``id_from_line``: enough for ``min``/``max_drop``, but the rules that pair base and head example
 by example need explicit ids). Lines are split on ``\\n`` only (JSON strings may hold U+2028),
-and blank lines are skipped.
+and blank lines are skipped. A UTF-8 byte-order mark is accepted at the start of the file only
+(`worker.repo_files.decode_utf8`), and a Git LFS pointer is reported as such.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from typing import Any
 
 from worker.evals.assertions import validate_spec
 from worker.evals.types import AssertionSpec, ConfigError, Example
-from worker.repo_files import decode_utf8, read_repo_file
+from worker.repo_files import decode_utf8, read_repo_file, refuse_stray_bom
 
 #: Largest dataset file read, bytes (64 MiB).
 MAX_DATASET_BYTES = 64 << 20
@@ -92,6 +93,7 @@ def parse_dataset(text: str, path: str) -> tuple[Example, ...]:
 
 
 def _parse_line(raw: str, line: int, path: str) -> Example:
+    refuse_stray_bom(raw, path, line)
     try:
         doc = json.loads(raw)
     except json.JSONDecodeError as exc:

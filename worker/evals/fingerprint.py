@@ -55,7 +55,7 @@ from worker.evals.types import (
     SuiteConfig,
     SuiteFingerprint,
 )
-from worker.repo_files import read_repo_file
+from worker.repo_files import decode_utf8, read_repo_file
 
 #: Components of `SuiteFingerprint.outputs` and `SuiteFingerprint.scoring`, in report order.
 OUTPUT_COMPONENTS = ("target", "target_files", "prompt", "dataset_inputs")
@@ -220,8 +220,9 @@ def _dataset(root: Path, rel_path: str) -> tuple[str, str, list[AssertionSpec]]:
     examples' own assertions."""
     data = _read(root, rel_path)
     try:
-        examples = parse_dataset(data.decode("utf-8"), rel_path) if data is not None else None
-    except (ConfigError, UnicodeDecodeError):
+        examples = parse_dataset(decode_utf8(data, rel_path), rel_path) \
+            if data is not None else None
+    except ConfigError:  # not UTF-8, an LFS pointer, a bad line: the run reports it
         examples = None
     if examples is None:
         raw = digest(["unreadable", rel_path, hashlib.sha256(data or b"").hexdigest()])

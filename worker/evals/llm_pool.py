@@ -79,7 +79,7 @@ ANSWER_GRACE_S = 30.0
 START_NAMES = ("PATH", "HOME", "LANG", "LC_ALL", "TMPDIR", "PYTHONPATH", "VIRTUAL_ENV")
 #: The worker's own variables (names, and prefixes) that provider processes never get.
 WORKER_ONLY = frozenset({"GITHUB_APP_ID", "GITHUB_APP_PRIVATE_KEY", "GITHUB_APP_PRIVATE_KEY_FILE",
-                         "GITHUB_WEBHOOK_SECRET"})
+                         "GITHUB_WEBHOOK_SECRET", "GITHUB_WEBHOOK_SECRET_PREVIOUS"})
 WORKER_ONLY_PREFIXES = ("LLMGATE_", "REDIS_")
 
 log = logging.getLogger("llmgate.llm_pool")

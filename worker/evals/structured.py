@@ -26,6 +26,7 @@ import jsonschema
 import yaml
 
 from worker.evals.types import AssertionSpec, ConfigError, Example, TargetOutput
+from worker.repo_files import decode_utf8
 
 #: The assertion types of this module.
 STRUCTURED_TYPES = ("json_valid", "json_schema", "starts_with", "length", "is_one_of",
@@ -142,8 +143,8 @@ def load_schema_file(spec: AssertionSpec, root: Path) -> AssertionSpec:
     if Path(rel).is_absolute() or not path.is_relative_to(root.resolve()) or not path.is_file():
         raise fail("schema file not found inside the repository (fix `file:` of json_schema)")
     try:
-        schema = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
+        schema = yaml.safe_load(decode_utf8(path.read_bytes(), rel))  # BOM, LFS pointer
+    except (OSError, yaml.YAMLError) as exc:
         raise fail(f"cannot read the schema: {exc}") from None
     check_schema(schema, fail)
     return AssertionSpec(spec.type, {"schema": schema}, spec.line)

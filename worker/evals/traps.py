@@ -2,10 +2,10 @@
 
 A suite's ``traps:`` names a JSONL file (relative to the repository root) with one trap a line:
 ``{"id"?, "input", "output", "expected"?, "vars"?}``, where ``output`` is an answer known to be
-wrong. Each of the suite's ``llm_judge`` assertions judges each trap; a trap is caught when
-every judge fails it (an errored judge does not catch it). ``judge_trap_accuracy`` (caught /
-traps) is a metric like any other, so a gate can require it (``min: 1.0``), and the report
-shows it.
+wrong (a byte-order mark only at the start of the file, as in datasets). Each of the suite's
+``llm_judge`` assertions judges each trap; a trap is caught when every judge fails it (an
+errored judge does not catch it). ``judge_trap_accuracy`` (caught / traps) is a metric like any
+other, so a gate can require it (``min: 1.0``), and the report shows it.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from worker.evals.judges import judge_spec, run_judge
 from worker.evals.llm_types import RunUsage, TrapSummary
 from worker.evals.provider import ModelCaller
 from worker.evals.types import ConfigError, Example, Settings, SuiteConfig
-from worker.repo_files import decode_utf8
+from worker.repo_files import decode_utf8, refuse_stray_bom
 
 TRAP_KEYS = ("id", "input", "output", "expected", "vars")
 
@@ -33,6 +33,7 @@ def parse_traps(text: str, path: str) -> list[tuple[Example, object]]:
     for number, raw in enumerate(text.split("\n"), start=1):
         if not raw.strip():
             continue
+        refuse_stray_bom(raw, path, number)
         try:
             doc = json.loads(raw)
         except (ValueError, RecursionError) as exc:

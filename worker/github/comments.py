@@ -1,9 +1,11 @@
 """Keep exactly one llmgate comment per pull request, edited in place on every run.
 
 The comment is found by the hidden ``contract.COMMENT_MARKER`` line, as Python core's bots find
-theirs; only comments made by a bot account are considered, so a person quoting the marker is
-never edited. GitHub refuses comment bodies over 65536 characters (its 422 says "Body is too
-long (maximum is 65536 characters)"; the REST description states no limit).
+theirs; only comments written by this App's own bot user (``<slug>[bot]``, from ``GET /app``)
+are considered, so neither a person quoting the marker nor another bot (a second llmgate App,
+a bot that copies comments) is ever edited. GitHub refuses comment bodies over 65536
+characters (its 422 says "Body is too long (maximum is 65536 characters)"; the REST
+description states no limit).
 """
 
 from __future__ import annotations
@@ -26,20 +28,20 @@ def with_marker(body: str) -> str:
     return clipped
 
 
-def is_sticky(comment: IssueComment, bot_login: str | None = None) -> bool:
-    """Return whether ``comment`` is llmgate's sticky comment (a bot's, with the marker).
+def is_sticky(comment: IssueComment, bot_login: str) -> bool:
+    """Return whether ``comment`` is llmgate's sticky comment: this App's bot wrote it and it
+    carries the marker.
 
     Args:
         comment: a comment as listed by ``GitHubClient.list_issue_comments``.
-        bot_login: when given, the author's login must also equal it (e.g. ``llmgate[bot]``).
+        bot_login: this App's bot login (``AppInfo.bot_login``, e.g. ``llmgate[bot]``).
     """
-    if comment.user_type != "Bot" or COMMENT_MARKER not in comment.body:
-        return False
-    return bot_login is None or comment.user_login == bot_login
+    return (comment.user_type == "Bot" and comment.user_login == bot_login
+            and COMMENT_MARKER in comment.body)
 
 
 async def find_sticky_comment(client: GitHubClient, owner: str, repo: str, number: int,
-                              bot_login: str | None = None) -> IssueComment | None:
+                              bot_login: str) -> IssueComment | None:
     """Return the oldest sticky comment on issue/PR ``number`` across all pages, or None."""
     async for comment in client.list_issue_comments(owner, repo, number):
         if is_sticky(comment, bot_login):
@@ -48,8 +50,10 @@ async def find_sticky_comment(client: GitHubClient, owner: str, repo: str, numbe
 
 
 async def upsert_sticky_comment(client: GitHubClient, owner: str, repo: str, number: int,
-                                body: str, *, bot_login: str | None = None) -> int:
+                                body: str, *, bot_login: str) -> int:
     """Edit llmgate's comment on PR ``number`` to ``body``, or create it; return its id.
+
+    ``bot_login`` is this App's bot login (`is_sticky`).
 
     The body gets the marker as its first line when it lacks one. An existing comment whose body
     is already identical is left alone (no request).

@@ -10,7 +10,10 @@ Per request (one page of a list included):
 3. A 5xx answer or a connection error is retried after an exponential full-jitter backoff
    (and after its ``retry-after``, if any). POSTs too: GitHub's 5xx rarely hides a success,
    and a duplicated sticky comment is still found and edited, oldest first.
-4. Anything else goes back to gidgethub, which maps it to its exceptions.
+4. A redirect of a renamed or transferred repository (301/302/307/308 with a ``Location`` on
+   the API's own origin) is repeated verbatim at the new URL, at most `MAX_REDIRECTS` times
+   (`worker.github.redirects`; gidgethub itself does not follow redirects).
+5. Anything else goes back to gidgethub, which maps it to its exceptions.
 
 A 403 that is not a rate limit (a missing permission) is never retried. Tokens travel only in
 headers and never reach a log line, a ``repr`` or an exception.
@@ -35,6 +38,7 @@ from worker.github.ratelimit import (
     rate_limit_wait_s,
     retry_after_s,
 )
+from worker.github.redirects import MAX_REDIRECTS, redirect_target
 from worker.metrics import record_github_response
 
 log = logging.getLogger("worker.github.client")
@@ -73,6 +77,7 @@ class LimitedHttpxAPI(gidgethub.abc.GitHubAPI):
         """
         super().__init__(REQUESTER, base_url=api_root)
         self._session = session
+        self._api_root = api_root
         self._delays_s = tuple(delays_s)
         self._installation = installation
         self.limiter = limiter or GitHubLimiter()
@@ -80,12 +85,27 @@ class LimitedHttpxAPI(gidgethub.abc.GitHubAPI):
     async def _request(
         self, method: str, url: str, headers: Mapping[str, str], body: bytes = b""
     ) -> tuple[int, Mapping[str, str], bytes]:
-        """Send one request under the limits; see the module docstring.
+        """Send one request under the limits, following GitHub's redirects of a moved
+        repository on the API's own origin (`worker.github.redirects`); see the module
+        docstring.
 
         Raises:
             GitHubRateLimited: paused or rate limited for longer than the client waits.
             GitHubUnavailable: no answer after every retry, or a 5xx asking for a long wait.
         """
+        for _ in range(MAX_REDIRECTS):
+            status, resp_headers, content = await self._request_once(method, url, headers, body)
+            target = redirect_target(self._api_root, url, status, resp_headers)
+            if target is None:
+                return status, resp_headers, content
+            log.info("GitHub %s %s answered %d: repeating it at %s (the repository moved)",
+                     method, urlsplit(url).path, status, urlsplit(target).path)
+            url = target
+        return await self._request_once(method, url, headers, body)  # gidgethub raises a 3xx
+
+    async def _request_once(self, method: str, url: str, headers: Mapping[str, str],
+                            body: bytes) -> tuple[int, Mapping[str, str], bytes]:
+        """Send one request (one URL, no redirect followed) under the limits, with retries."""
         as_app = headers.get("authorization", "").lower().startswith("bearer ")
         tries = _Tries(f"{method} {urlsplit(url).path}",
                        "app" if as_app else f"installation:{self._installation}")
