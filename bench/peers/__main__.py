@@ -227,27 +227,29 @@ def collect(bench: Bench, every: Sequence[tools.Tool], args: argparse.Namespace)
         if recorded and found:
             figs[peer], marks[peer] = found, " (r)"
             notes.append(f"{peer}: {absent}; compared with its figures recorded on "
-                         f"{recorded.date} on {recorded.machine} (bench/peers/"
+                         f"{recorded.date} on {recorded.machine}, {recorded.load} (bench/peers/"
                          f"{table.RECORDED.name}, {recorded.tools[peer].get('version')})")
         else:
             notes.append(f"{peer}: {absent}, and no recorded figures: no comparison")
     measured = [t for t in every if t.name in PEERS]
     if args.record and measured:
-        save_record(figs, measured, bench.job, args.latency_ms, len(bench.runs["llmgate"]["cold"]))
+        save_record(figs, measured, bench.job, args, len(bench.runs["llmgate"]["cold"]))
         notes.append(f"recorded the medians of {', '.join(t.name for t in measured)} in "
                      f"bench/peers/{table.RECORDED.name}")
     return figs, marks, notes
 
 
 def save_record(figs: dict[str, table.Figures], peers: Sequence[tools.Tool], job: jobs.Job,
-                latency_ms: float, repetitions: int) -> None:
+                args: argparse.Namespace, repetitions: int) -> None:
     """Write the medians of the ``peers`` measured to bench/peers/recorded.json."""
     measured: dict[str, dict[str, float | str]] = {
         p.name: {**table.medians(figs[p.name]), "version": p.version} for p in peers}
+    load = f"1-minute load average {args.load_at_start:.1f} at the start, " \
+           f"{os.getloadavg()[0]:.1f} at the end"
     table.save_recorded(table.Recorded(
-        machine=machine(), date=datetime.date.today().isoformat(),
+        machine=machine(), date=datetime.date.today().isoformat(), load=load,
         job={"examples": job.examples, "concurrency": job.concurrency,
-             "latency_ms": latency_ms, "repetitions": repetitions}, tools=measured))
+             "latency_ms": args.latency_ms, "repetitions": repetitions}, tools=measured))
 
 
 def goals(bench: Bench, figs: dict[str, table.Figures]) -> list[str]:
@@ -321,6 +323,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     started = time.perf_counter()
     print(f"machine: {machine()}; Python {platform.python_version()}, node {node_version()}")
     print(f"load average (1, 5, 15 min) at the start: {load_average()}")
+    args.load_at_start = os.getloadavg()[0]
     whole = ("" if become_subreaper() else
              " (NOT a subreaper here: CPU of processes outliving a command is missed)")
     print(f"CPU: each command's tree, reaped (getrusage RUSAGE_CHILDREN){whole}; memory: the "
@@ -333,7 +336,8 @@ def main(argv: Sequence[str] | None = None) -> None:
         warm_up(fake, Path(tmp) / "warm-up", url, args, redis_url)
         job = jobs.Job(url, args.examples, args.concurrency)
         every = build_tools(Path(tmp) / "job", job, redis_url, not args.without_peers)
-        print("tools: " + "; ".join(f"{t.name} {t.version}" for t in every))
+        print("tools: " + "; ".join(t.version if t.version.startswith(t.name) else
+                                    f"{t.name} {t.version}" for t in every))
         bench = Bench(fake, job, Path(tmp))
         for rep in range(args.repeat):
             began = time.perf_counter()

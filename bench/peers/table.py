@@ -30,10 +30,12 @@ Figures = dict[str, list[float]]
 
 @dataclass(frozen=True)
 class Recorded:
-    """Peer figures measured earlier: ``tools[name][metric]`` is a median."""
+    """Peer figures measured earlier: ``tools[name][metric]`` is a median; ``load`` says how
+    busy the machine was (its load average at the start and the end)."""
 
     machine: str
     date: str
+    load: str
     job: dict[str, float]
     tools: dict[str, dict[str, float | str]]
 

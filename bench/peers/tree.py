@@ -151,7 +151,8 @@ class _Sampler(threading.Thread):
             except psutil.Error:  # gone, or a zombie
                 continue
             self.cpu_s[key] = times.user + times.system
-            self.labels[key] = label(seen[proc.pid][2])  # the last: after its exec
+            if seen[proc.pid][2]:  # the last command line seen (after an exec; none once exiting)
+                self.labels[key] = label(seen[proc.pid][2])
         total = sum(rss for ppid, rss, cmdline in seen.values() if not _forked(ppid, cmdline, seen))
         self.peak_rss_bytes = max(self.peak_rss_bytes, total)
 
@@ -226,7 +227,7 @@ def measure(argv: Sequence[str], *, cwd: Path, env: Mapping[str, str], log: IO[b
     linger_s, killed = _reap_rest(exclude, LINGER_LIMIT_S)
     sampler.stop()
     cpu_s = _cpu_of(resource.getrusage(resource.RUSAGE_CHILDREN)) - before
-    counts = collections.Counter(sampler.labels.values())
+    counts = collections.Counter(sampler.labels.get(key, "?") for key in sampler.cpu_s)
     return TreeRun(code, wall_s, cpu_s, sum(sampler.cpu_s.values()), sampler.peak_rss_bytes,
                    len(sampler.cpu_s), outlived, linger_s if outlived else 0.0, killed,
                    tuple(sorted(counts.items())))
