@@ -142,9 +142,13 @@ def build_tools(root: Path, job: jobs.Job, redis_url: str, peers: bool) -> list[
     """Write the job for every tool under ``root``; return llmgate, its variant without provider
     processes, and (``peers``) each installed peer."""
     redis = Redis.from_url(redis_url)
+
+    def flush() -> None:
+        redis.flushall()
+
     base_sha = jobs.write_llmgate(root / "llmgate", job)
-    found = [tools.llmgate_tool(root / "llmgate", base_sha, redis_url, redis.flushall),
-             tools.llmgate_tool(root / "llmgate", base_sha, redis_url, redis.flushall,
+    found = [tools.llmgate_tool(root / "llmgate", base_sha, redis_url, flush),
+             tools.llmgate_tool(root / "llmgate", base_sha, redis_url, flush,
                                 LLMGATE_PROVIDER_PROCESSES="0")]
     if peers and tools.llmci_bin().exists():
         jobs.write_llmci(root / "llmci", job)

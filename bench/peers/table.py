@@ -146,8 +146,9 @@ def absolute_table(tools: Mapping[str, Figures], marks: Mapping[str, str]) -> li
     return lines
 
 
-def load_recorded(path: Path = RECORDED) -> Recorded | None:
-    """Return the recorded peer figures, or None when there are none."""
+def load_recorded(path: Path | None = None) -> Recorded | None:
+    """Return the recorded peer figures (default: `RECORDED`), or None when there are none."""
+    path = path or RECORDED
     if not path.exists():
         return None
     return Recorded(**json.loads(path.read_text(encoding="utf-8")))
@@ -161,10 +162,10 @@ def recorded_figures(recorded: Recorded, name: str) -> Figures | None:
     return {m: [float(tool[m])] for m in METRICS if isinstance(tool.get(m), int | float)}
 
 
-def save_recorded(recorded: Recorded, path: Path = RECORDED) -> None:
-    """Write ``recorded`` as JSON (sorted keys, one figure a line)."""
-    path.write_text(json.dumps(asdict(recorded), indent=1, sort_keys=True) + "\n",
-                    encoding="utf-8")
+def save_recorded(recorded: Recorded, path: Path | None = None) -> None:
+    """Write ``recorded`` as JSON (default: to `RECORDED`; sorted keys, one figure a line)."""
+    text = json.dumps(asdict(recorded), indent=1, sort_keys=True) + "\n"
+    (path or RECORDED).write_text(text, encoding="utf-8")
 
 
 def medians(figs: Figures) -> dict[str, float]:

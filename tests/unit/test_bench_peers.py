@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from bench.peers import parse, table
+from bench.peers import __main__ as peers_main
+from bench.peers import jobs, parse, table, tools
 from bench.peers.tree import TreeRun, label
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -174,3 +175,40 @@ def test_without_the_subreaper_the_orphans_cpu_is_lost() -> None:
     run = _measure_orphan("plain")
     assert run["outlived"] == 0
     assert run["cpu_s"] < 0.5
+
+
+def _tool(name: str, tmp_path: Path) -> tools.Tool:
+    command = tools.Invocation((name, "run"), tmp_path, {})
+    return tools.Tool(name, f"{name} 1.0", tmp_path, command, (command,), lambda: None)
+
+
+def test_without_peers_the_report_compares_with_the_recorded_figures_and_says_so(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    recorded = table.Recorded("the bench machine", "2026-12-02", "load 2.0", {"examples": 200}, {
+        peer: {"cold_wall_s": wall, "cpu_s": 4.0, "peak_rss_mb": 200.0, "warm_wall_s": 4.0,
+               "gate_wall_s": 2 * wall, "version": f"{peer} 9"}
+        for peer, wall in (("llmci", 12.0), ("promptfoo", 10.0))})
+    monkeypatch.setattr(table, "RECORDED", tmp_path / "recorded.json")
+    table.save_recorded(recorded)
+    every = [_tool("llmgate", tmp_path), _tool(f"llmgate {peers_main.PROCESSES_OFF}", tmp_path)]
+    bench = peers_main.Bench(peers_main.Fake("http://127.0.0.1:1/v1"),
+                             jobs.Job("http://127.0.0.1:1/v1", 200, 10), tmp_path)
+    bench.runs = {"llmgate": {"cold": [_run(8.0, 6.0), _run(9.0, 8.0)], "warm": [_run(2.0)] * 2,
+                              "gate": [_run(12.0)] * 2, "--version": [_run(0.5)] * 2,
+                              "--help": [_run(0.4)] * 2},
+                  every[1].name: {"cold": [_run(8.5, 3.0)] * 2}}
+    args = peers_main._args(["--without-peers"])
+    args.load_at_start = 1.0
+
+    peers_main.report(bench, every, args, started=0.0)
+
+    out = capsys.readouterr().out
+    assert ("- promptfoo: not run (--without-peers); compared with its figures recorded on "
+            "2026-12-02 on the bench machine, load 2.0") in out
+    assert "| one side, cold, wall | 0.71 | 0.85 | 4.2 / 6.0 / 5.0 |" in out  # 8.5 / 12, / 10
+    assert "| CPU (whole process tree) | 1.75 (7.0 vs 4.0 s) | 1.75 (7.0 vs 4.0 s) |  |" in out
+    assert "| llmci (r) |" in out and "| promptfoo (r) |" in out
+    assert "cold: wall 1.00 [0.94–1.06], CPU 0.43 [0.38–0.50]" in out  # 8.5 / 8 and / 9
+    assert "llmgate --version 0.500 s, --help 0.400 s" in out
+    assert out.splitlines()[-1] == "peers_cold_wall_vs_promptfoo=0.850"
