@@ -212,3 +212,21 @@ def test_without_peers_the_report_compares_with_the_recorded_figures_and_says_so
     assert "cold: wall 1.00 [0.94–1.06], CPU 0.43 [0.38–0.50]" in out  # 8.5 / 8 and / 9
     assert "llmgate --version 0.500 s, --help 0.400 s" in out
     assert out.splitlines()[-1] == "peers_cold_wall_vs_promptfoo=0.850"
+
+
+def test_record_keeps_each_measured_peers_medians_with_machine_date_and_load(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(table, "RECORDED", tmp_path / "recorded.json")
+    figs = {"llmci": table.figures([_run(9.0), _run(11.0)], [_run(3.0)] * 2, [_run(20.0)] * 2)}
+    args = peers_main._args(["--latency-ms", "50"])
+    args.load_at_start = 3.25
+
+    peers_main.save_record(figs, [_tool("llmci", tmp_path)], jobs.Job("u", 100, 5), args, 2)
+
+    recorded = table.load_recorded()
+    assert recorded is not None and recorded.date and "usable cores" in recorded.machine
+    assert recorded.load.startswith("1-minute load average 3.2 at the start, ")
+    assert recorded.job == {"examples": 100, "concurrency": 5, "latency_ms": 50.0,
+                            "repetitions": 2}
+    assert recorded.tools["llmci"]["cold_wall_s"] == 10.0
+    assert recorded.tools["llmci"]["version"] == "llmci 1.0"
