@@ -102,7 +102,8 @@ def descendants(exclude: frozenset[int]) -> list[psutil.Process]:
 def label(cmdline: Sequence[str]) -> str:
     """Return a short name of a process from its command line: a Python ``-m`` module's name,
     an interpreter's script (``python3 /venv/bin/llmgate`` is ``llmgate``), else the
-    program's file name."""
+    program's file name. (A child seen only between fork and exec is named ``<parent>
+    (fork)``.)"""
     if not cmdline:
         return "?"
     if "-m" in cmdline[:-1]:
@@ -142,18 +143,22 @@ class _Sampler(threading.Thread):
 
     def sample(self) -> None:
         seen: dict[int, tuple[int, int, tuple[str, ...]]] = {}  # pid: (ppid, rss, cmdline)
+        keys: dict[int, tuple[int, float]] = {}
         for proc in descendants(self.exclude):
             try:
                 with proc.oneshot():
                     seen[proc.pid] = (proc.ppid(), proc.memory_info().rss, tuple(proc.cmdline()))
                     times = proc.cpu_times()
-                    key = (proc.pid, proc.create_time())
+                    keys[proc.pid] = (proc.pid, proc.create_time())
             except psutil.Error:  # gone, or a zombie
                 continue
-            self.cpu_s[key] = times.user + times.system
-            if seen[proc.pid][2]:  # the last command line seen (after an exec; none once exiting)
-                self.labels[key] = label(seen[proc.pid][2])
-        total = sum(rss for ppid, rss, cmdline in seen.values() if not _forked(ppid, cmdline, seen))
+            self.cpu_s[keys[proc.pid]] = times.user + times.system
+        total = 0
+        for pid, (ppid, rss, cmdline) in seen.items():
+            forked = pre_exec_fork(ppid, cmdline, seen)
+            total += 0 if forked else rss
+            if cmdline:  # the last command line seen wins (none while a process exits)
+                self.labels[keys[pid]] = label(cmdline) + (" (fork)" if forked else "")
         self.peak_rss_bytes = max(self.peak_rss_bytes, total)
 
     def stop(self) -> None:
@@ -161,7 +166,7 @@ class _Sampler(threading.Thread):
         self.join()
 
 
-def _forked(ppid: int, cmdline: tuple[str, ...],
+def pre_exec_fork(ppid: int, cmdline: tuple[str, ...],
             seen: dict[int, tuple[int, int, tuple[str, ...]]]) -> bool:
     """Whether a process is its parent's fork that has not exec'd yet (same command line): it
     shares the parent's pages, so its RSS is not added again (a subprocess's moment between

@@ -12,7 +12,7 @@ import pytest
 
 from bench.peers import __main__ as peers_main
 from bench.peers import jobs, parse, table, tools
-from bench.peers.tree import TreeRun, label
+from bench.peers.tree import TreeRun, label, pre_exec_fork
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -123,6 +123,16 @@ def test_the_committed_record_names_machine_date_and_both_peers() -> None:
 ])
 def test_process_labels(cmdline: list[str], expected: str) -> None:
     assert label(cmdline) == expected
+
+
+def test_a_child_between_fork_and_exec_is_not_counted_again() -> None:
+    llmgate = ("/venv/bin/python3", "/venv/bin/llmgate", "run")
+    seen = {10: (1, 340_000_000, llmgate), 11: (10, 340_000_000, llmgate),
+            12: (10, 9_000_000, ("git", "status")), 13: (99, 5_000_000, llmgate)}
+    assert pre_exec_fork(*seen[11][::2], seen)  # its parent's command line: not exec'd yet
+    assert not pre_exec_fork(*seen[12][::2], seen)  # exec'd git
+    assert not pre_exec_fork(*seen[10][::2], seen)  # the command itself
+    assert not pre_exec_fork(*seen[13][::2], seen)  # its parent is not in the tree
 
 
 # A command that starts a child and exits at once; the child then burns 0.5 s of CPU holding
