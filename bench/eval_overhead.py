@@ -30,14 +30,9 @@ import argparse
 import asyncio
 import json
 import os
-import shutil
-import socket
-import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -47,6 +42,7 @@ from redis.asyncio import Redis
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from bench.local_services import load_average, processes  # noqa: E402
 from worker.evals import llm, llm_pool  # noqa: E402
 from worker.evals.config import parse_config  # noqa: E402
 from worker.evals.context import EvalContext  # noqa: E402
@@ -54,45 +50,6 @@ from worker.evals.engine import run_config  # noqa: E402
 from worker.evals.llm_types import Endpoint  # noqa: E402
 
 KEY_ENV = "BENCH_FAKE_KEY"
-
-
-def free_port() -> int:
-    """Return a loopback TCP port that was free a moment ago."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def wait_for(path: Path, proc: subprocess.Popen[bytes], what: str) -> None:
-    """Wait until ``path`` exists, or raise when ``proc`` died or 30 s passed."""
-    deadline = time.monotonic() + 30
-    while not path.exists():
-        if proc.poll() is not None or time.monotonic() > deadline:
-            raise RuntimeError(f"{what} did not start")
-        time.sleep(0.05)
-
-
-@contextmanager
-def processes(work: Path, latency_ms: float) -> Iterator[tuple[str, str]]:
-    """Run the fake provider and redis-server; yield (api base URL, redis URL)."""
-    redis_bin = shutil.which("redis-server")
-    if redis_bin is None:
-        raise SystemExit("redis-server is not installed")
-    port = free_port()
-    procs = [subprocess.Popen([redis_bin, "--port", str(port), "--bind", "127.0.0.1", "--save",
-                               "", "--appendonly", "no", "--dir", str(work)],
-                              stdout=subprocess.DEVNULL)]
-    ready = work / "fake-llm.json"
-    procs.append(subprocess.Popen(
-        [sys.executable, "-m", "tests.fakes.fake_llm", "--port", "0", "--ready-file", str(ready),
-         "--latency-ms", str(latency_ms)], cwd=ROOT, stdout=subprocess.DEVNULL))
-    try:
-        wait_for(ready, procs[1], "the fake provider")
-        yield json.loads(ready.read_text())["url"], f"redis://127.0.0.1:{port}/0"
-    finally:
-        for proc in procs:
-            proc.terminate()
-            proc.wait(timeout=10)
 
 
 def write_suite(repo: Path, url: str, examples: int, concurrency: int) -> str:
@@ -121,11 +78,6 @@ def children_cpu_s(pool: llm_pool.ProviderPool | None) -> float:
             continue
         total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
     return total
-
-
-def load_average() -> str:
-    """Return the machine's 1, 5 and 15 minute load averages as text."""
-    return ", ".join(f"{x:.2f}" for x in os.getloadavg())
 
 
 async def timed_run(config_text: str, repo: Path, ctx: EvalContext) -> tuple[float, int, int]:
