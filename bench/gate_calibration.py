@@ -14,7 +14,8 @@ hit the first metric only (all groups alike):
 
 Every metric carries ``regression: {alpha: 0.05}`` with ``groups: {by: category}``: 60
 one-sided tests (10 metrics x (suite + 5 groups)), all run through the gate's own code
-(`worker.evals.gate.paired_verdicts`) on the same draws:
+on the same draws (the decisions through the functions `compare` uses, and `SPOT_CHECKS` PRs
+per cell through `worker.evals.gate.paired_verdicts`, which must agree):
 
 - today: Holm over each test's McNemar / Wilcoxon p-value (``method: holm``);
 - new: the sign-flip family (``method: signflip``: weighted step-down min-P, examples weighted
@@ -41,11 +42,15 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from scipy import stats as sps
+
+from worker import stats
 from worker.evals.comparisons import StatSettings
 from worker.evals.confirm import choose_confirmations, confirm_budget
 from worker.evals.flakiness import history_weights
 from worker.evals.gate import paired_verdicts
 from worker.evals.paired import PairedSuite
+from worker.evals.signflip import FamilySuite, family_p_values
 from worker.evals.types import (
     CommandTarget,
     GateOptions,
@@ -61,6 +66,8 @@ GROUPS = 5
 BINARY, SCORES = 5, 5
 HISTORY_RUNS = 5
 CONFIRM = 0.25
+#: PRs per cell also decided by the gate's `paired_verdicts`, which must agree.
+SPOT_CHECKS = 5
 METRICS = tuple(f"assertion.b{j}.pass_rate" for j in range(BINARY)) + tuple(
     f"assertion.s{j}.mean_score" for j in range(SCORES))
 SIZES = (100, 200, 300, 500)
@@ -116,42 +123,81 @@ def make_world(rng: np.random.Generator, n: int, kind: str,
     return world, values
 
 
-def history_of(ids: tuple[str, ...], runs: np.ndarray) -> dict[str, dict[str, list[float]]]:
-    """Turn earlier runs (H, n, m) into metric -> example id -> values."""
-    return {metric: {i: runs[:, row, j].tolist() for row, i in enumerate(ids)}
-            for j, metric in enumerate(METRICS)}
+def holm_fails(base: np.ndarray, head: np.ndarray, codes: np.ndarray, groups: bool) -> bool:
+    """Today's decision: Holm over McNemar (pass/fail) and Wilcoxon (scores) p-values.
+
+    The same tests and Holm as the gate's `compare` (worker/stats.py), vectorised over the
+    score metrics (``scipy.stats.wilcoxon(axis=0)`` equals one call per column); `SPOT_CHECKS`
+    PRs per n are also run through `paired_verdicts` and must agree.
+    """
+    p_values = []
+    for rows in [np.ones(base.shape[0], dtype=bool)] + ([codes == g for g in range(GROUPS)]
+                                                        if groups else []):
+        b, h = base[rows], head[rows]
+        for j in range(min(BINARY, b.shape[1])):
+            p_values.append(stats.mcnemar_p(int(np.sum((b[:, j] == 1) & (h[:, j] == 0))),
+                                            int(np.sum((b[:, j] == 0) & (h[:, j] == 1)))))
+        if b.shape[1] > BINARY:
+            d = h[:, BINARY:] - b[:, BINARY:]
+            nonzero = np.any(d != 0, axis=0)
+            found = np.ones(d.shape[1])
+            if np.any(nonzero):
+                found[nonzero] = sps.wilcoxon(d[:, nonzero], zero_method=stats.ZERO_METHOD,
+                                              alternative="less", axis=0).pvalue
+            p_values.extend(found.tolist())
+    return bool(np.any(stats.holm_adjust(np.array(p_values)) <= ALPHA))
 
 
-def one_pr(rng: np.random.Generator, n: int, kind: str) -> dict[str, tuple[bool, float]]:
-    """Simulate one PR; return, per method, whether the gate failed and calls / head run."""
+def family_fails(paired: PairedSuite, weights: np.ndarray) -> bool:
+    """The new decision: the gate's sign-flip family (worker/evals/signflip.py)."""
+    member = FamilySuite("sim", paired, SUITE.gate, 5, weights=weights)
+    return any(adjusted <= ALPHA for _, adjusted in family_p_values([member], SIGNFLIP).values())
+
+
+def one_pr(rng: np.random.Generator, n: int, kind: str,
+           check: bool = False) -> dict[str, tuple[bool, float]]:
+    """Simulate one PR; return, per method, whether the gate failed and calls / head run.
+
+    With ``check`` the fast decisions are compared with the gate's `paired_verdicts`.
+    """
     world, base = make_world(rng, n, kind, lambda w: draws(rng, w, False)[0])
     head = draws(rng, world, True)[0]
     earlier = draws(rng, world, False, HISTORY_RUNS)
     ids = tuple(f"e{i}" for i in range(n))
-    groups = tuple(f"category=g{i % GROUPS}" for i in range(n))
-    history = {"sim": history_of(ids, earlier)}
-
-    def gate(b: np.ndarray, h: np.ndarray, options: StatisticsSettings) -> bool:
-        paired = PairedSuite(ids, METRICS, b, h, groups, (), ())
-        return paired_verdicts([(SUITE, paired)], SETTINGS, options, history)[0] == "failure"
-
-    found = {"today (Holm)": (gate(base[:, :, None], head[:, :, None], HOLM), 1.0),
-             "new": (gate(base[:, :, None], head[:, :, None], SIGNFLIP), 1.0)}
+    labels = tuple(f"category=g{i % GROUPS}" for i in range(n))
+    codes = np.arange(n) % GROUPS
     weights = history_weights(np.moveaxis(earlier, 0, -1))
+    one = PairedSuite(ids, METRICS, base[:, :, None], head[:, :, None], labels, (), ())
+    found = {"today (Holm)": (holm_fails(base, head, codes, True), 1.0),
+             "new": (family_fails(one, weights), 1.0)}
     rows = choose_confirmations(base, head, weights, confirm_budget(CONFIRM, n),
                                 seed=int(rng.integers(1 << 31)))
     base2, head2 = np.full((n, len(METRICS), 2), np.nan), np.full((n, len(METRICS), 2), np.nan)
     base2[:, :, 0], head2[:, :, 0] = base, head
     if rows:
         part = World(world.p[rows], world.mu[rows], world.head_p[rows])
-        base2[rows, :, 1], head2[rows, :, 1] = draws(rng, part, False)[0], draws(rng, part,
-                                                                                 True)[0]
-    found["new + confirm"] = (gate(base2, head2, SIGNFLIP), 1.0 + 2 * len(rows) / n)
+        base2[rows, :, 1] = draws(rng, part, False)[0]
+        head2[rows, :, 1] = draws(rng, part, True)[0]
+    two = PairedSuite(ids, METRICS, base2, head2, labels, (), ())
+    found["new + confirm"] = (family_fails(two, weights), 1.0 + 2 * len(rows) / n)
     found["naive"] = (bool(np.any(base.mean(axis=0) - head.mean(axis=0) > NAIVE_DROP)), 1.0)
-    alone = PairedSuite(ids, METRICS[:1], base[:, :1, None], head[:, :1, None], ("",) * n,
-                        (), ())
-    found["one test"] = (paired_verdicts([(SINGLE, alone)], SETTINGS, HOLM)[0] == "failure", 1.0)
+    found["one test"] = (holm_fails(base[:, :1], head[:, :1], codes, False), 1.0)
+    if check:
+        _check(found, one, two, earlier, ids)
     return found
+
+
+def _check(found: dict[str, tuple[bool, float]], one: PairedSuite, two: PairedSuite,
+           earlier: np.ndarray, ids: tuple[str, ...]) -> None:
+    """Assert the fast decisions equal the gate's own `paired_verdicts`."""
+    history = {"sim": {metric: {i: earlier[:, row, j].tolist() for row, i in enumerate(ids)}
+                       for j, metric in enumerate(METRICS)}}
+    slow = {"today (Holm)": paired_verdicts([(SUITE, one)], SETTINGS, HOLM)[0],
+            "new": paired_verdicts([(SUITE, one)], SETTINGS, SIGNFLIP, history)[0],
+            "new + confirm": paired_verdicts([(SUITE, two)], SETTINGS, SIGNFLIP, history)[0]}
+    for method, conclusion in slow.items():
+        if (conclusion == "failure") != found[method][0]:
+            raise AssertionError(f"{method}: the fast decision differs from the gate's")
 
 
 def wilson(hits: int, total: int) -> tuple[float, float]:
@@ -187,8 +233,8 @@ def main() -> None:
         hits = {(k, m): 0 for k in KINDS for m in METHODS}
         calls = dict.fromkeys(METHODS, 0.0)
         for kind in KINDS:
-            for _ in range(args.sims):
-                for method, (failed, cost) in one_pr(rng, n, kind).items():
+            for sim in range(args.sims):
+                for method, (failed, cost) in one_pr(rng, n, kind, sim < SPOT_CHECKS).items():
                     hits[(kind, method)] += failed
                     calls[method] += cost / (len(KINDS) * args.sims)
         for method in METHODS:

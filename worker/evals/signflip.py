@@ -48,6 +48,7 @@ class FamilySuite:
         name: the suite; paired: its paired values; rules: its gate rules by metric.
         min_items: smallest group tested on its own.
         history: earlier runs of its examples (for weights), or None.
+        weights: the example weights, shape (n, m), when already known (else from history).
     """
 
     name: str
@@ -55,6 +56,7 @@ class FamilySuite:
     rules: Mapping[str, GateRule]
     min_items: int
     history: History | None = None
+    weights: FloatArray | None = None
 
 
 @dataclass(frozen=True)
@@ -108,7 +110,11 @@ def weighted_differences(suite: FamilySuite) -> FloatArray:
     paired = suite.paired
     sign = np.array([-1.0 if lower_is_better(m) else 1.0 for m in paired.metrics])
     oriented = (mean_over_repeats(paired.head) - mean_over_repeats(paired.base)) * sign
-    weights = history_weights(example_history(suite)) if suite.history else 1.0
+    weights: FloatArray | float = 1.0
+    if suite.weights is not None:
+        weights = suite.weights
+    elif suite.history:
+        weights = history_weights(example_history(suite))
     return np.where(np.isnan(oriented), 0.0, oriented * weights)
 
 
@@ -143,9 +149,19 @@ def adjust_family(suites: Sequence[FamilySuite], comparisons: list[PairedCompari
         The comparisons in the same order; those of a ``regression`` test get ``p_family``,
         ``p_adjusted`` and the adjustment's name, the others are unchanged.
     """
+    found = family_p_values(suites, options)
+    return [_with(c, found.get((c.suite, c.metric, c.group))) for c in comparisons]
+
+
+def family_p_values(suites: Sequence[FamilySuite], options: StatisticsSettings
+                    ) -> dict[tuple[str, str, str], tuple[float, float]]:
+    """Return (marginal p, adjusted p) of every ``regression`` test, by (suite, metric, group).
+
+    Empty when no suite has a ``regression`` rule.
+    """
     shares = alpha_shares(suites, options)
     if not shares:
-        return comparisons
+        return {}
     x, scopes, weights, tests = _stack(suites, shares)
     seed = SEED ^ zlib.crc32("\0".join(s.name for s in suites).encode("utf-8"))
     result = test_family(x, scopes, weights, draws=options.draws, seed=seed)
@@ -156,7 +172,7 @@ def adjust_family(suites: Sequence[FamilySuite], comparisons: list[PairedCompari
             k = scope * columns + column
             found[(test.suite, test.metric, test.group)] = (float(result.p_values[k]),
                                                             float(result.p_adjusted[k]))
-    return [_with(c, found.get((c.suite, c.metric, c.group))) for c in comparisons]
+    return found
 
 
 def _with(c: PairedComparison, values: tuple[float, float] | None) -> PairedComparison:
