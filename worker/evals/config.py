@@ -29,7 +29,7 @@ import yaml
 from yaml.constructor import SafeConstructor
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
-from worker.evals import config_layout, config_llm, config_paths, safe_yaml
+from worker.evals import config_layout, config_llm, config_paths, config_stats, safe_yaml
 from worker.evals.assertions import validate_spec
 from worker.evals.gate_config import parse_gate
 from worker.evals.types import (
@@ -62,7 +62,8 @@ UNTRUSTED_POLICIES = ("approve", "never", "run")
 #: Values of ``settings.drafts`` (read from the base branch only; see worker/drafts.py).
 DRAFT_POLICIES = ("run", "skip")
 SETTINGS_KEYS = ("timeout", "concurrency", "env", *config_llm.LLM_SETTINGS_KEYS,
-                 *config_paths.PATH_SETTINGS_KEYS, "drafts", *config_layout.LAYOUT_SETTINGS_KEYS)
+                 *config_paths.PATH_SETTINGS_KEYS, "drafts", *config_layout.LAYOUT_SETTINGS_KEYS,
+                 *config_stats.STATS_SETTINGS_KEYS)
 SUITE_KEYS = ("name", "dataset", "target", "assertions", "gate", "traps", "on_paths")
 TARGET_KEYS = ("command", "batch")
 PLACEHOLDERS = ("{input_file}", "{output_file}")
@@ -241,6 +242,7 @@ class _Reader:
             if "checks" in entries else default.checks
         settings = config_llm.settings_extras(
             self, entries, Settings(timeout_s, concurrency, env, drafts=drafts, checks=checks))
+        settings = config_stats.settings_stats(self, entries, settings)
         return config_paths.settings_paths(self, entries, settings)
 
     def timeout(self, node: Node) -> float:
