@@ -1,4 +1,4 @@
-"""Simulate many gates: false alarms under no change, power against a concentrated and a diffuse drop.
+"""Simulate many gates: false alarms under no change, power against concentrated/diffuse drops.
 
 Each simulated suite has n examples in 5 equal groups and 10 metrics: 5 pass/fail (example i
 passes metric j with its own probability p_ij ~ Beta(0.4, 0.1), mean 0.8: most examples nearly
@@ -41,7 +41,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
-
 from scipy import stats as sps
 
 from worker import stats

@@ -27,8 +27,8 @@ import jinja2
 
 from worker import report_llm, report_stats, report_suites
 from worker.contract import COMMENT_MARKER, RERUN_COMMAND
-from worker.report_decision import decision_sentence
 from worker.evals.types import GateReport, Regression, RuleOutcome, RunResult
+from worker.report_decision import decision_sentence
 
 #: GitHub's limit on check-run ``output.summary`` and ``output.text``, characters.
 CHECK_OUTPUT_MAX_CHARS = 65535

@@ -78,7 +78,7 @@ def _binary_variance(values: FloatArray) -> FloatArray:
     total = 1 / rho - 1  # a + b
     posterior = (passes + mean * total) / (runs + total)
     posterior = np.clip(posterior, 1e-6, 1 - 1e-6)
-    return 2 * posterior * (1 - posterior)
+    return np.asarray(2 * posterior * (1 - posterior), dtype=np.float64)
 
 
 def _score_variance(values: FloatArray) -> FloatArray:
@@ -92,7 +92,7 @@ def _score_variance(values: FloatArray) -> FloatArray:
     pooled = float(np.sum(own * dof) / np.sum(dof)) if np.sum(dof) else 0.0
     if pooled <= 0:
         return np.ones(values.shape[0])
-    return 2 * (dof * own + PRIOR_RUNS * pooled) / (dof + PRIOR_RUNS)
+    return np.asarray(2 * (dof * own + PRIOR_RUNS * pooled) / (dof + PRIOR_RUNS), dtype=np.float64)
 
 
 def _scaled(raw: FloatArray) -> FloatArray:

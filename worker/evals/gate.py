@@ -10,8 +10,9 @@ Statistical and per-example rules (``regression``, ``non_inferiority_margin``,
 paired.py; ids taken from line numbers are refused) and, with ``groups``, in each group too. The
 ``regression`` tests of the whole gate form one family (a sign-flip step-down min-P family,
 worker/evals/signflip.py, or Holm's under ``settings.statistics.method: holm``), so its
-false-alarm rate stays at alpha. The conclusion is ``failure`` when a rule fails or regresses (or an inconclusive rule is
-set to fail), else ``neutral`` when an inconclusive rule is set to neutral, else ``success``.
+false-alarm rate stays at alpha. The conclusion is ``failure`` when a rule fails or regresses
+(or an inconclusive rule is set to fail), else ``neutral`` when an inconclusive rule is set
+to neutral, else ``success``.
 Regressed examples (passed at base, fail at head) are listed either way.
 """
 
@@ -68,6 +69,8 @@ __all__ = ["NO_BASE", "compare", "conclude", "config_error_report", "paired_verd
 #: One-sided level of the minimum detectable drop of a metric without a ``regression`` rule:
 #: that of the lower bound of a two-sided 95% interval.
 INTERVAL_ALPHA = 0.025
+#: The family of `paired_verdicts` unless told otherwise (today's benches compare with it).
+_HOLM = StatisticsSettings(method="holm")
 _Found = dict[tuple[str, str], list[PairedComparison]]
 
 
@@ -129,7 +132,7 @@ def compare(
 def paired_verdicts(
     suites: Sequence[tuple[SuiteConfig, PairedSuite]],
     settings: StatSettings = DEFAULT_SETTINGS,
-    options: StatisticsSettings = StatisticsSettings(method="holm"),
+    options: StatisticsSettings = _HOLM,
     history: Mapping[str, History] | None = None,
 ) -> tuple[Conclusion, list[RuleOutcome], list[PairedComparison]]:
     """Run the statistical part of `compare` on suites already paired (simulations, benches).

@@ -100,6 +100,7 @@ def _rule(reader: Reader, metric: str, key_node: Node, node: Node) -> GateRule:
         raise reader.error(node, f"gate metric {metric!r} needs `{own[0]}` or `{own[1]}`, or one"
                            " of regression, non_inferiority_margin, max_new_failures, "
                            "min_detectable")
+    primary = _primary(reader, entries.pop("primary", None), metric, "regression" in entries)
     values: dict[str, Any] = {}
     for key, (rule_node, value_node) in entries.items():
         label = f"`{key}` of {metric!r}"
@@ -118,16 +119,18 @@ def _rule(reader: Reader, metric: str, key_node: Node, node: Node) -> GateRule:
             values[key] = _number(reader, value_node, label, positive=False)
         elif key == "max_new_failures":
             values[key] = _count(reader, value_node, label, 0)
-        elif key == "primary":
-            values[key] = _primary(reader, value_node, label, "regression" in entries)
         else:
             values["min_detectable"], values["min_detectable_action"] = \
                 _min_detectable(reader, value_node, label)
-    return GateRule(metric, line=int(key_node.start_mark.line) + 1, **values)
+    return GateRule(metric, line=int(key_node.start_mark.line) + 1, **values, primary=primary)
 
 
-def _primary(reader: Reader, node: Node, what: str, regression: bool) -> bool:
-    """Return ``primary: true|false``; true needs the metric's ``regression`` rule."""
+def _primary(reader: Reader, entry: tuple[Node, Node] | None, metric: str,
+             regression: bool) -> bool:
+    """Return ``primary: true|false`` (False when absent); true needs a ``regression`` rule."""
+    if entry is None:
+        return False
+    node, what = entry[1], f"`primary` of {metric!r}"
     value = reader.value(node)
     if not isinstance(value, bool):
         raise reader.error(node, f"{what} must be true or false, got {value!r}")

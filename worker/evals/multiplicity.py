@@ -128,7 +128,7 @@ def marginal_p(null: FloatArray, values: FloatArray) -> FloatArray:
     for k in range(null.shape[1]):
         slack = TIE_TOLERANCE * np.maximum(np.abs(values[:, k]), 1.0)
         found[:, k] = count - np.searchsorted(ordered[:, k], values[:, k] - slack, side="left")
-    return found / count
+    return np.asarray(found / count, dtype=np.float64)
 
 
 def step_down_min_p(p_null: FloatArray, p_observed: FloatArray, weights: FloatArray) -> FloatArray:

@@ -5,8 +5,8 @@ When head changes them, each rule takes the stricter of the two values (a higher
 smaller ``max_drop``, margin or allowance, a larger ``alpha``, more critical tags, fewer
 quarantined examples ...), a rule present on one side only applies, and a suite removed at
 head keeps its base rules; the report lists every difference. ``primary`` and
-``settings.statistics`` (how alpha is split and tests are decided) are base's alone. Suites, targets and datasets
-still come from head: only the rules are merged. Pure.
+``settings.statistics`` (how alpha is split and tests are decided) are base's alone. Suites,
+targets and datasets still come from head: only the rules are merged. Pure.
 """
 
 from __future__ import annotations
