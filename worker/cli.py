@@ -21,10 +21,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from worker.calibrate_args import add_calibrate_command
-from worker.power_cli import add_power_command
 from worker.checkout import GitError, local_worktree, resolve_ref
 from worker.evals.types import CONFIG_FILENAME, ExecutionError
 from worker.healthcheck import add_healthcheck_command
+from worker.power_cli import add_power_command
 from worker.redact import Redactor, secrets_from_environ
 from worker.setup_server import add_setup_command
 
