@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+from pathlib import Path
+
 import numpy as np
 import pytest
 
+from worker.baseline_keys import suite_key
 from worker.evals.config import parse_config
 from worker.evals.gate import paired_verdicts
 from worker.evals.paired import PairedSuite
@@ -140,3 +144,15 @@ def test_identical_repeats_do_not_shrink_the_evidence() -> None:
                                                   options=StatisticsSettings())
     assert found[0].p_family == 2.0 ** -3  # three examples, not nine draws
     assert conclusion == "success" and outcomes[0].status == "pass"
+
+
+def test_statistics_settings_do_not_change_the_baseline_key(tmp_path: Path) -> None:
+    """How results are compared never changes a base run: stored baselines stay reusable."""
+    (tmp_path / "s.jsonl").write_text('{"id": "a", "input": "x"}\n', encoding="utf-8")
+    config = parse_config(CONFIG)
+    holm = replace(config, settings=replace(config.settings,
+                                            statistics=StatisticsSettings(method="holm")))
+    repeats = replace(config, settings=replace(config.settings, repeats=2))
+    key = suite_key(config, config.suites[0], tmp_path)
+    assert suite_key(holm, holm.suites[0], tmp_path) == key
+    assert suite_key(repeats, repeats.suites[0], tmp_path) != key
