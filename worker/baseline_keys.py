@@ -78,6 +78,7 @@ def suite_key(config: Config, suite: SuiteConfig, root: Path) -> BaselineKey:
     a missing or unreadable dataset is hashed as such: the run itself reports it)."""
     section = _without_lines(to_jsonable(suite))
     settings = to_jsonable(config.settings)
+    settings.pop("statistics", None)  # how results are compared never changes a base run
     config_hash = fingerprint.digest([KEY_VERSION, _llmgate_version(), config.version,
                                       config.path, section, settings])
     try:

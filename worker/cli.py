@@ -1,6 +1,7 @@
 """The ``llmgate`` command line: ``run`` (gate locally), ``serve``, ``worker``, ``demo``,
 ``setup`` (register the GitHub App), ``healthcheck`` (the container's health check) and
-``calibrate`` (A/A runs: the gate's false-alarm rate and unstable examples).
+``calibrate`` (A/A runs: the gate's false-alarm rate and unstable examples) and ``power``
+(examples needed to detect a drop).
 
 The engine, numpy and scipy are imported only by the commands that run them, so ``--help`` and
 the container's ``healthcheck`` start in a fraction of a second.
@@ -23,6 +24,7 @@ from worker.calibrate_args import add_calibrate_command
 from worker.checkout import GitError, local_merge_base, local_worktree, resolve_ref
 from worker.evals.types import CONFIG_FILENAME, ExecutionError
 from worker.healthcheck import add_healthcheck_command
+from worker.power_cli import add_power_command
 from worker.redact import Redactor, secrets_from_environ
 from worker.setup_server import add_setup_command
 
@@ -112,6 +114,7 @@ def _parser() -> argparse.ArgumentParser:
     add_setup_command(sub)
     add_healthcheck_command(sub)
     add_calibrate_command(sub)
+    add_power_command(sub)
     return parser
 
 

@@ -28,6 +28,7 @@ import jinja2
 from worker import report_llm, report_stats, report_suites
 from worker.contract import COMMENT_MARKER, RERUN_COMMAND
 from worker.evals.types import GateReport, Regression, RuleOutcome, RunResult
+from worker.report_decision import decision_sentence
 
 #: GitHub's limit on check-run ``output.summary`` and ``output.text``, characters.
 CHECK_OUTPUT_MAX_CHARS = 65535
@@ -319,7 +320,8 @@ def _common(report: GateReport, rows: list[_Row], k: int,
             "more_stat_rows": max(len(stat_rows) - report_stats.MAX_ROWS, 0),
             "headline": _inline(report.headline, 600) if report.headline else "",
             "run_lines": report_llm.run_lines(report, _inline),
-            "method": report_stats.method_notes(report)}
+            "method": report_stats.method_notes(report),
+            "decision": _inline(decision_sentence(report), 600)}
 
 
 def _metric_rows(outcomes: Iterable[RuleOutcome]) -> list[_Row]:

@@ -47,7 +47,15 @@ def method_notes(report: GateReport) -> list[str]:
         "examples detect with 80% power at the gate's level; a larger MDD than the drops you "
         "care about means the set is too small to gate on.",
     ]
-    if report.holm_tests:
+    family = any(c.p_family is not None for c in report.comparisons)
+    if report.holm_tests and family:
+        lines.append(f"The {report.holm_tests} `regression` tests (all metrics and groups) were "
+                     "decided together: weighted step-down min-P over paired sign flips "
+                     "(Westfall & Young 1993), which uses the dependence between a suite's and "
+                     "its groups' tests, so the false-alarm rate of the whole gate stays at "
+                     "alpha; raw: the test's own sign-flip p-value (examples weighted by their "
+                     "flakiness in earlier runs when known).")
+    elif report.holm_tests:
         lines.append(f"Holm's adjustment was applied over the {report.holm_tests} p-values of "
                      "`regression` rules (all metrics and groups), so the false-alarm rate of "
                      "the whole gate stays at alpha.")
@@ -59,23 +67,24 @@ def method_notes(report: GateReport) -> list[str]:
     return lines
 
 
-def _verdicts(outcomes: Sequence[RuleOutcome]) -> dict[tuple[str, str, str], str]:
-    found: dict[tuple[str, str, str], str] = {}
+def _verdicts(outcomes: Sequence[RuleOutcome]) -> dict[tuple[str, str, str], list[RuleOutcome]]:
+    """Each comparison's statistical rules, each with its own verdict (never merged: a
+    ``max_new_failures`` regression must not read as a significant drop beside p = 0.188)."""
+    found: dict[tuple[str, str, str], list[RuleOutcome]] = {}
     for o in outcomes:
-        if o.rule.startswith(THRESHOLD_RULES):
-            continue
-        key = (o.suite, o.metric, o.group)
-        if key not in found or _ORDER.index(o.status) < _ORDER.index(found[key]):
-            found[key] = o.status
+        if not o.rule.startswith(THRESHOLD_RULES):
+            found.setdefault((o.suite, o.metric, o.group), []).append(o)
     return found
 
 
-def _row(c: PairedComparison, status: str | None, inline: Inline) -> Row:
+def _row(c: PairedComparison, rules: list[RuleOutcome] | None, inline: Inline) -> Row:
     metric = c.metric if not c.group else f"{c.metric} [{c.group}]"
     no_change = c.n > 0 and c.n_zero == c.n
-    verdict = _VERDICT[status] if status else "—"
+    ordered = sorted(rules or [], key=lambda o: _ORDER.index(o.status))
+    verdict = "; ".join(f"{_VERDICT[o.status]} ({inline(o.rule, 60)})" for o in ordered) or "—"
     if no_change:
-        verdict = "✅ no change" if status in (None, "pass") else f"{verdict} · no change"
+        clean = all(o.status == "pass" for o in ordered)
+        verdict = "✅ no change" if clean else f"{verdict} · no change"
     return (inline(c.suite, 60), inline(metric, 100), str(c.n), _num(c.base), _num(c.head),
             _signed(c.delta), _interval(c), _p_value(c), _test(c), _mdd(c.mdd), verdict)
 
@@ -98,7 +107,8 @@ def _p_value(c: PairedComparison) -> str:
         return "n/a"
     if c.p_adjusted is None:
         return _p(c.p_value)
-    return f"{_p(c.p_adjusted)} (Holm; raw {_p(c.p_value)})"
+    raw = c.p_value if c.p_family is None else c.p_family
+    return f"{_p(c.p_adjusted)} ({c.adjustment}; raw {_p(raw)})"
 
 
 def _p(value: float) -> str:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -24,6 +25,7 @@ from worker.evals.types import (
     GateRule,
     RunResult,
     Settings,
+    StatisticsSettings,
     SuiteConfig,
     SuiteResult,
 )
@@ -135,8 +137,10 @@ def test_a_significant_drop_is_a_regression_with_counts_in_the_reason() -> None:
     assert (c.fixed, c.broken, c.p_value) == (0, 8, 2.0 ** -8)
     (outcome,) = result.outcomes
     assert (outcome.status, result.conclusion) == ("regression", "failure")
-    assert outcome.reason == ("significant drop: p = 0.004 (Holm-adjusted; McNemar exact, "
-                              "8 broken / 0 fixed) <= 0.05")
+    # 8 discordant pairs: all 2**8 sign patterns enumerated, so p is exact (= McNemar's)
+    assert c.p_family == c.p_adjusted == 2.0 ** -8
+    assert outcome.reason == ("significant drop: p = 0.004 (sign-flip min-P adjusted; McNemar "
+                              "exact, 8 broken / 0 fixed) <= 0.05")
 
 
 def test_non_inferiority_has_three_verdicts() -> None:
@@ -234,6 +238,7 @@ def test_rules_apply_in_each_group_and_holm_covers_every_p_value() -> None:
     head = [ex(i, not (30 <= i < 40), cat=c) for i, c in enumerate(cats)]  # shipping breaks
     cfg = config(GateRule("pass_rate", regression_alpha=0.05), GateRule("error_rate",
                  regression_alpha=0.05), group_by="category", group_min_items=5)
+    cfg = replace(cfg, settings=Settings(statistics=StatisticsSettings(method="holm")))
     result = gate(cfg, base, head)
     assert [(c.metric, c.group, c.n) for c in result.comparisons] == [
         ("pass_rate", "", 63), ("pass_rate", "category=billing", 30),

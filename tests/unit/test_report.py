@@ -61,6 +61,9 @@ def test_summary_is_exact_for_a_known_report() -> None:
     assert report.check_summary(_failing()) == (
         "### ❌ llmgate: fail\n"
         "\n"
+        "**Why:** decided by tickets pass_rate min 0.80 (fail) (and 1 more): 0.775 is below "
+        "the minimum 0.80.\n"
+        "\n"
         "**Head** `aaaaaaa` · **base** `bbbbbbb`\n"
         "\n"
         "| suite | metric | base | head | delta | rule | status |\n"

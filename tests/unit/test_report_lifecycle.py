@@ -131,7 +131,9 @@ def test_the_comment_shows_each_suite_with_both_outputs_ids_and_calls() -> None:
 
 def test_the_check_names_the_commits_and_the_baseline() -> None:
     summary = report.check_summary(gate())
-    assert summary.startswith("### ❌ llmgate: fail\n\n**Head** `aaaaaaa` · **base** `ccccccc`"
+    assert summary.startswith("### ❌ llmgate: fail\n\n**Why:** decided by tickets pass_rate "
+                              "max_drop 0.05 (fail): dropped 0.33 from base 1.00 (allowed 0.05)."
+                              "\n\n**Head** `aaaaaaa` · **base** `ccccccc`"
                               f"\n\n**Baseline:** {SOURCE}\n\n| suite |")
     assert summary.count(SOURCE) == 1
     without = replace(gate(), base_sha="", base_source=None, notes=())

@@ -29,7 +29,7 @@ import yaml
 from yaml.constructor import SafeConstructor
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
-from worker.evals import config_layout, config_llm, config_paths, safe_yaml
+from worker.evals import config_layout, config_llm, config_paths, config_stats, safe_yaml
 from worker.evals.assertions import validate_spec
 from worker.evals.gate_config import parse_gate
 from worker.evals.types import (
@@ -65,7 +65,7 @@ DRAFT_POLICIES = ("run", "skip")
 UNDECIDED_POLICIES = ("action_required", "neutral")
 SETTINGS_KEYS = ("timeout", "concurrency", "env", *config_llm.LLM_SETTINGS_KEYS,
                  *config_paths.PATH_SETTINGS_KEYS, "drafts", "undecided",
-                 *config_layout.LAYOUT_SETTINGS_KEYS)
+                 *config_layout.LAYOUT_SETTINGS_KEYS, *config_stats.STATS_SETTINGS_KEYS)
 SUITE_KEYS = ("name", "dataset", "target", "assertions", "gate", "traps", "on_paths")
 TARGET_KEYS = ("command", "batch")
 PLACEHOLDERS = ("{input_file}", "{output_file}")
@@ -250,6 +250,7 @@ class _Reader:
         settings = config_llm.settings_extras(
             self, entries, Settings(timeout_s, concurrency, env, drafts=drafts, checks=checks,
                                     undecided=undecided))
+        settings = config_stats.settings_stats(self, entries, settings)
         return config_paths.settings_paths(self, entries, settings)
 
     def timeout(self, node: Node) -> float:

@@ -8,18 +8,19 @@ Statistical and per-example rules (``regression``, ``non_inferiority_margin``,
 ``max_new_failures``, ``min_detectable``, ``critical``) end ``pass``, ``regression`` or
 ``inconclusive`` (worker/evals/verdicts.py), on the examples paired by id (worker/evals/
 paired.py; ids taken from line numbers are refused) and, with ``groups``, in each group too. The
-``regression`` p-values of the whole gate form one Holm family, so its false-alarm rate stays at
-alpha. The conclusion is ``failure`` when a rule fails or regresses (or an inconclusive rule is
-set to fail), else ``action_required`` when an inconclusive rule has no ``on_inconclusive`` (the
-run is undecided: worker/evals/health.py may make it ``neutral`` when base says
-``settings.undecided: neutral``), else ``neutral`` when an inconclusive rule is set to neutral,
-else ``success``.
+``regression`` tests of the whole gate form one family (a sign-flip step-down min-P family,
+worker/evals/signflip.py, or Holm's under ``settings.statistics.method: holm``), so its
+false-alarm rate stays at alpha. The conclusion is ``failure`` when a rule fails or regresses
+(or an inconclusive rule is set to fail), else ``action_required`` when an inconclusive rule has
+no ``on_inconclusive`` (the run is undecided: worker/evals/health.py may make it ``neutral``
+when base says ``settings.undecided: neutral``), else ``neutral`` when an inconclusive rule is
+set to neutral, else ``success``.
 Regressed examples (passed at base, fail at head) are listed either way.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -40,6 +41,7 @@ from worker.evals.paired import (
     require_explicit_ids,
     rules_needing_ids,
 )
+from worker.evals.signflip import FamilySuite, History, adjust_family
 from worker.evals.thresholds import NO_BASE, check_thresholds, find_regressions
 from worker.evals.types import (
     Conclusion,
@@ -52,6 +54,7 @@ from worker.evals.types import (
     Regression,
     RuleOutcome,
     RunResult,
+    StatisticsSettings,
     SuiteConfig,
     SuiteResult,
 )
@@ -68,6 +71,8 @@ __all__ = ["NO_BASE", "compare", "conclude", "config_error_report", "paired_verd
 #: One-sided level of the minimum detectable drop of a metric without a ``regression`` rule:
 #: that of the lower bound of a two-sided 95% interval.
 INTERVAL_ALPHA = 0.025
+#: The family of `paired_verdicts` unless told otherwise (today's benches compare with it).
+_HOLM = StatisticsSettings(method="holm")
 _Found = dict[tuple[str, str], list[PairedComparison]]
 
 
@@ -86,6 +91,7 @@ def compare(
     base: RunResult | None,
     notes: Sequence[str] = (),
     settings: StatSettings = DEFAULT_SETTINGS,
+    history: Mapping[str, History] | None = None,
 ) -> GateReport:
     """Check every gate rule of ``config`` on head (and base), and list the regressions.
 
@@ -96,6 +102,8 @@ def compare(
         base: the base run, or None when there is none (relative rules are then skipped).
         notes: lines to carry into the report.
         settings: bootstrap resamples, seed and power of the statistics.
+        history: earlier values of each suite's examples (suite -> metric -> id -> values),
+            which weigh the examples of the sign-flip family (worker/evals/flakiness.py).
 
     Returns:
         The report. An empty or duplicated example id (pairing must be exact), or a head
@@ -107,7 +115,7 @@ def compare(
         suites = [_suite(s, head, base) for s in config.suites]
     except ConfigError as err:
         return config_error_report(err, head)
-    comparisons = _comparisons(suites, settings)
+    comparisons = _comparisons(suites, settings, config.settings.statistics, history or {})
     outcomes: list[RuleOutcome] = []
     regressions: list[Regression] = []
     extra = list(notes)
@@ -126,17 +134,19 @@ def compare(
 def paired_verdicts(
     suites: Sequence[tuple[SuiteConfig, PairedSuite]],
     settings: StatSettings = DEFAULT_SETTINGS,
+    options: StatisticsSettings = _HOLM,
+    history: Mapping[str, History] | None = None,
 ) -> tuple[Conclusion, list[RuleOutcome], list[PairedComparison]]:
     """Run the statistical part of `compare` on suites already paired (simulations, benches).
 
-    The same comparisons, Holm family and verdicts as `compare`, without the threshold rules,
-    the critical tags or the regressed-example list.
+    The same comparisons, family (``options``: Holm unless told otherwise) and verdicts as
+    `compare`, without the threshold rules, the critical tags or the regressed-example list.
 
     Returns:
         The conclusion of those rules alone, their outcomes and the comparisons.
     """
     wrapped = [_Suite(config, None, None, paired) for config, paired in suites]
-    found = _comparisons(wrapped, settings)
+    found = _comparisons(wrapped, settings, options, history or {})
     outcomes = [o for suite in wrapped for rule in suite.config.gate.values()
                 for o in _paired_rules(suite, rule, found.get((suite.config.name, rule.metric),
                                                               []))]
@@ -174,8 +184,10 @@ def _suite(config: SuiteConfig, head: RunResult, base: RunResult | None) -> _Sui
                              options.critical_tags))
 
 
-def _comparisons(suites: Sequence[_Suite], settings: StatSettings) -> _Found:
-    """Compare every gated metric of every paired suite; Holm-adjust the regression p-values."""
+def _comparisons(suites: Sequence[_Suite], settings: StatSettings,
+                 options: StatisticsSettings, history: Mapping[str, History]) -> _Found:
+    """Compare every gated metric of every paired suite; adjust the regression p-values
+    together (``options.method``: the sign-flip family, or Holm)."""
     family = 0
     for suite in suites:
         if suite.paired is not None:
@@ -192,7 +204,19 @@ def _comparisons(suites: Sequence[_Suite], settings: StatSettings) -> _Found:
         for c in compare_suite(suite.config.name, suite.paired, alphas,
                                suite.config.gate_options.group_min_items, settings):
             found.setdefault((c.suite, c.metric), []).append(c)
-    return _holm(found, suites)
+    if options.method == "holm":
+        return _holm(found, suites)
+    return _family(found, suites, options, history)
+
+
+def _family(found: _Found, suites: Sequence[_Suite], options: StatisticsSettings,
+            history: Mapping[str, History]) -> _Found:
+    members = [FamilySuite(s.config.name, s.paired, s.config.gate,
+                           s.config.gate_options.group_min_items, history.get(s.config.name))
+               for s in suites if s.paired is not None and s.paired.metrics]
+    flat = [c for cs in found.values() for c in cs]
+    adjusted = iter(adjust_family(members, flat, options))
+    return {key: [next(adjusted) for _ in cs] for key, cs in found.items()}
 
 
 def _holm(found: _Found, suites: Sequence[_Suite]) -> _Found:

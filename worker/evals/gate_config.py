@@ -10,6 +10,7 @@ Format (every key optional; see README "Gate rules")::
         non_inferiority_margin: 0.03   # the 95% CI of head - base must lie above -0.03
         max_new_failures: 2            # at most 2 examples may go from pass to fail
         min_detectable: {drop: 0.05, action: warn}   # or just `min_detectable: 0.05` (fail)
+        primary: true                  # its regression tests get most of alpha
       latency_p90:                     # lower-is-better metrics (latency, cost, tokens, errors)
         max: 1500                      # head must stay at or below this (metric units)
         max_increase: 200              # head may rise at most this far above base
@@ -37,7 +38,7 @@ from worker.evals.types import ConfigError, GateOptions, GateRule
 
 #: Rule keys of one metric.
 RULE_KEYS = ("min", "max_drop", "max", "max_increase", "regression", "non_inferiority_margin",
-             "max_new_failures", "min_detectable")
+             "max_new_failures", "min_detectable", "primary")
 #: Rules that compare base and head example by example.
 PAIRED_KEYS = ("regression", "non_inferiority_margin", "max_new_failures", "min_detectable")
 #: Threshold rules of higher-is-better metrics, and their lower-is-better counterparts.
@@ -99,6 +100,7 @@ def _rule(reader: Reader, metric: str, key_node: Node, node: Node) -> GateRule:
         raise reader.error(node, f"gate metric {metric!r} needs `{own[0]}` or `{own[1]}`, or one"
                            " of regression, non_inferiority_margin, max_new_failures, "
                            "min_detectable")
+    primary = _primary(reader, entries.pop("primary", None), metric, "regression" in entries)
     values: dict[str, Any] = {}
     for key, (rule_node, value_node) in entries.items():
         label = f"`{key}` of {metric!r}"
@@ -120,7 +122,23 @@ def _rule(reader: Reader, metric: str, key_node: Node, node: Node) -> GateRule:
         else:
             values["min_detectable"], values["min_detectable_action"] = \
                 _min_detectable(reader, value_node, label)
-    return GateRule(metric, line=int(key_node.start_mark.line) + 1, **values)
+    return GateRule(metric, line=int(key_node.start_mark.line) + 1, **values, primary=primary)
+
+
+def _primary(reader: Reader, entry: tuple[Node, Node] | None, metric: str,
+             regression: bool) -> bool:
+    """Return ``primary: true|false`` (False when absent); true needs a ``regression`` rule."""
+    if entry is None:
+        return False
+    node, what = entry[1], f"`primary` of {metric!r}"
+    value = reader.value(node)
+    if not isinstance(value, bool):
+        raise reader.error(node, f"{what} must be true or false, got {value!r}")
+    if value and not regression:
+        raise reader.error(node, f"{what} gives the metric's `regression` tests most of the "
+                           "gate's alpha, but the metric has no `regression` rule: add "
+                           "`regression: {alpha: 0.05}`")
+    return value
 
 
 def _direction_error(metric: str, key: str) -> str:

@@ -4,8 +4,9 @@ A pull request must not loosen its own gate, so the rules come from the base com
 When head changes them, each rule takes the stricter of the two values (a higher ``min``, a
 smaller ``max_drop``, margin or allowance, a larger ``alpha``, more critical tags, fewer
 quarantined examples ...), a rule present on one side only applies, and a suite removed at
-head keeps its base rules; the report lists every difference. Suites, targets and datasets
-still come from head: only the rules are merged. Pure.
+head keeps its base rules; the report lists every difference. ``primary`` and
+``settings.statistics`` (how alpha is split and tests are decided) are base's alone. Suites,
+targets and datasets still come from head: only the rules are merged. Pure.
 """
 
 from __future__ import annotations
@@ -53,7 +54,11 @@ def merge_rules(base: Config | None, head: Config) -> tuple[Config, list[str]]:
             notes.append(f"suite {name} is gone at head: its base gate rules still apply until "
                          "the change is merged")
             suites.append(old)
-    return replace(head, suites=tuple(suites)), notes
+    if head.settings.statistics != base.settings.statistics:
+        notes.append("settings.statistics or settings.sequential changed at head: base's apply "
+                     "until the change is merged")
+    settings = replace(head.settings, statistics=base.settings.statistics)
+    return replace(head, suites=tuple(suites), settings=settings), notes
 
 
 def merge_suite(base: SuiteConfig, head: SuiteConfig) -> SuiteConfig:
@@ -73,6 +78,7 @@ def stricter_rule(base: GateRule, head: GateRule) -> GateRule:
         values[name] = (min(found) if name in _LOWEST else max(found)) if found else None
     actions = [r.min_detectable_action for r in (base, head) if r.min_detectable is not None]
     values["min_detectable_action"] = "fail" if "fail" in actions or not actions else "warn"
+    values["primary"] = base.primary  # a pull request must not move alpha between metrics
     return replace(head, line=head.line if head.line is not None else base.line, **values)
 
 

@@ -84,6 +84,8 @@ class GateRule:
             must be at most this (metric units), or None.
         max_increase: for lower-is-better metrics: head may rise at most this far above base
             (absolute, metric units), or None.
+        primary: ``primary: true``: the metric's ``regression`` tests get most of the gate's
+            alpha (``settings.statistics.primary_share``; worker/evals/signflip.py).
     """
 
     metric: str
@@ -97,6 +99,7 @@ class GateRule:
     min_detectable_action: Literal["fail", "warn"] = "fail"
     max: float | None = None
     max_increase: float | None = None
+    primary: bool = False
 
 
 @dataclass(frozen=True)
@@ -141,6 +144,38 @@ class CommandTarget:
 
 
 @dataclass(frozen=True)
+class StatisticsSettings:
+    """How the ``regression`` tests of a gate are decided (``settings.statistics``, from base).
+
+    Attributes:
+        method: ``signflip`` (default: one weighted step-down min-P family over paired sign
+            flips, worker/evals/signflip.py) or ``holm`` (Holm over each test's own p-value).
+        primary_share: share (0-1) of alpha given to the tests of ``primary: true`` metrics
+            when any metric is primary (default 0.8).
+        group_share: share (0-1) of a metric's alpha given to its group tests, the rest to its
+            whole-suite test (default 0.5; groups need ``groups: {by: ...}``).
+        draws: random sign patterns (default 2000) when there are too many to enumerate.
+        confirm_flips: extra provider calls, as a fraction (0-1) of one head run, spent on
+            re-running discordant examples once more at base and at head (default 0: off;
+            worker/evals/confirm.py).
+        sequential: ``settings.sequential``: run head in `looks` batches and stop once the
+            gate can only fail or is all but sure to pass (worker/evals/sequential.py).
+        looks: batches of a sequential run (2-10, default 4).
+        spending: alpha-spending function of a sequential run: ``obrien_fleming`` (default)
+            or ``pocock`` (Lan & DeMets 1983).
+    """
+
+    method: Literal["signflip", "holm"] = "signflip"
+    primary_share: float = 0.8
+    group_share: float = 0.5
+    draws: int = 2000
+    confirm_flips: float = 0.0
+    sequential: bool = False
+    looks: int = 4
+    spending: Literal["obrien_fleming", "pocock"] = "obrien_fleming"
+
+
+@dataclass(frozen=True)
 class Settings:
     """Run settings of the config's ``settings:`` section.
 
@@ -178,6 +213,8 @@ class Settings:
             the pull request (provider outage, base could not run, an inconclusive rule
             without ``on_inconclusive``): ``action_required`` (default: blocks, with Re-run
             and Let through) or ``neutral``; read from the base side only (health.py).
+        statistics: how ``regression`` tests are decided (``settings.statistics`` and
+            ``settings.sequential``); read from the base side only (worker/evals/rules.py).
 
     The fields that bound a run or decide its verdict (`worker.evals.base_settings.FROM_BASE`)
     apply to the head run as the base config sets them.
@@ -201,6 +238,7 @@ class Settings:
     drafts: Literal["run", "skip"] = "run"
     checks: Literal["combined", "per_config"] = "combined"
     undecided: Literal["action_required", "neutral"] = "action_required"
+    statistics: StatisticsSettings = StatisticsSettings()
 
 
 @dataclass(frozen=True)
@@ -538,6 +576,9 @@ class PairedComparison:
         mdd: smallest drop detectable at 80% power at ``mdd_alpha`` (``inf``: none is).
         mdd_alpha: the one-sided level the MDD uses (the Holm first-step level).
         repeats: most repeats of an example; noise_sd: pooled run-to-run SD, or None.
+        p_family: the marginal one-sided sign-flip p-value of the (flakiness-weighted) test
+            the family decided on, or None under Holm (worker/evals/signflip.py).
+        adjustment: how ``p_adjusted`` was adjusted: ``Holm`` or ``sign-flip min-P``.
     """
 
     suite: str
@@ -561,6 +602,8 @@ class PairedComparison:
     mdd_alpha: float
     repeats: int = 1
     noise_sd: float | None = None
+    p_family: float | None = None
+    adjustment: str = "Holm"
 
 
 @dataclass(frozen=True)

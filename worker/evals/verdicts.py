@@ -2,8 +2,8 @@
 
 One sentence per rule (README "Gate rules"):
 
-- ``regression: {alpha}``: regression when the Holm-adjusted one-sided p-value of a drop is at
-  most alpha; otherwise pass (the reason always gives the minimum detectable drop).
+- ``regression: {alpha}``: regression when the family-adjusted one-sided p-value of a drop is
+  at most alpha (sign-flip min-P or Holm, worker/evals/signflip.py); otherwise pass.
 - ``non_inferiority_margin: m``: pass when the 95% interval of head - base lies above -m,
   regression when it lies wholly below -m, inconclusive when it straddles -m.
 - ``max_new_failures: k``: regression when more than k examples pass at base and fail at head.
@@ -99,8 +99,12 @@ def _regression(c: PairedComparison, alpha: float, effect: Effect) -> RuleOutcom
     if c.p_adjusted <= alpha:
         return _outcome(c, text, "regression",
                         f"significant {_drop_word(c.metric)}: p = {_p(c.p_adjusted)} "
-                        f"(Holm-adjusted; {test}) <= {alpha:g}")
+                        f"({_adjusted(c)}; {test}) <= {alpha:g}")
     return _outcome(c, text, "pass")
+
+
+def _adjusted(c: PairedComparison) -> str:
+    return "Holm-adjusted" if c.adjustment == "Holm" else f"{c.adjustment} adjusted"
 
 
 def _non_inferiority(c: PairedComparison, margin: float, effect: Effect) -> RuleOutcome:
