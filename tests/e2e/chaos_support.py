@@ -1,0 +1,433 @@
+"""The chaos harness: every part of llmgate as a real process, and the faults of issue 14.
+
+`ChaosStack` starts, on loopback, a ``redis-server`` for the queue (restartable on the same
+port, with or without AOF, with a chosen ``maxmemory`` and ``maxmemory-policy``; optionally a
+second one for the response cache), the schema-checking fake GitHub (``tests.fakes.fake_github``,
+GitHub's documented secondary rate limits enforced), the fake provider
+(``tests.fakes.fake_llm``), the web process (uvicorn ``app.main:app``) and N arq workers, each
+a process of its own with its log in the stack's folder (``<name>.log``). It sends signed
+deliveries as GitHub would (the pull request moves to the pushed head first; a refused delivery
+is not sent again, as GitHub does not redeliver by itself), kills and restarts workers (by
+hand, or a supervisor thread restarting any that exits, as a container's restart policy does),
+and restarts Redis. `ChaosStack.settle` waits until every pull request's newest head has a
+concluded ``llmgate`` check run and nothing is in progress, or the time is up, and returns the
+`chaos_tally.Tally` of what GitHub shows.
+
+Everything runs on 127.0.0.1; nothing but loopback is reached.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+from redis.exceptions import RedisError
+
+from tests.conftest import free_port, wait_for_port
+from tests.e2e.chaos_repo import KEY_ENV, ChaosRepo
+from tests.e2e.chaos_tally import Delivery, Tally, tally
+from tests.fakes.fake_github import FakeGitHubRemote, generate_app_keypair
+from worker.demo import APP_ID, BOT_LOGIN, DEMO_WRITERS, pull_request_payload, sign
+from worker.metrics import WORKERS_KEY
+
+ROOT = Path(__file__).resolve().parents[2]
+OWNER, REPO = "acme", "chaos"
+SECRET = "chaos-secret"
+#: Worker settings of every chaos stack: a killed worker's job resumes within 6 s and the
+#: sweeper looks every 5 s, so "stuck" after a settle of 30 s means stuck beyond their reach.
+#: A reconciler (issue 14) would add its own period here.
+CHAOS_WORKER_ENV = {"LLMGATE_JOB_LEASE_S": "6", "LLMGATE_SWEEP_INTERVAL_S": "5",
+                    "LLMGATE_JOB_TIMEOUT_S": "120", "LLMGATE_SHUTDOWN_GRACE_S": "0",
+                    KEY_ENV: "sk-chaos-fake"}
+
+
+@dataclass(frozen=True)
+class RedisOptions:
+    """How a ``redis-server`` of the stack runs.
+
+    Attributes:
+        appendonly: AOF persistence (``appendfsync everysec``); off: nothing survives a restart.
+        maxmemory: e.g. ``"4mb"``; None for no limit.
+        policy: ``maxmemory-policy`` (``noeviction``, ``volatile-lru``, ``allkeys-lru``, ...).
+        config_disabled: rename ``CONFIG`` away, as managed Redis services do.
+    """
+
+    appendonly: bool = False
+    maxmemory: str | None = None
+    policy: str = "noeviction"
+    config_disabled: bool = False
+
+
+class RedisProcess:
+    """One ``redis-server`` on a fixed loopback port, so it can be restarted in place."""
+
+    def __init__(self, workdir: Path, name: str, options: RedisOptions) -> None:
+        self.workdir, self.name, self.options = workdir / name, name, options
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        self.port = free_port()
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.restarts: list[tuple[float, float]] = []  # (down at, up at), Unix seconds
+
+    @property
+    def url(self) -> str:
+        """``redis://127.0.0.1:<port>/0``."""
+        return f"redis://127.0.0.1:{self.port}/0"
+
+    def start(self) -> None:
+        """Start the server (same port, same folder) and wait until it accepts connections."""
+        binary = shutil.which("redis-server")
+        if binary is None:
+            raise RuntimeError("redis-server is not installed (apt-get install redis-server)")
+        o = self.options
+        cmd = [binary, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
+               "--dir", str(self.workdir), "--appendonly", "yes" if o.appendonly else "no",
+               "--appendfsync", "everysec", "--maxmemory-policy", o.policy]
+        if o.maxmemory:
+            cmd += ["--maxmemory", o.maxmemory]
+        if o.config_disabled:
+            cmd += ["--rename-command", "CONFIG", ""]
+        log = (self.workdir.parent / f"{self.name}.log").open("ab")
+        self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
+        wait_for_port(self.port)
+
+    def stop(self, hard: bool = False) -> None:
+        """SIGTERM (a clean shutdown: AOF flushed) or SIGKILL the server; wait for it."""
+        if self.proc is None or self.proc.poll() is not None:
+            return
+        self.proc.send_signal(signal.SIGKILL if hard else signal.SIGTERM)
+        self.proc.wait(timeout=30)
+
+    def restart(self, down_s: float = 1.0, hard: bool = False) -> None:
+        """Stop the server, keep it down ``down_s`` seconds, start it again on the same port."""
+        down = time.time()
+        self.stop(hard)
+        time.sleep(down_s)
+        self.start()
+        self.restarts.append((down, time.time()))
+
+    def client(self) -> Any:
+        """A synchronous ``redis.Redis`` client on it (the caller closes it)."""
+        import redis
+
+        return redis.Redis(port=self.port, socket_timeout=5)
+
+
+@dataclass
+class Worker:
+    """One worker slot: its current process and every process it had, oldest first."""
+
+    name: str
+    proc: subprocess.Popen[bytes]
+    history: list[subprocess.Popen[bytes]] = field(default_factory=list)
+    wanted: bool = True  # False once the stack stops: the supervisor leaves it down
+    down_since: float | None = None  # when the supervisor saw it exit (monotonic seconds)
+
+    def exit_codes(self) -> list[int]:
+        """Exit codes of this slot's processes that ended (-9: SIGKILL), oldest first."""
+        return [code for p in [*self.history, self.proc] if (code := p.poll()) is not None]
+
+
+class ChaosStack:
+    """Redis, the fake GitHub, the fake provider, the web process and workers (module doc).
+
+    Use as a context manager; every process it started is stopped on exit (workers first,
+    Redis last). Raises RuntimeError or TimeoutError when a part does not start.
+    """
+
+    def __init__(self, workdir: Path, *, workers: int = 2, redis: RedisOptions | None = None,
+                 cache_redis: RedisOptions | None = None, worker_env: dict[str, str] | None = None,
+                 supervise: bool = False, restart_delay_s: float = 1.0) -> None:
+        self.workdir = workdir
+        self.redis = RedisProcess(workdir, "redis", redis or RedisOptions())
+        self.cache_redis = None if cache_redis is None else RedisProcess(
+            workdir, "cache-redis", cache_redis)
+        self.worker_count, self.supervise = workers, supervise
+        self.restart_delay_s = restart_delay_s
+        self.worker_env_extra = worker_env or {}
+        self.workers: list[Worker] = []
+        self.deliveries: list[Delivery] = []
+        self._procs: list[subprocess.Popen[bytes]] = []
+        self._stop = threading.Event()
+        self._lock = threading.Lock()
+        self._supervisor: threading.Thread | None = None
+        self.github: FakeGitHubRemote
+        self.llm_url = self.web_url = ""
+
+    # ------------------------------------------------------------------ starting
+    def __enter__(self) -> ChaosStack:
+        try:
+            self._start()
+        except BaseException:
+            self.close()
+            raise
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _spawn(self, name: str, cmd: list[str], env: dict[str, str] | None = None,
+               ) -> subprocess.Popen[bytes]:
+        log = (self.workdir / f"{name}.log").open("ab")
+        proc = subprocess.Popen(cmd, cwd=ROOT, env={**os.environ, **(env or {})}, stdout=log,
+                                stderr=subprocess.STDOUT)
+        self._procs.append(proc)
+        return proc
+
+    def _ready_file(self, name: str, cmd: list[str]) -> dict[str, Any]:
+        ready = self.workdir / f"{name}-ready.json"
+        proc = self._spawn(name, [*cmd, "--port", "0", "--ready-file", str(ready)])
+        deadline = time.monotonic() + 60
+        while not ready.exists():
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"{name} did not start (see {name}.log)")
+            time.sleep(0.05)
+        info: dict[str, Any] = json.loads(ready.read_text())
+        return info
+
+    def _start(self) -> None:
+        self.redis.start()
+        if self.cache_redis is not None:
+            self.cache_redis.start()
+        private_pem, public_pem = generate_app_keypair()
+        key_file = self.workdir / "app-private-key.pem"
+        key_file.write_text(private_pem)
+        key_file.chmod(0o600)
+        setup = self.workdir / "github-setup.json"
+        setup.write_text(json.dumps({"app_id": APP_ID, "public_key_pem": public_pem,
+                                     "bot_login": BOT_LOGIN, "app_slug": "llmgate-demo",
+                                     "collaborators": DEMO_WRITERS, "secondary_limits": {}}))
+        gh = self._ready_file("github", [sys.executable, "-m", "tests.fakes.fake_github",
+                                         "--setup-file", str(setup)])
+        self.github = FakeGitHubRemote(gh["url"])
+        llm = self._ready_file("llm", [sys.executable, "-m", "tests.fakes.fake_llm"])
+        self.llm_url = llm["url"]
+        self._start_web()
+        self._worker_env = {
+            "GITHUB_APP_ID": APP_ID, "GITHUB_APP_PRIVATE_KEY_FILE": str(key_file),
+            "GITHUB_API_URL": self.github.url, "REDIS_URL": self.redis.url,
+            "LLMGATE_WORKDIR": str(self.workdir / "checkouts"), **CHAOS_WORKER_ENV,
+            **({"LLMGATE_CACHE_REDIS_URL": self.cache_redis.url} if self.cache_redis else {}),
+            **self.worker_env_extra}
+        for i in range(self.worker_count):
+            self.workers.append(Worker(f"worker-{i}", self._start_worker(f"worker-{i}")))
+        for w in self.workers:
+            self.wait_ready(w)
+        if self.supervise:
+            self._supervisor = threading.Thread(target=self._supervise, daemon=True)
+            self._supervisor.start()
+
+    def web_env(self) -> dict[str, str]:
+        """The web process's environment (its secret and the queue's Redis)."""
+        return {"GITHUB_WEBHOOK_SECRET": SECRET, "REDIS_URL": self.redis.url,
+                **({"LLMGATE_CACHE_REDIS_URL": self.cache_redis.url} if self.cache_redis else {})}
+
+    def _start_web(self) -> None:
+        port = free_port()
+        web = self._spawn("web", [sys.executable, "-m", "uvicorn", "app.main:app", "--host",
+                                  "127.0.0.1", "--port", str(port), "--log-level", "warning"],
+                          self.web_env())
+        self.web_url = f"http://127.0.0.1:{port}"
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            if web.poll() is not None:
+                raise RuntimeError(f"the web process exited with {web.returncode} (web.log)")
+            try:
+                httpx.get(f"{self.web_url}/healthz", timeout=1)
+                return
+            except httpx.HTTPError:
+                time.sleep(0.1)
+        raise TimeoutError("the web process did not answer within 60 s")
+
+    def worker_environment(self) -> dict[str, str]:
+        """The workers' environment on top of the test's (App, fake GitHub, Redis, limits)."""
+        return dict(self._worker_env)
+
+    def _start_worker(self, name: str) -> subprocess.Popen[bytes]:
+        return self._spawn(name, [sys.executable, "-m", "arq", "worker.main.WorkerSettings"],
+                           self._worker_env)
+
+    # ------------------------------------------------------------------ workers
+    def _supervise(self) -> None:
+        """Restart every worker that exited, ``restart_delay_s`` later (a restart policy)."""
+        while not self._stop.wait(0.2):
+            with self._lock:
+                for w in self.workers:
+                    if not w.wanted or w.proc.poll() is None:
+                        continue
+                    if w.down_since is None:
+                        w.down_since = time.monotonic()
+                    elif time.monotonic() - w.down_since >= self.restart_delay_s:
+                        w.history.append(w.proc)
+                        w.proc, w.down_since = self._start_worker(w.name), None
+
+    def kill_worker(self, worker: Worker, sig: int = signal.SIGKILL) -> int:
+        """Send ``sig`` to the worker's process, wait for it to exit; return its exit code
+        (the supervisor, when on, starts it again)."""
+        worker.proc.send_signal(sig)
+        return worker.proc.wait(timeout=60)
+
+    def wait_ready(self, worker: Worker, timeout_s: float = 90) -> None:
+        """Wait until the worker's process has published a heartbeat (it takes jobs).
+
+        Raises:
+            RuntimeError: it exited first. TimeoutError: no heartbeat within ``timeout_s``.
+        """
+        deadline = time.monotonic() + timeout_s
+        client = self.redis.client()
+        try:
+            while time.monotonic() < deadline:
+                if worker.proc.poll() is not None:
+                    raise RuntimeError(f"{worker.name} exited with {worker.proc.returncode}")
+                with contextlib.suppress(OSError, RedisError):
+                    beats = client.hkeys(WORKERS_KEY)
+                    if any(f":{worker.proc.pid}:".encode() in b for b in beats):
+                        return
+                time.sleep(0.2)
+        finally:
+            client.close()
+        raise TimeoutError(f"{worker.name} published no heartbeat within {timeout_s} s")
+
+    def live_workers(self) -> list[Worker]:
+        """The workers whose process runs now."""
+        return [w for w in self.workers if w.proc.poll() is None]
+
+    def worker_exits(self) -> dict[str, list[int]]:
+        """Each worker slot's exit codes so far (supervised restarts included)."""
+        return {w.name: w.exit_codes() for w in self.workers}
+
+    # ------------------------------------------------------------------ driving
+    def push(self, repo: ChaosRepo, pr: int, push: int = 1, action: str = "") -> Delivery:
+        """Move PR ``pr`` (branch ``pr/<pr>``) to head ``(pr, push)`` on GitHub, then deliver
+        its ``pull_request`` event (``opened`` for push 1, else ``synchronize``)."""
+        head = repo.heads[(pr, push)]
+        self.github.setup({"pulls": [{
+            "owner": OWNER, "repo": REPO, "number": pr, "head_sha": head,
+            "base_sha": repo.main, "base_ref": "main", "head_ref": f"pr/{pr}",
+            "clone_url": repo.clone_url}]})
+        payload = pull_request_payload(action or ("opened" if push == 1 else "synchronize"),
+                                       owner=OWNER, repo=REPO, clone_url=repo.clone_url,
+                                       number=pr, head_sha=head, base_sha=repo.main,
+                                       head_ref=f"pr/{pr}")
+        return self.deliver(pr, head, "pull_request", payload)
+
+    def deliver(self, pr: int, head_sha: str, event: str, payload: dict[str, Any]) -> Delivery:
+        """POST one signed delivery to the web process; record when and what it answered
+        (status 0: no answer at all)."""
+        body = json.dumps(payload).encode()
+        headers = {"X-GitHub-Event": event, "X-GitHub-Delivery": str(uuid.uuid4()),
+                   "X-Hub-Signature-256": sign(SECRET, body),
+                   "Content-Type": "application/json", "User-Agent": "GitHub-Hookshot/chaos"}
+        sent = time.time()
+        try:
+            resp = httpx.post(f"{self.web_url}/webhook", content=body, headers=headers,
+                              timeout=10)
+            status, answer = resp.status_code, resp.text[:200]
+        except httpx.HTTPError as exc:
+            status, answer = 0, type(exc).__name__
+        delivery = Delivery(pr, head_sha, sent, status, answer)
+        self.deliveries.append(delivery)
+        return delivery
+
+    def tally(self, newest: dict[int, str]) -> Tally:
+        """What GitHub shows now, counted per pull request's newest head (`chaos_tally`)."""
+        return tally(self.github.state(), newest, self.deliveries)
+
+    def settle(self, newest: dict[int, str], timeout_s: float) -> Tally:
+        """Wait until every newest head is concluded and no check run is in progress, or
+        ``timeout_s`` seconds; return the tally then."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            counted = self.tally(newest)
+            if counted.converged or time.monotonic() > deadline:
+                return counted
+            time.sleep(0.5)
+
+    def log_lines(self, *needles: str) -> list[str]:
+        """Lines of every process log holding one of ``needles`` (for the report of a test)."""
+        out = []
+        for path in sorted(self.workdir.glob("*.log")):
+            for line in path.read_text(errors="replace").splitlines():
+                if any(n in line for n in needles):
+                    out.append(f"{path.stem}: {line.strip()[:300]}")
+        return out
+
+    def processes_under(self, folder: Path) -> list[int]:
+        """Pids of live processes whose working directory is inside ``folder`` (targets)."""
+        return [pid for pid in _pids() if _cwd_inside(pid, folder)]
+
+    # ------------------------------------------------------------------ stopping
+    def close(self) -> None:
+        """Stop the supervisor and every process this stack started (Redis last)."""
+        self._stop.set()
+        if self._supervisor is not None:
+            self._supervisor.join(timeout=5)
+        with self._lock:
+            for w in self.workers:
+                w.wanted = False
+            procs = [w.proc for w in self.workers] + self._procs
+            for proc in procs:
+                if proc.poll() is None:
+                    proc.terminate()
+            for proc in procs:
+                try:
+                    proc.wait(timeout=15)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+                    proc.wait()
+        for server in (self.cache_redis, self.redis):
+            if server is not None:
+                server.stop()
+
+
+def _pids() -> Iterator[int]:
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            yield int(entry.name)
+
+
+def _cwd_inside(pid: int, folder: Path) -> bool:
+    try:
+        cwd = Path(os.readlink(f"/proc/{pid}/cwd"))
+    except OSError:
+        return False
+    return cwd == folder or folder in cwd.parents
+
+
+def descendants(pid: int) -> list[int]:
+    """Pids of every live descendant of process ``pid`` (from ``/proc/<pid>/stat``)."""
+    parents: dict[int, int] = {}
+    for child in _pids():
+        try:
+            stat = Path(f"/proc/{child}/stat").read_text()
+        except OSError:
+            continue
+        parents[child] = int(stat.rsplit(")", 1)[1].split()[1])
+    found, frontier = [], [pid]
+    while frontier:
+        current = frontier.pop()
+        kids = [c for c, p in parents.items() if p == current]
+        found += kids
+        frontier += kids
+    return found
+
+
+def alive(pid: int) -> bool:
+    """Whether process ``pid`` exists and is not a zombie."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
