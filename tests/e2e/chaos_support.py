@@ -1,11 +1,12 @@
 """The chaos harness: every part of llmgate as a real process, and the faults of issue 14.
 
-`ChaosStack` starts, on loopback, a ``redis-server`` for the queue (restartable on the same
-port, with or without AOF, with a chosen ``maxmemory`` and ``maxmemory-policy``; optionally a
-second one for the response cache), the schema-checking fake GitHub (``tests.fakes.fake_github``,
-GitHub's documented secondary rate limits enforced), the fake provider
-(``tests.fakes.fake_llm``), the web process (uvicorn ``app.main:app``) and N arq workers, each
-a process of its own with its log in the stack's folder (``<name>.log``). It sends signed
+`ChaosFakes` runs the schema-checking fake GitHub (``tests.fakes.fake_github``, GitHub's
+documented secondary rate limits enforced) and the fake provider (``tests.fakes.fake_llm``) as
+processes, shared by the stacks of a test module. `ChaosStack` starts, on loopback, a
+``redis-server`` for the queue (restartable on the same port, with or without AOF, with a chosen
+``maxmemory`` and ``maxmemory-policy``; optionally a second one for the response cache), the
+web process (uvicorn ``app.main:app``) and N arq workers, each a process of its own with its
+log in the stack's folder (``<name>.log``). It sends signed
 deliveries as GitHub would (the pull request moves to the pushed head first; a refused delivery
 is not sent again, as GitHub does not redeliver by itself), kills and restarts workers (by
 hand, or a supervisor thread restarting any that exits, as a container's restart policy does),
@@ -140,6 +141,76 @@ class Worker:
         return [code for p in [*self.history, self.proc] if (code := p.poll()) is not None]
 
 
+class ChaosFakes:
+    """The fake GitHub and the fake provider as processes, shareable by several stacks.
+
+    Use as a context manager (a module-scoped fixture, say); each `ChaosStack` given these
+    resets the fake GitHub's records and configuration when it starts.
+    """
+
+    def __init__(self, workdir: Path) -> None:
+        self.workdir = workdir
+        self.private_pem, self.public_pem = generate_app_keypair()
+        self._procs: list[subprocess.Popen[bytes]] = []
+        self.github = FakeGitHubRemote("http://127.0.0.1:0")
+        self.llm_url = ""
+
+    def __enter__(self) -> ChaosFakes:
+        try:
+            gh = self._start("github", [sys.executable, "-m", "tests.fakes.fake_github"])
+            self.github = FakeGitHubRemote(gh["url"])
+            self.llm_url = self._start("llm", [sys.executable, "-m", "tests.fakes.fake_llm"])["url"]
+        except BaseException:
+            self.close()
+            raise
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _start(self, name: str, cmd: list[str]) -> dict[str, Any]:
+        ready = self.workdir / f"{name}-ready.json"
+        log = (self.workdir / f"{name}.log").open("ab")
+        proc = subprocess.Popen([*cmd, "--port", "0", "--ready-file", str(ready)], cwd=ROOT,
+                                stdout=log, stderr=subprocess.STDOUT)
+        self._procs.append(proc)
+        deadline = time.monotonic() + 60
+        while not ready.exists():
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"{name} did not start (see {name}.log)")
+            time.sleep(0.05)
+        info: dict[str, Any] = json.loads(ready.read_text())
+        return info
+
+    def reset(self) -> None:
+        """Forget every record and fault; configure the App, its writers and GitHub's
+        secondary limits; forget the provider's calls and rules."""
+        self.github.setup({"reset_config": True, "app_id": APP_ID,
+                           "public_key_pem": self.public_pem, "bot_login": BOT_LOGIN,
+                           "app_slug": "llmgate-demo", "collaborators": DEMO_WRITERS,
+                           "secondary_limits": {}})
+        self.llm("reset")
+        self.llm("setup", {"rules": [], "default_reply": None, "latency_ms": 0})
+
+    def llm(self, action: str, body: dict[str, Any] | None = None) -> Any:
+        """POST the fake provider's control ``/_fake/<action>`` (``setup``, ``reset``) or, for
+        ``state``, GET it; return its JSON answer."""
+        root = self.llm_url.removesuffix("/v1")
+        if action == "state":
+            resp = httpx.get(f"{root}/_fake/state", timeout=10)
+        else:
+            resp = httpx.post(f"{root}/_fake/{action}", json=body, timeout=10)
+        resp.raise_for_status()
+        return resp.json()
+
+    def close(self) -> None:
+        """Stop both processes."""
+        for proc in self._procs:
+            if proc.poll() is None:
+                proc.terminate()
+                proc.wait(timeout=15)
+
+
 class ChaosStack:
     """Redis, the fake GitHub, the fake provider, the web process and workers (module doc).
 
@@ -147,10 +218,12 @@ class ChaosStack:
     Redis last). Raises RuntimeError or TimeoutError when a part does not start.
     """
 
-    def __init__(self, workdir: Path, *, workers: int = 2, redis: RedisOptions | None = None,
-                 cache_redis: RedisOptions | None = None, worker_env: dict[str, str] | None = None,
-                 supervise: bool = False, restart_delay_s: float = 1.0) -> None:
-        self.workdir = workdir
+    def __init__(self, workdir: Path, fakes: ChaosFakes, *, workers: int = 2,
+                 redis: RedisOptions | None = None, cache_redis: RedisOptions | None = None,
+                 worker_env: dict[str, str] | None = None, supervise: bool = False,
+                 restart_delay_s: float = 1.0) -> None:
+        self.workdir, self.fakes = workdir, fakes
+        self.github, self.llm_url = fakes.github, fakes.llm_url
         self.redis = RedisProcess(workdir, "redis", redis or RedisOptions())
         self.cache_redis = None if cache_redis is None else RedisProcess(
             workdir, "cache-redis", cache_redis)
@@ -163,8 +236,8 @@ class ChaosStack:
         self._stop = threading.Event()
         self._lock = threading.Lock()
         self._supervisor: threading.Thread | None = None
-        self.github: FakeGitHubRemote
-        self.llm_url = self.web_url = ""
+        self._http = httpx.Client(timeout=10)  # keep-alive, as GitHub's hookshot
+        self.web_url = ""
 
     # ------------------------------------------------------------------ starting
     def __enter__(self) -> ChaosStack:
@@ -186,34 +259,14 @@ class ChaosStack:
         self._procs.append(proc)
         return proc
 
-    def _ready_file(self, name: str, cmd: list[str]) -> dict[str, Any]:
-        ready = self.workdir / f"{name}-ready.json"
-        proc = self._spawn(name, [*cmd, "--port", "0", "--ready-file", str(ready)])
-        deadline = time.monotonic() + 60
-        while not ready.exists():
-            if proc.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"{name} did not start (see {name}.log)")
-            time.sleep(0.05)
-        info: dict[str, Any] = json.loads(ready.read_text())
-        return info
-
     def _start(self) -> None:
         self.redis.start()
         if self.cache_redis is not None:
             self.cache_redis.start()
-        private_pem, public_pem = generate_app_keypair()
+        self.fakes.reset()
         key_file = self.workdir / "app-private-key.pem"
-        key_file.write_text(private_pem)
+        key_file.write_text(self.fakes.private_pem)
         key_file.chmod(0o600)
-        setup = self.workdir / "github-setup.json"
-        setup.write_text(json.dumps({"app_id": APP_ID, "public_key_pem": public_pem,
-                                     "bot_login": BOT_LOGIN, "app_slug": "llmgate-demo",
-                                     "collaborators": DEMO_WRITERS, "secondary_limits": {}}))
-        gh = self._ready_file("github", [sys.executable, "-m", "tests.fakes.fake_github",
-                                         "--setup-file", str(setup)])
-        self.github = FakeGitHubRemote(gh["url"])
-        llm = self._ready_file("llm", [sys.executable, "-m", "tests.fakes.fake_llm"])
-        self.llm_url = llm["url"]
         self._start_web()
         self._worker_env = {
             "GITHUB_APP_ID": APP_ID, "GITHUB_APP_PRIVATE_KEY_FILE": str(key_file),
@@ -309,15 +362,21 @@ class ChaosStack:
         return {w.name: w.exit_codes() for w in self.workers}
 
     # ------------------------------------------------------------------ driving
-    def push(self, repo: ChaosRepo, pr: int, push: int = 1, action: str = "") -> Delivery:
-        """Move PR ``pr`` (branch ``pr/<pr>``) to head ``(pr, push)`` on GitHub, then deliver
-        its ``pull_request`` event (``opened`` for push 1, else ``synchronize``)."""
-        head = repo.heads[(pr, push)]
+    def move(self, repo: ChaosRepo, heads: dict[int, int]) -> None:
+        """Tell GitHub that each PR ``pr`` (branch ``pr/<pr>``) is at push ``heads[pr]``."""
         self.github.setup({"pulls": [{
-            "owner": OWNER, "repo": REPO, "number": pr, "head_sha": head,
+            "owner": OWNER, "repo": REPO, "number": pr, "head_sha": repo.heads[(pr, push)],
             "base_sha": repo.main, "base_ref": "main", "head_ref": f"pr/{pr}",
-            "clone_url": repo.clone_url}]})
-        payload = pull_request_payload(action or ("opened" if push == 1 else "synchronize"),
+            "clone_url": repo.clone_url} for pr, push in heads.items()]})
+
+    def push(self, repo: ChaosRepo, pr: int, push: int = 1, *, move: bool = True) -> Delivery:
+        """Move PR ``pr`` to head ``(pr, push)`` on GitHub (unless ``move`` is False: a burst
+        moves every PR first), then deliver its ``pull_request`` event (``opened`` for push 1,
+        else ``synchronize``)."""
+        if move:
+            self.move(repo, {pr: push})
+        head = repo.heads[(pr, push)]
+        payload = pull_request_payload("opened" if push == 1 else "synchronize",
                                        owner=OWNER, repo=REPO, clone_url=repo.clone_url,
                                        number=pr, head_sha=head, base_sha=repo.main,
                                        head_ref=f"pr/{pr}")
@@ -332,8 +391,7 @@ class ChaosStack:
                    "Content-Type": "application/json", "User-Agent": "GitHub-Hookshot/chaos"}
         sent = time.time()
         try:
-            resp = httpx.post(f"{self.web_url}/webhook", content=body, headers=headers,
-                              timeout=10)
+            resp = self._http.post(f"{self.web_url}/webhook", content=body, headers=headers)
             status, answer = resp.status_code, resp.text[:200]
         except httpx.HTTPError as exc:
             status, answer = 0, type(exc).__name__
@@ -347,13 +405,38 @@ class ChaosStack:
 
     def settle(self, newest: dict[int, str], timeout_s: float) -> Tally:
         """Wait until every newest head is concluded and no check run is in progress, or
-        ``timeout_s`` seconds; return the tally then."""
+        ``timeout_s`` seconds, or a duplicate shows (a check run or comment too many is never
+        taken back); return the tally then."""
         deadline = time.monotonic() + timeout_s
         while True:
             counted = self.tally(newest)
-            if counted.converged or time.monotonic() > deadline:
+            if counted.converged or counted.duplicated or time.monotonic() > deadline:
                 return counted
             time.sleep(0.5)
+
+    def wait_concluded(self, head_sha: str, timeout_s: float) -> None:
+        """Wait until the check run GitHub shows for ``head_sha`` is completed.
+
+        Raises:
+            TimeoutError: it was not within ``timeout_s`` seconds.
+        """
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            runs = [r for r in self.github.state()["check_runs"] if r["head_sha"] == head_sha]
+            if runs and max(runs, key=lambda r: r["id"])["status"] == "completed":
+                return
+            time.sleep(0.3)
+        raise TimeoutError(f"no concluded check run on {head_sha[:7]} within {timeout_s} s")
+
+    def worker_running_a_target(self) -> tuple[Worker, list[int]] | None:
+        """A live worker with target processes among its descendants, and their pids (a
+        target's working directory is inside the checkouts); None when no target runs."""
+        inside = set(self.processes_under(self.workdir / "checkouts"))
+        for w in self.live_workers():
+            targets = [pid for pid in descendants(w.proc.pid) if pid in inside]
+            if targets:
+                return w, targets
+        return None
 
     def log_lines(self, *needles: str) -> list[str]:
         """Lines of every process log holding one of ``needles`` (for the report of a test)."""
@@ -372,6 +455,7 @@ class ChaosStack:
     def close(self) -> None:
         """Stop the supervisor and every process this stack started (Redis last)."""
         self._stop.set()
+        self._http.close()
         if self._supervisor is not None:
             self._supervisor.join(timeout=5)
         with self._lock:
@@ -422,6 +506,14 @@ def descendants(pid: int) -> list[int]:
         found += kids
         frontier += kids
     return found
+
+
+def parent_of(pid: int) -> int | None:
+    """The parent pid of process ``pid``, or None when it is gone."""
+    try:
+        return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+    except (OSError, ValueError, IndexError):
+        return None
 
 
 def alive(pid: int) -> bool:
