@@ -403,14 +403,16 @@ class ChaosStack:
         """What GitHub shows now, counted per pull request's newest head (`chaos_tally`)."""
         return tally(self.github.state(), newest, self.deliveries)
 
-    def settle(self, newest: dict[int, str], timeout_s: float) -> Tally:
+    def settle(self, newest: dict[int, str], timeout_s: float, *,
+               stop_on_duplicate: bool = True) -> Tally:
         """Wait until every newest head is concluded and no check run is in progress, or
-        ``timeout_s`` seconds, or a duplicate shows (a check run or comment too many is never
-        taken back); return the tally then."""
+        ``timeout_s`` seconds, or (``stop_on_duplicate``) a duplicate shows: a check run or
+        comment too many is never taken back, so the outcome is known; return the tally."""
         deadline = time.monotonic() + timeout_s
         while True:
             counted = self.tally(newest)
-            if counted.converged or counted.duplicated or time.monotonic() > deadline:
+            if counted.converged or (stop_on_duplicate and counted.duplicated) or \
+                    time.monotonic() > deadline:
                 return counted
             time.sleep(0.5)
 

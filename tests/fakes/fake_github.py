@@ -30,7 +30,8 @@ author}], ``contents``
 user_type}] seeded as existing, ``faults`` [{method?, operation?, path?, path_glob?, status,
 times?, rate?, seed?, after?, headers?, body?, rate_limit_reset_in_s?}] answered instead of the
 real thing, or after it (``after``), ``secondary_limits`` ({} for GitHub's documented figures,
-null for none; both in ``fake_github_faults``), ``reset``: true to forget all records first,
+null for none; both in ``fake_github_faults``), ``clear_faults``: true to drop the faults
+left (before adding any given), ``reset``: true to forget all records first,
 ``reset_config``: true to also restore the default configuration first); ``POST /_fake/reset``
 (records only). A request answered by a fault has ``fault`` true and ``fault_after`` telling
 whether it was performed; one over a secondary limit is a violation of kind

@@ -147,6 +147,8 @@ class FakeModel:
             self._add_comment(seed["owner"], seed["repo"], int(seed["issue_number"]),
                               seed["body"], seed.get("user_login", "octocat"),
                               seed.get("user_type", "User"))
+        if cfg.get("clear_faults"):
+            self.faults.clear()
         self.faults.extend(dict(f) for f in cfg.get("faults", []))
 
     def snapshot(self) -> dict[str, Any]:

@@ -47,6 +47,9 @@ def test_a_fault_before_the_post_creates_nothing(fake_gh: FakeGitHubServer,
     fake_gh.setup({"faults": [{"path_glob": "/repos/*/check-runs", "status": 503}]})
     assert _create_check(fake_gh, token).status_code == 503
     assert fake_gh.state()["check_runs"] == []
+    fake_gh.setup({"faults": [{"operation": "checks/create", "status": 500, "times": None}]})
+    fake_gh.setup({"clear_faults": True})
+    assert _create_check(fake_gh, token).status_code == 201
 
 
 def _statuses_at_rate(fake: FakeGitHubServer, private_pem: str) -> list[int]:
