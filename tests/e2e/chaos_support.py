@@ -32,7 +32,7 @@ import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 import httpx
 from redis.exceptions import RedisError
@@ -141,7 +141,29 @@ class Worker:
         return [code for p in [*self.history, self.proc] if (code := p.poll()) is not None]
 
 
-class ChaosFakes:
+class _Started:
+    """A context manager over ``_start`` and ``close`` (``close`` also when ``_start`` fails)."""
+
+    def _start(self) -> None:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        """Stop what ``_start`` started."""
+        raise NotImplementedError
+
+    def __enter__(self) -> Self:
+        try:
+            self._start()
+        except BaseException:
+            self.close()
+            raise
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class ChaosFakes(_Started):
     """The fake GitHub and the fake provider as processes, shareable by several stacks.
 
     Use as a context manager (a module-scoped fixture, say); each `ChaosStack` given these
@@ -155,20 +177,12 @@ class ChaosFakes:
         self.github = FakeGitHubRemote("http://127.0.0.1:0")
         self.llm_url = ""
 
-    def __enter__(self) -> ChaosFakes:
-        try:
-            gh = self._start("github", [sys.executable, "-m", "tests.fakes.fake_github"])
-            self.github = FakeGitHubRemote(gh["url"])
-            self.llm_url = self._start("llm", [sys.executable, "-m", "tests.fakes.fake_llm"])["url"]
-        except BaseException:
-            self.close()
-            raise
-        return self
+    def _start(self) -> None:
+        gh = self._serve("github", [sys.executable, "-m", "tests.fakes.fake_github"])
+        self.github = FakeGitHubRemote(gh["url"])
+        self.llm_url = self._serve("llm", [sys.executable, "-m", "tests.fakes.fake_llm"])["url"]
 
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    def _start(self, name: str, cmd: list[str]) -> dict[str, Any]:
+    def _serve(self, name: str, cmd: list[str]) -> dict[str, Any]:
         ready = self.workdir / f"{name}-ready.json"
         log = (self.workdir / f"{name}.log").open("ab")
         proc = subprocess.Popen([*cmd, "--port", "0", "--ready-file", str(ready)], cwd=ROOT,
@@ -211,7 +225,7 @@ class ChaosFakes:
                 proc.wait(timeout=15)
 
 
-class ChaosStack:
+class ChaosStack(_Started):
     """Redis, the fake GitHub, the fake provider, the web process and workers (module doc).
 
     Use as a context manager; every process it started is stopped on exit (workers first,
@@ -240,17 +254,6 @@ class ChaosStack:
         self.web_url = ""
 
     # ------------------------------------------------------------------ starting
-    def __enter__(self) -> ChaosStack:
-        try:
-            self._start()
-        except BaseException:
-            self.close()
-            raise
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
     def _spawn(self, name: str, cmd: list[str], env: dict[str, str] | None = None,
                ) -> subprocess.Popen[bytes]:
         log = (self.workdir / f"{name}.log").open("ab")
@@ -492,15 +495,17 @@ def _cwd_inside(pid: int, folder: Path) -> bool:
     return cwd == folder or folder in cwd.parents
 
 
+def _stat(pid: int) -> list[str] | None:
+    """The fields of ``/proc/<pid>/stat`` after the command name (state, ppid, ...)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+
+
 def descendants(pid: int) -> list[int]:
-    """Pids of every live descendant of process ``pid`` (from ``/proc/<pid>/stat``)."""
-    parents: dict[int, int] = {}
-    for child in _pids():
-        try:
-            stat = Path(f"/proc/{child}/stat").read_text()
-        except OSError:
-            continue
-        parents[child] = int(stat.rsplit(")", 1)[1].split()[1])
+    """Pids of every live descendant of process ``pid``."""
+    parents = {child: int(fields[1]) for child in _pids() if (fields := _stat(child))}
     found, frontier = [], [pid]
     while frontier:
         current = frontier.pop()
@@ -512,16 +517,5 @@ def descendants(pid: int) -> list[int]:
 
 def parent_of(pid: int) -> int | None:
     """The parent pid of process ``pid``, or None when it is gone."""
-    try:
-        return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
-    except (OSError, ValueError, IndexError):
-        return None
-
-
-def alive(pid: int) -> bool:
-    """Whether process ``pid`` exists and is not a zombie."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return False
-    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+    fields = _stat(pid)
+    return None if fields is None else int(fields[1])
