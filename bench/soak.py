@@ -37,8 +37,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from tests.e2e.chaos_processes import RedisOptions  # noqa: E402
 from tests.e2e.chaos_repo import build_chaos_repo  # noqa: E402
-from tests.e2e.chaos_support import ChaosFakes, ChaosStack, RedisOptions  # noqa: E402
+from tests.e2e.chaos_support import ChaosFakes, ChaosStack  # noqa: E402
 from tests.e2e.chaos_tally import Tally  # noqa: E402
 from tests.fakes.fake_github_faults import CONTENT_PER_HOUR, CONTENT_PER_MINUTE  # noqa: E402
 

@@ -4,7 +4,8 @@
 documented secondary rate limits enforced) and the fake provider (``tests.fakes.fake_llm``) as
 processes, shared by the stacks of a test module. `ChaosStack` starts, on loopback, a
 ``redis-server`` for the queue (restartable on the same port, with or without AOF, with a chosen
-``maxmemory`` and ``maxmemory-policy``; optionally a second one for the response cache), the
+``maxmemory`` and ``maxmemory-policy``: `chaos_processes.RedisProcess`; optionally a second one
+for the response cache), the
 web process (uvicorn ``app.main:app``) and N arq workers, each a process of its own with its
 log in the stack's folder (``<name>.log``). It sends signed
 deliveries as GitHub would (the pull request moves to the pushed head first; a refused delivery
@@ -22,14 +23,12 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
 import threading
 import time
 import uuid
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Self
@@ -37,7 +36,14 @@ from typing import Any, Self
 import httpx
 from redis.exceptions import RedisError
 
-from tests.conftest import free_port, wait_for_port
+from tests.conftest import free_port
+from tests.e2e.chaos_processes import (
+    RedisOptions,
+    RedisProcess,
+    cwd_inside,
+    descendants,
+    pids,
+)
 from tests.e2e.chaos_repo import KEY_ENV, ChaosRepo
 from tests.e2e.chaos_tally import Delivery, Tally, tally
 from tests.fakes.fake_github import FakeGitHubRemote, generate_app_keypair
@@ -53,77 +59,6 @@ SECRET = "chaos-secret"
 CHAOS_WORKER_ENV = {"LLMGATE_JOB_LEASE_S": "6", "LLMGATE_SWEEP_INTERVAL_S": "5",
                     "LLMGATE_JOB_TIMEOUT_S": "120", "LLMGATE_SHUTDOWN_GRACE_S": "0",
                     KEY_ENV: "sk-chaos-fake"}
-
-
-@dataclass(frozen=True)
-class RedisOptions:
-    """How a ``redis-server`` of the stack runs.
-
-    Attributes:
-        appendonly: AOF persistence (``appendfsync everysec``); off: nothing survives a restart.
-        maxmemory: e.g. ``"4mb"``; None for no limit.
-        policy: ``maxmemory-policy`` (``noeviction``, ``volatile-lru``, ``allkeys-lru``, ...).
-        config_disabled: rename ``CONFIG`` away, as managed Redis services do.
-    """
-
-    appendonly: bool = False
-    maxmemory: str | None = None
-    policy: str = "noeviction"
-    config_disabled: bool = False
-
-
-class RedisProcess:
-    """One ``redis-server`` on a fixed loopback port, so it can be restarted in place."""
-
-    def __init__(self, workdir: Path, name: str, options: RedisOptions) -> None:
-        self.workdir, self.name, self.options = workdir / name, name, options
-        self.workdir.mkdir(parents=True, exist_ok=True)
-        self.port = free_port()
-        self.proc: subprocess.Popen[bytes] | None = None
-        self.restarts: list[tuple[float, float]] = []  # (down at, up at), Unix seconds
-
-    @property
-    def url(self) -> str:
-        """``redis://127.0.0.1:<port>/0``."""
-        return f"redis://127.0.0.1:{self.port}/0"
-
-    def start(self) -> None:
-        """Start the server (same port, same folder) and wait until it accepts connections."""
-        binary = shutil.which("redis-server")
-        if binary is None:
-            raise RuntimeError("redis-server is not installed (apt-get install redis-server)")
-        o = self.options
-        cmd = [binary, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
-               "--dir", str(self.workdir), "--appendonly", "yes" if o.appendonly else "no",
-               "--appendfsync", "everysec", "--maxmemory-policy", o.policy]
-        if o.maxmemory:
-            cmd += ["--maxmemory", o.maxmemory]
-        if o.config_disabled:
-            cmd += ["--rename-command", "CONFIG", ""]
-        log = (self.workdir.parent / f"{self.name}.log").open("ab")
-        self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
-        wait_for_port(self.port)
-
-    def stop(self, hard: bool = False) -> None:
-        """SIGTERM (a clean shutdown: AOF flushed) or SIGKILL the server; wait for it."""
-        if self.proc is None or self.proc.poll() is not None:
-            return
-        self.proc.send_signal(signal.SIGKILL if hard else signal.SIGTERM)
-        self.proc.wait(timeout=30)
-
-    def restart(self, down_s: float = 1.0, hard: bool = False) -> None:
-        """Stop the server, keep it down ``down_s`` seconds, start it again on the same port."""
-        down = time.time()
-        self.stop(hard)
-        time.sleep(down_s)
-        self.start()
-        self.restarts.append((down, time.time()))
-
-    def client(self) -> Any:
-        """A synchronous ``redis.Redis`` client on it (the caller closes it)."""
-        import redis
-
-        return redis.Redis(port=self.port, socket_timeout=5)
 
 
 @dataclass
@@ -454,7 +389,7 @@ class ChaosStack(_Started):
 
     def processes_under(self, folder: Path) -> list[int]:
         """Pids of live processes whose working directory is inside ``folder`` (targets)."""
-        return [pid for pid in _pids() if _cwd_inside(pid, folder)]
+        return [pid for pid in pids() if cwd_inside(pid, folder)]
 
     # ------------------------------------------------------------------ stopping
     def close(self) -> None:
@@ -479,43 +414,3 @@ class ChaosStack(_Started):
         for server in (self.cache_redis, self.redis):
             if server is not None:
                 server.stop()
-
-
-def _pids() -> Iterator[int]:
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            yield int(entry.name)
-
-
-def _cwd_inside(pid: int, folder: Path) -> bool:
-    try:
-        cwd = Path(os.readlink(f"/proc/{pid}/cwd"))
-    except OSError:
-        return False
-    return cwd == folder or folder in cwd.parents
-
-
-def _stat(pid: int) -> list[str] | None:
-    """The fields of ``/proc/<pid>/stat`` after the command name (state, ppid, ...)."""
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except OSError:
-        return None
-
-
-def descendants(pid: int) -> list[int]:
-    """Pids of every live descendant of process ``pid``."""
-    parents = {child: int(fields[1]) for child in _pids() if (fields := _stat(child))}
-    found, frontier = [], [pid]
-    while frontier:
-        current = frontier.pop()
-        kids = [c for c, p in parents.items() if p == current]
-        found += kids
-        frontier += kids
-    return found
-
-
-def parent_of(pid: int) -> int | None:
-    """The parent pid of process ``pid``, or None when it is gone."""
-    fields = _stat(pid)
-    return None if fields is None else int(fields[1])

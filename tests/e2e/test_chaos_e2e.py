@@ -25,16 +25,9 @@ from pathlib import Path
 import httpx
 import pytest
 
+from tests.e2e.chaos_processes import RedisOptions, RedisProcess, parent_of
 from tests.e2e.chaos_repo import build_chaos_repo, model_config
-from tests.e2e.chaos_support import (
-    ROOT,
-    ChaosFakes,
-    ChaosStack,
-    RedisOptions,
-    RedisProcess,
-    Worker,
-    parent_of,
-)
+from tests.e2e.chaos_support import ROOT, ChaosFakes, ChaosStack, Worker
 from tests.e2e.chaos_tally import Tally
 from tests.e2e.ops_support import wait_until
 from tests.unit.test_targets import pid_alive as alive
