@@ -33,9 +33,15 @@ head_clone_url, state, files, author}], ``contents``
 {"owner/repo": {path: text}}, ``comments`` [{owner, repo, issue_number, body, user_login,
 user_type}] seeded as existing, ``locked`` [{owner, repo, issue_number, comment_ids?}]
 conversations locked (a comment is refused 403, a reaction 422), ``faults`` [{method?,
-operation?, path?, status, times?, headers?, body?, rate_limit_reset_in_s?}] answered
-instead of the real thing, ``reset``: true to forget all records first, ``reset_config``: true
-to also restore the default configuration first); ``POST /_fake/reset`` (records only).
+operation?, path?, path_glob?, status, times?, rate?, seed?, after?, headers?, body?,
+rate_limit_reset_in_s?}] answered instead of the real thing, or after it (``after``),
+``secondary_limits`` ({} for GitHub's documented figures, null for none; both in
+``fake_github_faults``), ``clear_faults``: true to drop the faults left (before adding any
+given), ``reset``: true to forget all records first, ``reset_config``: true to also restore the
+default configuration first); ``POST /_fake/reset`` (records only). A request answered by a
+fault has ``fault`` true and ``fault_after`` telling whether it was performed; one over a
+secondary limit is a violation of kind ``secondary_rate_limit``, answered 403 with
+``retry-after``.
 
 In-process: ``with running_fake_github(config) as gh: ... gh.url ... gh.state()``.
 As a process: ``python -m tests.fakes.fake_github --port 0 --ready-file R --state-file S
@@ -59,7 +65,6 @@ import time
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from http import HTTPStatus
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -76,6 +81,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from tests.fakes import fake_github_checks as checks
+from tests.fakes import fake_github_faults as faults
 from tests.fakes.fake_github_model import Answer, Ctx, Examples, FakeModel, NotFound
 
 GITHUB_FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "github"
@@ -266,11 +272,21 @@ class FakeGitHub:
             return _error(401, auth_problem)
         if problems:
             return self._validation_failed(ep, problems)
-        fault = self._take_fault(method, target.split("?", 1)[0], op, record)
+        now = time.time()
+        fault = faults.take_fault(self.model.faults, method, target.split("?", 1)[0], op, now)
         if fault is not None:
-            return fault
+            record.update(fault=True, fault_after=fault.after)
+            if not fault.after:
+                return fault.answer
+        limited = self.model.limits.check(
+            None if record["auth"] == "jwt" else str(record.get("installation_id")),
+            method, op, now)
+        if limited is not None:
+            self._violation("secondary_rate_limit", record, limited[0])
+            return faults.secondary_answer(limited[1])
         ctx = Ctx(params=params, query=query, body=body, api_root=api_root, headers=headers)
-        return self._handle(method, target, op, ctx, record)
+        answer = self._handle(method, target, op, ctx, record)
+        return fault.answer if fault is not None else answer
 
     def _handle(self, method: str, target: str, op: str, ctx: Ctx,
                 record: dict[str, Any]) -> Answer:
@@ -331,24 +347,6 @@ class FakeGitHub:
             return f"'Issuer' claim ('iss') {claims['iss']!r} is not the App id {app_id!r}"
         if claims["exp"] - claims["iat"] > MAX_JWT_LIFETIME_S:
             return "'Expiration time' claim ('exp') is too far in the future"
-        return None
-
-    def _take_fault(self, method: str, api_path: str, op: str,
-                    record: dict[str, Any]) -> Answer | None:
-        for fault in self.model.faults:
-            if (fault.get("times", 1) <= 0 or fault.get("method", method).upper() != method
-                    or fault.get("operation", op) != op or fault.get("path", api_path) != api_path):
-                continue
-            fault["times"] = fault.get("times", 1) - 1
-            record["fault"] = True
-            if "rate_limit_reset_in_s" in fault:
-                reset = int(time.time() + fault["rate_limit_reset_in_s"])
-                return 403, {"message": "API rate limit exceeded for installation.",
-                             "documentation_url": DOCS}, {
-                    "x-ratelimit-remaining": "0", "x-ratelimit-reset": str(reset)}
-            status = int(fault["status"])
-            body = fault.get("body") or {"message": HTTPStatus(status).phrase}
-            return status, body, {k.lower(): str(v) for k, v in fault.get("headers", {}).items()}
         return None
 
     @staticmethod

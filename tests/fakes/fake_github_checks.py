@@ -2,7 +2,7 @@
 
 Check runs behave as GitHub documents: a ``conclusion`` sets ``status: completed``; each update's
 ``output.annotations`` are appended to the run's list; ``output`` fields sent replace the stored
-ones. Every POST/PATCH body is kept in the run's ``history``.
+ones. Every POST/PATCH body is kept in the run's ``history`` with ``at`` (Unix seconds).
 """
 
 from __future__ import annotations
@@ -73,7 +73,7 @@ def create_check_run(model: FakeModel, ctx: Ctx) -> Answer:
         "started_at": iso(time.time()), "completed_at": None, "external_id": "",
         "details_url": None, "check_suite_id": suite_id,
         "output": {"title": None, "summary": None, "text": None}, "annotations": [],
-        "history": [{"method": "POST", "body": body}],
+        "history": [{"method": "POST", "body": body, "at": time.time()}],
     }
     _apply(run, body)
     model.check_runs[run["id"]] = run
@@ -85,7 +85,7 @@ def update_check_run(model: FakeModel, ctx: Ctx) -> Answer:
     run = model.check_runs.get(int(ctx.params["check_run_id"]))
     if run is None or (run["owner"], run["repo"]) != (ctx.params["owner"], ctx.params["repo"]):
         raise NotFound(f"no check run {ctx.params['check_run_id']} in this repository")
-    run["history"].append({"method": "PATCH", "body": ctx.body})
+    run["history"].append({"method": "PATCH", "body": ctx.body, "at": time.time()})
     _apply(run, ctx.body)
     return 200, check_run_json(model, run, ctx.api_root), {}
 

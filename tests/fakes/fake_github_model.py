@@ -17,6 +17,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from tests.fakes.fake_github_faults import SecondaryLimits
+
 #: Where GitHub's answers about a locked conversation point.
 LOCKING_DOCS = "https://docs.github.com/articles/locking-conversations/"
 #: Collaborator role -> the legacy ``permission`` GitHub reports for it.
@@ -85,6 +87,7 @@ class FakeModel:
 
     def __init__(self, examples: Examples) -> None:
         self.ex = examples
+        self.limits = SecondaryLimits()
         self.reset_config()
         self.reset()
 
@@ -93,8 +96,9 @@ class FakeModel:
         self.config: dict[str, Any] = {
             "app_id": None, "public_key_pem": None, "app_slug": "llmgate",
             "installations": None, "collaborators": {}, "pulls": {}, "contents": {},
-            "token_ttl_s": 3600, "locked": [], "renamed": [],
+            "token_ttl_s": 3600, "locked": [], "renamed": [], "secondary_limits": None,
         }
+        self.limits.configure(None)
 
     def reset(self) -> None:
         """Forget every record (not the configuration)."""
@@ -105,6 +109,7 @@ class FakeModel:
         self.requests: list[dict[str, Any]] = []
         self.violations: list[dict[str, Any]] = []
         self.faults: list[dict[str, Any]] = []
+        self.limits.reset()
         self._next_id = 1000
         self._suites: dict[str, int] = {}
 
@@ -131,9 +136,10 @@ class FakeModel:
         if cfg.get("reset") or cfg.get("reset_config"):
             self.reset()
         for key in ("app_id", "public_key_pem", "app_slug", "bot_login", "installations",
-                    "token_ttl_s"):
+                    "token_ttl_s", "secondary_limits"):
             if key in cfg:
                 self.config[key] = str(cfg[key]) if key == "app_id" else cfg[key]
+        self.limits.configure(self.config["secondary_limits"])
         self.config["collaborators"].update(cfg.get("collaborators", {}))
         for repo, files in cfg.get("contents", {}).items():
             self.config["contents"].setdefault(repo, {}).update(files)
@@ -143,6 +149,8 @@ class FakeModel:
             self._add_comment(seed["owner"], seed["repo"], int(seed["issue_number"]),
                               seed["body"], seed.get("user_login", "octocat"),
                               seed.get("user_type", "User"))
+        if cfg.get("clear_faults"):
+            self.faults.clear()
         self.faults.extend(dict(f) for f in cfg.get("faults", []))
         self.config["locked"].extend(dict(lock) for lock in cfg.get("locked", []))
         for move in cfg.get("renamed", []):
