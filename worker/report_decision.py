@@ -20,7 +20,8 @@ def decision_sentence(report: GateReport) -> str:
     """Return one sentence naming the rule that decided ``report`` (empty for no rules)."""
     if report.config_error is not None or not report.outcomes:
         return ""
-    deciding = [o for o in report.outcomes if o.status in _DECIDING or o.effect == "failure"]
+    deciding = [o for o in report.outcomes
+                if o.status in _DECIDING or o.effect in ("failure", "undecided")]
     if not deciding:
         deciding = [o for o in report.outcomes if o.effect == "neutral"]
     if not deciding:

@@ -45,7 +45,8 @@ def test_every_field_that_bounds_a_run_or_decides_it_comes_from_base() -> None:
         "settings.estimate_output_tokens 100000 -> 256; settings.undecided neutral -> "
         "action_required, head -> base): a pull request's own limits apply once it is merged")
     decided = {f.name for f in fields(Settings)} - set(FROM_BASE)
-    assert decided == {"judge", "embedding", "base", "on_paths_conclusion", "drafts", "checks"}
+    assert decided == {"judge", "embedding", "base", "on_paths_conclusion", "drafts", "checks",
+                       "statistics"}
 
 
 def test_without_a_base_config_heads_settings_apply() -> None:

@@ -17,7 +17,8 @@ or call a run undecided that base would decide:
 
 Head keeps its ``judge`` and ``embedding`` (they score both sides alike: base is re-scored
 with head's judges, worker/evals/comparability.py) and the settings read elsewhere from base
-only (``base``, ``drafts``, ``on_paths_conclusion``, ``checks``). A pull request that needs
+only (``base``, ``drafts``, ``on_paths_conclusion``, ``checks``, and ``statistics`` with
+``sequential``, which worker/evals/rules.py takes from base with the rules). A pull request that needs
 a new value gets it once it is merged; until then the report names every difference. Without
 a base config (a repository adopting llmgate, or ``llmgate run`` without ``--base``) head's
 settings apply, as its rules do.
