@@ -17,6 +17,7 @@ limit, so it tends to be high.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -26,7 +27,7 @@ from worker.evals.dataset import load_dataset
 from worker.evals.endpoints import parse_endpoint
 from worker.evals.judges import judge_messages, judge_spec
 from worker.evals.llm_types import CostEstimate, Endpoint, TokenUsage
-from worker.evals.prompts import load_prompt, render
+from worker.evals.prompts import PromptTemplate, load_prompt, render
 from worker.evals.provider import ModelCaller
 from worker.evals.traps import load_traps
 from worker.evals.types import (
@@ -54,6 +55,7 @@ class _Tally:
     cost_usd: float | None = 0.0
     unpriced: set[str] = field(default_factory=set)
     sampled: dict[str, tuple[int, int, int]] = field(default_factory=dict)
+    seen: set[tuple[str, str]] = field(default_factory=set)  # (call key, example id) counted
 
     def tokens(self, model: str, messages: list[dict[str, str]]) -> int:
         """Count a prompt's tokens: exactly for the first prompts of a model, then by ratio."""
@@ -93,9 +95,24 @@ async def estimate_config(config: Config, root: Path, caller: ModelCaller,
     Raises:
         ConfigError: a dataset, prompt or trap file is missing or invalid.
     """
+    return await estimate_configs([config], root, caller, with_base)
+
+
+async def estimate_configs(configs: Sequence[Config], root: Path, caller: ModelCaller,
+                           with_base: bool = True) -> tuple[CostEstimate, tuple[str, ...]]:
+    """Estimate one run of several configs at ``root`` (worker/evals/runner.py
+    `run_configs`): a target call two suites of the run share is answered once, so it is
+    counted once (then as cached). A suite whose dataset is another checkout's (its
+    ``contract_root``: base's examples for head's target) reads it there, and its examples
+    head's prompt cannot be rendered for are not counted (they fail without a call).
+
+    Raises:
+        ConfigError: as `estimate_config`.
+    """
     tally = _Tally()
-    for suite in config.suites:
-        await _suite(tally, suite, root, config.settings, caller, with_base)
+    for config in configs:
+        for suite in config.suites:
+            await _suite(tally, suite, root, config.settings, caller, with_base)
     cost = None if tally.cost_usd is None else round(tally.cost_usd, 6)
     return (CostEstimate(tally.calls, tally.tokens_in, tally.tokens_out, cost, tally.cached),
             tuple(sorted(tally.unpriced)))
@@ -103,37 +120,61 @@ async def estimate_config(config: Config, root: Path, caller: ModelCaller,
 
 async def _suite(tally: _Tally, suite: SuiteConfig, root: Path, settings: Settings,
                  caller: ModelCaller, with_base: bool) -> None:
-    examples = load_dataset(root, suite.dataset)
+    contract = suite.contract_root or root
+    examples = load_dataset(contract, suite.dataset)
     answer_tokens = settings.estimate_output_tokens
     if isinstance(suite.target, ModelTarget):
-        answer_tokens = await _target(tally, suite.target, examples, root, settings, caller)
+        answer_tokens = await _target(tally, suite.target, examples, root, settings, caller,
+                                      suite.contract_root is not None)
     for example in examples:
         for spec in (*suite.assertions, *example.assertions):
             _assertion(tally, spec, example, answer_tokens, settings, caller, with_base)
     if suite.traps is not None:
-        for example, output in load_traps(root, suite.traps):
+        for example, output in load_traps(contract, suite.traps):
             for spec in suite.assertions:
                 if spec.type == "llm_judge":
                     _judge(tally, spec, example, 1, settings, caller, str(output))
 
 
 async def _target(tally: _Tally, target: ModelTarget, examples: tuple[Example, ...], root: Path,
-                  settings: Settings, caller: ModelCaller) -> int:
+                  settings: Settings, caller: ModelCaller, foreign: bool) -> int:
     template = load_prompt(root, target.prompt)
     out_tokens = _out_tokens(target.endpoint, settings)
-    rendered = [render(template, example) for example in examples]
+    rendered = _rendered(template, examples, foreign)
     keys = [caller.cache.key("chat", {
         "model": target.model, "api_base": target.endpoint.api_base,
         "params": target.endpoint.params, "messages": messages, "version": target.version,
-        "draw": 0}) for messages in rendered]
+        "draw": 0}) for _, messages in rendered]
     hits = await caller.cache.cached(keys) if settings.repeats == 1 else [False] * len(keys)
-    for messages, hit in zip(rendered, hits, strict=True):
+    for key, (example_id, messages), hit in zip(keys, rendered, hits, strict=True):
+        if (key, example_id) in tally.seen:  # another suite of this run has it: answered once
+            continue
+        tally.seen.add((key, example_id))
         if hit:
             tally.cached += 1
             continue
         tokens_in = tally.tokens(target.model, messages)
         tally.add(caller, target.endpoint, settings.repeats, tokens_in, out_tokens)
     return out_tokens
+
+
+def _rendered(template: PromptTemplate, examples: tuple[Example, ...],
+              foreign: bool) -> list[tuple[str, list[dict[str, str]]]]:
+    """Each example's id and messages; on another checkout's examples (``foreign``), those
+    that cannot be rendered are left out (the run fails them without a call,
+    worker/evals/runner.py).
+
+    Raises:
+        ConfigError: an example of the checkout's own dataset cannot be rendered.
+    """
+    found = []
+    for example in examples:
+        try:
+            found.append((example.id, render(template, example)))
+        except ConfigError:
+            if not foreign:
+                raise
+    return found
 
 
 def _assertion(tally: _Tally, spec: AssertionSpec, example: Example, answer_tokens: int,

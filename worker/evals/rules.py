@@ -4,8 +4,9 @@ A pull request must not loosen its own gate, so the rules come from the base com
 When head changes them, each rule takes the stricter of the two values (a higher ``min``, a
 smaller ``max_drop``, margin or allowance, a larger ``alpha``, more critical tags, fewer
 quarantined examples ...), a rule present on one side only applies, and a suite removed at
-head keeps its base rules; the report lists every difference. Suites, targets and datasets
-still come from head: only the rules are merged. Pure.
+head keeps its base rules; the report lists every difference. The rules are merged into the
+config head's target runs on (base's evaluation contract, worker/evals/contract.py), and
+into head's own contract where it is shown beside. Pure.
 """
 
 from __future__ import annotations
