@@ -36,6 +36,7 @@ from pathlib import Path
 import pytest
 
 from tests.fakes.fake_llm import FakeLLMServer
+from tests.unit import failclosed_support
 from tests.unit.llm_support import KEY_ENV
 from tests.unit.worker_support import commit, git
 
@@ -59,29 +60,13 @@ def rows(expected: dict[str, str] | None = None, ids: list[str] | None = None,
 
 
 def config(url: str, assertion: str, settings: str = "") -> str:
-    """The one-suite config ``tickets`` with ``assertion`` (YAML list items)."""
-    return f"""\
-version: 1
-settings:
-  concurrency: 10
-  retry: {{max_retries: 0}}
-{settings}suites:
-  - name: tickets
-    dataset: evals/tickets.jsonl
-    target:
-      model: openai/bot-model
-      prompt: prompts/support.txt
-      api_base: "{url}"
-      api_key_env: {KEY_ENV}
-      pricing: {{input: 2, output: 8}}
-    assertions:
-{assertion}    gate:
-      pass_rate: {{max_drop: 0.1}}
-"""
+    """The one-suite config ``tickets`` of tests/unit/failclosed_support.py with
+    ``assertion`` (YAML list items)."""
+    return failclosed_support.config(url, settings=settings, assertions=assertion)
 
 
 EQUALS = "      - type: equals\n"
-CONTAINS = "      - type: contains\n        value: {value}\n"
+CONTAINS = failclosed_support.REFUND.replace("refund", "{value}")
 JUDGED = "      - type: llm_judge\n        rubric: The reply must repeat the customer's words.\n"
 
 

@@ -108,8 +108,9 @@ def test_a_contract_change_that_passes_both_contracts_passes(
     [change] = report["contract"]
     assert (change["changes"], change["added"], change["conclusion"]) == (
         ["dataset_inputs", "expected", "labels"], ["t11"], "success")
-    prompts = [c["messages"][-1]["content"] for c in llm.calls("chat")]
-    assert len(prompts) == 21  # base's 10; head's 10 answered once for both contracts, + t11
+    assert len(llm.calls("chat")) == 21  # base's 10; head's 10 once for both contracts, + t11
+    head = report["usage"]["head"]
+    assert (head["estimate"]["calls"], head["spend"]["provider_calls"]) == (11, 11)
 
 
 @pytest.mark.parametrize(("branch", "base", "what"), [
