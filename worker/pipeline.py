@@ -21,13 +21,8 @@ from worker.evals.causes import Attribution
 from worker.evals.comparability import compare_comparable
 from worker.evals.config import MAX_CONFIG_BYTES, load_config, parse_config
 from worker.evals.context import EvalContext
-from worker.evals.contract import (
-    at_head_lines,
-    combine,
-    contract_changes,
-    gating_config,
-    own_rules,
-)
+from worker.evals.contract import contract_changes, gating_config, own_rules
+from worker.evals.contract_verdict import at_head_lines, combine
 from worker.evals.engine import run_config, run_configs
 from worker.evals.gate import config_error_report
 from worker.evals.health import finish_report

@@ -27,7 +27,7 @@ import jinja2
 
 from worker import report_llm, report_stats, report_suites
 from worker.contract import COMMENT_MARKER, RERUN_COMMAND
-from worker.evals.contract import contract_line
+from worker.evals.contract_verdict import contract_line
 from worker.evals.types import GateReport, Regression, RuleOutcome, RunResult
 
 #: GitHub's limit on check-run ``output.summary`` and ``output.text``, characters.
