@@ -59,7 +59,7 @@ class RunState:
     """The shared state of one run (see the module docstring).
 
     Attributes:
-        answers: the target answers of this run by `answer_key`: an example two suites of
+        answers: the target answers of this run by `answer_keys`: an example two suites of
             the run share (head's target on base's contract and on its own) is answered once.
     """
 
@@ -187,12 +187,13 @@ def _schemas(example: Example, root: Path) -> Example:
                    specs, example.tags, example.metadata)
 
 
-def answer_key(target: CommandTarget | ModelTarget, repeat: int,
-               example: Example) -> tuple[str, int, str, str]:
-    """Return what one answer of a run depends on: the target, the draw, the example's id
+def answer_keys(target: CommandTarget | ModelTarget, repeat: int,
+                examples: Sequence[Example]) -> list[tuple[str, int, str, str]]:
+    """Return what each example's answer depends on: the target, the draw, the example's id
     and its input and vars (all a target is given; never ``expected``)."""
-    return (json.dumps(to_jsonable(target), sort_keys=True, default=str), repeat, example.id,
-            json.dumps([example.input, example.vars], sort_keys=True, default=str))
+    text = json.dumps(to_jsonable(target), sort_keys=True, default=str)
+    return [(text, repeat, e.id, json.dumps([e.input, e.vars], sort_keys=True, default=str))
+            for e in examples]
 
 
 async def answer(suite: SuiteConfig, examples: tuple[Example, ...], root: Path,
@@ -203,7 +204,7 @@ async def answer(suite: SuiteConfig, examples: tuple[Example, ...], root: Path,
     An example this run answered already (`RunState.answers`) is not answered again: it gets
     that answer with nothing spent.
     """
-    keys = [answer_key(suite.target, repeat, e) for e in examples]
+    keys = answer_keys(suite.target, repeat, examples)
     todo = {key: e for key, e in zip(keys, examples, strict=True) if key not in state.answers}
     fresh = await _answer(suite, tuple(todo.values()), root, settings, state, use_cache)
     for key, output in zip(todo, fresh, strict=True):
