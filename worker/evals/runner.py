@@ -1,10 +1,14 @@
 """Run a config's suites with model targets, judges, repeats, the cache and the budget.
 
 The engine (worker/evals/engine.py) hands its runs here. One `RunState` per run (one config at
-one commit) holds the call path (`ModelCaller`: response cache, budget, concurrency, retries)
-and the command-target concurrency limit. Before any call, the run is estimated
-(worker/evals/estimate.py) and the estimate printed; a run whose estimate exceeds
-``settings.max_cost_usd`` does not start (its `RunResult` has no suites and says why).
+one commit, or head's target on base's evaluation contract and on its own: `run_configs`)
+holds the call path (`ModelCaller`: response cache, budget, concurrency, retries), the
+command-target concurrency limit and the answers given so far (an example two suites of the
+run share is answered once). A suite's dataset and scoring files are read at its
+``contract_root`` when it has one (base's checkout), its target and prompt at the run's root.
+Before any call, the run is estimated (worker/evals/estimate.py) and the estimate printed; a
+run whose estimate exceeds ``settings.max_cost_usd`` does not start (its `RunResult` has no
+suites and says why).
 
 A suite's examples are answered concurrently, each repeat an independent draw (no cache);
 results are ordered by dataset line, then repeat. Suites run one after another in config order.
