@@ -91,8 +91,11 @@ def suite_key(config: Config, suite: SuiteConfig, root: Path) -> BaselineKey:
 
 
 def _without_lines(value: Any) -> Any:
+    """``value`` without line numbers (moving a line changes no result) and without the
+    ``contract_root`` of a suite (a checkout's folder, never part of a parsed config)."""
     if isinstance(value, dict):
-        return {k: _without_lines(v) for k, v in value.items() if k not in ("line", "lines")}
+        return {k: _without_lines(v) for k, v in value.items()
+                if k not in ("line", "lines", "contract_root")}
     if isinstance(value, list):
         return [_without_lines(v) for v in value]
     return value

@@ -113,6 +113,8 @@ class MultiReport:
                          for e in r.errors),
             errored=tuple(replace(x, suite=_scoped(f, x.suite)) for f, r in reports
                           for x in r.errored),
+            contract=tuple(replace(c, suite=_scoped(f, c.suite)) for f, r in reports
+                           for c in r.contract),
             headline="; ".join(_scoped(f, r.headline) for f, r in reports if r.headline))
 
     def with_notes(self, notes: Sequence[str]) -> MultiReport:

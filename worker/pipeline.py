@@ -17,15 +17,20 @@ from pathlib import Path
 from typing import Protocol
 
 from worker.evals.base_settings import with_base_settings
+from worker.evals.causes import Attribution
 from worker.evals.comparability import compare_comparable
 from worker.evals.config import MAX_CONFIG_BYTES, load_config, parse_config
 from worker.evals.context import EvalContext
-from worker.evals.engine import run_config
+from worker.evals.contract import contract_changes, gating_config, own_rules
+from worker.evals.contract_verdict import at_head_lines, combine
+from worker.evals.engine import run_config, run_configs
 from worker.evals.gate import config_error_report
 from worker.evals.health import finish_report
 from worker.evals.rules import merge_rules
 from worker.evals.runner import judge_pairs
 from worker.evals.types import CONFIG_FILENAME, Config, ConfigError, GateReport, RunResult
+from worker.evals.unanswered import count_as_failed
+from worker.evals.unanswered import note as unanswered_note
 from worker.on_paths import restrict, select_suites
 from worker.repo_files import decode_utf8, read_repo_file
 
@@ -124,10 +129,14 @@ async def gate_trees(
         invalid. A missing or invalid config at base only skips the relative rules (noted).
         The gate rules are base's (a pull request cannot loosen its own gate); where head
         changes them the stricter applies and the report notes the difference
-        (worker/evals/rules.py). Head runs under base's budgets, time limits and verdict
-        settings (worker/evals/base_settings.py), and the conclusion follows the causes of
-        the run's errors (worker/evals/health.py): a base that could not be evaluated leaves
-        the run undecided. When ``on_paths`` skip every suite, nothing runs and the
+        (worker/evals/rules.py). Head's target is scored on base's evaluation contract
+        (dataset, assertions, judges: worker/evals/contract.py); where head changes it,
+        head's own contract is shown beside and the stricter verdict applies. Head runs
+        under base's budgets, time limits and verdict settings
+        (worker/evals/base_settings.py); its examples without a verdict where base has one
+        count as failed (worker/evals/unanswered.py), and the conclusion follows the causes
+        of the run's errors (worker/evals/health.py): a base that could not be evaluated
+        leaves the run undecided. When ``on_paths`` skip every suite, nothing runs and the
         conclusion is base's ``settings.on_paths_conclusion`` (``success`` or ``skipped``).
 
     Raises:
@@ -151,28 +160,73 @@ async def gate_trees(
         notes += selection.skipped.values()
     head_config, settings_notes = with_base_settings(base_config, head_config)
     notes += settings_notes
-    try:
-        head_run = await run_config(head_config, head_root, head_sha, evals,
-                                    with_base=base_root is not None)
-    except ConfigError as err:
-        return config_error_report(err)
     base = await _base_run(base_runner, base_config, base_root, base_sha, notes, problems,
                            evals) if base_root and base_config else None
     base_run = base.result if base else None
+    plan = _plan(base_config if base else None, base_root, head_config, head_root, notes)
     try:
-        head_run = await judge_pairs(head_config, head_run, base_run, evals)
+        heads = await run_configs(plan.configs, head_root, head_sha, evals,
+                                  with_base=base_root is not None)
+        heads = [await judge_pairs(c, run, base_run, evals)
+                 for c, run in zip(plan.configs, heads, strict=True)]
     except ConfigError as err:
-        return config_error_report(err, head_run)
+        return config_error_report(err)
     if base_root is None:
         notes.append("no base given: only absolute rules (min) apply")
-    rules, changes = merge_rules(base_config, head_config)
+    report = await _verdict(plan, heads, head_root, base_run, base_config, notes, problems,
+                            evals)
     source = base.source if base else None
-    report = finish_report(await compare_comparable(  # re-scores base if scoring changed
-        rules, head_root, head_run, base_run, [*notes, *changes], evals), head_config,
-        base_config, problems[0] if problems else None)
     if source:
         report = replace(report, notes=(*report.notes, source))
-    return replace(report, base_source=source)
+    return replace(at_head_lines(report, plan.gating, head_config, head_root),
+                   base_source=source)
+
+
+@dataclass(frozen=True)
+class _Plan:
+    """What head runs: the verdict's config, and head's own contract where it differs."""
+
+    gating: Config
+    own: Config | None
+    changes: dict[str, tuple[str, ...]]
+
+    @property
+    def configs(self) -> list[Config]:
+        return [self.gating, *([self.own] if self.own is not None else [])]
+
+
+def _plan(contract: Config | None, base_root: Path | None, head: Config, head_root: Path,
+          notes: list[str]) -> _Plan:
+    """Head's target on base's contract (``contract``: base's config, when base ran), and
+    head's own contract for the suites where it differs (worker/evals/contract.py)."""
+    if contract is None or base_root is None:
+        if base_root is not None:
+            notes.append("head's own evaluation contract scores it (no base contract to use)")
+        return _Plan(head, None, {})
+    changes = contract_changes(contract, base_root, head, head_root)
+    own = restrict(head, changes) if changes else None
+    return _Plan(gating_config(contract, head, base_root), own, changes)
+
+
+async def _verdict(plan: _Plan, heads: list[RunResult], head_root: Path,
+                   base_run: RunResult | None, base_config: Config | None, notes: list[str],
+                   problems: list[str], evals: EvalContext | None) -> GateReport:
+    """Compare head with base under the rules, then under head's own contract if it differs."""
+    problem = problems[0] if problems else None
+    head_run, counted = count_as_failed(heads[0], base_run,
+                                        Attribution(plan.gating, base_config, base_run),
+                                        plan.gating.settings.max_provider_error_rate)
+    rules, changes = merge_rules(base_config, plan.gating)
+    extra = [n for n in (unanswered_note(counted),) if n]
+    report = finish_report(await compare_comparable(
+        rules, head_root, head_run, base_run, [*notes, *changes, *extra], evals),
+        plan.gating, base_config, problem)
+    if plan.own is None:
+        return report
+    own = finish_report(await compare_comparable(
+        own_rules(base_config, plan.own), head_root, heads[1], base_run, (), evals),
+        plan.own, base_config, problem)
+    return combine(report, own, plan.changes)
 
 
 def _base_config(base_root: Path, config_path: str, notes: list[str],

@@ -27,6 +27,7 @@ import jinja2
 
 from worker import report_llm, report_stats, report_suites
 from worker.contract import COMMENT_MARKER, RERUN_COMMAND
+from worker.evals.contract_verdict import contract_line
 from worker.evals.types import GateReport, Regression, RuleOutcome, RunResult
 from worker.report_decision import decision_sentence
 
@@ -103,8 +104,9 @@ def check_summary(report: GateReport) -> str:
 
     Holds the verdict, the short head and base SHAs compared and which baseline was used, one
     table row per suite and metric (base, head, delta as fractions with 3 decimals, the rules
-    and a status), why rules failed, the count of regressed examples, the suites whose base was
-    re-scored or is not comparable, and the notes; or, for a configuration error, the file,
+    and a status), the suites whose evaluation contract head changes (with head's verdict
+    under its own), why rules failed, the count of regressed examples, the suites whose base
+    was re-scored or is not comparable, and the notes; or, for a configuration error, the file,
     line and message.
     """
     rows = _metric_rows(report.outcomes)
@@ -231,7 +233,10 @@ def render_json(report: GateReport, head_sha: str = "", base_sha: str | None = N
     each kind per suite and side: ``side``, ``suite``, ``kind``, ``permanent``, ``cause``
     ``head``/``outside``/``limit``, ``count``, ``example_id``, ``message``, ``path``, ``line``,
     ``field``; see `RunError`) and ``errored`` (head's examples without an answer caused by
-    the head, shaped as ``regressions``).
+    the head, shaped as ``regressions``) and ``contract`` (per suite whose evaluation contract
+    head changes: ``suite``, ``changes``, ``added``, ``removed``, and head's verdict under its
+    own contract: ``conclusion``, ``headline``, ``metrics``, ``regressions``; see
+    `ContractChange`).
     Non-finite numbers become null; values JSON cannot hold become strings.
     """
     err = report.config_error
@@ -251,6 +256,7 @@ def render_json(report: GateReport, head_sha: str = "", base_sha: str | None = N
            "headline": report.headline, "usage": report_llm.usage_json(report),
            "errors": [asdict(e) for e in report.errors],
            "errored": [asdict(r) for r in report.errored],
+           "contract": [asdict(c) for c in report.contract],
            "metrics": {name: {"base": _suite_metrics(report.base, name),
                               "head": _suite_metrics(report.head, name)} for name in suites}}
     return json.dumps(_jsonable(doc), indent=2, sort_keys=True, ensure_ascii=False) + "\n"
@@ -316,6 +322,7 @@ def _common(report: GateReport, rows: list[_Row], k: int,
             "notes": [_inline(n, 600) for n in report.notes[:50] if n != report.base_source],
             "base_source": _inline(report.base_source, 600) if report.base_source else "",
             "comparability": report_suites.comparability_lines(report, _inline),
+            "contract": [_inline(contract_line(c), 1200) for c in report.contract[:50]],
             "stat_rows": stat_rows[:report_stats.MAX_ROWS],
             "more_stat_rows": max(len(stat_rows) - report_stats.MAX_ROWS, 0),
             "headline": _inline(report.headline, 600) if report.headline else "",

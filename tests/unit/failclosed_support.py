@@ -40,9 +40,15 @@ FOREIGN_BASE = "http://192.0.2.7:8080/v1"
 ANTHROPIC_MODEL = "anthropic/claude-3-5-haiku-20241022"
 
 
+#: The suite's assertion: a reply must mention the refund.
+REFUND = "      - type: contains\n        value: refund\n"
+
+
 def config(url: str, *, settings: str = "", model: str = "openai/bot-model",
-           api_base: str | None = None, key_env: str | None = KEY_ENV) -> str:
-    """Return the ``tickets`` suite's config; every target field on its own line (`LINES`)."""
+           api_base: str | None = None, key_env: str | None = KEY_ENV,
+           assertions: str = REFUND) -> str:
+    """Return the ``tickets`` suite's config; every target field on its own line (`LINES`);
+    ``assertions`` are its YAML list items."""
     key = f"      api_key_env: {key_env}\n" if key_env else "      # no api_key_env\n"
     return f"""\
 version: 1
@@ -58,9 +64,7 @@ settings:
       api_base: "{api_base or url}"
 {key}      pricing: {{input: 2, output: 8}}
     assertions:
-      - type: contains
-        value: refund
-    gate:
+{assertions}    gate:
       pass_rate: {{max_drop: 0.1}}
 """
 

@@ -55,24 +55,31 @@ def repos(tmp_path: Path, head: str, base: str,
             write_repo(tmp_path / "base", base, base_rows or rows or ROWS, prompt="{{ input }}"))
 
 
-async def test_a_stricter_rubric_rescores_base_instead_of_calling_a_regression(
+async def test_a_stricter_rubric_at_head_rescores_base_beside_the_verdict_on_bases(
         llm: FakeLLMServer, tmp_path: Path) -> None:
+    """The verdict scores head's answers with base's rubric; head's own rubric is shown
+    beside it, base's outputs re-scored with it (worker/evals/contract.py)."""
     strict_judge(llm)
     head, base = repos(tmp_path, judged(llm.url, "Strict."), judged(llm.url, "Lenient."))
     gate = await gate_trees(head, base, evals=context())
-    (verdict,) = gate.comparability
-    assert verdict.status == "rescored"
+    same, verdict = gate.comparability
+    assert (same.suite, same.status) == ("s", "same")  # head's target, base's contract
+    assert (verdict.suite, verdict.status) == ("s (head's contract)", "rescored")
     assert verdict.scoring_changes == ("assertions", "judge_prompts")
     assert verdict.output_changes == ()
     assert verdict.reason == ("the scoring changed (assertions, judge prompts (rubric, scale)): "
                               "base's outputs were re-scored with head's assertions and judges")
     assert gate.conclusion == "success" and gate.regressions == ()
     assert gate.base is not None and gate.head is not None
-    assert gate.base.suites["s"].metrics["pass_rate"] == 0.9  # t01 fails under head's rubric
-    assert gate.head.suites["s"].metrics["pass_rate"] == 0.9
-    assert gate.base.suites["s"].judge_versions == gate.head.suites["s"].judge_versions
-    # No cache: head judged 10, base 10 with its own rubric, re-scoring 10 with head's.
-    assert (judge_calls(llm, "Strict."), judge_calls(llm, "Lenient.")) == (20, 10)
+    assert gate.base.suites["s"].metrics["pass_rate"] == 1.0  # base's lenient rubric
+    assert gate.head.suites["s"].metrics["pass_rate"] == 1.0
+    [change] = gate.contract
+    assert (change.changes, change.conclusion, change.regressions) == (
+        ("assertions", "judge_prompts"), "success", 0)
+    assert change.metrics["pass_rate"] == 0.9  # t01 fails under head's rubric, at base too
+    # No cache: base judged 10 with its rubric, head 10 with base's and 10 with its own,
+    # and re-scoring base 10 with head's.
+    assert (judge_calls(llm, "Strict."), judge_calls(llm, "Lenient.")) == (20, 20)
     assert (verdict.spend.provider_calls, verdict.spend.cache_hits) == (10, 0)
     assert not any("judge prompt changed" in note for note in gate.notes)
 
@@ -82,20 +89,20 @@ async def test_the_judge_cache_makes_rescoring_free(llm: FakeLLMServer, redis: R
     strict_judge(llm)
     head, base = repos(tmp_path, judged(llm.url, "Strict."), judged(llm.url, "Lenient."))
     gate = await gate_trees(head, base, evals=context(redis=redis, namespace="acme/bot"))
-    (verdict,) = gate.comparability
-    # Base's outputs equal head's (same model and prompt): head's judgements answer them all.
+    _, verdict = gate.comparability
+    # Base's outputs equal head's (same model and prompt): each judgement is made once.
     assert (verdict.status, verdict.spend.provider_calls, verdict.spend.cache_hits) == (
         "rescored", 0, 10)
     assert (judge_calls(llm, "Strict."), judge_calls(llm, "Lenient.")) == (10, 10)
     assert gate.conclusion == "success"
     summary = report.check_summary(gate)
-    assert ("- s: re-scored: the scoring changed (assertions, judge prompts (rubric, scale)): "
-            "base's outputs were re-scored with head's assertions and judges (re-scoring: "
-            "0 live + 10 cached, \\$0.0000)") in summary
+    assert ("- s (head's contract): re-scored: the scoring changed (assertions, judge prompts "
+            "(rubric, scale)): base's outputs were re-scored with head's assertions and judges "
+            "(re-scoring: 0 live + 10 cached, \\$0.0000)") in summary
 
 
-async def test_a_new_judge_model_rescores_base_with_it(llm: FakeLLMServer,
-                                                       tmp_path: Path) -> None:
+async def test_a_new_judge_model_at_head_judges_only_heads_own_contract(
+        llm: FakeLLMServer, tmp_path: Path) -> None:
     llm.setup({"rules": [
         {"model": "big-judge", "match": "ticket t03", "reply": "VERDICT: FAIL"},
         {"model": "big-judge", "match": "", "reply": "PASS"},
@@ -103,27 +110,32 @@ async def test_a_new_judge_model_rescores_base_with_it(llm: FakeLLMServer,
     head, base = repos(tmp_path, judged(llm.url, "Strict.", judge="openai/big-judge"),
                        judged(llm.url, "Strict."))
     gate = await gate_trees(head, base, evals=context())
-    (verdict,) = gate.comparability
+    _, verdict = gate.comparability
     assert verdict.scoring_changes == ("judges",)
     assert sum(c["model"] == "big-judge" for c in llm.calls("chat")) == 20  # head + re-scoring
-    assert sum(c["model"] == WIRE for c in llm.calls("chat")) == 10  # base's own run only
+    assert sum(c["model"] == WIRE for c in llm.calls("chat")) == 20  # base, and head's verdict
     assert gate.conclusion == "success" and gate.regressions == ()
+    assert [c.changes for c in gate.contract] == [("judges",)]
 
 
 async def test_a_changed_expected_value_is_not_a_regression_of_the_model(
         llm: FakeLLMServer, tmp_path: Path) -> None:
-    """The PR rewrites t02's label: base is scored against the new label too (no calls)."""
+    """The PR rewrites t02's label: the verdict checks head against base's label, and under
+    head's own contract base is scored against the new label too (no calls)."""
     config = model_config(llm.url, gate="{pass_rate: {max_drop: 0.0, max_new_failures: 0}}",
                           assertions="      - type: equals\n")
     relabelled = [dict(r, expected="billing") if r["id"] == "t02" else r for r in ROWS]
     head, base = repos(tmp_path, config, config, rows=relabelled, base_rows=ROWS)
     gate = await gate_trees(head, base, evals=context())
-    (verdict,) = gate.comparability
+    same, verdict = gate.comparability
+    assert same.status == "same"
     assert (verdict.status, verdict.scoring_changes, verdict.spend) == (
         "rescored", ("expected",), RunUsage())
     assert verdict.output_changes == ()
     assert gate.regressions == () and gate.conclusion == "success"
-    assert [o.status for o in gate.outcomes] == ["pass", "pass"]
+    assert [(o.suite, o.status) for o in gate.outcomes] == [
+        ("s", "pass"), ("s", "pass"), ("s (head's contract)", "pass"),
+        ("s (head's contract)", "pass")]
 
 
 async def test_unchanged_scoring_is_compared_as_is(llm: FakeLLMServer, tmp_path: Path) -> None:

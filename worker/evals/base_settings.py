@@ -15,13 +15,15 @@ or call a run undecided that base would decide:
 - ``env``: the worker variables a command target may see;
 - ``undecided``: what an undecidable run concludes.
 
-Head keeps its ``judge`` and ``embedding`` (they score both sides alike: base is re-scored
-with head's judges, worker/evals/comparability.py) and the settings read elsewhere from base
-only (``base``, ``drafts``, ``on_paths_conclusion``, ``checks``, and ``statistics`` with
-``sequential``, which worker/evals/rules.py takes from base with the rules). A pull request that needs
-a new value gets it once it is merged; until then the report names every difference. Without
-a base config (a repository adopting llmgate, or ``llmgate run`` without ``--base``) head's
-settings apply, as its rules do.
+Head keeps its ``judge`` and ``embedding`` here: they score head's own evaluation contract,
+shown for information; the verdict scores head's target on base's contract with base's
+judges and settings (worker/evals/contract.py). The settings read elsewhere from base only
+(``base``, ``drafts``, ``on_paths_conclusion``, ``checks``, and ``statistics`` with
+``sequential``, which worker/evals/rules.py takes from base with the rules) are left as
+they are. A pull
+request that needs a new value gets it once it is merged; until then the report names every
+difference. Without a base config (a repository adopting llmgate, or ``llmgate run`` without
+``--base``) head's settings apply, as its rules do.
 """
 
 from __future__ import annotations

@@ -1,5 +1,11 @@
 """Make base and head comparable before the gate compares them, or say that they are not.
 
+The verdict scores head's target on base's evaluation contract (worker/evals/contract.py), so
+its suites are scored alike by construction (``same``; a stored base result without a
+fingerprint is re-scored, to the same effect). Re-scoring matters for head's own contract,
+shown beside the verdict when head changes it: there base's outputs are scored with head's
+assertions and judges, so that head's own verdict compares like with like.
+
 Each suite result carries a fingerprint (worker/evals/fingerprint.py) split into what produced
 its outputs and what scored them. For every suite run at both base and head:
 
@@ -64,9 +70,10 @@ async def compare_comparable(config: Config, head_root: Path, head: RunResult,
     """`worker.evals.gate.compare`, with base made comparable to head first (module docstring).
 
     Args:
-        config: the config to gate with (head's suites, assertions and settings; the rules
-            of worker/evals/rules.py).
-        head_root: head's checkout (python assertion files and schema files are read there).
+        config: the config to gate with (the suites, assertions and settings head ran, the
+            rules of worker/evals/rules.py).
+        head_root: head's checkout (python assertion files and schema files are read there,
+            or at a suite's ``contract_root``).
         head, base: the runs; base None compares nothing (only absolute rules apply).
         notes: lines to carry into the report.
         evals: the response cache and clocks for judge calls; None for none.
@@ -133,12 +140,13 @@ async def rescore(suite: SuiteConfig, settings: Settings, head_root: Path, head:
     """
     if not base.examples:
         return NO_OUTPUTS + (f" ({base.stopped})" if base.stopped else "")
+    root = suite.contract_root or head_root  # where the scoring's files are
     try:
-        at_head = {e.id: e for e in load_dataset(head_root, suite.dataset)}
-        specs = tuple(load_schema_file(spec, head_root) for spec in suite.assertions)
-        items = [Item(_example(r, at_head.get(r.id), head_root), _output(r), r.repeat,
+        at_head = {e.id: e for e in load_dataset(root, suite.dataset)}
+        specs = tuple(load_schema_file(spec, root) for spec in suite.assertions)
+        items = [Item(_example(r, at_head.get(r.id), root), _output(r), r.repeat,
                       settings.repeats == 1) for r in base.examples]
-        results = await score_items(specs, items, head_root, settings, state.caller,
+        results = await score_items(specs, items, root, settings, state.caller,
                                     suite.dataset)
     except (ConfigError, ExecutionError, OSError) as err:
         return f"head's assertions cannot score base's outputs: {err}"

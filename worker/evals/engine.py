@@ -50,14 +50,30 @@ async def run_config(config: Config, root: Path, sha: str = "",
     Raises:
         ConfigError: a dataset is missing or invalid.
     """
+    return (await run_configs([config], root, sha, evals, with_base=with_base))[0]
+
+
+async def run_configs(configs: Sequence[Config], root: Path, sha: str = "",
+                      evals: EvalContext | None = None, *,
+                      with_base: bool = True) -> list[RunResult]:
+    """Run several configs on the checkout at ``root`` as one run (one estimate, budget and
+    answer per example: worker/evals/runner.py `run_configs`), each result fingerprinted.
+
+    Used for head's target on base's evaluation contract and on its own
+    (worker/evals/contract.py); the configs share their run settings (base's).
+
+    Raises:
+        ConfigError: as `run_config`.
+    """
     try:
-        run = await runner.run_config(config, root, sha, evals, with_base=with_base)
+        runs = await runner.run_configs(configs, root, sha, evals, with_base=with_base)
     except ConfigError as err:
-        raise _at_config_line(config, err) from None
-    return fingerprint.attach(run, config, root)
+        raise _at_config_line(configs, err) from None
+    return [fingerprint.attach(run, config, root)
+            for run, config in zip(runs, configs, strict=True)]
 
 
-def _at_config_line(config: Config, err: ConfigError) -> ConfigError:
+def _at_config_line(configs: Sequence[Config], err: ConfigError) -> ConfigError:
     """Point a dataset error that has no line (a missing file) at the config line naming it.
 
     A missing dataset is not in the pull request's diff, so an annotation on it would point
@@ -65,10 +81,11 @@ def _at_config_line(config: Config, err: ConfigError) -> ConfigError:
     """
     if err.line is not None:
         return err
-    for suite in config.suites:
-        if suite.dataset == err.path:
-            return ConfigError(config.path, suite.line,
-                               f"suite {suite.name}: dataset {err.path}: {err.message}")
+    for config in configs:
+        for suite in config.suites:
+            if suite.dataset == err.path and suite.contract_root is None:
+                return ConfigError(config.path, suite.line,
+                                   f"suite {suite.name}: dataset {err.path}: {err.message}")
     return err
 
 

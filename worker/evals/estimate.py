@@ -23,6 +23,7 @@ known price, and every such model the run will call is listed with the line that
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -35,7 +36,7 @@ from worker.evals.judges import judge_messages, judge_spec
 from worker.evals.llm_types import CostEstimate, Endpoint, TokenUsage
 from worker.evals.model_target import answer_family
 from worker.evals.pairwise import PAIRWISE_TEMPLATE_VERSION
-from worker.evals.prompts import load_prompt, render
+from worker.evals.prompts import PromptTemplate, load_prompt, render
 from worker.evals.provider import ModelCaller
 from worker.evals.similar import embed_texts
 from worker.evals.traps import load_traps
@@ -110,6 +111,7 @@ class _Tally:
     unpriced: dict[str, ModelUse] = field(default_factory=dict)
     sampled: dict[str, tuple[int, int, int]] = field(default_factory=dict)
     lengths: dict[str, int] = field(default_factory=dict)
+    seen: set[tuple[str, str]] = field(default_factory=set)  # (call key, example id) counted
 
     def tokens(self, model: str, messages: list[dict[str, str]]) -> int:
         """Count a prompt's tokens: exactly for the first prompts of a model, then by ratio."""
@@ -160,16 +162,31 @@ async def estimate_config(config: Config, root: Path, caller: ModelCaller,
     Raises:
         ConfigError: a dataset, prompt or trap file is missing or invalid.
     """
+    return await estimate_configs([config], root, caller, with_base)
+
+
+async def estimate_configs(configs: Sequence[Config], root: Path, caller: ModelCaller,
+                           with_base: bool = True) -> Estimate:
+    """Estimate one run of several configs at ``root`` (worker/evals/runner.py
+    `run_configs`): a target call two suites of the run share is answered once, so it is
+    counted once (then as cached). A suite whose dataset is another checkout's (its
+    ``contract_root``: base's examples for head's target) reads it there, and its examples
+    head's prompt cannot be rendered for are not counted (they fail without a call).
+
+    Raises:
+        ConfigError: as `estimate_config`.
+    """
     tally = _Tally()
-    for suite in config.suites:
-        calls = await _suite(tally, suite, root, config, caller, with_base)
-        cached = await caller.cache.cached([key for call in calls for key in call.keys])
-        position = 0
-        for call in calls:
-            hits = sum(cached[position:position + len(call.keys)])
-            position += len(call.keys)
-            tally.cached += hits
-            tally.add(caller, call, call.count - hits)
+    for config in configs:
+        for suite in config.suites:
+            calls = await _suite(tally, suite, root, config, caller, with_base)
+            cached = await caller.cache.cached([key for call in calls for key in call.keys])
+            position = 0
+            for call in calls:
+                hits = sum(cached[position:position + len(call.keys)])
+                position += len(call.keys)
+                tally.cached += hits
+                tally.add(caller, call, call.count - hits)
     cost = None if tally.cost_usd is None else round(tally.cost_usd, 6)
     return Estimate(CostEstimate(tally.calls, tally.tokens_in, tally.tokens_out, cost,
                                  tally.cached), tuple(tally.unpriced.values()))
@@ -180,13 +197,14 @@ async def _suite(tally: _Tally, suite: SuiteConfig, root: Path, config: Config,
     """Tally the suite's target calls; return its judge and embedding calls (with the keys
     the cache may answer) for the caller to look up at once."""
     settings = config.settings
-    examples = load_dataset(root, suite.dataset)
+    contract = suite.contract_root or root
+    examples = load_dataset(contract, suite.dataset)
     answers: list[str | None] = [None] * len(examples)
     answer_tokens = settings.estimate_output_tokens
     if isinstance(suite.target, ModelTarget):
         use = ModelUse(suite.target.model, config.path, suite.target.line, "the target")
         answers, answer_tokens = await _target(tally, suite.target, examples, root, settings,
-                                               caller, use)
+                                               caller, use, suite.contract_root is not None)
     calls: list[_Call] = []
     for example, known in zip(examples, answers, strict=True):
         for spec in (*suite.assertions, *example.assertions):
@@ -194,7 +212,7 @@ async def _suite(tally: _Tally, suite: SuiteConfig, root: Path, config: Config,
             calls += await _assertion(tally, spec, example, known, answer_tokens, settings,
                                       caller, with_base, path)
     if suite.traps is not None:
-        for example, output in load_traps(root, suite.traps):
+        for example, output in load_traps(contract, suite.traps):
             for spec in suite.assertions:
                 if spec.type == "llm_judge":
                     calls += await _judge(tally, spec, example, 1, settings, caller,
@@ -204,18 +222,28 @@ async def _suite(tally: _Tally, suite: SuiteConfig, root: Path, config: Config,
 
 async def _target(tally: _Tally, target: ModelTarget, examples: tuple[Example, ...], root: Path,
                   settings: Settings, caller: ModelCaller,
-                  use: ModelUse) -> tuple[list[str | None], int]:
-    """Tally the target's calls; return each example's cached answer (None: not cached) and
-    the completion tokens expected of the others."""
+                  use: ModelUse, foreign: bool) -> tuple[list[str | None], int]:
+    """Tally the target's calls; return each example's cached answer (None: not cached, or
+    not rendered) and the completion tokens expected of the others."""
     template = load_prompt(root, target.prompt)
     out_tokens = await _expected_out(tally, caller, target.endpoint, "chat",
                                      answer_family(target), settings)
-    rendered = [render(template, example) for example in examples]
-    hits = await caller.cached_answers([
-        caller.chat_key(target.endpoint, messages, "chat", target.version)
-        for messages in rendered]) if settings.repeats == 1 else [None] * len(rendered)
+    rendered = _rendered(template, examples, foreign)
+    sent = [(example_id, messages) for example_id, messages in rendered if messages is not None]
+    keys = [caller.chat_key(target.endpoint, messages, "chat", target.version)
+            for _, messages in sent]
+    found = await caller.cached_answers(keys) if settings.repeats == 1 else [None] * len(keys)
+    hits = iter(zip(keys, found, strict=True))
     answers: list[str | None] = []
-    for messages, hit in zip(rendered, hits, strict=True):
+    for example_id, messages in rendered:
+        if messages is None:  # head's prompt cannot render base's example: failed, no call
+            answers.append(None)
+            continue
+        key, hit = next(hits)
+        if (key, example_id) in tally.seen:  # another suite of this run has it: answered once
+            answers.append(None if hit is None else hit.text)
+            continue
+        tally.seen.add((key, example_id))
         if hit is not None:
             tally.cached += 1
             answers.append(hit.text)
@@ -224,6 +252,25 @@ async def _target(tally: _Tally, target: ModelTarget, examples: tuple[Example, .
         tally.add(caller, _Call(target.endpoint, settings.repeats, tokens_in, out_tokens, use))
         answers.append(None)
     return answers, out_tokens
+
+
+def _rendered(template: PromptTemplate, examples: tuple[Example, ...],
+              foreign: bool) -> list[tuple[str, list[dict[str, str]] | None]]:
+    """Each example's id and messages; on another checkout's examples (``foreign``), None for
+    those that cannot be rendered (the run fails them without a call, worker/evals/runner.py).
+
+    Raises:
+        ConfigError: an example of the checkout's own dataset cannot be rendered.
+    """
+    found: list[tuple[str, list[dict[str, str]] | None]] = []
+    for example in examples:
+        try:
+            found.append((example.id, render(template, example)))
+        except ConfigError:
+            if not foreign:
+                raise
+            found.append((example.id, None))
+    return found
 
 
 async def _assertion(tally: _Tally, spec: AssertionSpec, example: Example, known: str | None,

@@ -79,19 +79,25 @@ def digest(value: Any) -> str:
 
 
 def suite_fingerprint(suite: SuiteConfig, settings: Settings, root: Path) -> SuiteFingerprint:
-    """Fingerprint ``suite`` of a config as checked out at ``root`` (reads its files; no raise)."""
-    inputs, expected, example_specs = _dataset(root, suite.dataset)
+    """Fingerprint ``suite`` of a config as checked out at ``root`` (reads its files; no raise).
+
+    The target's side (command files, prompt) is read at ``root``; the dataset, assertion
+    files and traps at the suite's ``contract_root`` when it has one (head's target on base's
+    evaluation contract, worker/evals/contract.py).
+    """
+    contract = suite.contract_root or root
+    inputs, expected, example_specs = _dataset(contract, suite.dataset)
     outputs = {"target": digest([_target(suite), settings.repeats]),
                "target_files": digest(_command_files(suite, root)),
                "prompt": _file(root, getattr(suite.target, "prompt", None)),
                "dataset_inputs": inputs}
     specs = (*suite.assertions, *example_specs)
     scoring = {"assertions": digest([_spec(s) for s in suite.assertions]),
-               "assertion_files": digest(_assertion_files(specs, root)),
+               "assertion_files": digest(_assertion_files(specs, contract)),
                "judges": digest([[s.type, _judge_endpoint(s, settings)] for s in specs
                                  if s.type in (*_JUDGED, "similar")]),
                "judge_prompts": digest(judge_versions(specs, settings)),
-               "expected": expected, "traps": _file(root, suite.traps)}
+               "expected": expected, "traps": _file(contract, suite.traps)}
     return SuiteFingerprint(outputs, scoring, digest([outputs, scoring]))
 
 

@@ -7,14 +7,15 @@ upper_rules.py); they end ``pass``, ``fail`` or ``skipped`` (a relative rule wit
 Statistical and per-example rules (``regression``, ``non_inferiority_margin``,
 ``max_new_failures``, ``min_detectable``, ``critical``) end ``pass``, ``regression`` or
 ``inconclusive`` (worker/evals/verdicts.py), on the examples paired by id (worker/evals/
-paired.py; ids taken from line numbers are refused) and, with ``groups``, in each group too. The
-``regression`` tests of the whole gate form one family (a sign-flip step-down min-P family,
-worker/evals/signflip.py, or Holm's under ``settings.statistics.method: holm``), so its
-false-alarm rate stays at alpha. The conclusion is ``failure`` when a rule fails or regresses
-(or an inconclusive rule is set to fail), else ``action_required`` when an inconclusive rule has
-no ``on_inconclusive`` (the run is undecided: worker/evals/health.py may make it ``neutral``
-when base says ``settings.undecided: neutral``), else ``neutral`` when an inconclusive rule is
-set to neutral, else ``success``.
+paired.py; ids taken from line numbers are refused, unless head ran base's very examples:
+worker/evals/contract.py) and, with ``groups``, in each group too. The ``regression`` tests of
+the whole gate form one family (a sign-flip step-down min-P family, worker/evals/signflip.py,
+or Holm's under ``settings.statistics.method: holm``), so its false-alarm rate stays at alpha.
+The conclusion is ``failure`` when a rule fails or regresses (or an inconclusive rule is set to
+fail), else ``action_required`` when an inconclusive rule has no ``on_inconclusive`` (the run is
+undecided: worker/evals/health.py may make it ``neutral`` when base says
+``settings.undecided: neutral``), else ``neutral`` when an inconclusive rule is set to neutral,
+else ``success``.
 Regressed examples (passed at base, fail at head) are listed either way.
 """
 
@@ -167,12 +168,14 @@ def _suite(config: SuiteConfig, head: RunResult, base: RunResult | None) -> _Sui
     base_suite = base.suites.get(config.name) if base is not None else None
     if head_suite is None:
         return _Suite(config, None, base_suite, None)
-    require_explicit_ids(config, head_suite)  # head's dataset is the one a PR can fix
+    same_examples = config.contract_root is not None  # head ran base's very examples
+    if not same_examples:
+        require_explicit_ids(config, head_suite)  # head's dataset is the one a PR can fix
     if base_suite is None:
         pair_suite(head_suite, head_suite, ())  # validates the ids even without a base
         return _Suite(config, head_suite, None, None)
     for side, found in (("base", base_suite), ("head", head_suite)):
-        line = first_line_id(found)
+        line = None if same_examples else first_line_id(found)
         if line is not None:  # line numbers shift when lines move: pairing would be a guess
             return _Suite(config, head_suite, base_suite, None,
                           f"base and head are not paired example by example: the {side} "

@@ -30,9 +30,12 @@ in this order:
    assertion) exceeds ``max_judge_error_rate``, a ``success`` becomes ``failure``: fail closed.
 
 Unscored examples (provider or judge errors not caused by the head) are never listed as
-regressions. Judge errors are always counted in the notes with the first one's message, a judge
-rubric changed between base and head is noted, and the first call error of each kind per suite
-and side is in `GateReport.errors` with its text, whatever the conclusion.
+regressions; at head, those whose base result was scored were made failures before the rules
+were checked (worker/evals/unanswered.py), so the allowances of rules 3 and 4 cannot hide the
+examples a pull request regresses. Judge errors are always counted in the notes with the first
+one's message, a judge rubric changed between base and head is noted, and the first call error
+of each kind per suite and side is in `GateReport.errors` with its text, whatever the
+conclusion.
 """
 
 from __future__ import annotations

@@ -5,8 +5,9 @@ When head changes them, each rule takes the stricter of the two values (a higher
 smaller ``max_drop``, margin or allowance, a larger ``alpha``, more critical tags, fewer
 quarantined examples ...), a rule present on one side only applies, and a suite removed at
 head keeps its base rules; the report lists every difference. ``primary`` and
-``settings.statistics`` (how alpha is split and tests are decided) are base's alone. Suites,
-targets and datasets still come from head: only the rules are merged. Pure.
+``settings.statistics`` (how alpha is split and tests are decided) are base's alone. The rules
+are merged into the config head's target runs on (base's evaluation contract,
+worker/evals/contract.py), and into head's own contract where it is shown beside. Pure.
 """
 
 from __future__ import annotations

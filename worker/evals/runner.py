@@ -1,15 +1,18 @@
 """Run a config's suites with model targets, judges, repeats, the cache and the budget.
 
 The engine (worker/evals/engine.py) hands its runs here. One `RunState` per run (one config at
-one commit) holds the call path (`ModelCaller`: response cache, budget, concurrency, retries)
-and the command-target concurrency limit. Before any call, the run is estimated
-(worker/evals/estimate.py) and the estimate printed; a run whose estimate exceeds
-``settings.max_cost_usd`` does not start (its `RunResult` has no suites and says why). Under a
-``max_cost_usd``, a model without a known price that the run will call (answers the cache
-holds do not count) is a `ConfigError` on the line of the target or assertion that calls it,
-asking for ``pricing:``: its spending could not be bounded. ``max_duration`` counts from the
-end of the estimate, when the run is ready to send (litellm's import, seconds in a fresh
-process, happens before).
+one commit, or head's target on base's evaluation contract and on its own: `run_configs`)
+holds the call path (`ModelCaller`: response cache, budget, concurrency, retries), the
+command-target concurrency limit and the answers given so far (an example two suites of the
+run share is answered once). A suite's dataset and scoring files are read at its
+``contract_root`` when it has one (base's checkout), its target and prompt at the run's root.
+Before any call, the run is estimated (worker/evals/estimate.py) and the estimate printed; a
+run whose estimate exceeds ``settings.max_cost_usd`` does not start (its `RunResult` has no
+suites and says why). Under a ``max_cost_usd``, a model without a known price that the run
+will call (answers the cache holds do not count) is a `ConfigError` on the line of the target
+or assertion that calls it, asking for ``pricing:``: its spending could not be bounded.
+``max_duration`` counts from the end of the estimate, when the run is ready to send
+(litellm's import, seconds in a fresh process, happens before).
 
 A suite's examples are answered concurrently, each repeat an independent draw (no cache);
 results are ordered by dataset line, then repeat. Suites run one after another in config order.
@@ -20,6 +23,9 @@ unscored with error kind ``budget``, and the run and suite record why they stopp
 from __future__ import annotations
 
 import asyncio
+import json
+from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 
 from worker.evals import llm_pool
@@ -28,15 +34,16 @@ from worker.evals.cache import ResponseCache
 from worker.evals.context import CallEvent, EvalContext
 from worker.evals.cost import Budget, BudgetExceeded
 from worker.evals.dataset import load_dataset
-from worker.evals.estimate import ModelUse, estimate_config
+from worker.evals.estimate import ModelUse, estimate_configs
 from worker.evals.judges import judge_spec
 from worker.evals.llm_types import CostEstimate, RunUsage, TokenUsage
 from worker.evals.metrics import suite_metrics
 from worker.evals.model_target import run_model
 from worker.evals.pairwise import add_pairwise
-from worker.evals.prompts import load_prompt
+from worker.evals.prompts import PromptTemplate, load_prompt
 from worker.evals.provider import ModelCaller
 from worker.evals.scoring import Item, score_items
+from worker.evals.serialize import to_jsonable
 from worker.evals.structured import load_schema_file
 from worker.evals.targets import run_command
 from worker.evals.traps import judge_traps
@@ -47,6 +54,7 @@ from worker.evals.types import (
     ConfigError,
     Example,
     ExampleResult,
+    ModelTarget,
     RunResult,
     Settings,
     SuiteConfig,
@@ -56,7 +64,12 @@ from worker.evals.types import (
 
 
 class RunState:
-    """The shared state of one run (see the module docstring)."""
+    """The shared state of one run (see the module docstring).
+
+    Attributes:
+        answers: the target answers of this run by `answer_keys`: an example two suites of
+            the run share (head's target on base's contract and on its own) is answered once.
+    """
 
     def __init__(self, settings: Settings, ctx: EvalContext | None = None) -> None:
         self.ctx = ctx or EvalContext()
@@ -65,6 +78,7 @@ class RunState:
         self.budget = Budget(settings.max_cost_usd, settings.max_duration_s, self.ctx.clock)
         self.caller = ModelCaller(settings, self.cache, self.budget, self.ctx)
         self.command_limit = asyncio.Semaphore(settings.concurrency)
+        self.answers: dict[tuple[str, int, str, str], TargetOutput] = {}
 
 
 async def run_config(config: Config, root: Path, sha: str = "",
@@ -82,26 +96,49 @@ async def run_config(config: Config, root: Path, sha: str = "",
         ConfigError: a dataset, prompt, schema or trap file is missing or invalid, or a model
             the run will call has no known price under ``max_cost_usd``.
     """
-    state = RunState(config.settings, ctx)
-    planned = await estimate_config(config, root, state.caller, with_base)
+    return (await run_configs([config], root, sha, ctx, with_base=with_base))[0]
+
+
+async def run_configs(configs: Sequence[Config], root: Path, sha: str = "",
+                      ctx: EvalContext | None = None, *,
+                      with_base: bool = True) -> list[RunResult]:
+    """Run several configs on one checkout as one run: one estimate, budget and answer memo.
+
+    Head's target scored on base's evaluation contract and on its own
+    (worker/evals/contract.py): an example both configs hold is answered once, and the budget
+    and time limit (the first config's settings, which the others share: the run settings
+    come from base) bound both. Each result's ``spend`` is the whole run's.
+
+    Returns:
+        One result per config, in order; all stopped alike when the estimate is over budget.
+
+    Raises:
+        ConfigError: as `run_config`.
+    """
+    settings = configs[0].settings
+    state = RunState(settings, ctx)
+    planned = await estimate_configs(configs, root, state.caller, with_base)
     estimate = planned.cost
     unpriced = tuple(use.model for use in planned.unpriced)
     llm_pool.expect(estimate.calls)  # a large run gets provider processes
     if estimate.calls or estimate.cached_calls:
         state.ctx.say(describe_estimate(sha, estimate, unpriced))
-    limit = config.settings.max_cost_usd
+    limit = settings.max_cost_usd
     if limit is not None and planned.unpriced:
         raise unpriced_error(planned.unpriced[0], limit)
     state.budget.start()
     if limit is not None and estimate.cost_usd is not None and estimate.cost_usd > limit:
         reason = (f"not started: the estimate ${estimate.cost_usd:.4f} ({estimate.calls} calls) "
                   f"exceeds max_cost_usd ${limit:.4f}")
-        return RunResult(sha, {}, estimate=estimate, stopped=reason)
-    suites = {}
-    for suite in config.suites:
-        suites[suite.name] = await run_suite(suite, root, config.settings, state)
-    return RunResult(sha, suites, spend=state.caller.total, estimate=estimate,
-                     stopped=state.budget.stopped)
+        return [RunResult(sha, {}, estimate=estimate, stopped=reason) for _ in configs]
+    runs = []
+    for config in configs:
+        suites = {}
+        for suite in config.suites:
+            suites[suite.name] = await run_suite(suite, root, config.settings, state)
+        runs.append(suites)
+    return [RunResult(sha, suites, spend=state.caller.total, estimate=estimate,
+                      stopped=state.budget.stopped) for suites in runs]
 
 
 def unpriced_error(use: ModelUse, limit_usd: float) -> ConfigError:
@@ -132,18 +169,19 @@ async def run_suite(suite: SuiteConfig, root: Path, settings: Settings,
     """
     state = state or RunState(settings)
     before = state.caller.total
-    examples = load_dataset(root, suite.dataset)
-    specs = tuple(load_schema_file(spec, root) for spec in suite.assertions)
+    contract = suite.contract_root or root  # where its dataset and scoring files are
+    examples = load_dataset(contract, suite.dataset)
+    specs = tuple(load_schema_file(spec, contract) for spec in suite.assertions)
     results: list[ExampleResult] = []
     use_cache = settings.repeats == 1
     for repeat in range(settings.repeats):
-        outputs = await answer(suite, examples, root, settings, state, use_cache)
-        items = [Item(_schemas(e, root), o, repeat, use_cache)
+        outputs = await answer(suite, examples, root, settings, state, use_cache, repeat)
+        items = [Item(_schemas(e, contract), o, repeat, use_cache)
                  for e, o in zip(examples, outputs, strict=True)]
-        results.extend(await score_items(specs, items, root, settings, state.caller,
+        results.extend(await score_items(specs, items, contract, settings, state.caller,
                                          suite.dataset))
     results.sort(key=lambda r: (r.line, r.repeat))
-    traps, _ = await judge_traps(suite, root, settings, state.caller)
+    traps, _ = await judge_traps(suite, contract, settings, state.caller)
     metrics = suite_metrics(results)
     if traps is not None and traps.total:
         metrics["judge_trap_accuracy"] = traps.caught / traps.total
@@ -172,10 +210,37 @@ def _schemas(example: Example, root: Path) -> Example:
                    specs, example.tags, example.metadata)
 
 
+def answer_keys(target: CommandTarget | ModelTarget, repeat: int,
+                examples: Sequence[Example]) -> list[tuple[str, int, str, str]]:
+    """Return what each example's answer depends on: the target, the draw, the example's id
+    and its input and vars (all a target is given; never ``expected``)."""
+    text = json.dumps(to_jsonable(target), sort_keys=True, default=str)
+    return [(text, repeat, e.id, json.dumps([e.input, e.vars], sort_keys=True, default=str))
+            for e in examples]
+
+
 async def answer(suite: SuiteConfig, examples: tuple[Example, ...], root: Path,
-                 settings: Settings, state: RunState, use_cache: bool) -> list[TargetOutput]:
-    """Produce the target's output for every example, in order (one draw)."""
+                 settings: Settings, state: RunState, use_cache: bool,
+                 repeat: int = 0) -> list[TargetOutput]:
+    """Produce the target's output for every example, in order (draw ``repeat``).
+
+    An example this run answered already (`RunState.answers`) is not answered again: it gets
+    that answer with nothing spent.
+    """
+    keys = answer_keys(suite.target, repeat, examples)
+    todo = {key: e for key, e in zip(keys, examples, strict=True) if key not in state.answers}
+    fresh = await _answer(suite, tuple(todo.values()), root, settings, state, use_cache)
+    for key, output in zip(todo, fresh, strict=True):
+        state.answers[key] = replace(output, spend=RunUsage())
+    given = dict(zip(todo, fresh, strict=True))
+    return [given.get(key) or state.answers[key] for key in keys]
+
+
+async def _answer(suite: SuiteConfig, examples: tuple[Example, ...], root: Path,
+                  settings: Settings, state: RunState, use_cache: bool) -> list[TargetOutput]:
     target = suite.target
+    if not examples:
+        return []
     if isinstance(target, CommandTarget):
         outputs = await _commands(target, examples, root, settings, state)
         for output in outputs:  # one command call per example that ran, at its reported cost
@@ -185,7 +250,21 @@ async def answer(suite: SuiteConfig, examples: tuple[Example, ...], root: Path,
         return outputs
     template = load_prompt(root, target.prompt)
     return list(await asyncio.gather(*(
-        run_model(target, template, e, state.caller, use_cache=use_cache) for e in examples)))
+        _model(target, template, e, state, use_cache, suite.contract_root is not None)
+        for e in examples)))
+
+
+async def _model(target: ModelTarget, template: PromptTemplate, example: Example,
+                 state: RunState, use_cache: bool, foreign: bool) -> TargetOutput:
+    """One model answer; on an example of another checkout's dataset (``foreign``: base's
+    contract), a prompt that cannot be rendered for it is that example's failure."""
+    try:
+        return await run_model(target, template, example, state.caller, use_cache=use_cache)
+    except ConfigError as err:
+        if not foreign:
+            raise
+        return TargetOutput(None, f"head's prompt cannot be rendered for this example of "
+                            f"base's dataset: {err.message}", error_kind="target")
 
 
 async def _commands(target: CommandTarget, examples: tuple[Example, ...], root: Path,

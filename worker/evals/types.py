@@ -9,6 +9,7 @@ fractions in 0-1, times are milliseconds (``_ms``) or seconds (``_s``), money is
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Literal
 
 from worker.evals.llm_types import CacheMode as CacheMode
@@ -256,6 +257,10 @@ class SuiteConfig:
         traps: JSONL of trap cases (known-wrong outputs the judge must fail), or None.
         on_paths: globs of repository paths; when set (at base), a pull request changing no
             matching file skips the suite (worker/on_paths.py). () runs it always.
+        contract_root: the checkout its evaluation contract (dataset, assertion files,
+            traps) is read from when that is not the checkout its target runs in: base's,
+            when head's target is scored on base's contract (worker/evals/contract.py);
+            None (a parsed config) for the run's own checkout. Not part of any key.
     """
 
     name: str
@@ -267,6 +272,7 @@ class SuiteConfig:
     gate_options: GateOptions = GateOptions()
     traps: str | None = None
     on_paths: tuple[str, ...] = ()
+    contract_root: Path | None = None
 
 
 @dataclass(frozen=True)
@@ -696,6 +702,35 @@ class SuiteComparability:
 
 
 @dataclass(frozen=True)
+class ContractChange:
+    """A suite whose evaluation contract head changes, and how head fares under its own.
+
+    The gate scores head's target on base's contract (worker/evals/contract.py); head's own
+    contract is shown for information and applies once the pull request is merged.
+
+    Attributes:
+        suite: the suite name.
+        changes: the parts of the contract head changes (`worker.evals.contract.COMPONENTS`:
+            ``dataset_inputs``, ``expected``, ``labels``, ``assertions``,
+            ``assertion_files``, ``judges``, ``judge_prompts``, ``traps``).
+        added, removed: example ids only in head's dataset / only in base's.
+        conclusion: the conclusion head's own contract would give (base re-scored with it).
+        headline: that verdict's headline, or "".
+        metrics: head's metrics under its own contract (fractions 0-1 for rates).
+        regressions: examples that pass at base and fail at head under head's contract.
+    """
+
+    suite: str
+    changes: tuple[str, ...]
+    added: tuple[str, ...] = ()
+    removed: tuple[str, ...] = ()
+    conclusion: Conclusion = "success"
+    headline: str = ""
+    metrics: dict[str, float] = field(default_factory=dict)
+    regressions: int = 0
+
+
+@dataclass(frozen=True)
 class GateReport:
     """The verdict of one comparison, everything the report renders.
 
@@ -723,6 +758,8 @@ class GateReport:
             (worker/evals/causes.py).
         errored: examples of head that got no answer for a cause of the head (listed,
             annotated, never dropped); ``reason`` is the error text.
+        contract: the suites whose evaluation contract head changes, with head's verdict
+            under its own contract (worker/evals/contract.py); () when head changes none.
     """
 
     conclusion: Conclusion
@@ -740,3 +777,4 @@ class GateReport:
     comparability: tuple[SuiteComparability, ...] = ()
     errors: tuple[RunError, ...] = ()
     errored: tuple[Regression, ...] = ()
+    contract: tuple[ContractChange, ...] = ()
