@@ -13,7 +13,7 @@ Redis restart) does the same work atomically:
    enqueue time (ms) as score, exactly as ``ArqRedis.enqueue_job`` does;
 3. optionally ``SET`` a pull request's newest head (``llmgate:pr:...:head``,
    ``<head_sha>@<base_ref>`` or ``closed``) with its TTL, so workers can drop runs of older
-   heads or of an old base branch (``worker.supersede``). When the job id exists already,
+   heads or of an old base branch (``worker.gate.supersede``). When the job id exists already,
    only the head SHAs are compared (the part before the first ``@``; a bare SHA written by an
    older web process has no base part). A recorded head that is another SHA (or ``closed``)
    means the head came back to a commit gated before (push A, push B, force-push A): A's old
@@ -29,7 +29,7 @@ Redis restart) does the same work atomically:
    (two retargets) cannot be ordered by it: a record of the same second as the current one
    that names another head or base, or that replaces such a record, still wins but ends in
    ``~`` (``<head_sha>@<base_ref> <updated_at>~``), and a run it names asks GitHub before it
-   trusts it (`worker.supersede`);
+   trusts it (`worker.gate.supersede`);
 4. only then write the two marks, with the same TTL.
 
 Why the body too: GitHub's own redeliveries reuse the delivery id, but ``X-GitHub-Delivery`` is
@@ -41,7 +41,7 @@ All reads come before all writes, so a script refused by Redis (ACL ``NOPERM`` o
 memory on the first write) changes nothing and a redelivery is not taken for a duplicate.
 
 This ties the web process to arq's key layout and job format. The job bytes come from arq's own
-``serialize_job`` and the key names from ``arq.constants``; ``tests/unit/test_app_enqueue.py``
+``serialize_job`` and the key names from ``arq.constants``; ``tests/unit/app/test_app_enqueue.py``
 runs a real arq ``Worker`` on jobs queued here, so an arq release that changes the layout fails
 that test rather than production.
 """

@@ -3,7 +3,7 @@
 In JSON mode each line is one object: ``ts`` (ISO 8601, UTC), ``level``, ``logger``,
 ``message``, then whichever of ``delivery_id``, ``event``, ``action``, ``repository``, ``pr`` and
 ``outcome`` the log call gave (``extra=delivery_fields(...)``), and ``exc`` for a traceback. The
-worker writes the same keys plus ``job_id`` (``worker/logging_setup.py``), so one query finds a
+worker writes the same keys plus ``job_id`` (``worker/runtime/logs.py``), so one query finds a
 delivery from the receiver to the check run. Fields are identifiers only, never secrets.
 """
 

@@ -2,8 +2,8 @@
 
 The web process counts deliveries itself (a dict update each, no I/O). Workers are
 other processes that share only Redis with it: they publish their counters there (wire format in
-``worker/metrics.py``; the key names below must match it) and ``/metrics`` reads them with one
-pipelined round trip per scrape, together with the queue length. So one scrape of any web
+``worker/runtime/metrics.py``; the key names below must match it) and ``/metrics`` reads them with
+one pipelined round trip per scrape, together with the queue length. So one scrape of any web
 replica shows the whole system; worker series are cluster-wide and the same on every replica.
 """
 
@@ -28,7 +28,7 @@ from redis.exceptions import RedisError
 
 log = logging.getLogger(__name__)
 
-#: Redis keys the workers publish to (see ``worker/metrics.py``, wire format version 1).
+#: Redis keys the workers publish to (see ``worker/runtime/metrics.py``, wire format version 1).
 SAMPLES_KEY = "llmgate:metrics:samples"
 META_KEY = "llmgate:metrics:meta"
 WORKERS_KEY = "llmgate:metrics:workers"

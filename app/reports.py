@@ -1,6 +1,6 @@
 """``GET /reports/<id>``: serve a gate's full report, the check run's "Details" link.
 
-The worker renders and stores each report (``worker.report_store``, only when
+The worker renders and stores each report (``worker.report.store``, only when
 ``LLMGATE_PUBLIC_URL`` is set); this endpoint only reads ``llmgate:report:<id>`` from Redis and
 answers the stored bytes, so the web process stays light (no rendering, no model or stats
 libraries). The id is 128 random bits: anything but 32 lowercase hex characters is a 404

@@ -7,7 +7,7 @@ and runs it through the engine (``run_config``: estimate, calls, scoring, metric
 concurrency 20. It prints the wall time divided by the ideal (examples x latency /
 concurrency: 500 x 0.1 s / 20 = 2.5 s; goal <= 1.15), then re-runs the same suite against the
 response cache (goal: no provider calls, under 2 s). litellm's one-time import, the start of
-the provider processes (worker/evals/llm_pool.py; ``--processes``, default from
+the provider processes (worker/evals/llm/pool.py; ``--processes``, default from
 ``LLMGATE_PROVIDER_PROCESSES``: ``auto``) and a warm-up call happen before the timing and are
 printed apart: a worker pays them once, not per run. The last line is
 ``eval_overhead_ratio=<wall / ideal>``.
@@ -43,11 +43,12 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from bench.local_services import load_average, processes  # noqa: E402
-from worker.evals import llm, llm_pool  # noqa: E402
-from worker.evals.config import parse_config  # noqa: E402
+from worker.evals.config.load import parse_config  # noqa: E402
 from worker.evals.context import EvalContext  # noqa: E402
-from worker.evals.engine import run_config  # noqa: E402
+from worker.evals.llm import client as llm  # noqa: E402
+from worker.evals.llm import pool as llm_pool  # noqa: E402
 from worker.evals.llm_types import Endpoint  # noqa: E402
+from worker.evals.run.engine import run_config  # noqa: E402
 
 KEY_ENV = "BENCH_FAKE_KEY"
 

@@ -15,12 +15,12 @@ hit the first metric only (all groups alike):
 Every metric carries ``regression: {alpha: 0.05}`` with ``groups: {by: category}``: 60
 one-sided tests (10 metrics x (suite + 5 groups)), all run through the gate's own code
 on the same draws (the decisions through the functions `compare` uses, and `SPOT_CHECKS` PRs
-per cell through `worker.evals.gate.paired_verdicts`, which must agree):
+per cell through `worker.evals.verdict.compare.paired_verdicts`, which must agree):
 
 - today: Holm over each test's McNemar / Wilcoxon p-value (``method: holm``);
 - new: the sign-flip family (``method: signflip``: weighted step-down min-P, examples weighted
   by their flakiness in the earlier runs), without and with ``confirm_flips: 0.25`` (the most
-  telling discordant examples run once more at base and at head, worker/evals/confirm.py);
+  telling discordant examples run once more at base and at head, worker/evals/verdict/confirm.py);
 - naive: fail when any metric's mean drops by more than 0.02;
 - one test: a gate holding only the test that matters (first metric, whole suite, McNemar at
   alpha 0.05: no multiplicity to pay for, and no knowledge of which metric will drop).
@@ -43,13 +43,6 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import stats as sps
 
-from worker import stats
-from worker.evals.comparisons import StatSettings
-from worker.evals.confirm import choose_confirmations, confirm_budget
-from worker.evals.flakiness import history_weights
-from worker.evals.gate import paired_verdicts
-from worker.evals.paired import PairedSuite
-from worker.evals.signflip import FamilySuite, family_p_values
 from worker.evals.types import (
     CommandTarget,
     GateOptions,
@@ -57,6 +50,13 @@ from worker.evals.types import (
     StatisticsSettings,
     SuiteConfig,
 )
+from worker.evals.verdict import stats
+from worker.evals.verdict.compare import paired_verdicts
+from worker.evals.verdict.comparisons import StatSettings
+from worker.evals.verdict.confirm import choose_confirmations, confirm_budget
+from worker.evals.verdict.flakiness import history_weights
+from worker.evals.verdict.paired import PairedSuite
+from worker.evals.verdict.signflip import FamilySuite, family_p_values
 
 ALPHA = 0.05
 NAIVE_DROP = 0.02
@@ -125,8 +125,8 @@ def make_world(rng: np.random.Generator, n: int, kind: str,
 def holm_fails(base: np.ndarray, head: np.ndarray, codes: np.ndarray, groups: bool) -> bool:
     """Today's decision: Holm over McNemar (pass/fail) and Wilcoxon (scores) p-values.
 
-    The same tests and Holm as the gate's `compare` (worker/stats.py), vectorised over the
-    score metrics (``scipy.stats.wilcoxon(axis=0)`` equals one call per column); `SPOT_CHECKS`
+    The same tests and Holm as the gate's `compare` (worker/evals/verdict/stats.py), vectorised over
+    the score metrics (``scipy.stats.wilcoxon(axis=0)`` equals one call per column); `SPOT_CHECKS`
     PRs per n are also run through `paired_verdicts` and must agree.
     """
     p_values = []
@@ -148,7 +148,7 @@ def holm_fails(base: np.ndarray, head: np.ndarray, codes: np.ndarray, groups: bo
 
 
 def family_fails(paired: PairedSuite, weights: np.ndarray) -> bool:
-    """The new decision: the gate's sign-flip family (worker/evals/signflip.py)."""
+    """The new decision: the gate's sign-flip family (worker/evals/verdict/signflip.py)."""
     member = FamilySuite("sim", paired, SUITE.gate, 5, weights=weights)
     return any(adjusted <= ALPHA for _, adjusted in family_p_values([member], SIGNFLIP).values())
 

@@ -1,10 +1,10 @@
 """Time the statistical gate on a large suite: 10,000 examples x 10 metrics x 5 groups.
 
 Builds a base and a head run in memory (5 assertion types per example: three pass/fail, two
-graded; a cost), then times `worker.evals.gate.compare` with every statistical rule on every
-metric, grouping by category (5 groups) and 2,000 bootstrap resamples: pairing, McNemar or
-Wilcoxon per metric and group (60 tests), the stratified bootstrap, Holm and the verdicts.
-Goal: under 1 s on this machine. The last line is ``gate_speed_s=<median seconds>``.
+graded; a cost), then times `worker.evals.verdict.compare.compare` with every statistical rule on
+every metric, grouping by category (5 groups) and 2,000 bootstrap resamples: pairing, McNemar or
+Wilcoxon per metric and group (60 tests), the stratified bootstrap, Holm and the verdicts. Goal:
+under 1 s on this machine. The last line is ``gate_speed_s=<median seconds>``.
 
 Usage: ``python bench/gate_speed.py [--examples N] [--repeat K]``.
 """
@@ -17,8 +17,7 @@ import time
 
 import numpy as np
 
-from worker.evals.gate import compare
-from worker.evals.metrics import suite_metrics
+from worker.evals.score.metrics import suite_metrics
 from worker.evals.types import (
     AssertionResult,
     CommandTarget,
@@ -31,6 +30,7 @@ from worker.evals.types import (
     SuiteConfig,
     SuiteResult,
 )
+from worker.evals.verdict.compare import compare
 
 METRICS = ("pass_rate", "error_rate", "mean_score", "assertion.equals.pass_rate",
            "assertion.contains.pass_rate", "assertion.regex.pass_rate",

@@ -12,13 +12,13 @@ from typing import NotRequired, TypedDict
 #: The check run name; branch protection requires it, so it never changes.
 CHECK_NAME = "llmgate"
 #: How the name of a config's own check run starts (``settings.checks: per_config``):
-#: ``llmgate: services/a`` for the config in ``services/a`` (worker/monorepo_run.py).
+#: ``llmgate: services/a`` for the config in ``services/a`` (worker/pipeline/multi.py).
 CONFIG_CHECK_PREFIX = CHECK_NAME + ": "
 #: Hidden marker line that identifies llmgate's sticky PR comment.
 COMMENT_MARKER = "<!-- llmgate -->"
 #: The comment command that asks for a fresh run.
 RERUN_COMMAND = "/llmgate rerun"
-#: The comment command by which a writer lets an untrusted head run (see worker/trust.py).
+#: The comment command by which a writer lets an untrusted head run (see worker/gate/trust.py).
 APPROVE_COMMAND = "/llmgate approve"
 #: ``identifier`` of the check run's "Approve and run" button (GitHub allows 20 characters).
 APPROVE_ACTION = "approve"
@@ -48,7 +48,7 @@ DELIVERY_TTL_S = 7 * 24 * 3600
 PR_CLOSED = "closed"
 #: How long the record lives, seconds (a pull request untouched for longer is not tracked).
 PR_HEAD_TTL_S = 30 * 24 * 3600
-#: Redis key prefix of a stored full report (``worker.report_store`` writes, ``app.reports``
+#: Redis key prefix of a stored full report (``worker.report.store`` writes, ``app.reports``
 #: serves it at ``GET /reports/<id>``; the id is 32 lowercase hex characters).
 REPORT_KEY_PREFIX = "llmgate:report:"
 
@@ -129,7 +129,7 @@ def pr_head_key(repo: RepoRef, pr_number: int) -> str:
     """Return the Redis key of a pull request's newest head: ``llmgate:pr:owner/name#N:head``.
 
     The web process sets it with each enqueue (`pr_head_value`) and on ``closed``
-    (`PR_CLOSED`); workers read it to drop runs of older heads or bases (`worker.supersede`).
+    (`PR_CLOSED`); workers read it to drop runs of older heads or bases (`worker.gate.supersede`).
     """
     return f"llmgate:pr:{repo['owner']}/{repo['name']}#{pr_number}:head"
 
@@ -201,7 +201,7 @@ def approve_job_id(repo: RepoRef, pr_number: int, *, comment_id: int = 0, head_s
 
 class PushPayload(TypedDict):
     """A push to the repository's default branch: run the suites at ``sha`` and store them as
-    the branch's baseline (worker/jobs_push.py). ``pushed_at`` is the push's Unix time in
+    the branch's baseline (worker/jobs/push.py). ``pushed_at`` is the push's Unix time in
     seconds (``repository.pushed_at``, 0 when absent); it orders pushes of one branch."""
 
     delivery_id: str

@@ -16,23 +16,33 @@ import httpx
 from arq.connections import RedisSettings
 from redis.asyncio import Redis
 
-from worker.baselines import BaselineSettings
-from worker.calibrate_job import CalibrationSchedule, calibration_cron_jobs
+from worker.baselines.store import BaselineSettings
 from worker.checkout import Checkouts
+from worker.gate.installs import quiet_when_uninstalled
+from worker.gate.sweeper import sweeper_cron_jobs
 from worker.github.auth import AppCredentials, InstallationTokenCache
 from worker.github.ratelimit import GitHubLimiter, GitHubLimits, RedisLimitStore
 from worker.github.token_store import SharedTokenStore
-from worker.hardening import check_settings, harden
-from worker.installs import quiet_when_uninstalled
-from worker.jobs import Services, approve_pull_request, gate_pull_request, rerun_from_comment
-from worker.jobs_events import EVENT_JOBS, installation_changed
-from worker.jobs_push import store_baseline
-from worker.lease import CTX_KEY, JobLimits
-from worker.lifecycle import instrument_all, shutdown_grace_s, start_publishing, stop_publishing
-from worker.logging_setup import configure_worker_logging
-from worker.report_store import ReportSettings, ReportStore
-from worker.settings import SettingsError, WorkerConfig
-from worker.sweeper import sweeper_cron_jobs
+from worker.jobs.calibrate import CalibrationSchedule, calibration_cron_jobs
+from worker.jobs.events import EVENT_JOBS, installation_changed
+from worker.jobs.pull_request import (
+    Services,
+    approve_pull_request,
+    gate_pull_request,
+    rerun_from_comment,
+)
+from worker.jobs.push import store_baseline
+from worker.report.store import ReportSettings, ReportStore
+from worker.runtime.hardening import check_settings, harden
+from worker.runtime.lease import CTX_KEY, JobLimits
+from worker.runtime.lifecycle import (
+    instrument_all,
+    shutdown_grace_s,
+    start_publishing,
+    stop_publishing,
+)
+from worker.runtime.logs import configure_worker_logging
+from worker.runtime.settings import SettingsError, WorkerConfig
 
 #: Wall-clock limit of one job, seconds, unless ``LLMGATE_JOB_TIMEOUT_S`` says otherwise.
 JOB_TIMEOUT_S = JobLimits().job_timeout_s
@@ -53,7 +63,8 @@ async def startup(ctx: dict[str, Any]) -> None:
         calibration = CalibrationSchedule.from_env(os.environ)
         limits = GitHubLimits.from_env(os.environ)  # LLMGATE_GITHUB_*
         report_settings = ReportSettings.from_env(os.environ)  # LLMGATE_PUBLIC_URL, *_REPORT_TTL_S
-        ctx[CTX_KEY] = JobLimits.from_env(os.environ)  # LLMGATE_JOB_*: leases (worker/lease.py)
+        # LLMGATE_JOB_*: leases (worker/runtime/lease.py)
+        ctx[CTX_KEY] = JobLimits.from_env(os.environ)
     except SettingsError as err:
         raise SystemExit(f"llmgate worker: {err}") from None
     try:
@@ -131,7 +142,8 @@ def worker_settings(environ: Mapping[str, str] | None = None) -> type:
         keep_result = 3600
         job_completion_wait = grace_s
         cron_jobs = [*calibration_cron_jobs(calibration),  # LLMGATE_CALIBRATE_*; none by default
-                     *sweeper_cron_jobs(job_limits)]  # abandoned check runs (worker/sweeper.py)
+                     # abandoned check runs (worker/gate/sweeper.py)
+                     *sweeper_cron_jobs(job_limits)]
         timezone = datetime.UTC  # of the cron schedule
 
     return WorkerSettings

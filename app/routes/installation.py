@@ -3,7 +3,7 @@
 Every App receives these without subscribing. ``installation`` ``deleted``/``suspend``/
 ``created``/``unsuspend`` and ``installation_repositories`` ``added``/``removed`` queue
 ``installation_changed``, which records in Redis what is gone, so queued and running jobs of a
-removed installation or repository end quietly (`worker.installs`). Other actions change no
+removed installation or repository end quietly (`worker.gate.installs`). Other actions change no
 access and are ignored.
 """
 

@@ -13,7 +13,7 @@ A command is the comment's **first line**, exactly (text may follow on later lin
 Only ``created`` comments count (editing an old comment re-triggers nothing), only on pull
 requests, and never from a bot (no command, no reply), so the App's own comments that mention
 the commands cannot trigger anything. The web process does no GitHub I/O: replies are posted,
-and rate limited per pull request, by the worker (`worker.commands`).
+and rate limited per pull request, by the worker (`worker.gate.commands`).
 """
 
 from __future__ import annotations

@@ -47,8 +47,8 @@ from tests.e2e.chaos_processes import (
 from tests.e2e.chaos_repo import KEY_ENV, ChaosRepo
 from tests.e2e.chaos_tally import Delivery, Tally, tally
 from tests.fakes.fake_github import FakeGitHubRemote, generate_app_keypair
-from worker.demo import APP_ID, BOT_LOGIN, DEMO_WRITERS, pull_request_payload, sign
-from worker.metrics import WORKERS_KEY
+from worker.cli.demo import APP_ID, BOT_LOGIN, DEMO_WRITERS, pull_request_payload, sign
+from worker.runtime.metrics import WORKERS_KEY
 
 ROOT = Path(__file__).resolve().parents[2]
 OWNER, REPO = "acme", "chaos"

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from tests.unit.worker_support import commit, git
-from worker.demo import Stack, pull_request_payload
+from worker.cli.demo import Stack, pull_request_payload
 
 T = TypeVar("T")
 

@@ -30,7 +30,7 @@ from tests.e2e.chaos_repo import build_chaos_repo, model_config
 from tests.e2e.chaos_support import ROOT, ChaosFakes, ChaosStack, Worker
 from tests.e2e.chaos_tally import Tally
 from tests.e2e.ops_support import wait_until
-from tests.unit.test_targets import pid_alive as alive
+from tests.unit.evals.run.test_targets import pid_alive as alive
 
 pytestmark = pytest.mark.slow
 

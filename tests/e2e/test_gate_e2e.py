@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 import redis
 
-from worker.demo import Stack, build_example_repo, issue_comment_payload, pull_request_payload
+from worker.cli.demo import Stack, build_example_repo, issue_comment_payload, pull_request_payload
 
 pytestmark = pytest.mark.slow
 

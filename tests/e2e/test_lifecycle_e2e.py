@@ -1,6 +1,6 @@
 """Run lifecycle with real processes: superseded runs, a SIGKILLed worker, tries running out.
 
-Everything is a real process on loopback (``worker.demo.Stack``: redis-server, the fake GitHub,
+Everything is a real process on loopback (``worker.cli.demo.Stack``: redis-server, the fake GitHub,
 the web process, arq workers); the repository's ``pr/slow`` target sleeps, so a push or a
 ``kill -9`` lands while the run is busy.
 
@@ -27,7 +27,7 @@ import pytest
 import redis
 
 from tests.e2e.ops_support import OWNER, REPO, build_repo, check_runs, open_pr, wait_until
-from worker.demo import Stack, pull_request_payload
+from worker.cli.demo import Stack, pull_request_payload
 
 pytestmark = pytest.mark.slow
 

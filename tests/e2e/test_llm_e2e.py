@@ -15,7 +15,7 @@ import pytest
 from tests.e2e.model_support import KEY_ENV, build_support_repo, support_config
 from tests.fakes.fake_llm import running_fake_llm
 from tests.unit.worker_support import commit
-from worker.demo import Stack, pull_request_payload
+from worker.cli.demo import Stack, pull_request_payload
 
 pytestmark = pytest.mark.slow
 

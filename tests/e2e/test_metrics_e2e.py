@@ -19,7 +19,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.e2e.ops_support import EXAMPLES, OWNER, REPO, build_repo, open_pr, wait_until
-from worker.demo import Stack
+from worker.cli.demo import Stack
 
 pytestmark = pytest.mark.slow
 

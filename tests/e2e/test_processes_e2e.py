@@ -57,7 +57,7 @@ def worker_env(tmp_path: Path, redis_url: str, api_url: str = "https://api.githu
                      LLMGATE_WORKDIR=str(tmp_path / "work"))
 
 
-#: One case per variable (every malformed form is in tests/unit/test_worker_settings.py).
+#: One case per variable (every malformed form is in tests/unit/runtime/test_worker_settings.py).
 BAD_SETTINGS: list[tuple[dict[str, str | None], str]] = [
     ({"GITHUB_APP_ID": None}, "GITHUB_APP_ID must be set to the App's numeric id"),
     ({"GITHUB_APP_PRIVATE_KEY": None},

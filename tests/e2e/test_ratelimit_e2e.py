@@ -31,7 +31,7 @@ from tests.unit.worker_support import (
 )
 from worker.contract import GatePayload, gate_job_id
 from worker.main import worker_settings
-from worker.secretbox import SecretBox
+from worker.security.secretbox import SecretBox
 
 pytestmark = pytest.mark.slow
 

@@ -4,7 +4,7 @@
   one, and exits 0; the job it did not take waits in the queue.
 - A worker stopped at once (grace 0) cancels its job: arq puts the job back and the other
   worker runs it to a real conclusion on the same check run (never a false ``failure``, never
-  a second check run; worker/gate_check.py).
+  a second check run; worker/gate/check_run.py).
 - The web process stops accepting connections but answers the delivery it is reading.
 """
 
@@ -23,7 +23,7 @@ import pytest
 import redis
 
 from tests.e2e.ops_support import build_repo, check_runs, open_pr, wait_until
-from worker.demo import Stack, sign
+from worker.cli.demo import Stack, sign
 
 pytestmark = pytest.mark.slow
 

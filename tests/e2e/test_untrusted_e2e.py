@@ -19,8 +19,8 @@ from typing import Any
 import pytest
 
 from tests.unit.worker_support import files_containing
-from worker import landlock
-from worker.demo import Stack, issue_comment_payload, pull_request_payload
+from worker.cli.demo import Stack, issue_comment_payload, pull_request_payload
+from worker.security import landlock
 
 pytestmark = pytest.mark.slow
 

@@ -21,9 +21,9 @@ from tests.fakes.fake_github import FakeGitHubServer
 from tests.unit.worker_support import INSTALLATION_ID, OWNER, REPO, commit, git
 from tests.unit.worker_support import github as github  # re-exported: `worker_ctx` needs it
 from worker.contract import PushPayload
+from worker.gate.services import Services
 from worker.main import shutdown, startup
-from worker.metrics import METRICS, SAMPLES_KEY
-from worker.services import Services
+from worker.runtime.metrics import METRICS, SAMPLES_KEY
 
 EXAMPLES = 100
 BOT = """import json, sys

@@ -5,7 +5,7 @@
 with the example's recorded replies (``recorded.json``) and counts tokens as OpenAI does. `measure`
 runs the flow of a repository on the App: a push to ``main`` on a cold cache, then the pull
 request (head, then base), all through one real Redis response cache, and returns what each run
-was estimated to cost and what it spent. Used by tests/unit/test_estimate.py and
+was estimated to cost and what it spent. Used by tests/unit/evals/run/test_estimate.py and
 bench/estimate_accuracy.py.
 """
 
@@ -24,7 +24,7 @@ from tests.unit.llm_support import KEY_ENV
 from worker.evals.context import EvalContext
 from worker.evals.llm_types import CostEstimate, RunUsage
 from worker.evals.types import RunResult
-from worker.pipeline import gate_trees
+from worker.pipeline.trees import gate_trees
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "support-llm"

@@ -143,7 +143,7 @@ class RunUsage:
         cost_usd: USD spent on answered calls; failed calls are not billed.
         unpriced_calls: answered calls whose cost is unknown (not in cost_usd): a model without
             a known price, or an answer without ``usage`` (the budget charges those at their
-            worst case, worker/evals/provider.py).
+            worst case, worker/evals/llm/provider.py).
     """
 
     provider_calls: int = 0

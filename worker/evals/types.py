@@ -86,7 +86,7 @@ class GateRule:
         max_increase: for lower-is-better metrics: head may rise at most this far above base
             (absolute, metric units), or None.
         primary: ``primary: true``: the metric's ``regression`` tests get most of the gate's
-            alpha (``settings.statistics.primary_share``; worker/evals/signflip.py).
+            alpha (``settings.statistics.primary_share``; worker/evals/verdict/signflip.py).
     """
 
     metric: str
@@ -114,7 +114,7 @@ class GateOptions:
         on_inconclusive: check conclusion when a rule is inconclusive: ``pass`` (success),
             ``neutral`` or ``fail`` (failure); ``undecided`` when not set: the run is
             undecided (``action_required``, or ``neutral`` under base's
-            ``settings.undecided: neutral``; worker/evals/health.py).
+            ``settings.undecided: neutral``; worker/evals/verdict/health.py).
         quarantine: example ids left out of per-example rules (still counted in means).
         line: 1-based line where the suite's ``gate:`` mapping starts.
     """
@@ -136,7 +136,7 @@ class CommandTarget:
             split with shlex (never run through a shell).
         line: 1-based line of ``command`` in the config.
         batch: one invocation for all examples: ``{input_file}`` is JSONL of every input and
-            ``{output_file}`` JSONL of every output (see worker/evals/batch.py).
+            ``{output_file}`` JSONL of every output (see worker/evals/run/batch.py).
     """
 
     command: str
@@ -150,7 +150,8 @@ class StatisticsSettings:
 
     Attributes:
         method: ``signflip`` (default: one weighted step-down min-P family over paired sign
-            flips, worker/evals/signflip.py) or ``holm`` (Holm over each test's own p-value).
+            flips, worker/evals/verdict/signflip.py) or ``holm`` (Holm over each test's own
+            p-value).
         primary_share: share (0-1) of alpha given to the tests of ``primary: true`` metrics
             when any metric is primary (default 0.8).
         group_share: share (0-1) of a metric's alpha given to its group tests, the rest to its
@@ -158,7 +159,7 @@ class StatisticsSettings:
         draws: random sign patterns (default 2000) when there are too many to enumerate.
         confirm_flips: extra provider calls, as a fraction (0-1) of one head run, spent on
             re-running discordant examples once more at base and at head (default 0: off;
-            worker/evals/confirm.py).
+            worker/evals/verdict/confirm.py).
         sequential: ``settings.sequential``: run head in `looks` batches and stop once the
             gate can only fail or is all but sure to pass (worker/evals/sequential.py).
         looks: batches of a sequential run (2-10, default 4).
@@ -193,7 +194,8 @@ class Settings:
         retry: retries of provider calls.
         max_provider_error_rate: share (0-1) of a side's examples that may end without an
             answer for a cause outside the pull request (429, 5xx, timeouts on an endpoint
-            base uses too) before the run is undecided (default 0.1; worker/evals/health.py).
+            base uses too) before the run is undecided (default 0.1;
+            worker/evals/verdict/health.py).
         max_judge_error_rate: share (0-1) of examples whose judge may error before the check
             is not ``success`` (default 0.1).
         judge: the default judge model of ``llm_judge`` and ``pairwise``, or None.
@@ -202,23 +204,24 @@ class Settings:
             ``max_tokens`` is not set (default 256).
         base: which base commit a pull request is compared with: ``merge_base`` (default,
             what "Files changed" shows) or ``tip`` (the base branch's tip); read from the base
-            side only (worker/gate_run.py).
+            side only (worker/gate/evaluate.py).
         on_paths_conclusion: the check's conclusion when no suite's ``on_paths`` matches a
             changed file: ``success`` (default) or ``skipped``; read from the base side only.
         drafts: whether a draft pull request is gated: ``run`` (default) or ``skip`` (its check
-            is concluded ``skipped``); read from the base side only (worker/drafts.py).
+            is concluded ``skipped``); read from the base side only (worker/gate/drafts.py).
         checks: how a repository with several configs reports (root config only,
-            worker/monorepo.py): ``combined`` (default: one ``llmgate`` check run) or
+            worker/pipeline/plan.py): ``combined`` (default: one ``llmgate`` check run) or
             ``per_config`` (one check run per config besides the aggregate ``llmgate``).
         undecided: the conclusion of a run the gate could not decide for reasons outside
             the pull request (provider outage, base could not run, an inconclusive rule
             without ``on_inconclusive``): ``action_required`` (default: blocks, with Re-run
             and Let through) or ``neutral``; read from the base side only (health.py).
         statistics: how ``regression`` tests are decided (``settings.statistics`` and
-            ``settings.sequential``); read from the base side only (worker/evals/rules.py).
+            ``settings.sequential``); read from the base side only (worker/evals/verdict/rules.py).
 
-    The fields that bound a run or decide its verdict (`worker.evals.base_settings.FROM_BASE`)
-    apply to the head run as the base config sets them.
+    The fields that bound a run or decide its verdict
+    (`worker.evals.config.base_settings.FROM_BASE`) apply to the head run as the base config sets
+    them.
     """
 
     timeout_s: float = 60.0
@@ -256,10 +259,10 @@ class SuiteConfig:
         gate_options: the suite-wide gate options (critical tags, groups, quarantine ...).
         traps: JSONL of trap cases (known-wrong outputs the judge must fail), or None.
         on_paths: globs of repository paths; when set (at base), a pull request changing no
-            matching file skips the suite (worker/on_paths.py). () runs it always.
+            matching file skips the suite (worker/pipeline/on_paths.py). () runs it always.
         contract_root: the checkout its evaluation contract (dataset, assertion files,
             traps) is read from when that is not the checkout its target runs in: base's,
-            when head's target is scored on base's contract (worker/evals/contract.py);
+            when head's target is scored on base's contract (worker/evals/verdict/contract.py);
             None (a parsed config) for the run's own checkout. Not part of any key.
     """
 
@@ -285,7 +288,7 @@ class Config:
         settings: run settings shared by the suites.
         path: the config file relative to the repository root.
         configs: the root config's ``configs:`` list: more configs of the repository to gate
-            (worker/monorepo.py); () when absent.
+            (worker/pipeline/plan.py); () when absent.
         discover: the root config's ``discover: true``: gate every ``.llmgate.yml`` found in
             the repository's folders.
         layout_line: 1-based line of ``configs:`` or ``discover:``, None when neither is set.
@@ -457,7 +460,7 @@ class ExampleResult:
 
 @dataclass(frozen=True)
 class SuiteFingerprint:
-    """What produced one suite result and what scored it (worker/evals/fingerprint.py).
+    """What produced one suite result and what scored it (worker/evals/run/fingerprint.py).
 
     Each component is the SHA-256 hex digest (64 characters) of one input of the run.
 
@@ -489,7 +492,7 @@ class SuiteResult:
         traps: the judge's record on the suite's trap cases, or None.
         judge_versions: the prompt versions of the suite's judges (a changed rubric shows).
         stopped: why the suite stopped sending calls (budget or time), or None.
-        fingerprint: what produced and scored the result (worker/evals/fingerprint.py), or
+        fingerprint: what produced and scored the result (worker/evals/run/fingerprint.py), or
             None when unknown (a result made before fingerprints existed).
     """
 
@@ -583,7 +586,7 @@ class PairedComparison:
         mdd_alpha: the one-sided level the MDD uses (the Holm first-step level).
         repeats: most repeats of an example; noise_sd: pooled run-to-run SD, or None.
         p_family: the marginal one-sided sign-flip p-value of the (flakiness-weighted) test
-            the family decided on, or None under Holm (worker/evals/signflip.py).
+            the family decided on, or None under Holm (worker/evals/verdict/signflip.py).
         adjustment: how ``p_adjusted`` was adjusted: ``Holm`` or ``sign-flip min-P``.
     """
 
@@ -636,9 +639,9 @@ class Regression:
     reason: str
 
 
-#: Who a run error is put down to (worker/evals/causes.py): ``head`` (the pull request's config,
-#: prompt, target or endpoint), ``outside`` (the provider, the worker, the base) or ``limit``
-#: (base's ``max_cost_usd`` or ``max_duration`` reached).
+#: Who a run error is put down to (worker/evals/verdict/causes.py): ``head`` (the pull request's
+#: config, prompt, target or endpoint), ``outside`` (the provider, the worker, the base) or
+#: ``limit`` (base's ``max_cost_usd`` or ``max_duration`` reached).
 ErrorCause = Literal["head", "outside", "limit"]
 
 
@@ -678,7 +681,7 @@ class RunError:
 
 @dataclass(frozen=True)
 class SuiteComparability:
-    """Whether base and head of one suite were scored alike (worker/evals/comparability.py).
+    """Whether base and head of one suite were scored alike (worker/evals/verdict/comparable.py).
 
     Attributes:
         suite: the suite name.
@@ -705,12 +708,12 @@ class SuiteComparability:
 class ContractChange:
     """A suite whose evaluation contract head changes, and how head fares under its own.
 
-    The gate scores head's target on base's contract (worker/evals/contract.py); head's own
+    The gate scores head's target on base's contract (worker/evals/verdict/contract.py); head's own
     contract is shown for information and applies once the pull request is merged.
 
     Attributes:
         suite: the suite name.
-        changes: the parts of the contract head changes (`worker.evals.contract.COMPONENTS`:
+        changes: the parts of the contract head changes (`worker.evals.verdict.contract.COMPONENTS`:
             ``dataset_inputs``, ``expected``, ``labels``, ``assertions``,
             ``assertion_files``, ``judges``, ``judge_prompts``, ``traps``).
         added, removed: example ids only in head's dataset / only in base's.
@@ -736,7 +739,8 @@ class GateReport:
 
     Attributes:
         conclusion: the check-run conclusion: ``success``, ``failure``, ``action_required``
-            (undecided, over budget or over time) or ``neutral`` (see worker/evals/health.py).
+            (undecided, over budget or over time) or ``neutral`` (see
+            worker/evals/verdict/health.py).
         outcomes: every rule checked, in suite/metric order.
         regressions: examples that passed at base and fail at head.
         head: the head run; base: the base run or None.
@@ -749,17 +753,17 @@ class GateReport:
             exceeded, rate limited, judge errors), shown first in the check title; or "".
         base_source: which base was compared and where its results came from, one sentence
             (e.g. "compared with 1a2b3c4, the merge base (stored baseline from the push to
-            main ...)"), also the last note; None when no base ran (worker/baseline_runs.py).
-        base_sha: the base commit compared (the merge base by default, worker/gate_run.py);
+            main ...)"), also the last note; None when no base ran (worker/baselines/reuse.py).
+        base_sha: the base commit compared (the merge base by default, worker/gate/evaluate.py);
             "" when the caller's base was used as given.
         comparability: per suite with a base, whether base and head were scored alike
-            (worker/evals/comparability.py).
+            (worker/evals/verdict/comparable.py).
         errors: the first model-call error of each kind per suite and side, with its cause
-            (worker/evals/causes.py).
+            (worker/evals/verdict/causes.py).
         errored: examples of head that got no answer for a cause of the head (listed,
             annotated, never dropped); ``reason`` is the error text.
         contract: the suites whose evaluation contract head changes, with head's verdict
-            under its own contract (worker/evals/contract.py); () when head changes none.
+            under its own contract (worker/evals/verdict/contract.py); () when head changes none.
     """
 
     conclusion: Conclusion

@@ -135,7 +135,7 @@ async def complete_check_run(
     Sends ``ceil(len(annotations) / 50)`` PATCH requests (at least one); see
     ``completion_bodies``. ``actions`` (buttons: ``label`` <= 20, ``description`` <= 40,
     ``identifier`` <= 20 characters, at most 3: GitHub's limits) go with the last one, and so
-    does ``details_url`` (the full report's page, ``worker.report_store``), when given.
+    does ``details_url`` (the full report's page, ``worker.report.store``), when given.
 
     Raises:
         ValueError: an invalid ``conclusion``.

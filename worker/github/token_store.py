@@ -4,11 +4,12 @@
 `SharedTokenStore` it also reads and writes them here, so N workers mint one token per
 installation per hour instead of N, and a token GitHub refused (401) is dropped for all of them.
 
-Values are Fernet-encrypted with ``LLMGATE_ENCRYPTION_KEYS`` (`worker.secretbox.EncryptedStore`,
-key ``llmgate:secret:installation-token:<id>``, rotated by ``EncryptedStore.rotate_all`` like any
-other secret) and expire from Redis when they are due for refresh. Without keys there is no
-shared store: a plaintext token in Redis would reach every dump and replica, so each worker
-process keeps its own tokens in memory instead (`from_env` logs this once).
+Values are Fernet-encrypted with ``LLMGATE_ENCRYPTION_KEYS``
+(`worker.security.secretbox.EncryptedStore`, key ``llmgate:secret:installation-token:<id>``, rotated
+by ``EncryptedStore.rotate_all`` like any other secret) and expire from Redis when they are due for
+refresh. Without keys there is no shared store: a plaintext token in Redis would reach every dump
+and replica, so each worker process keeps its own tokens in memory instead (`from_env` logs this
+once).
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from contextlib import asynccontextmanager, suppress
 from redis.asyncio import Redis
 from redis.exceptions import LockError
 
-from worker.secretbox import EncryptedStore, SecretBox
+from worker.security.secretbox import EncryptedStore, SecretBox
 
 log = logging.getLogger(__name__)
 
@@ -47,7 +48,7 @@ class SharedTokenStore:
         """Return a store when ``LLMGATE_ENCRYPTION_KEYS`` is set, else None (logged once).
 
         Raises:
-            worker.secretbox.SecretBoxError: a key in the variable is malformed.
+            worker.security.secretbox.SecretBoxError: a key in the variable is malformed.
         """
         box = SecretBox.from_env(environ)
         if box is None:

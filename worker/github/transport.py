@@ -39,7 +39,7 @@ from worker.github.ratelimit import (
     retry_after_s,
 )
 from worker.github.redirects import MAX_REDIRECTS, redirect_target
-from worker.metrics import record_github_response
+from worker.runtime.metrics import record_github_response
 
 log = logging.getLogger("worker.github.client")
 

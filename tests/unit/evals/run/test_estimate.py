@@ -1,0 +1,68 @@
+"""The cost estimate against the real spend on the example suites (examples/support-llm).
+
+Field case: on a pull request of the example repository, the estimate was 5.7x the spend
+($0.0047 for $0.0008): judge and embedding calls the cache answered were counted, and every
+answer and judge reply was expected to use its whole ``max_tokens``, so a realistic
+``max_cost_usd`` refused to start. The fake provider answers with the example's recorded
+replies over real HTTP and counts tokens as OpenAI does; the cache is a real Redis.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from redis.asyncio import Redis
+
+from tests.fakes.fake_llm import FakeLLMServer
+from tests.unit import llm_support
+from tests.unit.estimate_support import measure, recorded
+from tests.unit.llm_support import context, model_config, write_repo
+from worker.pipeline.trees import gate_trees
+
+llm_server = llm_support.llm_server  # module fixtures
+llm = llm_support.llm
+
+
+async def test_the_estimate_of_a_pull_request_is_within_25_percent_of_its_spend(
+        llm: FakeLLMServer, redis: Redis, tmp_path: Path) -> None:
+    llm.setup(recorded())
+    runs = {m.name: m for m in await measure(tmp_path, llm.url, redis)}
+    llm.setup({"token_counts": False})
+    cold, head, base = (runs[name] for name in ("main, cold cache", "pull request head",
+                                                "pull request base"))
+    # The push to main: nothing to learn answer lengths from yet, so every answer and judge
+    # reply is expected at its max_tokens: high, never low.
+    assert cold.estimate.calls == cold.spend.provider_calls == 36
+    assert cold.ratio is not None and cold.ratio >= 1.0
+    # Head changed the reply prompt: its 8 replies, their 8 judgements and 8 embeddings are
+    # sent; its 12 triage answers are cached (same prompt as main).
+    assert (head.estimate.calls, head.estimate.cached_calls) == (24, 12)
+    assert (head.spend.provider_calls, head.spend.cache_hits) == (24, 12)
+    assert head.ratio is not None and 0.75 <= head.ratio <= 1.25
+    # Base is main, run on the push: the cache answers every call, judges and embeddings too.
+    assert (base.estimate.calls, base.estimate.cached_calls, base.estimate.cost_usd) == (
+        0, 36, 0.0)
+    assert (base.spend.provider_calls, base.spend.cache_hits) == (0, 36)
+    estimated = (head.estimate.cost_usd or 0.0) + (base.estimate.cost_usd or 0.0)
+    assert 0.75 <= estimated / (head.spend.cost_usd + base.spend.cost_usd) <= 1.25
+
+
+async def test_completions_are_expected_as_long_as_the_recent_answers_of_their_family(
+        llm: FakeLLMServer, redis: Redis, tmp_path: Path) -> None:
+    llm.setup({"rules": [{"match": "", "reply": "ok", "usage": {
+        "prompt_tokens": 30, "completion_tokens": 400}}]})
+    config = model_config(llm.url, target_extra=", pricing: {input: 1, output: 2}",
+                          assertions="      - {type: contains, value: ok}\n")
+    evals = context(redis=redis, namespace="acme/bot")
+    first = await gate_trees(write_repo(tmp_path, config, [{"id": "a", "input": "one"}]), None,
+                             evals=evals)
+    assert first.head is not None and first.head.estimate is not None
+    assert first.head.estimate.tokens_out == 256  # nothing learned yet: estimate_output_tokens
+    rows = [{"id": str(i), "input": f"new question {i}"} for i in range(3)]
+    second = await gate_trees(write_repo(tmp_path, config, rows), None, evals=evals)
+    assert second.head is not None and second.head.estimate is not None
+    assert second.head.estimate.tokens_out == 3 * 400  # not capped at estimate_output_tokens
+    capped = config.replace("pricing:", "params: {max_tokens: 100}, pricing:")
+    third = await gate_trees(write_repo(tmp_path, capped, rows), None, evals=evals)
+    assert third.head is not None and third.head.estimate is not None
+    assert third.head.estimate.tokens_out == 3 * 100  # other params: other keys, same family

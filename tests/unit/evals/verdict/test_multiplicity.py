@@ -1,0 +1,154 @@
+"""The sign-flip family against independent computations: scipy and brute-force enumeration."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+from scipy import stats as sps
+
+from worker.evals.verdict import multiplicity as mp
+from worker.evals.verdict.confirm import choose_confirmations, confirm_budget
+from worker.evals.verdict.flakiness import history_weights
+
+
+def brute_p(x: np.ndarray) -> float:
+    """P(T* >= T) over every sign pattern of the non-zero entries, by itertools (one test)."""
+    def stat(v: np.ndarray) -> float:
+        spread = float(np.sqrt(np.sum(v * v)))
+        return -float(np.sum(v)) / spread if spread else 0.0
+
+    observed = stat(x)
+    patterns = list(itertools.product((1.0, -1.0), repeat=x.size))
+    hits = sum(stat(x * np.array(s)) >= observed - 1e-12 for s in patterns)
+    return hits / len(patterns)
+
+
+def test_pass_fail_with_unit_weights_is_exactly_mcnemar() -> None:
+    x = np.array([-1.0] * 7 + [1.0] * 2 + [0.0] * 11)[:, None]  # 7 broken, 2 fixed
+    result = mp.test_family(x, np.ones((1, 20), dtype=bool), np.ones((1, 1)))
+    expected = sps.binomtest(7, 9, 0.5, alternative="greater").pvalue
+    assert result.exact and result.patterns == 2 ** 9
+    assert abs(result.p_values[0] - expected) < 1e-9
+    assert abs(result.p_adjusted[0] - expected) < 1e-9
+
+
+def test_weighted_scores_match_scipy_permutation_test_exactly() -> None:
+    rng = np.random.default_rng(4)
+    d = rng.normal(-0.1, 0.2, 10)
+    w = rng.uniform(0.2, 3.0, 10)
+    x = (w * d)[:, None]
+    result = mp.test_family(x, np.ones((1, 10), dtype=bool), np.ones((1, 1)))
+
+    def statistic(v: np.ndarray, axis: int = -1) -> np.ndarray:
+        return np.asarray(-np.sum(v, axis=axis) / np.sqrt(np.sum(v * v, axis=axis)))
+
+    scipy_p = sps.permutation_test((x[:, 0],), statistic, permutation_type="samples",
+                                   alternative="greater", n_resamples=np.inf).pvalue
+    assert result.exact
+    assert abs(result.p_values[0] - scipy_p) < 1e-9
+    assert abs(result.p_values[0] - brute_p(x[:, 0])) < 1e-9
+
+
+def random_family(seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    x = rng.choice([-1.0, 0.0, 0.0, 1.0], size=(11, 3)) * rng.uniform(0.5, 2.0, (11, 3))
+    scopes = np.array([np.ones(11, dtype=bool), np.arange(11) % 2 == 0])
+    weights = rng.uniform(0.1, 1.0, (2, 3))
+    return x, scopes, weights
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_step_down_equals_closed_testing_by_enumeration(seed: int) -> None:
+    x, scopes, weights = random_family(seed)
+    result = mp.test_family(x, scopes, weights)
+    assert result.exact
+    columns = np.flatnonzero((x != 0).any(axis=1))
+    signs, _ = mp.sign_patterns(columns.size, x.shape[0], 1, 0, columns)
+    null = mp.drop_statistics(x, scopes, signs)
+    p_null = mp.marginal_p(null, null)
+    closed = mp.closed_test_p(p_null, p_null[0], weights.ravel())
+    np.testing.assert_allclose(result.p_adjusted, closed, atol=1e-12, rtol=0)
+    for k in range(6):  # marginal p-values against itertools, test by test
+        assert abs(result.p_values[k] - brute_p(x[scopes[k // 3], k % 3])) < 1e-9
+
+
+def test_equal_weights_on_independent_columns_never_reject_more_than_bonferroni_would_allow(
+) -> None:
+    x, scopes, _ = random_family(9)
+    result = mp.test_family(x, scopes, np.ones((2, 3)))
+    assert np.all(result.p_adjusted >= result.p_values - 1e-12)
+    assert np.all(result.p_adjusted <= np.minimum(6 * result.p_values, 1.0) + 1e-12)
+
+
+def test_a_test_of_weight_zero_is_outside_the_family_and_costs_nothing() -> None:
+    x = np.array([[-1.0, 1.0]] * 6 + [[0.0, -1.0]] * 6)
+    alone = mp.test_family(x[:, :1], np.ones((1, 12), dtype=bool), np.ones((1, 1)))
+    both = mp.test_family(x, np.ones((1, 12), dtype=bool), np.array([[1.0, 0.0]]))
+    assert np.isnan(both.p_adjusted[1])
+    assert both.p_adjusted[0] == alone.p_adjusted[0] == 2.0 ** -6
+
+
+def test_monte_carlo_p_values_are_valid_and_repeat() -> None:
+    x = np.array([-1.0] * 20 + [1.0] * 5)[:, None]
+    one = mp.test_family(x, np.ones((1, 25), dtype=bool), np.ones((1, 1)), draws=999, seed=3)
+    again = mp.test_family(x, np.ones((1, 25), dtype=bool), np.ones((1, 1)), draws=999, seed=3)
+    assert not one.exact and one.patterns == 1000
+    assert one.p_values[0] == again.p_values[0] >= 1 / 1000  # the observed pattern counts
+    exact = sps.binomtest(20, 25, 0.5, alternative="greater").pvalue
+    assert abs(one.p_values[0] - exact) < 0.003
+
+
+def test_no_change_at_all_gives_p_one() -> None:
+    result = mp.test_family(np.zeros((5, 2)), np.ones((1, 5), dtype=bool), np.ones((1, 2)))
+    assert result.p_values.tolist() == [1.0, 1.0] and result.p_adjusted.tolist() == [1.0, 1.0]
+
+
+def test_bad_input_is_refused() -> None:
+    with pytest.raises(ValueError, match="shapes disagree"):
+        mp.test_family(np.zeros((5, 2)), np.ones((1, 4), dtype=bool), np.ones((1, 2)))
+    with pytest.raises(ValueError, match="finite"):
+        mp.test_family(np.full((5, 1), np.nan), np.ones((1, 5), dtype=bool), np.ones((1, 1)))
+
+
+def test_the_false_alarm_rate_is_at_most_alpha_whatever_the_weights() -> None:
+    """Under no change, a family of 4 dependent tests with skewed weights: FWER <= alpha."""
+    rng = np.random.default_rng(11)
+    alarms = 0
+    for _ in range(300):
+        p = rng.beta(0.4, 0.1, (60, 2))
+        base, head = (rng.random((60, 2)) < p) * 1.0, (rng.random((60, 2)) < p) * 1.0
+        w = rng.uniform(0.05, 5.0, (60, 2))
+        scopes = np.array([np.ones(60, dtype=bool), np.arange(60) < 30])
+        result = mp.test_family(w * (head - base), scopes, np.array([[3.0, 1.0], [1.0, 0.5]]),
+                                draws=400, seed=int(rng.integers(1 << 30)))
+        alarms += bool(np.nanmin(result.p_adjusted) <= 0.05)
+    assert alarms / 300 <= 0.05 + 2.6 * (0.05 * 0.95 / 300) ** 0.5
+
+
+def test_stable_examples_weigh_more_than_flaky_ones() -> None:
+    history = np.array([[1.0] * 5, [1.0, 0.0, 1.0, 0.0, 1.0], [0.0] * 5, [1.0] * 5] * 10)
+    weights = history_weights(history[:, None, :])
+    assert weights.shape == (40, 1) and abs(float(weights.mean()) - 1.0) < 1e-12
+    assert weights[0, 0] > 5 * weights[1, 0] and weights[2, 0] > weights[1, 0]
+    assert np.all(history_weights(np.zeros((3, 2, 0))) == 1.0)  # no history: weight 1
+
+
+def test_deterministic_repeats_never_count_as_more_examples() -> None:
+    """Three identical answers per side are one example, not three: no zero-width 'proof'."""
+    x = np.array([-1.0, -1.0, -1.0])[:, None]  # 3 examples broken, each repeated 3 times alike
+    result = mp.test_family(x, np.ones((1, 3), dtype=bool), np.ones((1, 1)))
+    assert result.p_values[0] == 2.0 ** -3  # as with one draw each: not significant at 0.05
+
+
+def test_confirmations_are_the_most_telling_flips_within_budget() -> None:
+    base = np.array([[1.0, 0.5], [1.0, 0.2], [0.0, 0.1], [1.0, 0.9], [1.0, 0.3]])
+    head = np.array([[0.0, 0.5], [1.0, 0.9], [1.0, 0.1], [0.0, 0.2], [1.0, 0.3]])
+    weights = np.array([[2.0, 1.0], [1.0, 1.0], [0.5, 1.0], [1.0, 1.0], [3.0, 1.0]])
+    assert choose_confirmations(base, head, weights, 2) == [0, 3]
+    assert choose_confirmations(base, head, weights, 10) == [0, 3, 2]
+    assert choose_confirmations(head, base, weights, 10) == [0, 3, 2]  # swap-invariant
+    assert confirm_budget(0.25, 300) == 37 and confirm_budget(0.0, 300) == 0
+    with pytest.raises(ValueError):
+        confirm_budget(1.5, 10)

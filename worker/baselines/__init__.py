@@ -1,0 +1,1 @@
+"""Stored base results: the store, the keys, reuse per suite."""

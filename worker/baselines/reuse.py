@@ -1,0 +1,150 @@
+"""The base side of a gate from stored baselines: reuse what is stored, run and store the rest.
+
+`StoredBaselines` is the worker's `worker.pipeline.trees.BaseRunner`. For each suite of the base
+config it looks up a baseline of exactly the base commit with an equal `BaselineKey`
+(worker/baselines/keys.py); stored suites are reused (no target runs, no provider calls), the
+others run now and are stored for later pull requests. It never falls back to another commit
+(an ancestor or the branch tip): without a baseline of that SHA, base runs.
+
+A suite result is stored only when it is complete: not stopped by a budget or time limit, and
+with no unscored example (provider errors, judge errors), so bad luck at one run is never
+frozen into later comparisons. The push job (worker/jobs/push.py) uses the same runner.
+"""
+
+from __future__ import annotations
+
+import datetime
+import logging
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Literal
+
+from worker.baselines.keys import BaselineKey, suite_key
+from worker.baselines.store import Baseline, BaselineStore
+from worker.evals.context import EvalContext
+from worker.evals.llm_types import RunUsage
+from worker.evals.run.engine import run_config
+from worker.evals.types import Config, RunResult, SuiteResult
+from worker.pipeline.trees import BaseRun
+
+log = logging.getLogger("llmgate.baselines")
+
+
+@dataclass(frozen=True)
+class Origin:
+    """Who runs the suites that get stored.
+
+    Attributes:
+        kind: ``push`` (the push job of ``branch``) or ``pull_request`` (the base run of
+            pull request ``pr_number``).
+        branch: the pushed branch, for ``push``.
+        pr_number: the pull request, for ``pull_request``.
+        role: how the report names the commit, e.g. ``the merge base`` ("" for none).
+    """
+
+    kind: Literal["push", "pull_request"]
+    branch: str = ""
+    pr_number: int = 0
+    role: str = ""
+
+
+class StoredBaselines:
+    """A `worker.pipeline.trees.BaseRunner` backed by a `BaselineStore` (see the module docstring).
+
+    Attributes:
+        keys: after a call, suite name -> key of every suite of the config (for the push
+            job's latest pointer).
+    """
+
+    def __init__(self, store: BaselineStore, repo: str, origin: Origin, *,
+                 reuse: bool = True) -> None:
+        """Look up and store in ``store`` for ``repo`` (``owner/name``) as ``origin``;
+        ``reuse=False`` runs every suite (``/llmgate rerun --no-cache``) and stores them."""
+        self.store = store
+        self.repo = repo
+        self.origin = origin
+        self.reuse = reuse
+        self.keys: dict[str, BaselineKey] = {}
+
+    async def __call__(self, config: Config, root: Path, sha: str,
+                       evals: EvalContext | None) -> BaseRun:
+        """Return the base run of ``config`` at ``sha`` (reused and run suites, config order).
+
+        Raises:
+            ConfigError: a suite that has to run has a missing or invalid file.
+        """
+        self.keys = {s.name: suite_key(config, s, root) for s in config.suites}
+        found = {}
+        for name, key in self.keys.items() if self.reuse else ():
+            stored = await self.store.get(self.repo, sha, key)
+            if stored is not None:
+                found[name] = stored
+        missing = tuple(s for s in config.suites if s.name not in found)
+        run = await run_config(replace(config, suites=missing), root, sha, evals,
+                               with_base=self.origin.kind == "pull_request") \
+            if missing else RunResult(sha, {})
+        ran = {name: await self._store(sha, name, result, run)  # name -> why not stored
+               for name, result in run.suites.items()}
+        suites = {s.name: replace(found[s.name].result, spend=RunUsage()) if s.name in found
+                  else run.suites[s.name] for s in config.suites
+                  if s.name in found or s.name in run.suites}
+        merged = replace(run, suites=suites)
+        return BaseRun(merged, describe(sha, self.origin.role, found, ran))
+
+    async def _store(self, sha: str, name: str, result: SuiteResult,
+                     run: RunResult) -> str | None:
+        """Store one suite's result; return None, or why it was not stored."""
+        why = incomplete(result, run)
+        if why is None:
+            why = await self.store.put(Baseline(
+                self.repo, sha, self.keys[name], result, self.origin.kind,
+                self.origin.branch, self.origin.pr_number, self.store.clock()))
+        if why is not None:
+            log.info("baseline of %s at %s@%s not stored: %s", name, self.repo, sha[:7], why)
+        return why
+
+
+def incomplete(result: SuiteResult, run: RunResult) -> str | None:
+    """Return why ``result`` must not be stored (stopped early, unscored examples), or None."""
+    stopped = result.stopped or run.stopped
+    if stopped:
+        return f"the run stopped early ({stopped})"
+    unscored = sum(1 for e in result.examples if e.unscored)
+    if unscored:
+        plural = "s" if unscored != 1 else ""
+        return f"{unscored} example{plural} unscored (provider or judge errors)"
+    return None
+
+
+def describe(sha: str, role: str, found: dict[str, Baseline],
+             ran: dict[str, str | None]) -> str:
+    """Return the report's sentence about the base: which commit, reused or run now.
+
+    ``found`` holds the reused baselines by suite name, ``ran`` the suites run now with why
+    each was not stored (None: stored).
+
+    E.g. ``compared with 1a2b3c4, the merge base (stored baseline from the push to main,
+    2026-12-01 10:00 UTC)`` or ``compared with 1a2b3c4 (base run now, stored for later pull
+    requests)``.
+    """
+    head = f"compared with {sha[:7]}" + (f", {role}" if role else "")
+    parts = []
+    if found:
+        sources = sorted({_origin(b) for b in found.values()})
+        names = "" if not ran else f" for {', '.join(sorted(found))}"
+        parts.append(f"stored baseline{'s' if len(found) > 1 else ''}{names} from "
+                     f"{'; '.join(sources)}")
+    if ran:
+        names = f" for {', '.join(sorted(ran))}" if found else ""
+        failed = [f"{name}: {why}" for name, why in sorted(ran.items()) if why]
+        tail = f"not stored: {'; '.join(failed)}" if failed else "stored for later pull requests"
+        parts.append(f"base run now{names}, {tail}")
+    return f"{head} ({'; '.join(parts)})" if parts else head
+
+
+def _origin(baseline: Baseline) -> str:
+    when = datetime.datetime.fromtimestamp(baseline.created_at, datetime.UTC)
+    stamp = when.strftime("%Y-%m-%d %H:%M UTC")
+    if baseline.origin == "push":
+        return f"the push to {baseline.branch}, {stamp}"
+    return f"the base run of #{baseline.pr_number}, {stamp}"

@@ -1,0 +1,1 @@
+"""The llmgate command: run, serve, worker, demo, setup, healthcheck, calibrate."""

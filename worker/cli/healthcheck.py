@@ -1,0 +1,59 @@
+"""``llmgate healthcheck``: the container's health check, for whichever process the image runs.
+
+One image runs the web process or a worker, chosen by its command, so one check serves both:
+
+- a worker touches ``LLMGATE_HEARTBEAT_FILE`` from its event loop every 10 s
+  (``worker.runtime.lifecycle``), so a file younger than ``HEARTBEAT_MAX_AGE_S`` means the worker's
+  loop is alive;
+- otherwise the process is the web one, and ``GET http://127.0.0.1:$PORT/healthz`` must answer
+  200 within ``HTTP_TIMEOUT_S``.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from collections.abc import Mapping
+from typing import Any
+
+import httpx
+
+from worker.runtime.lifecycle import heartbeat_file
+
+#: A worker's heartbeat older than this is unhealthy, seconds (three missed 10 s beats).
+HEARTBEAT_MAX_AGE_S = 30.0
+#: Bound on the web process's answer, seconds.
+HTTP_TIMEOUT_S = 3.0
+
+
+def check(environ: Mapping[str, str] = os.environ, now_s: float | None = None) -> tuple[bool, str]:
+    """Return (healthy, one-line reason) for this container's process."""
+    beat = heartbeat_file(environ)
+    if beat is not None and beat.exists():
+        age_s = (time.time() if now_s is None else now_s) - beat.stat().st_mtime
+        if age_s <= HEARTBEAT_MAX_AGE_S:
+            return True, f"worker heartbeat {age_s:.0f} s old"
+        return False, f"worker heartbeat {age_s:.0f} s old (> {HEARTBEAT_MAX_AGE_S:.0f} s)"
+    port = environ.get("PORT", "").strip() or "8000"
+    url = f"http://127.0.0.1:{port}/healthz"
+    try:
+        status = httpx.get(url, timeout=HTTP_TIMEOUT_S).status_code
+    except httpx.HTTPError as exc:
+        return False, f"{url}: {type(exc).__name__}"
+    return status == 200, f"{url}: HTTP {status}"
+
+
+def main() -> int:
+    """Print the verdict; exit 0 healthy, 1 unhealthy (Docker's HEALTHCHECK convention)."""
+    healthy, reason = check()
+    print(reason, file=sys.stdout if healthy else sys.stderr)
+    return 0 if healthy else 1
+
+
+def add_healthcheck_command(sub: Any) -> None:
+    """Add ``llmgate healthcheck`` to the CLI's subparsers (``argparse`` ``_SubParsersAction``)."""
+    check_cmd = sub.add_parser("healthcheck", help="exit 0 when this container's web process "
+                               "or worker is healthy (Docker HEALTHCHECK)",
+                               description=__doc__)
+    check_cmd.set_defaults(func=lambda _args: main())

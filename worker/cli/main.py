@@ -1,0 +1,387 @@
+"""The ``llmgate`` command line: ``run`` (gate locally), ``serve``, ``worker``, ``demo``,
+``setup`` (register the GitHub App), ``healthcheck`` (the container's health check) and
+``calibrate`` (A/A runs: the gate's false-alarm rate and unstable examples) and ``power``
+(examples needed to detect a drop).
+
+The engine, numpy and scipy are imported only by the commands that run them, so ``--help`` and
+the container's ``healthcheck`` start in a fraction of a second.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import importlib.metadata
+import os
+import posixpath
+import sys
+from collections.abc import Sequence
+from contextlib import AsyncExitStack
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from worker.checkout import GitError, local_merge_base, local_worktree, resolve_ref
+from worker.cli.calibrate import add_calibrate_command
+from worker.cli.healthcheck import add_healthcheck_command
+from worker.cli.power import add_power_command
+from worker.cli.setup import add_setup_command
+from worker.evals.types import CONFIG_FILENAME, ExecutionError
+from worker.security.redact import Redactor, secrets_from_environ
+
+if TYPE_CHECKING:
+    from worker.pipeline.multi import MultiReport
+
+#: What ``llmgate run --help`` says above its options.
+RUN_DESCRIPTION = ("Gate locally, as the worker does, and print the report. Inside a git "
+                   "repository: with --base, the base compared (the merge base of --base and "
+                   "head, as the App compares a pull request, or --base itself with --base-tip) "
+                   "and --head if given, else the working tree, are checked out in temporary "
+                   "worktrees, run and compared. Exit codes: 0 the gate passed (or is neutral "
+                   "by the base config's choice, or there is no llmgate config at base nor "
+                   "head), 1 the gate failed, 2 configuration error, 3 execution error (git or "
+                   "the run failed), 4 undecided (over budget or time, provider errors outside "
+                   "the change, base could not run, an inconclusive rule; 0 with "
+                   "--allow-undecided).")
+#: What ``llmgate --help`` says above the commands (plain text: argparse shows it verbatim).
+DESCRIPTION = ("Gate LLM quality regressions: run the eval suites at a base and a head, compare "
+               "them with paired statistics and report. Commands: run (gate locally), serve, "
+               "worker, demo, setup (register the GitHub App), healthcheck and calibrate.")
+
+#: On SIGTERM the web process stops accepting connections and lets requests in flight finish
+#: for up to this many seconds (GitHub itself waits 10 s for a delivery's answer).
+WEB_DRAIN_S = 20
+#: Exit codes of ``llmgate run``; `EXIT_UNDECIDED` is the check's ``action_required``.
+EXIT_PASS, EXIT_GATE_FAILED, EXIT_CONFIG_ERROR, EXIT_EXECUTION_ERROR = 0, 1, 2, 3
+EXIT_UNDECIDED = 4
+#: Exit code after Ctrl-C: 128 + SIGINT, the shell's convention for a process it interrupted.
+EXIT_INTERRUPTED = 130
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the ``llmgate`` command line; returns the process exit code (`EXIT_INTERRUPTED`
+    after Ctrl-C, once temporary worktrees are removed)."""
+    parser = _parser()
+    args = parser.parse_args(argv)
+    if not hasattr(args, "func"):
+        parser.print_help()
+        return EXIT_CONFIG_ERROR
+    try:
+        code: int = args.func(args)
+    except KeyboardInterrupt:
+        print("llmgate: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    return code
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="llmgate", description=DESCRIPTION)
+    parser.add_argument("--version", action="version",
+                        version=f"llmgate {importlib.metadata.version('llmgate')}")
+    sub = parser.add_subparsers(metavar="COMMAND")
+    run = sub.add_parser("run", help="gate the working tree or a commit against a base, locally",
+                         description=RUN_DESCRIPTION)
+    run.add_argument("--config", default=None,
+                     help="one config file (or a folder: its .llmgate.yml), relative to the "
+                          "current folder; a .llmgate.yml in a folder runs in its folder. "
+                          "Default, as for the root .llmgate.yml: every config of the "
+                          "repository")
+    run.add_argument("--base", help="base ref or SHA; compared at its merge base with head, as "
+                                    "the App compares a pull request; without it only absolute "
+                                    "rules apply")
+    run.add_argument("--base-tip", action="store_true",
+                     help="compare with --base itself, not its merge base with head")
+    run.add_argument("--head", help="head ref or SHA (default: the working tree)")
+    run.add_argument("--format", choices=("markdown", "json"), default="markdown")
+    run.add_argument("--output", type=Path, help="write the report here instead of stdout")
+    run.add_argument("--repo", type=Path, default=None, help=argparse.SUPPRESS)
+    run.add_argument("--allow-undecided", action="store_true",
+                     help="exit 0, not 4, when the gate could not decide (over budget or "
+                          "time, provider errors outside the change, base could not run)")
+    cache = run.add_mutually_exclusive_group()
+    cache.add_argument("--no-cache", action="store_true",
+                       help="neither read nor write the model response cache")
+    cache.add_argument("--refresh-cache", action="store_true",
+                       help="send every model call again and store the new answers")
+    run.set_defaults(func=cmd_run)
+    serve = sub.add_parser("serve", help="start the webhook receiver (uvicorn app.main:app)")
+    serve.add_argument("--host", default=os.environ.get("HOST", "127.0.0.1"))
+    serve.add_argument("--port", type=int, default=os.environ.get("PORT", "8000"))
+    serve.set_defaults(func=cmd_serve)
+    worker = sub.add_parser("worker", help="start an arq worker (arq worker.main.WorkerSettings)")
+    worker.set_defaults(func=cmd_worker)
+    demo = sub.add_parser("demo", help="gate the example PR end to end on this machine")
+    demo.set_defaults(func=cmd_demo)
+    add_setup_command(sub)
+    add_healthcheck_command(sub)
+    add_calibrate_command(sub)
+    add_power_command(sub)
+    return parser
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    """Gate locally, as the worker does, and print the report.
+
+    Inside a git repository: with ``--base``, the base compared (`_base_side`: the merge base of
+    ``--base`` and head, as on the App, unless ``--base-tip``) and ``--head`` if given, else the
+    working tree, are checked out in temporary worktrees, run and compared; without ``--config``,
+    every config of the repository is gated as the worker gates them (worker/pipeline/plan.py).
+    Exit codes (`exit_code`): 0 the gate passed (or is neutral, as the base config chose:
+    ``on_inconclusive: neutral`` or ``settings.undecided: neutral``; or there is no llmgate
+    config at ``--base`` nor at head, as the App's ``neutral`` "no llmgate config" check), 1 the
+    gate failed, 2 configuration error (a head without a config and no ``--base`` included), 3
+    execution error (git or the run failed), 4 undecided (the check would be
+    ``action_required``; 0 with ``--allow-undecided``).
+    """
+    # scipy via the statistics: only when a gate runs
+    from worker.report import multi as report_multi
+
+    refused = _refusal(args)
+    if refused is not None:
+        code, message = refused
+        print(f"llmgate: {message}", file=sys.stderr)
+        return code
+    try:
+        multi, head_sha, base_sha = asyncio.run(_run_local(args))
+    except (GitError, ExecutionError, OSError) as err:
+        print(f"llmgate: {err}", file=sys.stderr)
+        return EXIT_EXECUTION_ERROR
+    # CI logs are often public: no provider key of the environment may appear in the report
+    multi = Redactor(secrets_from_environ(os.environ)).redact_value(multi)
+    gate_report = multi.merged()
+    rendered = (report_multi.render_json(multi, head_sha, base_sha or None)
+                if args.format == "json"
+                else report_multi.render_markdown(multi, head_sha, base_sha or None))
+    if args.output:
+        try:
+            args.output.write_text(rendered, encoding="utf-8")
+        except OSError as err:
+            print(f"llmgate: cannot write {args.output}: {err.strerror}", file=sys.stderr)
+            return EXIT_EXECUTION_ERROR
+    else:
+        print(rendered)
+    if gate_report.config_error is not None:
+        print(f"llmgate: configuration error: {gate_report.config_error}", file=sys.stderr)
+        return EXIT_CONFIG_ERROR
+    return exit_code(gate_report.conclusion, allow_undecided=args.allow_undecided)
+
+
+def exit_code(conclusion: str, *, allow_undecided: bool = False) -> int:
+    """Return ``llmgate run``'s exit code for a report's check conclusion (no config error).
+
+    ``success``, ``neutral`` and ``skipped`` pass (0); ``action_required`` is undecided (4,
+    or 0 with ``allow_undecided``); anything else failed (1).
+    """
+    if conclusion in ("success", "neutral", "skipped"):
+        return EXIT_PASS
+    if conclusion == "action_required":
+        return EXIT_PASS if allow_undecided else EXIT_UNDECIDED
+    return EXIT_GATE_FAILED
+
+
+def _refusal(args: argparse.Namespace) -> tuple[int, str] | None:
+    """Return ``(exit code, one line)`` when ``llmgate run`` cannot start, before anything
+    runs; else None, with ``args.config`` made relative to the repository root.
+
+    Outside a git repository (no ``--repo``) only the current folder's own config is gated,
+    never every config found below it, and ``--base``/``--head`` are an execution error. An
+    ``--output`` whose folder does not exist is refused now, not after a run that may have
+    spent money on model calls.
+    """
+    if args.output is not None and not args.output.absolute().parent.is_dir():
+        return EXIT_EXECUTION_ERROR, (f"cannot write {args.output}: its folder "
+                                      f"{args.output.absolute().parent} does not exist")
+    if args.output is not None and args.output.is_dir():
+        return EXIT_EXECUTION_ERROR, f"cannot write {args.output}: it is a folder"
+    if args.output is not None:
+        unwritable = _unwritable(args.output)
+        if unwritable is not None:
+            return EXIT_EXECUTION_ERROR, f"cannot write {args.output}: {unwritable}"
+    here = Path.cwd().absolute()
+    root = repo_root(here)
+    inside = args.repo is not None or is_repository(root)
+    if not inside and (args.base or args.head):
+        return EXIT_EXECUTION_ERROR, (f"--base and --head need a git repository; {here} is "
+                                      "not inside one")
+    if args.config is None:
+        args.config = CONFIG_FILENAME
+    elif args.repo is None:
+        args.config = _from_root(args.config, here, root)
+    if not inside and not (here / in_folder(here, args.config)).is_file():
+        return EXIT_CONFIG_ERROR, (f"no {args.config} in {here}, which is not inside a git "
+                                   "repository: run llmgate in your repository, or name a "
+                                   "config file with --config")
+    return None
+
+
+def _unwritable(output: Path) -> str | None:
+    """Return why ``output`` cannot be written (the OS's words), or None after opening it to
+    append, as the report will (a file this creates is removed again)."""
+    existed = output.exists()
+    try:
+        with output.open("a", encoding="utf-8"):
+            pass
+    except OSError as err:
+        return err.strerror or str(err)
+    if not existed:
+        output.unlink(missing_ok=True)
+    return None
+
+
+def _from_root(config: str, here: Path, root: Path) -> str:
+    """``--config`` (relative to ``here``, or absolute) as a path relative to ``root``. Left
+    as given when it points outside ``root`` (the pipeline refuses it, naming it)."""
+    full = Path(os.path.normpath(here / config))
+    try:
+        return full.relative_to(root).as_posix()
+    except ValueError:
+        return config
+
+
+def in_folder(root: Path, config: str) -> str:
+    """Return ``config`` (relative to ``root``, the tree gated as head), or, when it names a
+    folder of that tree, the folder's ``.llmgate.yml``, as a ``configs:`` entry means it."""
+    if (root / config).is_dir():
+        return posixpath.normpath(posixpath.join(config, CONFIG_FILENAME))
+    return config
+
+
+def is_repository(folder: Path) -> bool:
+    """Return whether ``folder`` is the top of a git checkout: its ``.git`` is a folder
+    holding ``HEAD``, or the ``gitdir:`` file of a worktree or submodule."""
+    dot_git = folder / ".git"
+    return dot_git.is_file() or (dot_git / "HEAD").is_file()
+
+
+def repo_root(start: Path) -> Path:
+    """Return the nearest directory at or above ``start`` that `is_repository`; else ``start``.
+
+    So ``llmgate run`` finds ``.llmgate.yml`` at the repository root from any subdirectory.
+    """
+    start = start.absolute()
+    return next((d for d in (start, *start.parents) if is_repository(d)), start)
+
+
+async def _resolve(repo: Path, ref: str, option: str) -> str:
+    try:
+        return await resolve_ref(repo, ref)
+    except ValueError as err:  # e.g. --base=-x: never hand git an option
+        raise ExecutionError(f"{option}: {err}") from None
+
+
+async def _run_local(args: argparse.Namespace) -> tuple[MultiReport, str, str]:
+    """Gate the configs ``args`` name; return the reports and the head and base SHAs compared
+    ("" for the working tree, or for no ``--base``), which the report names even when the
+    config is broken."""
+    from worker.evals.llm.cli_cache import eval_context
+    from worker.pipeline.multi import ConfigReport, MultiReport, gate_plan, unconfigured_report
+    from worker.pipeline.plan import folder_plan, nothing_to_gate, plan_configs
+    from worker.pipeline.trees import gate_trees
+
+    repo: Path = args.repo or repo_root(Path.cwd())
+    async with AsyncExitStack() as stack:
+        head_root, head_sha = repo, ""
+        if args.head:
+            head_sha = await _resolve(repo, args.head, "--head")
+            head_root = await stack.enter_async_context(local_worktree(repo, head_sha))
+        base_root, base_sha, base_note = None, "", ""
+        if args.base:
+            base_root, base_sha, base_note = await _base_side(stack, repo, args, head_sha)
+        evals = await stack.enter_async_context(eval_context(args))
+        args.config = in_folder(head_root, args.config)  # a folder: at head, not the tree
+        if args.config == CONFIG_FILENAME and nothing_to_gate(head_root, base_root):
+            return unconfigured_report(), head_sha, base_sha  # neutral, as the App's check
+        plan = plan_configs(head_root, base_root) if args.config == CONFIG_FILENAME \
+            else folder_plan(args.config, head_root, base_root)  # a folder's: as the worker
+        if plan is not None:  # every config of the repository, or one folder's
+            multi = await gate_plan(plan, head_root, base_root, head_sha=head_sha,
+                                    base_sha=base_sha, evals=evals)
+        else:
+            report = await gate_trees(head_root, base_root, head_sha=head_sha,
+                                      base_sha=base_sha, config_path=args.config, evals=evals)
+            multi = MultiReport((ConfigReport(args.config, "", report),))
+        return (multi.with_notes([base_note]) if base_note else multi), head_sha, base_sha
+
+
+async def _base_side(stack: AsyncExitStack, repo: Path, args: argparse.Namespace,
+                     head_sha: str) -> tuple[Path, str, str]:
+    """Check out the base commit compared and return ``(its worktree, its SHA, a note)``.
+
+    As the App compares a pull request (worker/gate/evaluate.py): the merge base of ``--base`` and
+    the head (the working tree's ``HEAD`` commit when no ``--head``), unless ``--base-tip`` is
+    given, the config at the merge base says ``settings.base: tip``, or the two share no
+    history; then ``--base`` itself. The note ("" when the merge base is ``--base`` itself)
+    says which was compared, for the report.
+
+    Raises:
+        ExecutionError: ``--base`` or ``HEAD`` names no commit, or git failed.
+    """
+    from worker.pipeline.trees import base_mode
+
+    tip = await _resolve(repo, args.base, "--base")
+    if args.base_tip:
+        return await stack.enter_async_context(local_worktree(repo, tip)), tip, ""
+    head = head_sha or await _resolve(repo, "HEAD", "the working tree's HEAD")
+    found = await local_merge_base(repo, tip, head)
+    if found is None:
+        return await stack.enter_async_context(local_worktree(repo, tip)), tip, (
+            f"{tip[:7]} and {head[:7]} share no history: compared with --base as given")
+    root = await stack.enter_async_context(local_worktree(repo, found))
+    if found == tip:
+        return root, tip, ""
+    if base_mode(root) == "tip":
+        return await stack.enter_async_context(local_worktree(repo, tip)), tip, (
+            f"compared with {args.base} ({tip[:7]}) itself, as settings.base: tip at the "
+            f"merge base ({found[:7]}) says")
+    return root, found, (f"compared with {found[:7]}, the merge base of {args.base} "
+                         f"({tip[:7]}) and head, as the App compares a pull request "
+                         "(--base-tip compares with --base itself)")
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    """Start the web process (the webhook receiver) with uvicorn."""
+    import uvicorn
+
+    # No access log: the receiver writes its own short line per delivery (and aggregates
+    # rejections), so a flood of unsigned deliveries cannot flood the log.
+    uvicorn.run("app.main:app", host=args.host, port=args.port, log_level="info",
+                access_log=False, timeout_graceful_shutdown=WEB_DRAIN_S)
+    return 0
+
+
+def cmd_worker(args: argparse.Namespace) -> int:
+    """Start an arq worker that runs gate jobs from Redis.
+
+    A missing or malformed setting prints one line and exits 2 (before Redis is contacted);
+    a Redis that still does not answer after arq's retries prints one line and exits 1.
+    """
+    import logging.config
+
+    from arq.logs import default_log_config
+    from arq.worker import run_worker
+    from redis.exceptions import ConnectionError as RedisConnectionError
+
+    from worker.main import WorkerSettings  # checks every setting first (PEP 562 __getattr__)
+
+    logging.config.dictConfig(default_log_config(verbose=False))
+    try:
+        run_worker(WorkerSettings)
+    except RedisConnectionError as err:
+        print(f"llmgate worker: cannot reach Redis: {err}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    """Gate the example support-bot PR end to end on loopback and print what the PR shows.
+
+    Starts redis-server, a local GitHub emulator, the web process and a worker; needs a source
+    checkout of llmgate (it uses ``examples/`` and ``tests/fakes``). Exit 0 when the pipeline ran
+    end to end, whatever verdict it shows.
+    """
+    from worker.cli.demo import run_demo
+
+    return run_demo()
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,1 @@
+"""Parse .llmgate.yml and the files it names (datasets, prompts)."""

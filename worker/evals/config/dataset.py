@@ -1,0 +1,161 @@
+"""Read a JSONL dataset into `Example` values, naming the file and line of every problem.
+
+One JSON object a line::
+
+    {"id": "t1", "input": "Where is my refund?", "expected": "billing",
+     "vars": {"lang": "en"}, "assert": [{"type": "contains", "value": "refund"}],
+     "tags": ["must_pass"], "metadata": {"category": "billing"}}
+
+Only ``input`` is required; ``id`` defaults to the 1-based line number (marked
+``id_from_line``: enough for ``min``/``max_drop``, but the rules that pair base and head example
+by example need explicit ids). Lines are split on ``\\n`` only (JSON strings may hold U+2028),
+and blank lines are skipped. A UTF-8 byte-order mark is accepted at the start of the file only
+(`worker.evals.config.files.decode_utf8`), and a Git LFS pointer is reported as such.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from worker.evals.config.files import decode_utf8, read_repo_file, refuse_stray_bom
+from worker.evals.score.assertions import validate_spec
+from worker.evals.types import AssertionSpec, ConfigError, Example
+
+#: Largest dataset file read, bytes (64 MiB).
+MAX_DATASET_BYTES = 64 << 20
+#: Longest line (one example), characters (1 MiB).
+MAX_LINE_CHARS = 1 << 20
+#: Most examples in one dataset.
+MAX_EXAMPLES = 100_000
+#: Keys an example may have.
+EXAMPLE_KEYS = ("id", "input", "expected", "vars", "assert", "tags", "metadata")
+
+
+def load_dataset(root: Path, rel_path: str) -> tuple[Example, ...]:
+    """Read and parse the dataset ``rel_path`` of the checkout at ``root``.
+
+    Args:
+        root: the repository checkout.
+        rel_path: the dataset path relative to ``root`` (POSIX), as in the config.
+
+    Returns:
+        The examples in file order.
+
+    Raises:
+        ConfigError: the path is absolute or leads outside ``root`` (symlinks are resolved
+            first), the file is missing, not regular, over `MAX_DATASET_BYTES`, not UTF-8 (the
+            error names the line and byte), holds no example, or a line is invalid or over
+            `MAX_LINE_CHARS`.
+    """
+    data = read_repo_file(root, rel_path, MAX_DATASET_BYTES)  # no escape, size-capped
+    text = decode_utf8(data, rel_path)
+    examples = parse_dataset(text, rel_path)
+    if not examples:
+        raise ConfigError(rel_path, None, "the dataset has no examples: add one JSON object "
+                          "per line, or remove the suite")
+    return examples
+
+
+def parse_dataset(text: str, path: str) -> tuple[Example, ...]:
+    """Parse JSONL text into examples (pure).
+
+    Args:
+        text: the file's text.
+        path: the file's path relative to the repository root, used in errors.
+
+    Returns:
+        The examples in file order, each with its 1-based line.
+
+    Raises:
+        ConfigError: malformed JSON, a line that is not an object, a missing ``input``, a bad
+            or duplicate ``id``, an unknown key, or an invalid per-example assertion.
+    """
+    examples: list[Example] = []
+    seen: dict[str, int] = {}
+    for number, raw in enumerate(text.split("\n"), start=1):
+        if not raw.strip():
+            continue
+        if len(raw) > MAX_LINE_CHARS:
+            raise ConfigError(path, number, f"line {number} has {len(raw)} characters; the "
+                              f"limit is {MAX_LINE_CHARS} per example")
+        if len(examples) >= MAX_EXAMPLES:
+            raise ConfigError(path, number, f"more than {MAX_EXAMPLES} examples; split the "
+                              "dataset into several suites")
+        example = _parse_line(raw, number, path)
+        if example.id in seen:
+            raise ConfigError(path, number, f"duplicate id {example.id!r} "
+                              f"(first used at line {seen[example.id]})")
+        seen[example.id] = number
+        examples.append(example)
+    return tuple(examples)
+
+
+def _parse_line(raw: str, line: int, path: str) -> Example:
+    refuse_stray_bom(raw, path, line)
+    try:
+        doc = json.loads(raw)
+    except json.JSONDecodeError as exc:
+        raise ConfigError(path, line, f"invalid JSON: {exc.msg} (column {exc.colno})") from None
+    except RecursionError:
+        raise ConfigError(path, line, "invalid JSON: nested too deeply") from None
+    except ValueError as exc:  # e.g. an integer of more than 4300 digits
+        raise ConfigError(path, line, f"invalid JSON: {str(exc)[:200]}") from None
+    if not isinstance(doc, dict):
+        raise ConfigError(path, line, f"each line must be a JSON object, got {type(doc).__name__}")
+    unknown = sorted(set(doc) - set(EXAMPLE_KEYS))
+    if unknown:
+        raise ConfigError(path, line, f"unknown key {unknown[0]!r} "
+                          f"(known keys: {', '.join(EXAMPLE_KEYS)})")
+    if "input" not in doc:
+        raise ConfigError(path, line, "missing `input`")
+    variables = doc.get("vars", {})
+    if not isinstance(variables, dict):
+        raise ConfigError(path, line, "`vars` must be a JSON object")
+    return Example(
+        id=_example_id(doc.get("id"), line, path),
+        line=line,
+        input=doc["input"],
+        expected=doc.get("expected"),
+        vars=variables,
+        assertions=_assertions(doc.get("assert", []), line, path),
+        tags=_tags(doc.get("tags", []), line, path),
+        metadata=_metadata(doc.get("metadata", {}), line, path),
+        id_from_line=doc.get("id") is None,
+    )
+
+
+def _tags(value: Any, line: int, path: str) -> tuple[str, ...]:
+    if not isinstance(value, list) or not all(isinstance(t, str) and t for t in value):
+        raise ConfigError(path, line, "`tags` must be a list of non-empty strings")
+    return tuple(value)
+
+
+def _metadata(value: Any, line: int, path: str) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        raise ConfigError(path, line, "`metadata` must be a JSON object")
+    return value
+
+
+def _example_id(value: Any, line: int, path: str) -> str:
+    if value is None:
+        return str(line)
+    if isinstance(value, bool) or not isinstance(value, str | int) or value == "":
+        raise ConfigError(path, line, f"`id` must be a non-empty string or an integer, "
+                          f"got {value!r}")
+    return str(value)
+
+
+def _assertions(value: Any, line: int, path: str) -> tuple[AssertionSpec, ...]:
+    if not isinstance(value, list):
+        raise ConfigError(path, line, "`assert` must be a list of assertion objects")
+    specs = []
+    for item in value:
+        if not isinstance(item, dict) or not isinstance(item.get("type"), str):
+            raise ConfigError(path, line, "each `assert` entry must be an object with a `type`")
+        params = {k: v for k, v in item.items() if k != "type"}
+        spec = AssertionSpec(item["type"], params, line)
+        validate_spec(spec, path)
+        specs.append(spec)
+    return tuple(specs)

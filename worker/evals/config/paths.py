@@ -1,0 +1,86 @@
+"""Config keys of which base a pull request is compared with and which suites it needs (pure).
+
+Called by the reader of worker/evals/config/load.py, so errors name the file and line::
+
+    settings:
+      base: merge_base              # or tip: compare with the base branch's tip
+      on_paths_conclusion: success  # or skipped: the check when every suite is skipped
+    suites:
+      - name: support
+        on_paths: ["prompts/**", "bot/**", "evals/support.jsonl"]
+
+All three are read from the BASE side by the worker (a pull request cannot change which base
+it is compared with, nor skip its own gate); see worker/pipeline/on_paths.py for the glob syntax.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Literal, cast
+
+from yaml.nodes import Node, SequenceNode
+
+from worker.evals.config.llm_suites import Reader
+from worker.evals.types import Settings
+from worker.pipeline.on_paths import glob_regex
+
+#: Keys of ``settings:`` parsed here.
+PATH_SETTINGS_KEYS = ("base", "on_paths_conclusion")
+#: Values of ``settings.base`` and ``settings.on_paths_conclusion``.
+BASE_MODES = ("merge_base", "tip")
+SKIP_CONCLUSIONS = ("success", "skipped")
+#: Globs one suite's ``on_paths`` may list.
+MAX_ON_PATHS = 100
+_Entries = dict[str, tuple[Node, Node]]
+
+
+def settings_paths(reader: Reader, entries: _Entries, settings: Settings) -> Settings:
+    """Return ``settings`` with ``base`` and ``on_paths_conclusion`` from ``entries`` applied.
+
+    Raises:
+        ConfigError: a value is not one of the allowed words (at its line).
+    """
+    base, conclusion = settings.base, settings.on_paths_conclusion
+    if "base" in entries:
+        base = cast(Literal["merge_base", "tip"],
+                    _choice(reader, entries["base"][1], "`base`", BASE_MODES))
+    if "on_paths_conclusion" in entries:
+        conclusion = cast(Literal["success", "skipped"], _choice(
+            reader, entries["on_paths_conclusion"][1], "`on_paths_conclusion`", SKIP_CONCLUSIONS))
+    return replace(settings, base=base, on_paths_conclusion=conclusion)
+
+
+def on_paths(reader: Reader, node: Node) -> tuple[str, ...]:
+    """Return a suite's ``on_paths`` globs (a non-empty list of relative path globs).
+
+    Raises:
+        ConfigError: not a list, empty, too long, or a glob that is not a string, is absolute,
+            uses ``\\`` or has an unclosed ``[`` (at the offending item's line).
+    """
+    if not isinstance(node, SequenceNode):
+        raise reader.error(node, "`on_paths` must be a list of path globs, e.g. [\"prompts/**\"]")
+    if not node.value:
+        raise reader.error(node, "`on_paths` is empty: list globs, or remove the key to run "
+                           "the suite on every pull request")
+    if len(node.value) > MAX_ON_PATHS:
+        raise reader.error(node, f"`on_paths` may list at most {MAX_ON_PATHS} globs")
+    globs = []
+    for item in node.value:
+        value = reader.value(item)
+        if not isinstance(value, str) or not value.strip():
+            raise reader.error(item, f"`on_paths` entries must be non-empty strings, got {value!r}")
+        if "\\" in value:
+            raise reader.error(item, f"`on_paths`: use / in globs, got {value!r}")
+        try:
+            glob_regex(value.removeprefix("!"))
+        except ValueError as err:
+            raise reader.error(item, f"`on_paths`: {err}") from None
+        globs.append(value)
+    return tuple(globs)
+
+
+def _choice(reader: Reader, node: Node, what: str, allowed: tuple[str, ...]) -> str:
+    value = reader.value(node)
+    if value not in allowed:
+        raise reader.error(node, f"{what} must be one of {', '.join(allowed)}, got {value!r}")
+    return str(value)

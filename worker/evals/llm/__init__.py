@@ -1,0 +1,1 @@
+"""Calls to models: the litellm client, provider processes, cache, cost."""

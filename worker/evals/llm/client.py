@@ -1,0 +1,512 @@
+"""The one module that imports litellm: one chat or embeddings call, prices, token counts.
+
+litellm is imported on first use (its import takes seconds), never by the web process, and set
+up once: ``LITELLM_LOCAL_MODEL_COST_MAP=True`` before the import so it reads its bundled price
+table instead of fetching one from the network, its callbacks, telemetry and message logging
+off, and its own retries off (``num_retries=0`` and ``max_retries=0`` for the OpenAI client):
+llmgate retries itself (worker/evals/llm/retry.py), so one attempt here is exactly one HTTP
+request. Every litellm exception becomes a `ProviderError` at once, and every answer our own
+`ChatReply` or `EmbeddingReply`.
+
+API keys come from the worker's environment only: an endpoint names a variable
+(``api_key_env``), never a value. A custom ``api_base`` receives that key, so it must be on
+loopback or start with one of the prefixes in the worker's ``LLMGATE_ALLOWED_API_BASES``
+(comma-separated): a pull request cannot send the organisation's key to a server of its own.
+An endpoint without ``api_key_env`` whose provider needs a key variable the worker lacks
+(litellm's ``validate_environment``: ``ANTHROPIC_API_KEY`` for ``anthropic/...``) is refused
+before any request, naming the variable, and so is a model string litellm knows no provider
+for. Errors no retry can fix carry what to fix (`ProviderError.field`: ``api_key_env``,
+``api_base``, ``model``, or ``request`` for a prompt or parameters the provider refused), so
+the gate can say which line of the config caused them (worker/evals/verdict/causes.py).
+
+CPU per call: litellm prices every answer and builds a logging payload for its callbacks; llmgate
+prices answers itself (worker/evals/llm/cost.py) and registers no callback, so both are switched off
+(`skip_unused_bookkeeping`), which cuts litellm's CPU per chat call by about a third. The
+objects of the import (~200 MB) are then moved out of the garbage collector's reach
+(`gc.freeze`): otherwise each full collection walks them all, a pause of ~0.25 s every few
+hundred calls (~0.5 ms a call). When the run's process has provider processes
+(worker/evals/llm/pool.py), a call is sent from one of them; the checks above and the key
+lookup still happen here, in the run's process.
+"""
+
+from __future__ import annotations
+
+import gc
+import ipaddress
+import logging
+import os
+import time
+import warnings
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, TypeVar
+from urllib.parse import urlsplit
+
+from worker.evals.llm import local_embed
+from worker.evals.llm import pool as llm_pool
+from worker.evals.llm.retry import ProviderError, parse_retry_after
+from worker.evals.llm_types import Endpoint, TokenUsage
+
+#: The worker variable listing the ``api_base`` prefixes (besides loopback) keys may go to.
+ALLOWED_API_BASES_ENV = "LLMGATE_ALLOWED_API_BASES"
+#: Longest provider message kept in an error, characters.
+MAX_MESSAGE_CHARS = 500
+
+_litellm: Any = None
+T = TypeVar("T")
+
+
+def litellm_module() -> Any:
+    """Import litellm once, set up for offline prices and no side effects, and return it."""
+    global _litellm
+    if _litellm is None:
+        os.environ["LITELLM_LOCAL_MODEL_COST_MAP"] = "True"
+        os.environ.setdefault("LITELLM_TELEMETRY", "False")
+        # pydantic warns about litellm's own types, at import and when litellm imports more
+        warnings.filterwarnings("ignore", message=".*ReadOnly.*", category=UserWarning)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            import litellm
+
+        litellm.suppress_debug_info = True
+        litellm.telemetry = False
+        litellm.logging = False
+        # No callback or logger receives messages (all off here); True would only add work.
+        litellm.turn_off_message_logging = False
+        litellm.callbacks = []
+        litellm.success_callback = []
+        litellm.failure_callback = []
+        litellm._async_success_callback = []
+        litellm._async_failure_callback = []
+        litellm.num_retries = 0
+        logging.getLogger("LiteLLM").setLevel(logging.WARNING)
+        skip_unused_bookkeeping()
+        gc.collect()  # nothing collectable gets frozen
+        gc.freeze()  # Python's gc docs: frozen objects are ignored by future collections
+        _litellm = litellm
+    return _litellm
+
+
+def skip_unused_bookkeeping() -> list[str]:
+    """Switch off litellm's own pricing of answers and its success logging payload.
+
+    llmgate prices every answer from its usage (worker/evals/llm/cost.py) and registers no litellm
+    callback, so ``Logging.response_cost_calculator`` (litellm's price lookup, with model-name
+    generalisation for unknown models) and ``Logging.async_success_handler`` (a payload built
+    for callbacks) only cost CPU: about 2-3 ms of 8 per call on a 2-core machine (profiled with
+    py-spy against tests/fakes/fake_llm.py). Replaced on the class, so every call skips them;
+    a litellm without these methods is left as it is.
+
+    Returns:
+        The names of the methods replaced.
+    """
+    try:
+        from litellm.litellm_core_utils.litellm_logging import Logging
+    except ImportError:  # another litellm layout: nothing to skip
+        return []
+    replaced = []
+    for name, skip in (("response_cost_calculator", _no_response_cost),
+                       ("async_success_handler", _no_success_log)):
+        if callable(getattr(Logging, name, None)):
+            setattr(Logging, name, skip)
+            replaced.append(name)
+    return replaced
+
+
+def _no_response_cost(self: Any, *args: Any, **kwargs: Any) -> None:
+    return None
+
+
+async def _no_success_log(self: Any, *args: Any, **kwargs: Any) -> None:
+    return None
+
+
+@dataclass(frozen=True)
+class ChatReply:
+    """One chat completion.
+
+    Attributes:
+        text: the answer's text ("" when it has none).
+        usage: its tokens, or None when the answer reports no usage (cost unknown).
+        latency_ms: the call's wall time, milliseconds.
+        problem: why the answer has no usable text (`answer_problem`), "" when it has.
+    """
+
+    text: str
+    usage: TokenUsage | None
+    latency_ms: float
+    problem: str = ""
+
+
+@dataclass(frozen=True)
+class EmbeddingReply:
+    """One embeddings call: a vector per input text, in order, and its tokens (None: unknown)."""
+
+    vectors: list[list[float]]
+    usage: TokenUsage | None
+    latency_ms: float
+
+
+def answer_problem(content: Any, finish_reason: Any) -> str:
+    """Return why a chat answer has no usable text, or "" when it has some (pure).
+
+    Unusable: ``finish_reason`` ``content_filter`` (the provider withheld all or part of the
+    answer, so what is left is not the model's answer), and any answer whose content is null,
+    not text, empty or only whitespace (``length`` then means the token limit was reached
+    before any text). A truncated answer with text (``length``) is usable.
+    """
+    reason = finish_reason if isinstance(finish_reason, str) and finish_reason else "none"
+    if reason == "content_filter":
+        return ("no usable text: the provider's content filter withheld the answer "
+                "(finish_reason content_filter)")
+    if isinstance(content, str) and content.strip():
+        return ""
+    what = "null content" if content is None else (
+        "an empty answer" if isinstance(content, str) else "content that is not text")
+    if reason == "length":
+        return (f"no usable text: {what}, the token limit was reached before any text "
+                "(finish_reason length: raise max_tokens)")
+    return f"no usable text: {what} (finish_reason {reason})"
+
+
+def reply_from_pool(answer: dict[str, Any]) -> ChatReply:
+    """Rebuild a `ChatReply` from a provider process's answer (worker/evals/llm/serve.py)."""
+    usage = answer["usage"]
+    return ChatReply(str(answer["text"]), None if usage is None else TokenUsage(*usage),
+                     float(answer["latency_ms"]), str(answer.get("problem") or ""))
+
+
+def check_api_base(api_base: str | None, environ: Mapping[str, str]) -> None:
+    """Refuse an ``api_base`` the worker's keys must not be sent to.
+
+    Allowed: None (the provider's own URL), an http(s) URL on loopback (``localhost``,
+    127.0.0.0/8, ``::1``), or one starting with a prefix listed in `ALLOWED_API_BASES_ENV`.
+
+    Raises:
+        ProviderError: kind ``provider``, not retryable, field ``api_base``, naming the
+            variable to set.
+    """
+    if api_base is None:
+        return
+    parts = urlsplit(api_base)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ProviderError("provider", f"api_base {api_base!r} must be an http(s) URL",
+                            field="api_base")
+    if _is_loopback(parts.hostname):
+        return
+    allowed = [p.strip() for p in environ.get(ALLOWED_API_BASES_ENV, "").split(",") if p.strip()]
+    if not any(api_base.startswith(prefix) for prefix in allowed):
+        raise ProviderError("provider", f"api_base {api_base!r} is not allowed on this worker: "
+                            f"list it in {ALLOWED_API_BASES_ENV} (keys are sent there)",
+                            field="api_base")
+
+
+def _is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def api_key(endpoint: Endpoint, environ: Mapping[str, str]) -> str | None:
+    """Return the key named by ``endpoint.api_key_env`` from ``environ``, or None if unnamed.
+
+    Raises:
+        ProviderError: the named variable is not set on the worker (not retryable, field
+            ``api_key_env``).
+    """
+    if endpoint.api_key_env is None:
+        return None
+    value = environ.get(endpoint.api_key_env)
+    if not value:
+        raise ProviderError("provider", f"the worker has no {endpoint.api_key_env} "
+                            "(api_key_env names a variable of the worker's environment)",
+                            field="api_key_env")
+    return value
+
+
+def check_provider(endpoint: Endpoint) -> None:
+    """Refuse a model litellm knows no provider for, or whose provider's key is unset.
+
+    litellm's ``get_llm_provider`` picks the provider of a model string (``nosuch/x`` has
+    none); its ``validate_environment`` names the variables a provider reads (for
+    ``anthropic/...``: ``ANTHROPIC_API_KEY``), checked only for an endpoint without
+    ``api_key_env``. Only names ending in ``_API_KEY`` count: a provider that can also
+    authenticate otherwise (AWS roles, Google's default credentials, Azure settings besides
+    the key) is left to try. Both are local lookups (about 10 microseconds), made where the
+    request is sent (a provider process has the worker's provider keys, worker/evals/llm/pool.py).
+
+    Raises:
+        ProviderError: not retryable, field ``model``, naming the missing variables.
+    """
+    if local_embed.is_local(endpoint.model):
+        return
+    litellm = litellm_module()
+    try:
+        litellm.get_llm_provider(model=endpoint.model, api_base=endpoint.api_base)
+    except Exception as exc:  # litellm's BadRequestError: no provider for this model string
+        first = (str(exc).splitlines() or [type(exc).__name__])[0]
+        raise ProviderError("provider", f"litellm knows no provider for {endpoint.model!r} "
+                            f"({first[:200]}): write it as provider/model, e.g. "
+                            "openai/gpt-4o-mini", field="model") from None
+    if endpoint.api_key_env is not None:
+        return
+    try:
+        found = litellm.validate_environment(model=endpoint.model, api_base=endpoint.api_base)
+        missing = [str(name) for name in found.get("missing_keys") or []]
+    except Exception:  # an odd model string: litellm's own call reports it
+        return
+    if missing and all(name.endswith("_API_KEY") for name in missing):
+        names = ", ".join(missing)
+        raise ProviderError("provider", f"the worker has no {names}, which {endpoint.model} "
+                            "needs: set it on the worker, or name the worker's variable "
+                            "holding the key with api_key_env", field="model")
+
+
+def _endpoint_of(kwargs: dict[str, Any]) -> Endpoint:
+    """The endpoint of `_call_kwargs`'s arguments, as far as `check_provider` needs it (a key
+    given counts as a named variable)."""
+    return Endpoint(str(kwargs.get("model", "")), api_base=kwargs.get("api_base"),
+                    api_key_env="(given)" if kwargs.get("api_key") else None)
+
+
+def blame(err: ProviderError, endpoint: Endpoint) -> ProviderError:
+    """Return ``err`` with the endpoint field to fix when no retry can fix it (pure).
+
+    A refused key (401, 403) is ``api_key_env``'s when the endpoint names one, else the
+    model's (the provider it picks reads its own variable); a model the provider does not
+    have (404) is the ``model``'s; any other refused request (400, 413, 422: a prompt or
+    parameters the model refuses) is the ``request``'s. A retryable error, or one that
+    already names a field, is returned as it is.
+    """
+    if err.retryable or err.field:
+        return err
+    if err.status in (401, 403):
+        err.field = "api_key_env" if endpoint.api_key_env is not None else "model"
+    else:
+        err.field = "model" if err.status == 404 else "request"
+    return err
+
+
+def _call_kwargs(endpoint: Endpoint, timeout_s: float) -> dict[str, Any]:
+    check_api_base(endpoint.api_base, os.environ)
+    kwargs: dict[str, Any] = {**endpoint.params, "model": endpoint.model, "timeout": timeout_s,
+                              "num_retries": 0, "max_retries": 0}
+    key = api_key(endpoint, os.environ)
+    if key is not None:
+        kwargs["api_key"] = key
+    if endpoint.api_base is not None:
+        kwargs["api_base"] = endpoint.api_base
+    return kwargs
+
+
+async def chat(endpoint: Endpoint, messages: list[dict[str, str]], timeout_s: float) -> ChatReply:
+    """Send one chat completion request (one HTTP request, no retries).
+
+    Sent from a provider process when the run's process has some (worker/evals/llm/pool.py),
+    else from this process.
+
+    Args:
+        endpoint: model, params, api_base and key variable.
+        messages: OpenAI-style ``[{"role", "content"}]``.
+        timeout_s: request timeout, seconds.
+
+    Raises:
+        ProviderError: the call failed or the answer has no text (see `to_provider_error`),
+            with the field to blame when no retry can fix it (`blame`).
+    """
+    async def here(kwargs: dict[str, Any]) -> ChatReply:
+        return await send_chat(kwargs, messages)
+
+    answer = await _send(endpoint, timeout_s, "chat", {"messages": messages}, here)
+    if isinstance(answer, ChatReply):
+        return answer
+    return reply_from_pool(answer)
+
+
+async def _send(endpoint: Endpoint, timeout_s: float, op: str, args: dict[str, Any],
+                here: Callable[[dict[str, Any]], Awaitable[T]]) -> T | dict[str, Any]:
+    """Check and send one call: ``here`` in this process, or ``op`` in a provider process
+    (its answer as the pipe's JSON); a `ProviderError` gets the field to blame (`blame`)."""
+    try:
+        kwargs = _call_kwargs(endpoint, timeout_s)
+        pool = llm_pool.active()
+        if pool is None:
+            return await here(kwargs)
+        answer: dict[str, Any] = await pool.call(op, {"kwargs": kwargs, **args})
+        return answer
+    except ProviderError as err:
+        raise blame(err, endpoint) from None
+
+
+async def send_chat(kwargs: dict[str, Any], messages: list[dict[str, str]]) -> ChatReply:
+    """Send one chat completion with litellm from this process (`chat` without the
+    ``api_base`` check and the key lookup; `check_provider` runs here, where the keys are).
+
+    Args:
+        kwargs: litellm's arguments as `chat` builds them (model, key, api_base, timeout).
+        messages: OpenAI-style ``[{"role", "content"}]``.
+
+    Raises:
+        ProviderError: the call failed (see `to_provider_error`), or `check_provider`
+            refused it.
+    """
+    check_provider(_endpoint_of(kwargs))
+    litellm = litellm_module()
+    started = time.perf_counter()
+    try:
+        response = await litellm.acompletion(messages=messages, **kwargs)
+        choice = response.choices[0]
+        text, finish_reason = choice.message.content, getattr(choice, "finish_reason", None)
+    except ProviderError:
+        raise
+    except Exception as exc:  # litellm's and the SDK's exceptions: mapped at the edge
+        raise to_provider_error(exc, kwargs.get("api_key")) from None
+    latency_ms = (time.perf_counter() - started) * 1000
+    return ChatReply(text if isinstance(text, str) else "", usage_of(response), latency_ms,
+                     answer_problem(text, finish_reason))
+
+
+async def embed(endpoint: Endpoint, texts: list[str], timeout_s: float) -> EmbeddingReply:
+    """Send one embeddings request for ``texts`` (one HTTP request, no retries).
+
+    Sent from a provider process when the run's process has some, like `chat`. A
+    ``local/<name>`` model is run in this process instead, without litellm
+    (worker/evals/llm/local_embed.py; ``timeout_s`` does not apply).
+
+    Raises:
+        ProviderError: the call failed or the answer lacks a vector per text (with the
+            field to blame, as `chat`).
+    """
+    if local_embed.is_local(endpoint.model):
+        vectors, usage, latency_ms = await local_embed.embed(endpoint.model, texts)
+        return EmbeddingReply(vectors, usage, latency_ms)
+    async def here(kwargs: dict[str, Any]) -> EmbeddingReply:
+        return await send_embed(kwargs, texts)
+
+    answer = await _send(endpoint, timeout_s, "embed", {"texts": texts}, here)
+    if isinstance(answer, EmbeddingReply):
+        return answer
+    usage = answer["usage"]
+    return EmbeddingReply([[float(x) for x in v] for v in answer["vectors"]],
+                          None if usage is None else TokenUsage(*usage),
+                          float(answer["latency_ms"]))
+
+
+async def send_embed(kwargs: dict[str, Any], texts: list[str]) -> EmbeddingReply:
+    """Send one embeddings request with litellm from this process (`embed` without the
+    ``api_base`` check and the key lookup, as `send_chat`).
+
+    Raises:
+        ProviderError: the call failed or the answer lacks a vector per text, or
+            `check_provider` refused it.
+    """
+    check_provider(_endpoint_of(kwargs))
+    litellm = litellm_module()
+    started = time.perf_counter()
+    try:
+        response = await litellm.aembedding(input=texts, **kwargs)
+        vectors = [list(map(float, _field(item, "embedding"))) for item in response.data]
+    except ProviderError:
+        raise
+    except Exception as exc:
+        raise to_provider_error(exc, kwargs.get("api_key")) from None
+    if len(vectors) != len(texts):
+        raise ProviderError("provider", f"expected {len(texts)} embeddings, got {len(vectors)}",
+                            retryable=True)
+    return EmbeddingReply(vectors, usage_of(response), (time.perf_counter() - started) * 1000)
+
+
+def _field(item: Any, name: str) -> Any:
+    return item[name] if isinstance(item, dict) else getattr(item, name)
+
+
+def usage_of(response: Any) -> TokenUsage | None:
+    """Read a litellm response's tokens: prompt, completion, cached and cache-written prompt.
+
+    Cache writes are litellm's ``prompt_tokens_details.cache_write_tokens`` (its canonical
+    name, mirrored as ``cache_creation_tokens``), or Anthropic's ``cache_creation_input_tokens``
+    on the usage itself (as Anthropic-compatible gateways send it).
+
+    Returns:
+        The tokens, or None when the answer reports no usage: litellm then gives zero prompt
+        tokens, which no answered prompt has, so the cost is unknown (never assumed $0).
+    """
+    usage = getattr(response, "usage", None)
+    prompt = _count(getattr(usage, "prompt_tokens", 0)) if usage is not None else 0
+    if usage is None or prompt == 0:
+        return None
+    details = getattr(usage, "prompt_tokens_details", None)
+    cached = getattr(details, "cached_tokens", None) if details is not None else None
+    written = max(_count(getattr(details, name, None)) for name in
+                  ("cache_write_tokens", "cache_creation_tokens")) if details is not None else 0
+    written = written or _count(getattr(usage, "cache_creation_input_tokens", None))
+    return TokenUsage(prompt, _count(getattr(usage, "completion_tokens", 0)), _count(cached),
+                      written)
+
+
+def _count(value: Any) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
+
+
+def to_provider_error(exc: Exception, secret: str | None = None) -> ProviderError:
+    """Map a litellm or OpenAI SDK exception to a `ProviderError` (pure).
+
+    429 is ``rate_limited``; timeouts are ``timeout``; 408, 409, 5xx, connection errors and
+    answers that cannot be parsed are retryable ``provider`` errors; other statuses (400, 401,
+    403, 404, 422) are not retryable. ``Retry-After`` (or ``retry-after-ms``) is read from the
+    response headers. The key, if it appears in the message, is masked.
+    """
+    name = type(exc).__name__
+    status = getattr(exc, "status_code", None)
+    status = status if isinstance(status, int) else None
+    message = str(exc) or name
+    if secret:
+        message = message.replace(secret, "***")
+    message = message[:MAX_MESSAGE_CHARS]
+    if "Timeout" in name or isinstance(exc, TimeoutError):
+        return ProviderError("timeout", message, status=status, retryable=True)
+    retry_after = _retry_after(exc)
+    if status == 429 or "RateLimit" in name:
+        return ProviderError("rate_limited", message, status=status or 429, retryable=True,
+                             retry_after_s=retry_after)
+    retryable = status is None or status >= 500 or status in (408, 409)
+    return ProviderError("provider", message, status=status, retryable=retryable,
+                         retry_after_s=retry_after)
+
+
+def _retry_after(exc: Exception) -> float | None:
+    headers = getattr(getattr(exc, "response", None), "headers", None)
+    if headers is None:
+        headers = getattr(exc, "litellm_response_headers", None)
+    if headers is None:
+        return None
+    millis = headers.get("retry-after-ms")
+    if millis is not None:
+        seconds = parse_retry_after(str(millis), time.time())
+        return None if seconds is None else seconds / 1000
+    value = headers.get("retry-after")
+    return parse_retry_after(str(value), time.time()) if value is not None else None
+
+
+def price_table_entry(model: str) -> dict[str, Any] | None:
+    """Return litellm's bundled price entry of ``model`` (with or without its provider prefix)."""
+    table: dict[str, Any] = litellm_module().model_cost
+    entry = table.get(model)
+    if entry is None and "/" in model:
+        entry = table.get(model.split("/", 1)[1])
+    return entry if isinstance(entry, dict) else None
+
+
+def count_tokens(model: str, messages: list[dict[str, str]]) -> int:
+    """Count the prompt tokens of ``messages`` with litellm's tokenizer for ``model``.
+
+    Falls back to 4 characters a token (OpenAI's rule of thumb for English) when litellm cannot
+    count for this model.
+    """
+    try:
+        return int(litellm_module().token_counter(model=model, messages=messages))
+    except Exception:  # an unknown tokenizer: estimate instead
+        return sum(len(m.get("content", "")) for m in messages) // 4 + 4 * len(messages)

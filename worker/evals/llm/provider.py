@@ -1,0 +1,275 @@
+"""Send model calls for a run: cache, budget, concurrency, retries and cost in one place.
+
+Every model call of a run (targets, judges, embeddings) goes through one `ModelCaller`: it looks
+the call up in the response cache, checks the budget, waits for one of ``settings.concurrency``
+slots (held only while a request is in flight, not while backing off), retries by the policy
+of worker/evals/llm/retry.py, prices the answer (worker/evals/llm/cost.py) and stores it. A call
+that fails is returned as an error with the provider's message, never raised: the example errors,
+the job goes on.
+
+An answer without usable text (empty, null content, withheld by a content filter, cut at the
+token limit before any text: `llm.answer_problem`) is returned as an error of kind ``empty``
+naming that cause, and is never stored (nor read back, should an old entry hold one); what it
+cost is still counted and charged. Cost is never assumed to be $0: an answer without ``usage``
+is "cost unknown" (``cost_usd`` None, counted in ``unpriced_calls``) and the budget is charged
+its worst case: the prompt's tokens counted with the model's tokenizer plus the most completion
+tokens the call allows (`cost.output_limit`) at the model's prices. A call to a model without
+a known price is not sent while ``max_cost_usd`` is set (the run refuses to start before that,
+worker/evals/run/runner.py; this covers a cached answer that expired since the estimate).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from decimal import Decimal
+from typing import Any
+
+from worker.evals.context import CallEvent, EvalContext
+from worker.evals.llm import client as llm
+from worker.evals.llm import local_embed
+from worker.evals.llm.cache import ResponseCache
+from worker.evals.llm.cost import (
+    Budget,
+    BudgetExceeded,
+    TokenPrices,
+    call_cost_usd,
+    output_limit,
+    prices_for,
+)
+from worker.evals.llm.retry import ProviderError, with_retries
+from worker.evals.llm_types import Endpoint, ErrorKind, Pricing, RunUsage, TokenUsage
+from worker.evals.types import Settings
+
+#: The `CallEvent` kind of each cache kind (the rest keep their name: ``judge``, ``pairwise``).
+EVENT_KINDS = {"chat": "model", "embed": "embeddings"}
+#: Prices of in-process models (worker/evals/llm/local_embed.py): free.
+LOCAL_PRICES = TokenPrices(Decimal(0), Decimal(0), Decimal(0), Decimal(0))
+
+
+@dataclass(frozen=True)
+class Answer:
+    """An answered call.
+
+    Attributes:
+        text: the model's text ("" for embeddings).
+        vectors: the embedding vectors (embeddings only), else ().
+        usage: the answer's tokens (as first fetched, for a cache hit).
+        latency_ms: the provider's time for the answer, as first fetched, milliseconds.
+        cost_usd: what the answer costs at the model's prices (as first fetched), or None when
+            the model has no known price or the answer reported no usage.
+        cached: True when it came from the response cache (then nothing was spent).
+        problem: why the answer has no usable text, "" when it has (never cached).
+        charge_usd: what the budget is charged: ``cost_usd``, or the worst case when the cost
+            is unknown (0 for a cache hit).
+    """
+
+    text: str
+    usage: TokenUsage
+    latency_ms: float
+    cost_usd: float | None
+    cached: bool = False
+    vectors: tuple[tuple[float, ...], ...] = ()
+    problem: str = ""
+    charge_usd: float = 0.0
+
+
+@dataclass(frozen=True)
+class CallOutcome:
+    """The answer or the error of one call, and what it spent (retries included).
+
+    ``error_field`` is `ProviderError.field`: the endpoint field to fix when no retry can fix
+    the error, else "".
+    """
+
+    answer: Answer | None
+    error: str | None
+    error_kind: ErrorKind | None
+    spend: RunUsage
+    error_field: str = ""
+
+
+def describe(err: ProviderError) -> str:
+    """Return a one-line error text: the kind, the HTTP status and the provider's message."""
+    status = f" (HTTP {err.status})" if err.status is not None else ""
+    label = {"rate_limited": "rate limited", "timeout": "timed out"}.get(err.kind,
+                                                                          "provider error")
+    return f"{label}{status}: {err.message}"
+
+
+class ModelCaller:
+    """The call path of one run (see the module docstring)."""
+
+    def __init__(self, settings: Settings, cache: ResponseCache, budget: Budget,
+                 ctx: EvalContext) -> None:
+        self.settings = settings
+        self.cache = cache
+        self.budget = budget
+        self.ctx = ctx
+        self.limiter = asyncio.Semaphore(settings.concurrency)
+        self.total = RunUsage()
+        self._prices: dict[tuple[str, Pricing | None], TokenPrices | None] = {}
+
+    def prices(self, endpoint: Endpoint) -> TokenPrices | None:
+        """Return (and remember) the prices of ``endpoint`` (0 for a ``local/`` model)."""
+        key = (endpoint.model, endpoint.pricing)
+        if key not in self._prices:
+            self._prices[key] = LOCAL_PRICES if local_embed.is_local(endpoint.model) \
+                else prices_for(endpoint)
+        return self._prices[key]
+
+    def chat_key(self, endpoint: Endpoint, messages: list[dict[str, str]], kind: str = "chat",
+                 version: str = "", draw: int = 0) -> str:
+        """Return the response cache key of a chat call (arguments as `chat`'s)."""
+        return self.cache.key(kind, {"model": endpoint.model, "api_base": endpoint.api_base,
+                                     "params": endpoint.params, "messages": messages,
+                                     "version": version, "draw": draw})
+
+    def embed_key(self, endpoint: Endpoint, texts: list[str]) -> str:
+        """Return the response cache key of an embeddings call (see `embed`)."""
+        return self.cache.key("embed", {"model": endpoint.model, "api_base": endpoint.api_base,
+                                        "params": endpoint.params, "texts": texts,
+                                        **local_embed.identity(endpoint.model)})
+
+    def lengths_key(self, endpoint: Endpoint, kind: str, family: str) -> str:
+        """Return the key of the completion-token samples of a family of chat calls
+        (worker/evals/llm/cache.py): its kind, model and ``family`` (see `chat`)."""
+        return self.cache.lengths_key({"kind": kind, "model": endpoint.model, "family": family})
+
+    async def cached_answers(self, keys: list[str]) -> list[Answer | None]:
+        """Return the answer the response cache holds for each key (None: a miss)."""
+        return [None if value is None else _from_cache(value)
+                for value in await self.cache.lookup(keys)]
+
+    async def chat(self, endpoint: Endpoint, messages: list[dict[str, str]], *,
+                   kind: str = "chat", version: str = "", draw: int = 0,
+                   use_cache: bool = True, family: str | None = None) -> CallOutcome:
+        """Answer a chat call from the cache or the provider.
+
+        Args:
+            endpoint: the model to call.
+            messages: the rendered messages.
+            kind: cache kind (``chat`` for targets, ``judge``, ``pairwise``).
+            version: target or judge prompt version (part of the cache key).
+            draw: the draw number of a quorum (independent answers are distinct keys).
+            use_cache: False for repeats: neither read nor written.
+            family: what makes answers alike in length (a target's prompt file; by default
+                ``version``, a judge's prompt version): the answer's completion tokens are kept
+                as a sample of it (`lengths_key`) for the estimate.
+        """
+        key = self.chat_key(endpoint, messages, kind, version, draw)
+        lengths = self.lengths_key(endpoint, kind, version if family is None else family)
+
+        async def send() -> Answer:
+            reply = await llm.chat(endpoint, messages, self.settings.timeout_s)
+            answer = self._priced(endpoint, reply.text, reply.usage, reply.latency_ms,
+                                  lambda: llm.count_tokens(endpoint.model, messages))
+            return replace(answer, problem=reply.problem)
+
+        what = (EVENT_KINDS.get(kind, kind), endpoint.model)
+        return await self._call(key, send, use_cache, what, endpoint, lengths)
+
+    async def embed(self, endpoint: Endpoint, texts: list[str], *,
+                    use_cache: bool = True) -> CallOutcome:
+        """Embed ``texts`` (one call) from the cache or the provider.
+
+        A ``local/<name>`` model's key also holds the digest of its directory
+        (`local_embed.identity`), so a model swapped behind the name is not served old vectors.
+        """
+        key = self.embed_key(endpoint, texts)
+
+        async def send() -> Answer:
+            reply = await llm.embed(endpoint, texts, self.settings.timeout_s)
+            answer = self._priced(endpoint, "", reply.usage, reply.latency_ms, lambda: sum(
+                llm.count_tokens(endpoint.model, [{"role": "user", "content": t}]) for t in texts))
+            return replace(answer, vectors=tuple(tuple(v) for v in reply.vectors))
+
+        return await self._call(key, send, use_cache, ("embeddings", endpoint.model), endpoint)
+
+    def _priced(self, endpoint: Endpoint, text: str, usage: TokenUsage | None,
+                latency_ms: float, prompt_tokens: Callable[[], int]) -> Answer:
+        """Price an answer; without usage its cost is unknown and its charge the worst case:
+        ``prompt_tokens()`` in and `output_limit` out (0 for a local or unpriced model)."""
+        prices = self.prices(endpoint)
+        if usage is None:
+            worst = 0.0 if prices is None else call_cost_usd(TokenUsage(
+                prompt_tokens(), output_limit(endpoint, self.settings.estimate_output_tokens)),
+                prices)
+            return Answer(text, TokenUsage(), latency_ms, None, charge_usd=worst)
+        cost = call_cost_usd(usage, prices) if prices is not None else None
+        return Answer(text, usage, latency_ms, cost, charge_usd=cost or 0.0)
+
+    def _unpriced_under_budget(self, endpoint: Endpoint) -> str | None:
+        if self.budget.max_cost_usd is None or self.prices(endpoint) is not None:
+            return None
+        return (f"not sent: {endpoint.model} has no known price and max_cost_usd is set "
+                "(give the model `pricing: {input, output}`, USD per million tokens)")
+
+    async def _call(self, key: str, send: Any, use_cache: bool, what: tuple[str, str],
+                    endpoint: Endpoint, lengths: str | None = None) -> CallOutcome:
+        if use_cache:
+            hit = await self.cache.get(key)
+            answer = _from_cache(hit) if hit is not None else None
+            if answer is not None:
+                hit_outcome = CallOutcome(answer, None, None, RunUsage(cache_hits=1))
+                return self._account(what, hit_outcome)
+        refused = self._unpriced_under_budget(endpoint)
+        if refused is not None:
+            return self._account(what, CallOutcome(None, refused, "budget", RunUsage()))
+        sent = 0
+
+        async def attempt() -> Answer:
+            nonlocal sent
+            async with self.limiter:
+                self.budget.check()  # the run may have stopped while this call waited
+                sent += 1
+                result: Answer = await send()
+                return result
+
+        try:
+            answer = await with_retries(attempt, self.settings.retry, sleep=self.ctx.sleep,
+                                        rng=self.ctx.rng, before_attempt=self.budget.check)
+        except BudgetExceeded as stop:
+            return self._account(what, CallOutcome(None, f"not sent: {stop}", "budget",
+                                             RunUsage(provider_calls=sent)))
+        except ProviderError as err:
+            return self._account(what, CallOutcome(None, describe(err), err.kind,
+                                             RunUsage(provider_calls=sent), err.field))
+        self.budget.charge(answer.charge_usd)
+        spend = RunUsage(provider_calls=sent, tokens=answer.usage,
+                         cost_usd=answer.cost_usd or 0.0,
+                         unpriced_calls=int(answer.cost_usd is None))
+        if answer.problem:  # billed, but no answer: never cached
+            return self._account(what, CallOutcome(None, answer.problem, "empty", spend))
+        if use_cache:
+            sample = (lengths, answer.usage.output) if lengths and answer.usage.input else None
+            await self.cache.put(key, _to_cache(answer), sample)
+        return self._account(what, CallOutcome(answer, None, None, spend))
+
+    def _account(self, what: tuple[str, str], outcome: CallOutcome) -> CallOutcome:
+        self.total = self.total + outcome.spend
+        spend = outcome.spend
+        self.ctx.on_call(CallEvent(what[0], what[1], spend.provider_calls, spend.cache_hits,
+                                   spend.cost_usd))
+        return outcome
+
+
+def _to_cache(answer: Answer) -> dict[str, Any]:
+    return {"text": answer.text, "usage": [answer.usage.input, answer.usage.output,
+                                           answer.usage.cached_input, answer.usage.cache_write],
+            "latency_ms": answer.latency_ms, "cost_usd": answer.cost_usd,
+            "vectors": [list(v) for v in answer.vectors]}
+
+
+def _from_cache(value: dict[str, Any]) -> Answer | None:
+    try:
+        tokens = TokenUsage(*(int(n) for n in value["usage"]))
+        cost = value["cost_usd"]
+        answer = Answer(str(value["text"]), tokens, float(value["latency_ms"]),
+                        None if cost is None else float(cost), True,
+                        tuple(tuple(float(x) for x in v) for v in value.get("vectors", [])))
+    except (KeyError, TypeError, ValueError):
+        return None  # an entry of another format: a miss
+    # An answer without text (stored by an older llmgate) is no answer: a miss.
+    return answer if answer.vectors or answer.text.strip() else None

@@ -1,0 +1,1 @@
+"""Run the targets on every example: commands, batches, model targets."""

@@ -1,0 +1,139 @@
+"""Run a config's suites on one checkout: targets, assertions, metrics.
+
+Examples of a suite run concurrently, at most ``settings.concurrency`` at once; suites run one
+after another, in config order. Results keep dataset order whatever order targets finish in.
+The run itself (model targets, judges, repeats, cache, budget) is worker/evals/run/runner.py;
+`score_example` is the pure scoring of the basic assertions.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+from worker.evals.context import EvalContext
+from worker.evals.run import fingerprint, runner
+from worker.evals.score.assertions import check
+from worker.evals.types import (
+    AssertionResult,
+    AssertionSpec,
+    Config,
+    ConfigError,
+    Example,
+    ExampleResult,
+    RunResult,
+    Settings,
+    SuiteConfig,
+    SuiteResult,
+    TargetOutput,
+)
+
+#: Message of each assertion of an example whose target failed (the assertion counts as failed).
+NOT_CHECKED = "not checked: the target failed for this example"
+
+
+async def run_config(config: Config, root: Path, sha: str = "",
+                     evals: EvalContext | None = None, *, with_base: bool = True) -> RunResult:
+    """Run every suite of ``config`` on the checkout at ``root``.
+
+    Args:
+        config: the parsed config (of this checkout).
+        root: the checkout; datasets are read from it and commands run in it.
+        sha: the commit checked out at ``root``, recorded in the result ("" for a work tree).
+        evals: Redis for the response cache, cache mode, clocks; None for none (real time).
+        with_base: whether a base run follows (the cost estimate counts ``pairwise`` calls).
+
+    Returns:
+        The run, with one `SuiteResult` per suite, keyed by suite name in config order, each
+        with its fingerprint (worker/evals/run/fingerprint.py).
+
+    Raises:
+        ConfigError: a dataset is missing or invalid.
+    """
+    return (await run_configs([config], root, sha, evals, with_base=with_base))[0]
+
+
+async def run_configs(configs: Sequence[Config], root: Path, sha: str = "",
+                      evals: EvalContext | None = None, *,
+                      with_base: bool = True) -> list[RunResult]:
+    """Run several configs on the checkout at ``root`` as one run (one estimate, budget and
+    answer per example: worker/evals/run/runner.py `run_configs`), each result fingerprinted.
+
+    Used for head's target on base's evaluation contract and on its own
+    (worker/evals/verdict/contract.py); the configs share their run settings (base's).
+
+    Raises:
+        ConfigError: as `run_config`.
+    """
+    try:
+        runs = await runner.run_configs(configs, root, sha, evals, with_base=with_base)
+    except ConfigError as err:
+        raise _at_config_line(configs, err) from None
+    return [fingerprint.attach(run, config, root)
+            for run, config in zip(runs, configs, strict=True)]
+
+
+def _at_config_line(configs: Sequence[Config], err: ConfigError) -> ConfigError:
+    """Point a dataset error that has no line (a missing file) at the config line naming it.
+
+    A missing dataset is not in the pull request's diff, so an annotation on it would point
+    nowhere; the suite's line in the config is where the fix goes.
+    """
+    if err.line is not None:
+        return err
+    for config in configs:
+        for suite in config.suites:
+            if suite.dataset == err.path and suite.contract_root is None:
+                return ConfigError(config.path, suite.line,
+                                   f"suite {suite.name}: dataset {err.path}: {err.message}")
+    return err
+
+
+async def run_suite(suite: SuiteConfig, root: Path, settings: Settings,
+                    state: runner.RunState | None = None) -> SuiteResult:
+    """Run one suite: its target on every example, then its assertions and metrics.
+
+    Args:
+        suite: the suite; its ``dataset`` is read relative to ``root``.
+        root: the checkout the target runs in.
+        settings: ``concurrency`` (invocations at once), ``timeout_s`` and ``env``.
+
+    Returns:
+        The suite result, examples in dataset order.
+
+    Raises:
+        ConfigError: the dataset is missing or invalid (raised before any command runs).
+    """
+    return await runner.run_suite(suite, root, settings, state)
+
+
+def score_example(
+    suite_assertions: Sequence[AssertionSpec], example: Example, output: TargetOutput
+) -> ExampleResult:
+    """Check the suite's and the example's own assertions against one target output (pure).
+
+    An example passes when its target did not error and every assertion passed. When the
+    target errored, every assertion is recorded as failed with `NOT_CHECKED`, so per-assertion
+    pass rates count the example as failed.
+    """
+    specs = (*suite_assertions, *example.assertions)
+    errored = output.error is not None
+    if errored:
+        results = tuple(AssertionResult(spec.type, False, 0.0, NOT_CHECKED) for spec in specs)
+    else:
+        results = tuple(check(spec, output.output, example) for spec in specs)
+    return ExampleResult(
+        id=example.id,
+        line=example.line,
+        passed=not errored and all(result.passed for result in results),
+        errored=errored,
+        output=None if errored else output.output,
+        expected=example.expected,
+        error=output.error,
+        assertions=results,
+        latency_ms=output.latency_ms,
+        cost_usd=output.cost_usd,
+        tags=example.tags,
+        metadata=example.metadata,
+        id_from_line=example.id_from_line,
+    )

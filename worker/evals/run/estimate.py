@@ -1,0 +1,331 @@
+"""Estimate a run's provider calls, tokens and USD before it sends any.
+
+Per suite: the model target answers every example ``repeats`` times; each ``llm_judge`` judges
+every answer ``n`` times (prompt: the judge template with the input, the reference and the
+answer); each ``similar`` makes one embeddings call per answer; traps add one judge call per
+trap, judge and draw; ``pairwise`` adds two judge calls per example (when a base runs). An
+in-process ``local/<name>`` embedding model (worker/evals/llm/local_embed.py) is no provider call
+and costs nothing, so it is not counted (like a command target's runs).
+
+What the response cache will answer costs nothing and is counted as cached (cache mode ``use``,
+no repeats): a target's answer held for its key, and then, since that answer is known, the
+judge and embedding calls on it whose keys are held too (so are trap judgements). Prompt tokens
+are counted with litellm's tokenizer for the model (the first `TOKENIZED_SAMPLE` prompts of a
+model, the others from their length at the same tokens per character). A call's completion
+tokens are expected to be the mean of the last answers of its family (a target's model and
+prompt file, a judge's model and prompt version) kept by the response cache
+(worker/evals/llm/cache.py), at most its ``max_tokens``; a family without answers yet (a first run,
+no cache) is expected to use its ``max_tokens``, else ``settings.estimate_output_tokens``, so
+a first estimate tends to be high. An unknown answer is put into judge prompts as a text of the
+expected length. USD uses the prices of worker/evals/llm/cost.py; it is None when a model has no
+known price, and every such model the run will call is listed with the line that names it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from worker.evals.config.dataset import load_dataset
+from worker.evals.config.prompts import PromptTemplate, load_prompt, render
+from worker.evals.llm import client as llm
+from worker.evals.llm import local_embed
+from worker.evals.llm.cost import call_cost_usd, max_tokens
+from worker.evals.llm.endpoints import parse_endpoint
+from worker.evals.llm.provider import ModelCaller
+from worker.evals.llm_types import CostEstimate, Endpoint, TokenUsage
+from worker.evals.run.model_target import answer_family
+from worker.evals.run.traps import load_traps
+from worker.evals.score.judges import judge_messages, judge_spec
+from worker.evals.score.pairwise import PAIRWISE_TEMPLATE_VERSION
+from worker.evals.score.similar import embed_texts
+from worker.evals.types import (
+    AssertionSpec,
+    Config,
+    ConfigError,
+    Example,
+    ModelTarget,
+    Settings,
+    SuiteConfig,
+)
+
+#: Prompts of a model counted with its tokenizer; the rest are estimated from their length at
+#: the tokens-per-character ratio of those (tokenizing every prompt of a large suite costs
+#: about as much time as the run it estimates).
+TOKENIZED_SAMPLE = 20
+
+
+@dataclass(frozen=True)
+class ModelUse:
+    """Where a config uses a model: what to annotate when the model cannot be priced.
+
+    Attributes:
+        model: the litellm model string.
+        path: the file naming it (the config, or the dataset of a per-example assertion).
+        line: 1-based line of the target or assertion that calls it, or None.
+        what: what calls it and where its fields are, e.g. ``the target`` or
+            ``settings.judge (used by llm_judge)``.
+    """
+
+    model: str
+    path: str
+    line: int | None
+    what: str
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """What a run is expected to send, and the models it calls that have no known price.
+
+    Attributes:
+        cost: calls, tokens and USD (None when ``unpriced`` is not empty).
+        unpriced: the first use of each model without a known price that the run will call
+            (calls the cache answers do not count).
+    """
+
+    cost: CostEstimate
+    unpriced: tuple[ModelUse, ...] = ()
+
+
+@dataclass(frozen=True)
+class _Call:
+    """Calls of one kind for one example: ``count`` calls of ``endpoint``, each with these
+    tokens; ``keys`` are their cache keys when the cache may answer them, else ()."""
+
+    endpoint: Endpoint
+    count: int
+    tokens_in: int
+    tokens_out: int
+    use: ModelUse
+    keys: tuple[str, ...] = ()
+
+
+@dataclass
+class _Tally:
+    calls: int = 0
+    cached: int = 0
+    tokens_in: int = 0
+    tokens_out: int = 0
+    cost_usd: float | None = 0.0
+    unpriced: dict[str, ModelUse] = field(default_factory=dict)
+    sampled: dict[str, tuple[int, int, int]] = field(default_factory=dict)
+    lengths: dict[str, int] = field(default_factory=dict)
+    seen: set[tuple[str, str]] = field(default_factory=set)  # (call key, example id) counted
+
+    def tokens(self, model: str, messages: list[dict[str, str]]) -> int:
+        """Count a prompt's tokens: exactly for the first prompts of a model, then by ratio."""
+        chars = sum(len(m.get("content", "")) for m in messages) + 1
+        count, tokens, seen = self.sampled.get(model, (0, 0, 0))
+        if count < TOKENIZED_SAMPLE:
+            exact = llm.count_tokens(model, messages)
+            self.sampled[model] = (count + 1, tokens + exact, seen + chars)
+            return exact
+        return round(chars * tokens / seen)
+
+    def add(self, caller: ModelCaller, call: _Call, count: int | None = None) -> None:
+        calls = call.count if count is None else count
+        if calls <= 0:
+            return
+        self.calls += calls
+        self.tokens_in += calls * call.tokens_in
+        self.tokens_out += calls * call.tokens_out
+        prices = caller.prices(call.endpoint)
+        if prices is None:
+            self.unpriced.setdefault(call.endpoint.model, call.use)
+            self.cost_usd = None
+        elif self.cost_usd is not None:
+            usage = TokenUsage(call.tokens_in, call.tokens_out)
+            self.cost_usd += calls * call_cost_usd(usage, prices)
+
+
+async def _expected_out(tally: _Tally, caller: ModelCaller, endpoint: Endpoint, kind: str,
+                        family: str, settings: Settings) -> int:
+    """Completion tokens expected of a call: its family's recent mean, at most its
+    ``max_tokens``; without a mean, its ``max_tokens``, else ``estimate_output_tokens``."""
+    key = caller.lengths_key(endpoint, kind, family)
+    if key not in tally.lengths:
+        mean = await caller.cache.mean_length(key)
+        limit = max_tokens(endpoint)
+        learned = None if mean is None else max(1, round(mean))
+        if learned is None:
+            tally.lengths[key] = limit or settings.estimate_output_tokens
+        else:
+            tally.lengths[key] = learned if limit is None else min(limit, learned)
+    return tally.lengths[key]
+
+
+async def estimate_config(config: Config, root: Path, caller: ModelCaller,
+                          with_base: bool = True) -> Estimate:
+    """Estimate the run of ``config`` at ``root`` (see the module docstring).
+
+    Raises:
+        ConfigError: a dataset, prompt or trap file is missing or invalid.
+    """
+    return await estimate_configs([config], root, caller, with_base)
+
+
+async def estimate_configs(configs: Sequence[Config], root: Path, caller: ModelCaller,
+                           with_base: bool = True) -> Estimate:
+    """Estimate one run of several configs at ``root`` (worker/evals/run/runner.py
+    `run_configs`): a target call two suites of the run share is answered once, so it is
+    counted once (then as cached). A suite whose dataset is another checkout's (its
+    ``contract_root``: base's examples for head's target) reads it there, and its examples
+    head's prompt cannot be rendered for are not counted (they fail without a call).
+
+    Raises:
+        ConfigError: as `estimate_config`.
+    """
+    tally = _Tally()
+    for config in configs:
+        for suite in config.suites:
+            calls = await _suite(tally, suite, root, config, caller, with_base)
+            cached = await caller.cache.cached([key for call in calls for key in call.keys])
+            position = 0
+            for call in calls:
+                hits = sum(cached[position:position + len(call.keys)])
+                position += len(call.keys)
+                tally.cached += hits
+                tally.add(caller, call, call.count - hits)
+    cost = None if tally.cost_usd is None else round(tally.cost_usd, 6)
+    return Estimate(CostEstimate(tally.calls, tally.tokens_in, tally.tokens_out, cost,
+                                 tally.cached), tuple(tally.unpriced.values()))
+
+
+async def _suite(tally: _Tally, suite: SuiteConfig, root: Path, config: Config,
+                 caller: ModelCaller, with_base: bool) -> list[_Call]:
+    """Tally the suite's target calls; return its judge and embedding calls (with the keys
+    the cache may answer) for the caller to look up at once."""
+    settings = config.settings
+    contract = suite.contract_root or root
+    examples = load_dataset(contract, suite.dataset)
+    answers: list[str | None] = [None] * len(examples)
+    answer_tokens = settings.estimate_output_tokens
+    if isinstance(suite.target, ModelTarget):
+        use = ModelUse(suite.target.model, config.path, suite.target.line, "the target")
+        answers, answer_tokens = await _target(tally, suite.target, examples, root, settings,
+                                               caller, use, suite.contract_root is not None)
+    calls: list[_Call] = []
+    for example, known in zip(examples, answers, strict=True):
+        for spec in (*suite.assertions, *example.assertions):
+            path = suite.dataset if spec in example.assertions else config.path
+            calls += await _assertion(tally, spec, example, known, answer_tokens, settings,
+                                      caller, with_base, path)
+    if suite.traps is not None:
+        for example, output in load_traps(contract, suite.traps):
+            for spec in suite.assertions:
+                if spec.type == "llm_judge":
+                    calls += await _judge(tally, spec, example, 1, settings, caller,
+                                          output, config.path, cacheable=True)
+    return calls
+
+
+async def _target(tally: _Tally, target: ModelTarget, examples: tuple[Example, ...], root: Path,
+                  settings: Settings, caller: ModelCaller,
+                  use: ModelUse, foreign: bool) -> tuple[list[str | None], int]:
+    """Tally the target's calls; return each example's cached answer (None: not cached, or
+    not rendered) and the completion tokens expected of the others."""
+    template = load_prompt(root, target.prompt)
+    out_tokens = await _expected_out(tally, caller, target.endpoint, "chat",
+                                     answer_family(target), settings)
+    rendered = _rendered(template, examples, foreign)
+    sent = [(example_id, messages) for example_id, messages in rendered if messages is not None]
+    keys = [caller.chat_key(target.endpoint, messages, "chat", target.version)
+            for _, messages in sent]
+    found = await caller.cached_answers(keys) if settings.repeats == 1 else [None] * len(keys)
+    hits = iter(zip(keys, found, strict=True))
+    answers: list[str | None] = []
+    for example_id, messages in rendered:
+        if messages is None:  # head's prompt cannot render base's example: failed, no call
+            answers.append(None)
+            continue
+        key, hit = next(hits)
+        if (key, example_id) in tally.seen:  # another suite of this run has it: answered once
+            answers.append(None if hit is None else hit.text)
+            continue
+        tally.seen.add((key, example_id))
+        if hit is not None:
+            tally.cached += 1
+            answers.append(hit.text)
+            continue
+        tokens_in = tally.tokens(target.model, messages)
+        tally.add(caller, _Call(target.endpoint, settings.repeats, tokens_in, out_tokens, use))
+        answers.append(None)
+    return answers, out_tokens
+
+
+def _rendered(template: PromptTemplate, examples: tuple[Example, ...],
+              foreign: bool) -> list[tuple[str, list[dict[str, str]] | None]]:
+    """Each example's id and messages; on another checkout's examples (``foreign``), None for
+    those that cannot be rendered (the run fails them without a call, worker/evals/run/runner.py).
+
+    Raises:
+        ConfigError: an example of the checkout's own dataset cannot be rendered.
+    """
+    found: list[tuple[str, list[dict[str, str]] | None]] = []
+    for example in examples:
+        try:
+            found.append((example.id, render(template, example)))
+        except ConfigError:
+            if not foreign:
+                raise
+            found.append((example.id, None))
+    return found
+
+
+async def _assertion(tally: _Tally, spec: AssertionSpec, example: Example, known: str | None,
+                     answer_tokens: int, settings: Settings, caller: ModelCaller,
+                     with_base: bool, path: str) -> list[_Call]:
+    placeholder = "x " * answer_tokens
+    answer = placeholder if known is None else known
+    cacheable = known is not None and settings.repeats == 1
+    if spec.type == "llm_judge":
+        return await _judge(tally, spec, example, settings.repeats, settings, caller, answer,
+                            path, cacheable=cacheable)
+    if spec.type == "pairwise" and with_base:
+        return await _judge(tally, spec, example, 2, settings, caller, answer + placeholder,
+                            path, cacheable=False, kind="pairwise")
+    if spec.type == "similar":
+        return _similar(tally, spec, example, answer, settings, caller, path, cacheable)
+    return []
+
+
+def _similar(tally: _Tally, spec: AssertionSpec, example: Example, answer: str,
+             settings: Settings, caller: ModelCaller, path: str, cacheable: bool) -> list[_Call]:
+    own = "model" in spec.params
+    endpoint = parse_endpoint(spec.params, _config_error, embedding=True) if own \
+        else settings.embedding
+    reference = spec.params.get("value", example.expected)
+    if endpoint is None or local_embed.is_local(endpoint.model) or reference is None:
+        return []
+    texts = embed_texts(answer, reference)
+    tokens = tally.tokens(endpoint.model, [{"role": "user", "content": t} for t in texts])
+    use = ModelUse(endpoint.model, path, spec.line, "the embedding model of `similar`" if own
+                   else "settings.embedding (used by `similar`)")
+    keys = (caller.embed_key(endpoint, texts),) if cacheable else ()
+    return [_Call(endpoint, settings.repeats, tokens, 0, use, keys)]
+
+
+def _config_error(message: str) -> ConfigError:
+    return ConfigError("", None, message)
+
+
+async def _judge(tally: _Tally, spec: AssertionSpec, example: Example, draws: int,
+                 settings: Settings, caller: ModelCaller, answer: Any, path: str, *,
+                 cacheable: bool, kind: str = "judge") -> list[_Call]:
+    try:
+        js = judge_spec(spec, settings.judge, _config_error)
+    except ConfigError:
+        return []  # no model: the run reports it where the judge runs
+    if kind == "pairwise":
+        js = replace(js, kind=PAIRWISE_TEMPLATE_VERSION)
+    messages = judge_messages(js, example, answer)
+    tokens_in = tally.tokens(js.endpoint.model, messages)
+    tokens_out = await _expected_out(tally, caller, js.endpoint, kind, js.version, settings)
+    own = "model" in spec.params
+    use = ModelUse(js.endpoint.model, path, spec.line, f"the judge of `{spec.type}`" if own
+                   else f"settings.judge (used by `{spec.type}`)")
+    keys = tuple(caller.chat_key(js.endpoint, messages, kind, js.version, draw)
+                 for draw in range(js.n)) if cacheable else ()
+    return [_Call(js.endpoint, draws * js.n, tokens_in, tokens_out, use, keys)]

@@ -1,0 +1,312 @@
+"""Run a config's suites with model targets, judges, repeats, the cache and the budget.
+
+The engine (worker/evals/run/engine.py) hands its runs here. One `RunState` per run (one config at
+one commit, or head's target on base's evaluation contract and on its own: `run_configs`)
+holds the call path (`ModelCaller`: response cache, budget, concurrency, retries), the
+command-target concurrency limit and the answers given so far (an example two suites of the
+run share is answered once). A suite's dataset and scoring files are read at its
+``contract_root`` when it has one (base's checkout), its target and prompt at the run's root.
+Before any call, the run is estimated (worker/evals/run/estimate.py) and the estimate printed; a
+run whose estimate exceeds ``settings.max_cost_usd`` does not start (its `RunResult` has no
+suites and says why). Under a ``max_cost_usd``, a model without a known price that the run
+will call (answers the cache holds do not count) is a `ConfigError` on the line of the target
+or assertion that calls it, asking for ``pricing:``: its spending could not be bounded.
+``max_duration`` counts from the end of the estimate, when the run is ready to send
+(litellm's import, seconds in a fresh process, happens before).
+
+A suite's examples are answered concurrently, each repeat an independent draw (no cache);
+results are ordered by dataset line, then repeat. Suites run one after another in config order.
+When the budget or time limit is reached, calls not yet sent are not sent: their examples are
+unscored with error kind ``budget``, and the run and suite record why they stopped.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Sequence
+from dataclasses import replace
+from pathlib import Path
+
+from worker.evals.config.dataset import load_dataset
+from worker.evals.config.prompts import PromptTemplate, load_prompt
+from worker.evals.context import CallEvent, EvalContext
+from worker.evals.llm import pool as llm_pool
+from worker.evals.llm.cache import ResponseCache
+from worker.evals.llm.cost import Budget, BudgetExceeded
+from worker.evals.llm.provider import ModelCaller
+from worker.evals.llm_types import CostEstimate, RunUsage, TokenUsage
+from worker.evals.run.batch import run_batch
+from worker.evals.run.estimate import ModelUse, estimate_configs
+from worker.evals.run.model_target import run_model
+from worker.evals.run.targets import run_command
+from worker.evals.run.traps import judge_traps
+from worker.evals.score.judges import judge_spec
+from worker.evals.score.metrics import suite_metrics
+from worker.evals.score.pairwise import add_pairwise
+from worker.evals.score.scoring import Item, score_items
+from worker.evals.score.structured import load_schema_file
+from worker.evals.serialize import to_jsonable
+from worker.evals.types import (
+    CONFIG_FILENAME,
+    CommandTarget,
+    Config,
+    ConfigError,
+    Example,
+    ExampleResult,
+    ModelTarget,
+    RunResult,
+    Settings,
+    SuiteConfig,
+    SuiteResult,
+    TargetOutput,
+)
+
+
+class RunState:
+    """The shared state of one run (see the module docstring).
+
+    Attributes:
+        answers: the target answers of this run by `answer_keys`: an example two suites of
+            the run share (head's target on base's contract and on its own) is answered once.
+    """
+
+    def __init__(self, settings: Settings, ctx: EvalContext | None = None) -> None:
+        self.ctx = ctx or EvalContext()
+        mode = self.ctx.cache_mode if settings.cache else "off"
+        self.cache = ResponseCache(self.ctx.redis, self.ctx.namespace, mode)
+        self.budget = Budget(settings.max_cost_usd, settings.max_duration_s, self.ctx.clock)
+        self.caller = ModelCaller(settings, self.cache, self.budget, self.ctx)
+        self.command_limit = asyncio.Semaphore(settings.concurrency)
+        self.answers: dict[tuple[str, int, str, str], TargetOutput] = {}
+
+
+async def run_config(config: Config, root: Path, sha: str = "",
+                     ctx: EvalContext | None = None, *, with_base: bool = True) -> RunResult:
+    """Run every suite of ``config`` at ``root`` (see the module docstring).
+
+    Args:
+        config: the parsed config of this checkout.
+        root: the checkout.
+        sha: the commit at ``root`` ("" for a working tree).
+        ctx: Redis, cache mode, clocks and printer; None for no cache and real time.
+        with_base: whether a base run follows (counts ``pairwise`` calls in the estimate).
+
+    Raises:
+        ConfigError: a dataset, prompt, schema or trap file is missing or invalid, or a model
+            the run will call has no known price under ``max_cost_usd``.
+    """
+    return (await run_configs([config], root, sha, ctx, with_base=with_base))[0]
+
+
+async def run_configs(configs: Sequence[Config], root: Path, sha: str = "",
+                      ctx: EvalContext | None = None, *,
+                      with_base: bool = True) -> list[RunResult]:
+    """Run several configs on one checkout as one run: one estimate, budget and answer memo.
+
+    Head's target scored on base's evaluation contract and on its own
+    (worker/evals/verdict/contract.py): an example both configs hold is answered once, and the
+    budget and time limit (the first config's settings, which the others share: the run settings
+    come from base) bound both. Each result's ``spend`` is the whole run's.
+
+    Returns:
+        One result per config, in order; all stopped alike when the estimate is over budget.
+
+    Raises:
+        ConfigError: as `run_config`.
+    """
+    settings = configs[0].settings
+    state = RunState(settings, ctx)
+    planned = await estimate_configs(configs, root, state.caller, with_base)
+    estimate = planned.cost
+    unpriced = tuple(use.model for use in planned.unpriced)
+    llm_pool.expect(estimate.calls)  # a large run gets provider processes
+    if estimate.calls or estimate.cached_calls:
+        state.ctx.say(describe_estimate(sha, estimate, unpriced))
+    limit = settings.max_cost_usd
+    if limit is not None and planned.unpriced:
+        raise unpriced_error(planned.unpriced[0], limit)
+    state.budget.start()
+    if limit is not None and estimate.cost_usd is not None and estimate.cost_usd > limit:
+        reason = (f"not started: the estimate ${estimate.cost_usd:.4f} ({estimate.calls} calls) "
+                  f"exceeds max_cost_usd ${limit:.4f}")
+        return [RunResult(sha, {}, estimate=estimate, stopped=reason) for _ in configs]
+    runs = []
+    for config in configs:
+        suites = {}
+        for suite in config.suites:
+            suites[suite.name] = await run_suite(suite, root, config.settings, state)
+        runs.append(suites)
+    return [RunResult(sha, suites, spend=state.caller.total, estimate=estimate,
+                      stopped=state.budget.stopped) for suites in runs]
+
+
+def unpriced_error(use: ModelUse, limit_usd: float) -> ConfigError:
+    """Return the config error of a model without a known price under ``max_cost_usd``."""
+    fix = use.what.split()[0] if use.what.startswith("settings.") else "it"
+    return ConfigError(use.path, use.line, f"{use.what}: {use.model} has no known price "
+                       f"(not in litellm's price table), so its spending under max_cost_usd "
+                       f"${limit_usd:g} cannot be bounded: give {fix} `pricing: {{input: ..., "
+                       "output: ...}` (USD per million tokens)")
+
+
+def describe_estimate(sha: str, estimate: CostEstimate, unpriced: tuple[str, ...]) -> str:
+    """Return the estimate as one line for logs and the CLI."""
+    cost = "unknown" if estimate.cost_usd is None else f"${estimate.cost_usd:.4f}"
+    where = f"at {sha[:7]}" if sha else "in the working tree"
+    line = (f"estimate {where}: {estimate.calls} provider calls "
+            f"({estimate.cached_calls} cached), ~{estimate.tokens_in} tokens in, "
+            f"~{estimate.tokens_out} out, {cost}")
+    return line + (f" (no price for {', '.join(unpriced)})" if unpriced else "")
+
+
+async def run_suite(suite: SuiteConfig, root: Path, settings: Settings,
+                    state: RunState | None = None) -> SuiteResult:
+    """Run one suite: answer every example (``repeats`` times), score, judge traps, metrics.
+
+    Raises:
+        ConfigError: the dataset, prompt, schema or trap file is missing or invalid.
+    """
+    state = state or RunState(settings)
+    before = state.caller.total
+    contract = suite.contract_root or root  # where its dataset and scoring files are
+    examples = load_dataset(contract, suite.dataset)
+    specs = tuple(load_schema_file(spec, contract) for spec in suite.assertions)
+    results: list[ExampleResult] = []
+    use_cache = settings.repeats == 1
+    for repeat in range(settings.repeats):
+        outputs = await answer(suite, examples, root, settings, state, use_cache, repeat)
+        items = [Item(_schemas(e, contract), o, repeat, use_cache)
+                 for e, o in zip(examples, outputs, strict=True)]
+        results.extend(await score_items(specs, items, contract, settings, state.caller,
+                                         suite.dataset))
+    results.sort(key=lambda r: (r.line, r.repeat))
+    traps, _ = await judge_traps(suite, contract, settings, state.caller)
+    metrics = suite_metrics(results)
+    if traps is not None and traps.total:
+        metrics["judge_trap_accuracy"] = traps.caught / traps.total
+    return SuiteResult(suite.name, suite.dataset, tuple(results), metrics,
+                       spend=difference(state.caller.total, before), traps=traps,
+                       judge_versions=_judge_versions(suite, settings),
+                       stopped=state.budget.stopped)
+
+
+def difference(after: RunUsage, before: RunUsage) -> RunUsage:
+    """Return what was spent between two totals of the same caller."""
+    tokens, spent = after.tokens, before.tokens
+    return RunUsage(after.provider_calls - before.provider_calls,
+                    after.cache_hits - before.cache_hits,
+                    TokenUsage(tokens.input - spent.input, tokens.output - spent.output,
+                               tokens.cached_input - spent.cached_input),
+                    round(after.cost_usd - before.cost_usd, 12),
+                    after.unpriced_calls - before.unpriced_calls)
+
+
+def _schemas(example: Example, root: Path) -> Example:
+    if not any(s.type == "json_schema" and "file" in s.params for s in example.assertions):
+        return example
+    specs = tuple(load_schema_file(s, root) for s in example.assertions)
+    return Example(example.id, example.line, example.input, example.expected, example.vars,
+                   specs, example.tags, example.metadata)
+
+
+def answer_keys(target: CommandTarget | ModelTarget, repeat: int,
+                examples: Sequence[Example]) -> list[tuple[str, int, str, str]]:
+    """Return what each example's answer depends on: the target, the draw, the example's id
+    and its input and vars (all a target is given; never ``expected``)."""
+    text = json.dumps(to_jsonable(target), sort_keys=True, default=str)
+    return [(text, repeat, e.id, json.dumps([e.input, e.vars], sort_keys=True, default=str))
+            for e in examples]
+
+
+async def answer(suite: SuiteConfig, examples: tuple[Example, ...], root: Path,
+                 settings: Settings, state: RunState, use_cache: bool,
+                 repeat: int = 0) -> list[TargetOutput]:
+    """Produce the target's output for every example, in order (draw ``repeat``).
+
+    An example this run answered already (`RunState.answers`) is not answered again: it gets
+    that answer with nothing spent.
+    """
+    keys = answer_keys(suite.target, repeat, examples)
+    todo = {key: e for key, e in zip(keys, examples, strict=True) if key not in state.answers}
+    fresh = await _answer(suite, tuple(todo.values()), root, settings, state, use_cache)
+    for key, output in zip(todo, fresh, strict=True):
+        state.answers[key] = replace(output, spend=RunUsage())
+    given = dict(zip(todo, fresh, strict=True))
+    return [given.get(key) or state.answers[key] for key in keys]
+
+
+async def _answer(suite: SuiteConfig, examples: tuple[Example, ...], root: Path,
+                  settings: Settings, state: RunState, use_cache: bool) -> list[TargetOutput]:
+    target = suite.target
+    if not examples:
+        return []
+    if isinstance(target, CommandTarget):
+        outputs = await _commands(target, examples, root, settings, state)
+        for output in outputs:  # one command call per example that ran, at its reported cost
+            if output.error_kind != "budget":
+                cost_usd = max(output.cost_usd or 0.0, 0.0)
+                state.ctx.on_call(CallEvent("command", "", 1, 0, cost_usd))
+        return outputs
+    template = load_prompt(root, target.prompt)
+    return list(await asyncio.gather(*(
+        _model(target, template, e, state, use_cache, suite.contract_root is not None)
+        for e in examples)))
+
+
+async def _model(target: ModelTarget, template: PromptTemplate, example: Example,
+                 state: RunState, use_cache: bool, foreign: bool) -> TargetOutput:
+    """One model answer; on an example of another checkout's dataset (``foreign``: base's
+    contract), a prompt that cannot be rendered for it is that example's failure."""
+    try:
+        return await run_model(target, template, example, state.caller, use_cache=use_cache)
+    except ConfigError as err:
+        if not foreign:
+            raise
+        return TargetOutput(None, f"head's prompt cannot be rendered for this example of "
+                            f"base's dataset: {err.message}", error_kind="target")
+
+
+async def _commands(target: CommandTarget, examples: tuple[Example, ...], root: Path,
+                    settings: Settings, state: RunState) -> list[TargetOutput]:
+    if target.batch:
+        async with state.command_limit:
+            return await run_batch(target, examples, root, settings)
+
+    async def command(example: Example) -> TargetOutput:
+        async with state.command_limit:
+            try:
+                state.budget.check()
+            except BudgetExceeded as stop:
+                return TargetOutput(None, f"not run: {stop}", error_kind="budget")
+            return await run_command(target, example, root, settings)
+
+    return list(await asyncio.gather(*(command(e) for e in examples)))
+
+
+def _judge_versions(suite: SuiteConfig, settings: Settings) -> tuple[str, ...]:
+    def fail(message: str) -> ConfigError:
+        return ConfigError(CONFIG_FILENAME, None, message)
+
+    versions = []
+    for spec in suite.assertions:
+        if spec.type == "llm_judge":
+            versions.append(judge_spec(spec, settings.judge, fail).version)
+    return tuple(versions)
+
+
+async def judge_pairs(config: Config, head: RunResult, base: RunResult | None,
+                      ctx: EvalContext | None = None) -> RunResult:
+    """Run the ``pairwise`` judges of ``config`` on head against base
+    (worker/evals/score/pairwise.py).
+
+    The step has its own budget with the same limits as a run.
+
+    Raises:
+        ConfigError: a ``pairwise`` assertion without a judge model.
+    """
+    if base is None or not any(s.type == "pairwise" for suite in config.suites
+                               for s in suite.assertions):
+        return head
+    state = RunState(config.settings, ctx)
+    return await add_pairwise(config, head, base, state.caller)

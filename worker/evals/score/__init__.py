@@ -1,0 +1,1 @@
+"""Score outputs: assertions, judges and metrics."""

@@ -1,0 +1,137 @@
+"""One number per example and metric: the values the paired statistics compare (pure).
+
+A suite metric that is a mean over examples (worker/evals/score/metrics.py, metrics_llm.py) is the
+mean of these values, so base and head can be compared example by example:
+
+- ``pass_rate``: 1.0 passed, 0.0 failed, none when unscored;
+- ``error_rate``: 1.0 when the target errored; ``judge_error_rate``: 1.0 when an assertion
+  errored;
+- ``assertion.<type>.pass_rate``: 1.0 when every scored assertion of that type passed (and the
+  target did not error); none when it has none, or when the example has no answer;
+- ``mean_score`` / ``assertion.<type>.mean_score``: the mean score (0-1) of the scored
+  assertions (of that type), 0.0 when the target errored; none when unscored;
+- ``cost_mean`` (USD, answered examples), ``tokens_in_mean``, ``tokens_out_mean``.
+
+Percentiles, totals and classification metrics have no per-example value. Extraction walks each
+example's assertions once (10,000 examples x 10 metrics in a few tens of milliseconds).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Callable, Sequence
+
+import numpy as np
+
+from worker.evals.types import ExampleResult
+from worker.evals.verdict.stats import FloatArray
+
+_ASSERTION_METRIC = re.compile(r"assertion\.(?P<type>.+)\.(?P<kind>pass_rate|mean_score)\Z")
+_USAGE = ("error_rate", "judge_error_rate", "cost_mean", "tokens_in_mean", "tokens_out_mean")
+NAN = math.nan
+
+#: Scores of the scored assertions by type, and the types with a failed scored assertion.
+_Checks = tuple[dict[str, list[float]], set[str]]
+Extractor = Callable[[ExampleResult, _Checks], float]
+
+
+def has_example_values(metric: str) -> bool:
+    """Return True when ``metric`` is a mean of per-example values."""
+    return extractor(metric) is not None
+
+
+def example_value(result: ExampleResult, metric: str) -> float | None:
+    """Return one example's value of ``metric`` (module docstring), or None when none applies."""
+    extract = extractor(metric)
+    value = NAN if extract is None else extract(result, _checks(result))
+    return None if math.isnan(value) else value
+
+
+def values_array(rows: Sequence[Sequence[ExampleResult]], metrics: Sequence[str],
+                 depth: int) -> FloatArray:
+    """Return values of shape (len(rows), len(metrics), depth): example, metric, repeat.
+
+    ``rows[i]`` holds the repeats of example i (at most ``depth``); NaN marks a metric that does
+    not apply, a metric without per-example values, or a missing repeat.
+    """
+    extractors = [extractor(m) or _none for m in metrics]
+    filler = [NAN] * len(metrics)
+    table: list[list[float]] = []
+    for repeats in rows:
+        for result in _padded(repeats, depth):
+            if result is None:
+                table.append(filler)
+                continue
+            checks = _checks(result)
+            table.append([f(result, checks) for f in extractors])
+    values = np.array(table, dtype=np.float64).reshape(len(rows), depth, len(metrics))
+    return values.transpose(0, 2, 1).copy()
+
+
+def _padded(repeats: Sequence[ExampleResult], depth: int) -> list[ExampleResult | None]:
+    return [*repeats, *([None] * (depth - len(repeats)))]
+
+
+def _none(result: ExampleResult, checks: _Checks) -> float:
+    return NAN
+
+
+def extractor(metric: str) -> Extractor | None:
+    """Return the function giving one example's value of ``metric``, or None when it has none."""
+    if metric in _USAGE:
+        return lambda result, _: _usage(result, metric)
+    if metric == "pass_rate":
+        return lambda result, _: NAN if result.unscored else float(result.passed)
+    if metric == "mean_score":
+        return _mean_of_all
+    match = _ASSERTION_METRIC.match(metric)
+    if match is None:
+        return None
+    kind = match["type"]
+    if match["kind"] == "mean_score":
+        return lambda result, checks: _mean_score(result, checks[0].get(kind))
+    return lambda result, checks: _pass(result, checks, kind)
+
+
+def _checks(result: ExampleResult) -> _Checks:
+    scores: dict[str, list[float]] = {}
+    failed: set[str] = set()
+    for a in result.assertions:
+        if a.errored:
+            continue
+        found = scores.get(a.type)
+        if found is None:
+            scores[a.type] = [a.score]
+        else:
+            found.append(a.score)
+        if not a.passed:
+            failed.add(a.type)
+    return scores, failed
+
+
+def _pass(result: ExampleResult, checks: _Checks, kind: str) -> float:
+    if kind not in checks[0] or (result.unscored and result.errored):
+        return NAN
+    return float(kind not in checks[1] and not result.errored)
+
+
+def _mean_of_all(result: ExampleResult, checks: _Checks) -> float:
+    return _mean_score(result, [a.score for a in result.assertions if not a.errored] or None)
+
+
+def _mean_score(result: ExampleResult, scores: list[float] | None) -> float:
+    if scores is None or result.unscored:
+        return NAN
+    return 0.0 if result.errored else math.fsum(scores) / len(scores)
+
+
+def _usage(result: ExampleResult, metric: str) -> float:
+    if metric == "error_rate":
+        return float(result.errored)
+    if metric == "judge_error_rate":
+        return float(any(a.errored for a in result.assertions))
+    if metric == "cost_mean":
+        return NAN if result.cost_usd is None or result.errored else float(result.cost_usd)
+    key = "input" if metric == "tokens_in_mean" else "output"
+    return float(result.usage[key]) if key in result.usage else NAN

@@ -1,0 +1,1 @@
+"""Compare base and head under the rules: paired statistics, outcomes."""

@@ -1,0 +1,44 @@
+"""Threshold rules of lower-is-better metrics: ``max`` and ``max_increase`` (pure).
+
+For latency, cost, tokens and error rates a rise is the regression, so ``min`` and
+``max_drop`` are inverted: ``max`` holds when head <= max; ``max_increase`` when
+head - base <= max_increase (metric units: ms, USD, tokens, fractions), both with the tolerance
+of worker/evals/verdict/thresholds.py. ``max_increase`` without a base value is skipped; either rule
+on a metric unavailable at head fails (a rule that names a metric needs it).
+"""
+
+from __future__ import annotations
+
+from worker.evals.types import GateRule, RuleOutcome, SuiteResult
+from worker.evals.verdict.thresholds import EPSILON, NO_BASE, metric_values
+
+
+def check_upper(suite: str, rule: GateRule, head: SuiteResult | None,
+                base: SuiteResult | None) -> list[RuleOutcome]:
+    """Check ``rule.max`` and ``rule.max_increase`` of one suite's metric.
+
+    Returns:
+        One `RuleOutcome` per rule set (none when neither is), ``pass``, ``fail`` or
+        ``skipped``.
+    """
+    head_value, base_value, outcome = metric_values(suite, rule, head, base)
+    outcomes = []
+    unavailable = f"{rule.metric} is unavailable at head (no example gave it)"
+    if rule.max is not None:
+        text = f"max {rule.max:g}"
+        outcomes.append(outcome(text, False, unavailable) if head_value is None else outcome(
+            text, head_value <= rule.max + EPSILON,
+            f"{head_value:.4g} is above the maximum {rule.max:g}"))
+    if rule.max_increase is not None:
+        text = f"max_increase {rule.max_increase:g}"
+        if base is None or base_value is None:
+            reason = NO_BASE if base is None else f"{rule.metric} is unavailable at base"
+            outcomes.append(outcome(text, None, reason))
+        elif head_value is None:
+            outcomes.append(outcome(text, False, unavailable))
+        else:
+            rise = head_value - base_value
+            outcomes.append(outcome(text, rise <= rule.max_increase + EPSILON,
+                                    f"rose {rise:.4g} from base {base_value:.4g} "
+                                    f"(allowed {rule.max_increase:g})"))
+    return outcomes

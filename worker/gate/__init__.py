@@ -1,0 +1,1 @@
+"""One gate run on GitHub: check runs, trust, supersede, the sticky comment."""

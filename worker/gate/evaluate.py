@@ -1,0 +1,162 @@
+"""Check out base and head of one gate request and run every config's suites on both trees.
+
+The base compared is the merge base of the request's base and head (what "Files changed"
+shows), not the moving tip of the base branch, unless the config at the merge base says
+``settings.base: tip``. Commits without a common history fall back to the tip (noted). The
+changed files (merge base to head) decide which suites run (``on_paths``, read from base).
+The base side reuses stored baselines of exactly that commit (worker/baselines/reuse.py), kept
+apart per config folder. Which configs run is `worker.pipeline.plan.plan_configs`'s decision (read
+from both trees); each runs as worker/pipeline/multi.py says.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from contextlib import AsyncExitStack, contextmanager
+from dataclasses import replace
+
+from worker.baselines.reuse import Origin, StoredBaselines
+from worker.baselines.store import BaselineSettings, BaselineStore
+from worker.checkout import GitError
+from worker.evals.context import EvalContext
+from worker.evals.types import ExecutionError, GateReport
+from worker.gate.request import GateRequest
+from worker.gate.services import Services
+from worker.github.client import GitHubClient
+from worker.pipeline.multi import MultiReport, gate_plan
+from worker.pipeline.plan import baseline_namespace, plan_configs, unconfigured_tree
+from worker.pipeline.trees import BaseRunner, base_mode
+from worker.runtime.metrics import record_call
+
+log = logging.getLogger("llmgate.worker")
+
+
+async def evaluate(services: Services, gh: GitHubClient, request: GateRequest) -> GateReport:
+    """Return `evaluate_configs`'s reports as one (`MultiReport.merged`): a repository with
+    only a root config gets that config's report.
+
+    Raises:
+        ExecutionError: as `evaluate_configs`.
+    """
+    return (await evaluate_configs(services, gh, request)).merged()
+
+
+async def evaluate_configs(services: Services, gh: GitHubClient,
+                           request: GateRequest) -> MultiReport:
+    """Check out ``request``'s head and its base commit and gate every config on them.
+
+    The installation token is given to git per command and added to the redactor.
+
+    Returns:
+        One report per config (a single one for a repository with only a root config); each
+        report's ``base_sha`` is the base commit compared (the merge base by default) and its
+        ``base_source`` says whether stored baselines were reused.
+
+    Raises:
+        ExecutionError: git failed, or a SHA, URL or repository name was refused.
+    """
+    repo = request.repo
+    token = await gh.installation_token()
+    services.redactor.add(token)
+    key = f"{repo['owner']}/{repo['name']}"
+    url = repo["clone_url"]
+    with _git_errors():
+        merge_base, note = await _merge_base(services, key, url, request, token)
+        async with AsyncExitStack() as stack:
+            head_root = await stack.enter_async_context(
+                services.checkouts.worktree(key, url, request.head_sha, token))
+            base_sha = merge_base
+            base_root = await stack.enter_async_context(
+                services.checkouts.worktree(key, url, base_sha, token))
+            if base_sha != request.base_sha and base_mode(base_root) == "tip":
+                base_sha = request.base_sha
+                base_root = await stack.enter_async_context(
+                    services.checkouts.worktree(key, url, base_sha, token))
+            changed = await services.checkouts.changed_files(key, url, merge_base,
+                                                             request.head_sha, token)
+            evals = EvalContext(redis=services.redis, namespace=key,  # cache per repository
+                                cache_mode="off" if request.no_cache else "use",
+                                on_call=record_call)  # provider calls, cache hits, USD
+            role = "" if merge_base == request.base_sha else "the merge base" \
+                if base_sha == merge_base else "the base branch's tip, as settings.base says"
+            store = BaselineStore(services.redis, BaselineSettings.from_env())
+            origin = Origin("pull_request", pr_number=request.pr_number, role=role)
+
+            def runner(folder: str) -> BaseRunner:
+                return StoredBaselines(store, baseline_namespace(key, folder), origin,
+                                       reuse=not request.no_cache)
+
+            multi = await gate_plan(plan_configs(head_root, base_root), head_root, base_root,
+                                    head_sha=request.head_sha, base_sha=base_sha, evals=evals,
+                                    changed_files=changed, base_runner_for=runner)
+    multi = replace(multi, configs=tuple(replace(c, report=replace(c.report, base_sha=base_sha))
+                                         for c in multi.configs))
+    if not note:
+        return multi
+    if multi.several:
+        return multi.with_notes([note])
+    only = multi.configs[0]
+    return replace(multi, configs=(replace(only, report=replace(
+        only.report, notes=(note, *only.report.notes))),))
+
+
+async def unconfigured(services: Services, gh: GitHubClient, request: GateRequest, *,
+                       head_runs: bool) -> bool:
+    """Whether neither the compared base (the merge base) nor the head holds an llmgate config
+    (`worker.pipeline.plan.nothing_to_gate`); only files are read.
+
+    Args:
+        head_runs: the head may run (trusted, or approved). An untrusted head waiting for
+            approval is not even fetched: then the base branch's tip alone decides (no config
+            there: nothing to gate until a config is merged, or a writer approves the head).
+
+    Raises:
+        ExecutionError: git failed, or a SHA, URL or repository name was refused.
+    """
+    repo = request.repo
+    token = await gh.installation_token()
+    services.redactor.add(token)
+    key, url = f"{repo['owner']}/{repo['name']}", repo["clone_url"]
+    with _git_errors():
+        base = (await _merge_base(services, key, url, request, token))[0] if head_runs \
+            else request.base_sha
+        async with services.checkouts.worktree(key, url, base, token) as base_root:
+            if not unconfigured_tree(base_root):  # the usual case: no head checkout
+                return False
+        if not head_runs:
+            return True
+        async with services.checkouts.worktree(key, url, request.head_sha, token) as head_root:
+            return unconfigured_tree(head_root)
+
+
+@contextmanager
+def _git_errors() -> Iterator[None]:
+    """Raise git's failures and refused SHAs, URLs or names as `ExecutionError`."""
+    try:
+        yield
+    except GitError as err:
+        raise ExecutionError(f"git failed: {err}") from err
+    except ValueError as err:  # a SHA, URL or repository name git must not be given
+        raise ExecutionError(str(err)) from err
+
+
+async def _merge_base(services: Services, key: str, url: str, request: GateRequest,
+                      token: str) -> tuple[str, str]:
+    """Return the merge base of the request's base and head, and a note ("" normally).
+
+    Commits that share no history are compared with the base as given (noted).
+
+    Raises:
+        GitError: fetching failed.
+    """
+    try:
+        found = await services.checkouts.merge_base(key, url, request.base_sha,
+                                                    request.head_sha, token)
+    except GitError as err:
+        if err.command[:2] != ["git", "merge-base"]:  # a fetch failed: not about history
+            raise
+        return request.base_sha, (f"{request.base_sha[:7]} and {request.head_sha[:7]} share "
+                                  "no history: compared with the base branch's tip")
+    return found, ""
+

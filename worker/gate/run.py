@@ -1,0 +1,235 @@
+"""Run one gate request from check run to sticky comment, never leaving the check in progress.
+
+`run_gate` gives up at once when a newer push, a new base branch or a close superseded the
+request (`worker.gate.supersede`); otherwise it opens the ``llmgate`` check run on the head SHA (or
+reuses the one an earlier try of its job opened: `worker.gate.check_run`; the check and the opening
+hold one lock per head commit, `worker.runtime.locks.open_lock_key`), skips a draft when the base
+config says so (`worker.gate.drafts`), decides trust, concludes ``neutral`` with no comment a
+repository without any config at the merge base and at head (`worker.gate.evaluate.unconfigured`;
+for an untrusted head not approved yet, which is not fetched, at the base's tip), evaluates
+base and head (`worker.gate.evaluate`: every config of the repository,
+`worker.pipeline.plan`), writes the PR's sticky comment, completes
+the check runs of configs that report on their own (`worker.gate.config_checks`) and completes the
+``llmgate`` check run with annotations (`worker.report.multi`). Every way out
+but one concludes the check run: ``cancelled`` when superseded, ``timed_out`` past the job's
+time limit or when its worker stopped on the last try, ``failure`` when the run failed. The one
+exception is a try that arq will repeat (a stopping worker, a transient failure): the check
+run stays ``in_progress`` for the next try, and the sweeper (`worker.gate.sweeper`) concludes it if
+arq gives the job up.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+from worker.evals.types import ExecutionError
+from worker.gate import accept, drafts, untrusted
+from worker.gate.check_run import (
+    TRANSIENT_ERRORS,
+    OpenRun,
+    finish,
+    forget,
+    open_run,
+    retry_later,
+    stopped_reason,
+)
+from worker.gate.config_checks import publish_config_checks
+from worker.gate.evaluate import evaluate_configs, unconfigured
+from worker.gate.registry import RunRegistry
+from worker.gate.request import GateRequest
+from worker.gate.services import Services
+from worker.gate.supersede import Supersede, Superseded, supervise
+from worker.gate.trust import Verdict
+from worker.github.checks import complete_check_run
+from worker.github.client import GitHubClient, GitHubError
+from worker.github.comments import upsert_sticky_comment
+from worker.jobs.calibrate import with_calibration_note
+from worker.pipeline.multi import NO_CONFIG_HEADLINE, unconfigured_report
+from worker.report import multi as report_multi
+from worker.report.store import store_report
+from worker.runtime import locks
+from worker.runtime.lease import JobRef, current_job
+from worker.runtime.metrics import record_gate_report
+
+log = logging.getLogger("llmgate.worker")
+
+#: Why a check run was concluded ``cancelled`` when its task was cancelled outside an arq job.
+STOPPED_REASON = "The run was stopped: its worker shut down."
+#: The verdict of a `GateRequest.trusted` head (a merge group's commit): it runs.
+TRUSTED = Verdict("run", True)
+
+
+async def run_gate(services: Services, gh: GitHubClient, request: GateRequest) -> dict[str, str]:
+    """Gate ``request`` and publish the check run and the sticky comment.
+
+    Returns:
+        ``{"conclusion": ..., "head_sha": ...}`` (plus ``"reason"`` when superseded or timed
+        out), stored by arq as the job result.
+
+    Raises:
+        arq.worker.Retry: a transient failure (GitHub 5xx or rate limit, Redis) before the
+            job's last try; the check run stays ``in_progress`` for the next try.
+        ExecutionError: the run itself failed (the check run is concluded ``failure`` first).
+        GitHubError, redis.exceptions.RedisError: on the last try (concluded ``failure``).
+        asyncio.CancelledError: the worker is stopping (arq runs the job again; on the last
+            try the check run is concluded ``timed_out`` first).
+    """
+    job, registry = current_job(), RunRegistry(services.redis)
+    watch = Supersede(services.redis, gh, request)
+    try:
+        async with locks.held(services.redis, locks.open_lock_key(
+                request.repo["owner"], request.repo["name"], request.head_sha),
+                locks.OPEN_LOCK_TTL_S):
+            reason = await watch.reason()
+            if reason is not None:
+                return await _cancel_unstarted(registry, gh, request, job, reason,
+                                               watch.same_head)
+            run = await open_run(registry, gh, request, job)
+    except TRANSIENT_ERRORS as err:  # no check run of this try to conclude (LockError too)
+        if job is None or job.last_try:
+            raise
+        raise retry_later(job, err) from err
+    return await _run(services, gh, request, job, watch, run)
+
+
+async def _cancel_unstarted(registry: RunRegistry, gh: GitHubClient, request: GateRequest,
+                            job: JobRef | None, reason: str, same_head: bool) -> dict[str, str]:
+    """Show on the head commit that its queued run was dropped: a ``cancelled`` check run
+    (registered first, so the sweeper concludes it should GitHub refuse the conclusion).
+
+    When only the base branch changed (``same_head``), the newer run gates this same commit,
+    and GitHub shows the newest check run of a name: a new ``cancelled`` one would stand in
+    front of the newer run's. Then only a check run an earlier try of this job opened is
+    concluded, and none is created."""
+    if same_head and (job is None or await registry.get(job.job_id, request.pr_number) is None):
+        log.info("PR #%s @%s not run: %s", request.pr_number, request.head_sha[:7], reason)
+        return {"conclusion": "cancelled", "head_sha": request.head_sha, "reason": reason}
+    run = await open_run(registry, gh, request, job)
+    await finish(registry, gh, request.repo["owner"], request.repo["name"], run, "cancelled",
+                 reason, rerun_hint=False)
+    log.info("PR #%s @%s not run: %s", request.pr_number, request.head_sha[:7], reason)
+    return {"conclusion": "cancelled", "head_sha": request.head_sha, "reason": reason}
+
+
+async def _run(services: Services, gh: GitHubClient, request: GateRequest, job: JobRef | None,
+               watch: Supersede, run: OpenRun) -> dict[str, str]:
+    """Run the gate under the supersede watch and the job's time limit; conclude the check."""
+    owner, name, head_sha = request.repo["owner"], request.repo["name"], request.head_sha
+    ending: tuple[str, str, bool] | None = ("failure", "The eval run could not finish (see the "
+                                            "worker logs).", True)
+    finished = False  # the check run is concluded: forget the run
+    try:
+        async with asyncio.timeout(None if job is None else job.remaining_s()) as limit:
+            result = await supervise(_gate(services, gh, request, run.check_run_id, watch,
+                                           job), watch)
+        ending, finished = None, True  # _gate concluded the check run
+        return result
+    except Superseded as err:
+        ending = ("cancelled", err.reason, False)
+        return {"conclusion": "cancelled", "head_sha": head_sha, "reason": err.reason}
+    except TimeoutError:
+        if job is None or not limit.expired():
+            raise
+        reason = (f"The run took longer than the job time limit ({job.limits.job_timeout_s} s, "
+                  "`LLMGATE_JOB_TIMEOUT_S` of the worker).")
+        ending = ("timed_out", reason, True)
+        return {"conclusion": "timed_out", "head_sha": head_sha, "reason": reason}
+    except asyncio.CancelledError:
+        ending = ("cancelled", STOPPED_REASON, True) if job is None else \
+            ("timed_out", stopped_reason(job.attempt), True) if job.last_try else None
+        raise
+    except TRANSIENT_ERRORS as err:
+        if job is not None and not job.last_try:
+            ending = None  # the next try reuses the check run
+            raise retry_later(job, err) from err
+        ending = ("failure", f"The run could not finish: GitHub or Redis kept failing "
+                             f"({type(err).__name__}).", True)
+        raise
+    except ExecutionError as err:
+        ending = ("failure", f"The eval run could not finish: {err}", True)
+        raise
+    finally:
+        registry = RunRegistry(services.redis)
+        if ending is not None:
+            conclusion, reason, hint = ending
+            await finish(registry, gh, owner, name, run, conclusion,
+                         services.redactor.redact(reason), rerun_hint=hint)
+        elif finished:
+            await forget(registry, run)
+
+
+async def _gate(services: Services, gh: GitHubClient, request: GateRequest, check_run_id: int,
+                watch: Supersede, job: JobRef | None) -> dict[str, str]:
+    """Skip a draft, decide trust, evaluate, write the comment, complete the check runs."""
+    repo, pr_number, head_sha = request.repo, request.pr_number, request.head_sha
+    owner, name = repo["owner"], repo["name"]
+    if request.draft and await drafts.read_base_drafts(
+            services.checkouts, repo, request.base_sha, await gh.installation_token()) == "skip":
+        await drafts.conclude_skipped(gh, repo, check_run_id, request.base_sha)
+        return {"conclusion": "skipped", "head_sha": head_sha}
+    verdict = TRUSTED if request.trusted else await untrusted.verdict_for(
+        gh, services.checkouts, services.approvals, repo, pr_number, head_sha,
+        request.base_sha, request.facts)
+    if await unconfigured(services, gh, request, head_runs=verdict.decision == "run"):
+        return await _conclude_unconfigured(gh, request, check_run_id)  # no red PRs org-wide
+    if verdict.decision != "run":  # untrusted and not approved: nothing of the head runs
+        await untrusted.conclude_waiting(gh, repo, check_run_id, pr_number, head_sha, verdict)
+        return {"conclusion": "action_required", "head_sha": head_sha}
+    multi = services.redactor.redact_value(await evaluate_configs(services, gh, request))
+    gate_report = multi.merged()  # every config's verdict in one report
+    record_gate_report(gate_report)
+    gate_report = services.redactor.redact_value(
+        await with_calibration_note(services.redis, repo, gate_report))
+    gate_report = await accept.prepare_report(services.redis, request, check_run_id,
+                                              gate_report)  # Accept regression, its notes
+    multi = multi.with_notes(gate_report.notes)  # calibration, an earlier acceptance
+    if request.comment:  # a merge group has no pull request to comment on
+        body = report_multi.comment_body(multi, head_sha=head_sha, base_sha=request.base_sha)
+        await _write_comment(services, gh, request, body, watch)
+    await publish_config_checks(RunRegistry(services.redis), gh, request, job, multi,
+                                services.reports)  # settings.checks: per_config only
+    output = report_multi.check_output(multi, head_sha)
+    await complete_check_run(
+        gh, owner, name, check_run_id, gate_report.conclusion, output,
+        report_multi.check_annotations(multi), accept.check_actions(request, gate_report),
+        details_url=await store_report(services.reports, output))  # LLMGATE_PUBLIC_URL only
+    return {"conclusion": gate_report.conclusion, "head_sha": head_sha}
+
+async def _conclude_unconfigured(gh: GitHubClient, request: GateRequest,
+                                 check_run_id: int) -> dict[str, str]:
+    """Conclude the check run ``neutral`` ("no llmgate config"), writing no comment."""
+    output = report_multi.check_output(unconfigured_report(), request.head_sha)
+    await complete_check_run(gh, request.repo["owner"], request.repo["name"], check_run_id,
+                             "neutral", output, [])
+    log.info("PR #%s @%s: no llmgate config at base or head (neutral)", request.pr_number,
+             request.head_sha[:7])
+    return {"conclusion": "neutral", "head_sha": request.head_sha, "reason": NO_CONFIG_HEADLINE}
+
+
+async def _write_comment(services: Services, gh: GitHubClient, request: GateRequest, body: str,
+                         watch: Supersede) -> None:
+    """Create or edit the sticky comment, unless a newer head or base superseded this run.
+
+    Raises:
+        Superseded: a newer push, a new base branch or a close came first (checked under the
+            comment lock, so an older head or base never overwrites a newer run's comment).
+        GitHubUnavailable, GitHubRateLimited: transient (the job is retried). Any other
+            GitHub refusal is logged and the check run is still completed.
+    """
+    owner, name = request.repo["owner"], request.repo["name"]
+    async with locks.held(services.redis, locks.comment_lock_key(owner, name, request.pr_number),
+                          locks.COMMENT_LOCK_TTL_S):
+        reason = await watch.reason()
+        if reason is not None:
+            raise Superseded(reason)
+        try:
+            await upsert_sticky_comment(gh, owner, name, request.pr_number, body,
+                                        bot_login=await services.bot_login(gh))
+        except TRANSIENT_ERRORS:
+            raise
+        except GitHubError as err:
+            if err.status_code == 401:  # the token was revoked: the installation is gone
+                raise
+            log.warning("PR #%s: the sticky comment was not written (%s)", request.pr_number,
+                        err)

@@ -1,0 +1,68 @@
+"""The clients every job of one worker process shares (made once in ``on_startup``)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+import httpx
+from redis.asyncio import Redis
+
+from worker.checkout import Checkouts
+from worker.gate.trust import ApprovalStore
+from worker.github.auth import AppCredentials, InstallationTokenCache
+from worker.github.client import GitHubClient
+from worker.github.ratelimit import GitHubLimiter, RedisLimitStore
+from worker.report.store import ReportStore
+from worker.runtime.settings import WorkerConfig
+from worker.security.redact import Redactor
+
+if TYPE_CHECKING:  # worker.jobs.calibrate imports this module's users
+    from worker.jobs.calibrate import CalibrationSchedule
+
+
+@dataclass
+class Services:
+    """Clients shared by every job of one worker process (made once in ``on_startup``)."""
+
+    config: WorkerConfig
+    http: httpx.AsyncClient
+    tokens: InstallationTokenCache
+    checkouts: Checkouts
+    redis: Redis
+    redactor: Redactor = field(default_factory=Redactor)
+    calibration: CalibrationSchedule | None = None  # scheduled calibration (worker/calibrate_job)
+    #: Rate-limit pauses and write pacing per installation, shared in Redis by every worker
+    #: (`worker.github.ratelimit`); None: made from ``redis`` with the default limits.
+    github_limiter: GitHubLimiter | None = None
+    #: Full reports behind the check run's Details link (None: ``LLMGATE_PUBLIC_URL`` unset).
+    reports: ReportStore | None = None
+    #: The App's bot login once `bot_login` asked GitHub (one App per worker process).
+    _bot_login: str | None = field(default=None, init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        """Share the GitHub limits through this worker's Redis unless given."""
+        if self.github_limiter is None:
+            self.github_limiter = GitHubLimiter(RedisLimitStore(self.redis))
+
+    @property
+    def approvals(self) -> ApprovalStore:
+        """Writers' approvals of untrusted heads (`worker.gate.trust`), in this worker's Redis."""
+        return ApprovalStore(self.redis)
+
+    async def bot_login(self, gh: GitHubClient) -> str:
+        """Return the login this App comments as, ``<slug>[bot]`` (``GET /app``), asked once
+        per worker process: the sticky comment is found by it (`worker.github.comments`).
+
+        Raises:
+            GitHubError: GitHub refused ``GET /app`` (nothing is cached then).
+        """
+        if self._bot_login is None:
+            self._bot_login = (await gh.get_app()).bot_login
+        return self._bot_login
+
+    def github(self, installation_id: int) -> GitHubClient:
+        """Return a client authenticated as the given installation."""
+        creds = AppCredentials(self.config.app_id, self.config.private_key)
+        return GitHubClient(self.http, self.config.api_url, creds, self.tokens, installation_id,
+                            limiter=self.github_limiter)

@@ -1,0 +1,1 @@
+"""arq entry points: wiring only; no job module imports another."""

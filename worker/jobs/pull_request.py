@@ -1,0 +1,99 @@
+"""arq jobs: wire GitHub, git and the eval engine together; the logic lives in the services.
+
+Each job takes one plain-JSON payload (`worker.contract`), is safe to run twice, and never leaves
+its check run ``in_progress``: whatever happens after the check run is created, a ``finally``
+concludes it.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from worker.contract import ApprovePayload, GatePayload, RepoRef, RerunPayload
+from worker.gate import commands, untrusted
+from worker.gate.request import GateRequest
+from worker.gate.run import run_gate
+from worker.gate.services import Services
+from worker.gate.trust import WRITE_PERMISSIONS
+from worker.github import courtesy
+from worker.github.client import GitHubClient
+from worker.jobs.calibrate import remember_base
+
+log = logging.getLogger("llmgate.worker")
+
+__all__ = ["Services", "approve_pull_request", "gate_pull_request", "rerun_from_comment"]
+
+
+async def gate_pull_request(ctx: dict[str, Any], payload: GatePayload) -> dict[str, str]:
+    """Gate one PR head against its base and publish the check run and the sticky comment.
+
+    Returns:
+        ``{"conclusion": ..., "head_sha": ...}``, stored by arq as the job result.
+    """
+    services: Services = ctx["services"]
+    gh = services.github(payload["installation_id"])
+    await remember_base(services.redis, services.calibration, payload)
+    return await run_gate(services, gh, GateRequest(
+        payload["repo"], payload["pr_number"], payload["head_sha"], payload["base_sha"],
+        untrusted.facts_from_payload(payload), draft=payload.get("draft", False),
+        base_ref=payload["base_ref"]))
+
+
+async def rerun_from_comment(ctx: dict[str, Any], payload: RerunPayload) -> dict[str, str]:
+    """Handle ``/llmgate rerun``: check the commenter may write, react, and gate the PR afresh.
+
+    The PR's current head and base are read from GitHub (the comment may be older than the last
+    push). A commenter without write access gets no run and no reaction. A reaction or reply
+    GitHub refuses (a locked conversation) is logged and the run goes on (`courtesy`). A
+    closed pull request
+    gets no run (its check run could cancel the same commit's check of an open pull request):
+    a ``confused`` reaction and one short reply (within the reply limit of
+    `worker.gate.commands.allow_reply`).
+    """
+    services: Services = ctx["services"]
+    gh = services.github(payload["installation_id"])
+    repo = payload["repo"]
+    permission = await gh.get_permission(repo["owner"], repo["name"], payload["commenter"])
+    if permission not in WRITE_PERMISSIONS:
+        log.info("rerun refused: %s has %s permission", payload["commenter"], permission)
+        return {"status": "refused", "permission": permission}
+    pull = await gh.get_pull(repo["owner"], repo["name"], payload["pr_number"])
+    if pull.state != "open":  # a check run here could cancel a commit an open PR shares
+        await courtesy.react(gh, repo["owner"], repo["name"], payload["comment_id"], "confused")
+        await _reply_closed(services, gh, repo, payload["pr_number"])
+        return {"status": "closed"}
+    await courtesy.react(gh, repo["owner"], repo["name"], payload["comment_id"], "+1")
+    return await run_gate(services, gh, GateRequest(
+        repo, payload["pr_number"], pull.head_sha, pull.base_sha,
+        untrusted.facts_from_pull(repo, pull), no_cache=payload.get("no_cache", False),
+        base_ref=pull.base_ref))
+
+
+async def approve_pull_request(ctx: dict[str, Any], payload: ApprovePayload) -> dict[str, str]:
+    """Handle ``/llmgate approve`` or the "Approve and run" button: one run per approved head.
+
+    A writer's first approval of the PR's current head SHA is stored and the head is gated
+    (untrusted heads run only with an approval; see `worker.gate.trust`). Anyone else, a stale SHA
+    or a second approval of the same head runs nothing.
+    """
+    services: Services = ctx["services"]
+    gh = services.github(payload["installation_id"])
+    status, pull = await untrusted.record_approval(gh, services.approvals, payload)
+    if pull is None:
+        return {"status": status}
+    repo = payload["repo"]
+    return await run_gate(services, gh, GateRequest(
+        repo, payload["pr_number"], pull.head_sha, pull.base_sha,
+        untrusted.facts_from_pull(repo, pull), base_ref=pull.base_ref))
+
+
+#: The reply to ``/llmgate rerun`` on a closed pull request.
+CLOSED_REPLY = ("llmgate runs nothing on a closed pull request: reopen it to gate its head "
+                "again.")
+
+
+async def _reply_closed(services: Services, gh: GitHubClient, repo: RepoRef,
+                        pr_number: int) -> None:
+    if await commands.allow_reply(services.redis, f"{repo['owner']}/{repo['name']}", pr_number):
+        await courtesy.reply(gh, repo["owner"], repo["name"], pr_number, CLOSED_REPLY)

@@ -1,0 +1,1 @@
+"""Gate two checked-out trees: configs, on_paths, calibration; no GitHub."""

@@ -1,0 +1,264 @@
+"""Gate two checked-out trees: the one function both the worker and ``llmgate run`` call.
+
+It reads ``.llmgate.yml`` at head (and at base), picks the suites the change needs (``on_paths``,
+when the caller knows the changed files), runs them on each tree, and compares the runs.
+Configuration problems become a `GateReport` with ``config_error`` set (a failed check with an
+annotation), never an exception; only failures of the run itself raise.
+
+The base side goes through a `BaseRunner`: ``llmgate run`` runs base now (`run_base_now`); the
+worker first looks for stored baselines (worker/baselines/reuse.py).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Protocol
+
+from worker.evals.config.base_settings import with_base_settings
+from worker.evals.config.files import decode_utf8, read_repo_file
+from worker.evals.config.load import MAX_CONFIG_BYTES, load_config, parse_config
+from worker.evals.context import EvalContext
+from worker.evals.run.engine import run_config, run_configs
+from worker.evals.run.runner import judge_pairs
+from worker.evals.types import CONFIG_FILENAME, Config, ConfigError, GateReport, RunResult
+from worker.evals.verdict.causes import Attribution
+from worker.evals.verdict.comparable import compare_comparable
+from worker.evals.verdict.compare import config_error_report
+from worker.evals.verdict.contract import contract_changes, gating_config, own_rules
+from worker.evals.verdict.contract_verdict import at_head_lines, combine
+from worker.evals.verdict.health import finish_report
+from worker.evals.verdict.rules import merge_rules
+from worker.evals.verdict.unanswered import count_as_failed
+from worker.evals.verdict.unanswered import note as unanswered_note
+from worker.pipeline.on_paths import restrict, select_suites
+
+
+@dataclass(frozen=True)
+class BaseRun:
+    """The base side's results and, for the report, where they came from.
+
+    Attributes:
+        result: the base run (suites run now, stored ones reused, or both).
+        source: one sentence naming the base commit and whether stored baselines were reused
+            (`GateReport.base_source`), or None to say nothing.
+    """
+
+    result: RunResult
+    source: str | None = None
+
+
+class BaseRunner(Protocol):
+    """Produces the base side's results for a config checked out at ``root`` at ``sha``."""
+
+    async def __call__(self, config: Config, root: Path, sha: str,
+                       evals: EvalContext | None) -> BaseRun:
+        """Return the base run of ``config``.
+
+        Raises:
+            ConfigError: a dataset or another file the config names is missing or invalid.
+        """
+
+
+async def run_base_now(config: Config, root: Path, sha: str,
+                       evals: EvalContext | None) -> BaseRun:
+    """Run every suite of ``config`` at base now (no store; ``llmgate run``).
+
+    Raises:
+        ConfigError: as `worker.evals.run.engine.run_config`.
+    """
+    return BaseRun(await run_config(config, root, sha, evals))
+
+
+def read_config(root: Path, config_path: str = CONFIG_FILENAME) -> Config | None:
+    """Parse the config at ``root/config_path``; None when the file does not exist.
+
+    Raises:
+        ConfigError: the file is invalid (with its line), or escapes ``root``.
+    """
+    if config_path == CONFIG_FILENAME:
+        return load_config(root)
+    path = (root / config_path).resolve()
+    if not path.is_relative_to(root.resolve()):
+        raise ConfigError(config_path, None, "the config path must stay inside the repository")
+    if not path.is_file():
+        return None
+    data = read_repo_file(root, config_path, MAX_CONFIG_BYTES)  # size-capped, no FIFO
+    return parse_config(decode_utf8(data, config_path), config_path)
+
+
+def base_mode(root: Path) -> str:
+    """Return ``settings.base`` of the root config at ``root`` (``merge_base`` when absent or
+    invalid: the gate reports a broken base config itself). Read at the merge base, it says
+    whether a pull request is compared with the merge base or with its base branch's tip,
+    on the App (worker/gate/evaluate.py) and in ``llmgate run`` alike."""
+    try:
+        config = read_config(root)
+    except ConfigError:
+        return "merge_base"
+    return config.settings.base if config is not None else "merge_base"
+
+
+async def gate_trees(
+    head_root: Path,
+    base_root: Path | None,
+    *,
+    head_sha: str = "",
+    base_sha: str = "",
+    config_path: str = CONFIG_FILENAME,
+    evals: EvalContext | None = None,
+    changed_files: Sequence[str] | None = None,
+    base_runner: BaseRunner = run_base_now,
+) -> GateReport:
+    """Run the suites at head (and base, when given) and compare them.
+
+    Args:
+        head_root: checkout of the head commit (or a working tree).
+        base_root: checkout of the base commit, or None to apply only the absolute rules.
+        head_sha, base_sha: commit SHAs recorded in the runs ("" for a working tree).
+        config_path: the config file relative to each root.
+        evals: the response cache's Redis and mode, clocks and printer for model calls;
+            None for no cache (worker/evals/context.py).
+        changed_files: the files the change touches (merge base to head), to skip suites
+            whose base ``on_paths`` match none (worker/pipeline/on_paths.py); None runs every suite.
+        base_runner: produces the base run (default: run it now).
+
+    Returns:
+        The gate report; ``config_error`` is set when the head config or a head dataset is
+        invalid. A missing or invalid config at base only skips the relative rules (noted).
+        The gate rules are base's (a pull request cannot loosen its own gate); where head
+        changes them the stricter applies and the report notes the difference
+        (worker/evals/verdict/rules.py). Head's target is scored on base's evaluation contract
+        (dataset, assertions, judges: worker/evals/verdict/contract.py); where head changes it,
+        head's own contract is shown beside and the stricter verdict applies. Head runs
+        under base's budgets, time limits and verdict settings
+        (worker/evals/config/base_settings.py); its examples without a verdict where base has one
+        count as failed (worker/evals/verdict/unanswered.py), and the conclusion follows the causes
+        of the run's errors (worker/evals/verdict/health.py): a base that could not be evaluated
+        leaves the run undecided. When ``on_paths`` skip every suite, nothing runs and the
+        conclusion is base's ``settings.on_paths_conclusion`` (``success`` or ``skipped``).
+
+    Raises:
+        ExecutionError: the run itself failed (not the user's configuration).
+    """
+    try:
+        head_config = read_config(head_root, config_path)
+        if head_config is None:
+            raise ConfigError(config_path, None, f"no {config_path} at head: add one to gate")
+    except ConfigError as err:
+        return config_error_report(err)
+    notes: list[str] = []
+    problems: list[str] = []  # why base could not be evaluated
+    base_config = _base_config(base_root, config_path, notes, problems) if base_root else None
+    if changed_files is not None:
+        selection = select_suites(head_config, base_config, changed_files)
+        if not selection.run:
+            return _all_skipped(head_sha, base_config, list(selection.skipped.values()))
+        head_config = restrict(head_config, selection.run)
+        base_config = restrict(base_config, selection.run) if base_config else None
+        notes += selection.skipped.values()
+    head_config, settings_notes = with_base_settings(base_config, head_config)
+    notes += settings_notes
+    base = await _base_run(base_runner, base_config, base_root, base_sha, notes, problems,
+                           evals) if base_root and base_config else None
+    base_run = base.result if base else None
+    plan = _plan(base_config if base else None, base_root, head_config, head_root, notes)
+    try:
+        heads = await run_configs(plan.configs, head_root, head_sha, evals,
+                                  with_base=base_root is not None)
+        heads = [await judge_pairs(c, run, base_run, evals)
+                 for c, run in zip(plan.configs, heads, strict=True)]
+    except ConfigError as err:
+        return config_error_report(err)
+    if base_root is None:
+        notes.append("no base given: only absolute rules (min) apply")
+    report = await _verdict(plan, heads, head_root, base_run, base_config, notes, problems,
+                            evals)
+    source = base.source if base else None
+    if source:
+        report = replace(report, notes=(*report.notes, source))
+    return replace(at_head_lines(report, plan.gating, head_config, head_root),
+                   base_source=source)
+
+
+@dataclass(frozen=True)
+class _Plan:
+    """What head runs: the verdict's config, and head's own contract where it differs."""
+
+    gating: Config
+    own: Config | None
+    changes: dict[str, tuple[str, ...]]
+
+    @property
+    def configs(self) -> list[Config]:
+        return [self.gating, *([self.own] if self.own is not None else [])]
+
+
+def _plan(contract: Config | None, base_root: Path | None, head: Config, head_root: Path,
+          notes: list[str]) -> _Plan:
+    """Head's target on base's contract (``contract``: base's config, when base ran), and
+    head's own contract for the suites where it differs (worker/evals/verdict/contract.py)."""
+    if contract is None or base_root is None:
+        if base_root is not None:
+            notes.append("head's own evaluation contract scores it (no base contract to use)")
+        return _Plan(head, None, {})
+    changes = contract_changes(contract, base_root, head, head_root)
+    own = restrict(head, changes) if changes else None
+    return _Plan(gating_config(contract, head, base_root), own, changes)
+
+
+async def _verdict(plan: _Plan, heads: list[RunResult], head_root: Path,
+                   base_run: RunResult | None, base_config: Config | None, notes: list[str],
+                   problems: list[str], evals: EvalContext | None) -> GateReport:
+    """Compare head with base under the rules, then under head's own contract if it differs."""
+    problem = problems[0] if problems else None
+    head_run, counted = count_as_failed(heads[0], base_run,
+                                        Attribution(plan.gating, base_config, base_run),
+                                        plan.gating.settings.max_provider_error_rate)
+    rules, changes = merge_rules(base_config, plan.gating)
+    extra = [n for n in (unanswered_note(counted),) if n]
+    report = finish_report(await compare_comparable(
+        rules, head_root, head_run, base_run, [*notes, *changes, *extra], evals),
+        plan.gating, base_config, problem)
+    if plan.own is None:
+        return report
+    own = finish_report(await compare_comparable(
+        own_rules(base_config, plan.own), head_root, heads[1], base_run, (), evals),
+        plan.own, base_config, problem)
+    return combine(report, own, plan.changes)
+
+
+def _base_config(base_root: Path, config_path: str, notes: list[str],
+                 problems: list[str]) -> Config | None:
+    """Return the base config, or None (noted: absent, or invalid at base: a problem)."""
+    try:
+        config = read_config(base_root, config_path)
+    except ConfigError as err:
+        notes.append(f"base could not be evaluated ({err}): relative rules skipped")
+        problems.append(f"its config is invalid: {err}")
+        return None
+    if config is None:
+        notes.append(f"no {config_path} at base: relative rules skipped")
+    return config
+
+
+async def _base_run(runner: BaseRunner, config: Config, root: Path, sha: str,
+                    notes: list[str], problems: list[str],
+                    evals: EvalContext | None) -> BaseRun | None:
+    try:
+        return await runner(config, root, sha, evals)
+    except ConfigError as err:
+        notes.append(f"base could not be evaluated ({err}): relative rules skipped")
+        problems.append(f"a file its config names is invalid: {err}")
+        return None
+
+
+def _all_skipped(head_sha: str, base: Config | None, reasons: list[str]) -> GateReport:
+    """The report of a change that no suite needs: nothing ran, so no rule applies."""
+    conclusion = base.settings.on_paths_conclusion if base else "success"
+    count = len(reasons)
+    headline = (f"no suite needed: the changed files match no suite's on_paths "
+                f"({count} suite{'s' if count != 1 else ''} skipped)")
+    return GateReport(conclusion, (), (), RunResult(head_sha, {}), None,
+                      notes=tuple(reasons), headline=headline)

@@ -1,0 +1,79 @@
+"""The decision of a gate in one sentence a reviewer reads in five seconds (pure).
+
+Which rule decided, the effect with its 95% interval and p-value, and for an inconclusive rule
+about how many paired examples would decide it: the interval's half-width shrinks as
+1 / sqrt(n) (the central limit theorem), so n * (half-width / distance to the margin)**2
+examples bring the interval off the margin if the delta stays where it is.
+"""
+
+from __future__ import annotations
+
+import math
+
+from worker.evals.types import GateReport, PairedComparison, RuleOutcome
+from worker.evals.verdict.paired import lower_is_better
+
+_DECIDING = ("fail", "regression")
+
+
+def decision_sentence(report: GateReport) -> str:
+    """Return one sentence naming the rule that decided ``report`` (empty for no rules)."""
+    if report.config_error is not None or not report.outcomes:
+        return ""
+    deciding = [o for o in report.outcomes
+                if o.status in _DECIDING or o.effect in ("failure", "undecided")]
+    if not deciding:
+        deciding = [o for o in report.outcomes if o.effect == "neutral"]
+    if not deciding:
+        tested = [c for c in report.comparisons if c.delta is not None and c.p_adjusted is not None]
+        worst = min(tested, key=lambda c: c.p_adjusted or 1.0, default=None)
+        text = f"all {len(report.outcomes)} rules pass"
+        return text + (f"; the clearest drop tested: {_effect(worst)}" if worst else "") + "."
+    first = deciding[0]
+    more = f" (and {len(deciding) - 1} more)" if len(deciding) > 1 else ""
+    found = _comparison(report, first)
+    effect = f": {_effect(found)}" if found else f": {first.reason}" if first.reason else ""
+    text = f"decided by {_where(first)} {first.rule} ({first.status}){more}{effect}"
+    if first.status == "inconclusive" and found is not None:
+        text += f"; {_needed(found, first.rule)}"
+    return text + "."
+
+
+def _where(o: RuleOutcome) -> str:
+    return f"{o.suite} {o.metric}" + (f" [{o.group}]" if o.group else "")
+
+
+def _comparison(report: GateReport, o: RuleOutcome) -> PairedComparison | None:
+    return next((c for c in report.comparisons
+                 if (c.suite, c.metric, c.group) == (o.suite, o.metric, o.group)), None)
+
+
+def _effect(c: PairedComparison) -> str:
+    where = c.metric + (f" [{c.group}]" if c.group else "")
+    text = f"{where} head - base = {c.delta:+.3f}" if c.delta is not None else where
+    if c.ci_low is not None and c.ci_high is not None:
+        text += f", 95% CI [{c.ci_low:+.3f}, {c.ci_high:+.3f}]"
+    if c.p_adjusted is not None:
+        text += f", p = {_p(c.p_adjusted)} (adjusted: {c.adjustment})"
+    return text + f", n = {c.n}"
+
+
+def _needed(c: PairedComparison, rule: str) -> str:
+    margin = _margin(rule)
+    if c.ci_low is None or c.ci_high is None or c.delta is None or margin is None:
+        return "more paired examples would decide it"
+    gap = abs(c.delta - margin) if lower_is_better(c.metric) else abs(c.delta + margin)
+    half = (c.ci_high - c.ci_low) / 2
+    if gap <= 0 or not math.isfinite(half):
+        return "the delta sits on the margin: no number of examples would decide it"
+    return f"about {math.ceil(c.n * (half / gap) ** 2)} paired examples would decide it"
+
+
+def _margin(rule: str) -> float | None:
+    if not rule.startswith("non_inferiority_margin "):
+        return None
+    return float(rule.split()[1])
+
+
+def _p(value: float) -> str:
+    return f"{value:.2g}" if value < 0.001 else f"{value:.3f}"

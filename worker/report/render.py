@@ -1,0 +1,498 @@
+"""Render a `GateReport` for GitHub (check run, annotations, sticky comment) and for the CLI.
+
+Pure: the only I/O is jinja2 reading ``worker/report/templates``. Everything a pull request controls
+(model outputs, expected values, example ids, suite and metric names, error messages) is
+untrusted. In markdown it goes through `_inline` (markdown and HTML escaped, whitespace collapsed,
+``@mentions`` broken with a zero-width joiner), `_fenced` (a code block whose fence is longer
+than any backtick run inside it, mentions broken too) or `_cell` (an HTML table cell on one
+source line, every ``<``, ``>``, ``&`` and quote an entity); view models hold only such strings,
+so the templates never see raw text. Per-suite sections of the comment: worker/report/suites.py.
+
+Limits are GitHub's REST docs ("Create a check run"): ``output.summary`` and ``output.text`` at
+most 65535 characters, an annotation ``title`` at most 255 characters and ``message`` at most
+64 KB; an issue comment body is limited to 65536 characters ("Create an issue comment").
+Row-shaped content that does not fit is cut to whole rows and ends with "... N more" lines.
+"""
+
+import html
+import json
+import math
+import re
+from collections.abc import Callable, Iterable
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+import jinja2
+
+from worker.contract import COMMENT_MARKER, RERUN_COMMAND
+from worker.evals.types import GateReport, Regression, RuleOutcome, RunResult
+from worker.evals.verdict.contract_verdict import contract_line
+from worker.report import model_calls as report_llm
+from worker.report import stats_table as report_stats
+from worker.report import suites as report_suites
+from worker.report.decision import decision_sentence
+
+#: GitHub's limit on check-run ``output.summary`` and ``output.text``, characters.
+CHECK_OUTPUT_MAX_CHARS = 65535
+#: GitHub's limit on an issue comment body is 65536 characters; stay one below.
+COMMENT_MAX_CHARS = 65535
+#: Check-run title kept short enough to read in the checks list, characters.
+TITLE_MAX_CHARS = 119
+#: GitHub's limit on an annotation title, characters.
+ANNOTATION_TITLE_MAX_CHARS = 255
+#: Expected and actual outputs are clipped to this in an annotation message, characters.
+ANNOTATION_OUTPUT_CHARS = 500
+#: Examples that got worse shown in the PR comment (all suites); the check run lists them all.
+COMMENT_MAX_REGRESSIONS = 20
+#: Examples that got worse kept in a comment too large for all, before metric rows go.
+COMMENT_MIN_REGRESSIONS = 3
+#: Suite sections in the PR comment; the metric table still has a row for every suite.
+COMMENT_MAX_SECTIONS = 30
+
+_ZWJ = "\u200d"
+_LINE_BREAK = re.compile(r"\r\n|\r|\n")
+_MENTION = re.compile(r"@(?=[\w-])")
+_CONTROL = {c: None for c in (*range(0, 9), 11, 12, *range(14, 32), 127)}
+#: Characters that start markdown, HTML or math inline: entities or backslash escapes (GFM).
+_INLINE = str.maketrans({"<": "&lt;", ">": "&gt;", "&": "&amp;"}
+                        | {c: "\\" + c for c in "\\`*[]|~$"} | _CONTROL)
+#: A list marker or heading at the start of a line would open a block (nested list, heading).
+_LEADING_MARKER = re.compile(r"^([-+#]|\d+(?=[.)]))")
+#: Runs of underscores; only those inside a word (pass_rate) cannot start emphasis (GFM 6.2).
+_UNDERSCORES = re.compile(r"_+")
+_STATUS = {"pass": "✅ pass", "fail": "❌ fail", "skipped": "⏭ skipped",
+           "regression": "❌ regression", "inconclusive": "❔ inconclusive"}
+_STATUS_ORDER = ("fail", "regression", "inconclusive", "pass", "skipped")
+_VERDICT = {"success": ("✅", "pass"), "failure": ("❌", "fail"), "neutral": ("⚪", "neutral"),
+            "cancelled": ("⚪", "cancelled"), "timed_out": ("⌛", "timed out"),
+            "action_required": ("⚠️", "action required"), "skipped": ("⏭", "skipped")}
+# Markdown, not HTML: HTML autoescaping would garble it; view models are escaped in Python.
+_ENV = jinja2.Environment(
+    loader=jinja2.FileSystemLoader(Path(__file__).parent / "templates"),
+    autoescape=False,  # noqa: S701
+    undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True,
+    keep_trailing_newline=True)
+_Row = tuple[str, ...]
+
+
+def check_title(report: GateReport) -> str:
+    """Return the check-run title: the verdict and the headline numbers, under 120 characters.
+
+    E.g. ``llmgate: fail, 2 regressions - tickets pass_rate 0.775 (-0.150)``.
+    """
+    err = report.config_error
+    if err is not None:
+        where = err.path if err.line is None else f"{err.path}:{err.line}"
+        return _clip(" ".join(f"llmgate: configuration error in {where}".split()),
+                     TITLE_MAX_CHARS)
+    title = f"llmgate: {_VERDICT[report.conclusion][1]}"
+    if report.regressions:
+        title += f", {_plural(len(report.regressions), 'regression')}"
+    if report.headline:  # the rules did not decide (budget, rate limits, judge errors)
+        return _clip(" ".join(f"{title} - {report.headline}".split()), TITLE_MAX_CHARS)
+    lead = next((o for o in report.outcomes if o.status in ("fail", "regression")),
+                next((o for o in report.outcomes if o.head is not None), None))
+    if lead is not None:
+        title += f" - {_clip(lead.suite, 40)} {_clip(lead.metric, 40)} {_num(lead.head)}"
+        title += f" ({_delta(lead.delta)})" if lead.delta is not None else ""
+    elif report.notes:
+        title += f" - {report.notes[0]}"
+    return _clip(" ".join(title.split()), TITLE_MAX_CHARS)
+
+
+def check_summary(report: GateReport) -> str:
+    """Return the check-run summary (markdown, at most 65535 characters).
+
+    Holds the verdict, the short head and base SHAs compared and which baseline was used, one
+    table row per suite and metric (base, head, delta as fractions with 3 decimals, the rules
+    and a status), the suites whose evaluation contract head changes (with head's verdict
+    under its own), why rules failed, the count of regressed examples, the suites whose base
+    was re-scored or is not comparable, and the notes; or, for a configuration error, the file,
+    line and message.
+    """
+    rows = _metric_rows(report.outcomes)
+    head = _sha(report.head.sha) if report.head is not None else ""
+    base = _compared_base(report, None)
+    return _fit_rows(lambda k: _render("summary.md.j2", **_common(report, rows, k), head=head,
+                                       base=_sha(base) if base else ""),
+                     len(rows), CHECK_OUTPUT_MAX_CHARS)
+
+
+def check_text(report: GateReport, limit: int = CHECK_OUTPUT_MAX_CHARS) -> str:
+    """Return the check-run text (markdown, at most ``limit`` characters, by default GitHub's
+    65535): every regressed example.
+
+    Each shows the suite, id, ``dataset:line``, the reason and the expected value and base and
+    head outputs in code blocks (clipped to 2000 characters each).
+    """
+    items = [_detail_item(r) for r in (*_ordered(report), *_errored_only(report))]
+
+    def render(k: int) -> str:
+        return _render("details.md.j2", config_error=_config_error_block(report),
+                       items=items[:k], more=len(items) - k)
+
+    return _fit_rows(render, len(items), limit)
+
+
+def summary_section(report: GateReport, name: str, limit: int) -> str | None:
+    """Return ``report``'s check summary headed ``name`` (no commits line), for a repository
+    with several configs (worker/report/multi.py): at most ``limit`` characters, metric rows
+    cut first; None when even no row fits."""
+    rows = _metric_rows(report.outcomes)
+    return _largest(lambda k: _render("summary.md.j2", **_common(report, rows, k, name),
+                                      head="", base=""), len(rows), limit)
+
+
+def comment_section(report: GateReport, name: str, limit: int, *,
+                    local: bool = False) -> str | None:
+    """Return ``report``'s comment content headed ``name``, without marker, commits line and
+    footer, for a comment of several configs (worker/report/multi.py): at most ``limit``
+    characters, cut as `comment_body` cuts; None when even the shortest form is longer.
+    ``local``: for ``llmgate run`` (a configuration error says to run it again, not to push)."""
+    return _comment(report, "", None, None, marker=False, name=name, limit=limit, local=local)
+
+
+def annotations(report: GateReport) -> list[dict[str, Any]]:
+    """Return check-run annotations: one per regression, per example of head that got no
+    answer for a cause of the head, and per head-caused run error on the config line that
+    set what failed; or one for a configuration error.
+
+    Each is ``{"path", "start_line", "end_line", "annotation_level": "failure", "title",
+    "message", "raw_details"}`` with a 1-based line, a title of at most 255 characters and a
+    message of a few KB (outputs clipped to 500 characters), far under GitHub's 64 KB. Ordered by
+    suite (config order), then line. GitHub takes at most 50 per request: the caller batches.
+    """
+    err = report.config_error
+    if err is not None:
+        return [{"path": err.path, "start_line": err.line or 1, "end_line": err.line or 1,
+                 "annotation_level": "failure", "title": "llmgate: configuration error",
+                 "message": _clip(err.message, 4000)}]
+    regressed = [{"path": r.dataset, "start_line": max(r.line, 1), "end_line": max(r.line, 1),
+                  "annotation_level": "failure",
+                  "title": _clip(f"{r.suite}: example {r.example_id} regressed",
+                                 ANNOTATION_TITLE_MAX_CHARS),
+                  "message": (f"expected: {_clip(_text(r.expected), ANNOTATION_OUTPUT_CHARS)}\n"
+                              f"actual: {_clip(_text(r.head_output), ANNOTATION_OUTPUT_CHARS)}\n"
+                              f"{_clip(r.reason, 2000)}"),
+                  "raw_details": f"base output: {_clip(_text(r.base_output), 2000)}"}
+                 for r in _ordered(report)]
+    errored = [{"path": r.dataset, "start_line": max(r.line, 1), "end_line": max(r.line, 1),
+                "annotation_level": "failure",
+                "title": _clip(f"{r.suite}: example {r.example_id} got no answer at head",
+                               ANNOTATION_TITLE_MAX_CHARS),
+                "message": _clip(r.reason, 2000)} for r in _errored_only(report)]
+    causes = [{"path": e.path, "start_line": e.line, "end_line": e.line,
+               "annotation_level": "failure",
+               "title": _clip(f"llmgate: {e.suite}: the target's {e.field or 'endpoint'} "
+                              "gets no answer", ANNOTATION_TITLE_MAX_CHARS),
+               "message": _clip(report_llm.error_line(e), 4000)}
+              for e in report.errors if e.cause == "head" and e.line is not None]
+    return [*causes, *regressed, *errored]
+
+
+def comment_body(report: GateReport, *, head_sha: str, base_sha: str | None,
+                 check_url: str | None = None) -> str:
+    """Return the sticky PR comment (markdown, at most 65535 characters).
+
+    The first line is exactly `COMMENT_MARKER`, so the comment can be found and edited. Shows the
+    verdict, the short head and base SHAs compared (base: the base run's commit when there is
+    one, else ``base_sha``) and which baseline was used, the metric and paired-comparison
+    tables, then one section per suite (worker/report/suites.py): verdict, examples paired,
+    added and removed, model calls live and cached with USD, comparability, up to 20 examples
+    that got worse (over all suites) with expected, base and head outputs side by side, and the
+    ids added and removed, both collapsed. Ends with a link to ``check_url`` (http(s) only) and
+    how to re-run. When it would exceed GitHub's limit, examples, then metric rows, then suite
+    sections are left out (counted) and a note says the comment was shortened.
+    """
+    return _comment(report, head_sha, base_sha, check_url, marker=True) or ""
+
+
+def render_markdown(report: GateReport, head_sha: str = "", base_sha: str | None = None) -> str:
+    """Return the comment's content for the CLI: no marker and no re-run footer."""
+    if not head_sha and report.head is not None:
+        head_sha = report.head.sha
+    if base_sha is None and report.base is not None:
+        base_sha = report.base.sha
+    return _comment(report, head_sha, base_sha, None, marker=False, local=True) or ""
+
+
+def render_json(report: GateReport, head_sha: str = "", base_sha: str | None = None) -> str:
+    """Return the report as a stable JSON document (sorted keys, 2-space indent).
+
+    ``head_sha`` and ``base_sha`` (``llmgate run``'s commits) name the commits when the
+    report's runs do not, e.g. after a configuration error at head.
+
+    Keys: ``version`` (1), ``conclusion``, ``config_error`` (``{path, line, message}`` or null),
+    ``notes``, ``outcomes``, ``regressions`` (ordered as `annotations`), ``head_sha``,
+    ``base_sha`` (the base compared), ``base_source`` (which baseline, or null),
+    ``metrics`` (suite -> ``{"base": {metric: value} | null, "head": ...}``),
+    ``comparisons`` (the paired statistics, see `PairedComparison`), ``holm_tests``,
+    ``headline``, ``usage`` (model calls, tokens, USD, estimate per side:
+    `worker.report.model_calls.usage_json`) and ``comparability`` (per suite: ``suite``, ``status``
+    ``same``/``rescored``/``not_comparable``, ``scoring_changes``, ``output_changes``,
+    ``reason``, ``spend``; see `SuiteComparability`), ``errors`` (the first call error of
+    each kind per suite and side: ``side``, ``suite``, ``kind``, ``permanent``, ``cause``
+    ``head``/``outside``/``limit``, ``count``, ``example_id``, ``message``, ``path``, ``line``,
+    ``field``; see `RunError`) and ``errored`` (head's examples without an answer caused by
+    the head, shaped as ``regressions``) and ``contract`` (per suite whose evaluation contract
+    head changes: ``suite``, ``changes``, ``added``, ``removed``, and head's verdict under its
+    own contract: ``conclusion``, ``headline``, ``metrics``, ``regressions``; see
+    `ContractChange`).
+    Non-finite numbers become null; values JSON cannot hold become strings.
+    """
+    err = report.config_error
+    suites = [*(report.head.suites if report.head else {}),
+              *(report.base.suites if report.base else {})]
+    doc = {"version": 1, "conclusion": report.conclusion, "notes": list(report.notes),
+           "config_error": None if err is None else
+           {"path": err.path, "line": err.line, "message": err.message},
+           "outcomes": [asdict(o) for o in report.outcomes],
+           "regressions": [asdict(r) for r in _ordered(report)],
+           "head_sha": report.head.sha if report.head else head_sha or None,
+           "base_sha": _compared_base(report, base_sha) or None,
+           "base_source": report.base_source,
+           "comparability": [asdict(v) for v in report.comparability],
+           "comparisons": [asdict(c) for c in report.comparisons],
+           "holm_tests": report.holm_tests,
+           "headline": report.headline, "usage": report_llm.usage_json(report),
+           "errors": [asdict(e) for e in report.errors],
+           "errored": [asdict(r) for r in report.errored],
+           "contract": [asdict(c) for c in report.contract],
+           "metrics": {name: {"base": _suite_metrics(report.base, name),
+                              "head": _suite_metrics(report.head, name)} for name in suites}}
+    return json.dumps(_jsonable(doc), indent=2, sort_keys=True, ensure_ascii=False) + "\n"
+
+
+def _comment(report: GateReport, head_sha: str, base_sha: str | None, check_url: str | None,
+             *, marker: bool, name: str = "", limit: int = COMMENT_MAX_CHARS,
+             local: bool = False) -> str | None:
+    """The comment, or with ``name`` a section of one (None when it cannot fit ``limit``);
+    ``local``: for ``llmgate run``."""
+    rows = _metric_rows(report.outcomes)
+    found = report_suites.sections(report, _inline, _cell)
+    worse = sum(s.worse_total for s in found)
+    url = check_url if check_url and re.match(r"https?://[^\s()<>]+$", check_url) else None
+    base = _compared_base(report, base_sha)
+    sections, shown = min(len(found), COMMENT_MAX_SECTIONS), min(worse, COMMENT_MAX_REGRESSIONS)
+
+    def render(k_rows: int, k_worse: int, k_sections: int) -> str:
+        clipped = k_rows < len(rows) or k_worse < shown or k_sections < sections
+        return _render("comment.md.j2", **_common(report, rows, k_rows, name or "llmgate",
+                                                  local=local),
+                       marker=COMMENT_MARKER if marker else "", rerun=RERUN_COMMAND,
+                       head="" if name else _sha(head_sha),
+                       base=_sha(base) if base and not name else "", check_url=url,
+                       sections=report_suites.limit_worse(found[:k_sections], k_worse),
+                       more_sections=len(found) - k_sections, clipped=clipped)
+
+    full = _largest(lambda k: render(len(rows), k, sections), shown, limit)
+    if full is not None:
+        return full
+    def with_items(items: int) -> Callable[[int], str]:
+        return lambda k: render(k, items, sections)
+
+    for items in dict.fromkeys((min(shown, COMMENT_MIN_REGRESSIONS), 0)):  # then fewer rows
+        k_rows = _best(with_items(items), len(rows), limit)
+        if k_rows is not None:
+            return render(k_rows, items, sections)
+    if name:
+        return _largest(lambda k: render(0, 0, k), sections, limit)
+    return _fit_rows(lambda k: render(0, 0, k), sections, limit)
+
+
+def _compared_base(report: GateReport, given: str | None) -> str:
+    """The base commit compared: the one the report names, its base run's, else ``given``."""
+    if report.base_sha:
+        return report.base_sha
+    if report.base is not None and report.base.sha:
+        return report.base.sha
+    return given or ""
+
+
+def _common(report: GateReport, rows: list[_Row], k: int,
+            name: str = "llmgate", *, local: bool = False) -> dict[str, Any]:
+    icon, verdict = _VERDICT[report.conclusion]
+    verdict = "configuration error" if report.config_error is not None else verdict
+    why = [_inline(f"{o.suite} {_scoped(o.metric, o.group)}: {o.rule}: {o.reason}", 600)
+           for o in report.outcomes if o.status != "pass" and o.reason]
+    stat_rows = report_stats.comparison_rows(report, _inline)
+    return {"icon": icon, "verdict": verdict, "rows": rows[:k], "more_rows": len(rows) - k,
+            "name": _inline(name, 200),
+            "config_error": _config_error_block(report, local=local), "why": why[:50],
+            "regression_count": len(report.regressions),
+            "notes": [_inline(n, 600) for n in report.notes[:50] if n != report.base_source],
+            "base_source": _inline(report.base_source, 600) if report.base_source else "",
+            "comparability": report_suites.comparability_lines(report, _inline),
+            "contract": [_inline(contract_line(c), 1200) for c in report.contract[:50]],
+            "stat_rows": stat_rows[:report_stats.MAX_ROWS],
+            "more_stat_rows": max(len(stat_rows) - report_stats.MAX_ROWS, 0),
+            "headline": _inline(report.headline, 600) if report.headline else "",
+            "run_lines": report_llm.run_lines(report, _inline),
+            "method": report_stats.method_notes(report),
+            "decision": _inline(decision_sentence(report), 600)}
+
+
+def _metric_rows(outcomes: Iterable[RuleOutcome]) -> list[_Row]:
+    groups: dict[tuple[str, str], list[RuleOutcome]] = {}
+    for outcome in outcomes:
+        groups.setdefault((outcome.suite, _scoped(outcome.metric, outcome.group)),
+                          []).append(outcome)
+    order = _STATUS_ORDER
+    return [(_inline(suite, 100), _inline(metric, 100),
+             _num(next((o.base for o in group if o.base is not None), None)),
+             _num(next((o.head for o in group if o.head is not None), None)),
+             _delta(next((o.delta for o in group if o.delta is not None), None)),
+             _inline("; ".join(o.rule for o in group), 200),
+             _STATUS[min((o.status for o in group), key=order.index)])
+            for (suite, metric), group in groups.items()]
+
+
+def _scoped(metric: str, group: str) -> str:
+    return f"{metric} [{group}]" if group else metric
+
+
+def _detail_item(r: Regression) -> dict[str, str]:
+    return {"title": _inline(f"{r.suite}: example {r.example_id}", 200),
+            "where": _inline(f"{r.dataset}:{r.line}", 300), "reason": _inline(r.reason, 1000),
+            "expected": _fenced(r.expected, 2000), "base": _fenced(r.base_output, 2000),
+            "head": _fenced(r.head_output, 2000)}
+
+
+def _config_error_block(report: GateReport, *, local: bool = False) -> str:
+    err = report.config_error
+    if err is None:
+        return ""
+    where = err.path if err.line is None else f"{err.path}:{err.line}"
+    return (f"**Configuration error** in {_inline(where, 300)}\n\n"
+            f"{_fenced(f'{where}: {err.message}', 4000)}\n\n"
+            + ("Fix the file and run `llmgate run` again." if local else
+               "Fix the file in this pull request and push; llmgate runs again on the new "
+               "commit."))
+
+
+def _errored_only(report: GateReport) -> list[Regression]:
+    """Head's examples without an answer (caused by the head) not listed as regressions."""
+    listed = {(r.suite, r.example_id) for r in report.regressions}
+    return [r for r in report.errored if (r.suite, r.example_id) not in listed]
+
+
+def _ordered(report: GateReport) -> list[Regression]:
+    suites = [*(report.head.suites if report.head else {}), *(o.suite for o in report.outcomes),
+              *(r.suite for r in report.regressions)]
+    rank = {name: i for i, name in reversed(list(enumerate(suites)))}
+    return sorted(report.regressions, key=lambda r: (rank[r.suite], r.line, r.example_id))
+
+
+def _suite_metrics(run: RunResult | None, name: str) -> dict[str, float] | None:
+    suite = run.suites.get(name) if run is not None else None
+    return dict(suite.metrics) if suite is not None else None
+
+
+def _render(template: str, **context: Any) -> str:
+    return _ENV.get_template(template).render(**context).rstrip("\n") + "\n"
+
+
+def _largest(render: Callable[[int], str], count: int, limit: int) -> str | None:
+    """Return render(k) for the largest k <= count within limit, or None if even k=0 is over."""
+    k = _best(render, count, limit)
+    return None if k is None else render(k)
+
+
+def _best(render: Callable[[int], str], count: int, limit: int) -> int | None:
+    """Return the largest k <= count with len(render(k)) <= limit (binary search), or None."""
+    if len(render(count)) <= limit:
+        return count
+    best, low, high = None, 0, count - 1
+    while low <= high:
+        mid = (low + high) // 2
+        if len(render(mid)) <= limit:
+            best, low = mid, mid + 1
+        else:
+            high = mid - 1
+    return best
+
+
+def _fit_rows(render: Callable[[int], str], count: int, limit: int) -> str:
+    return _largest(render, count, limit) or _clip(render(0), limit)
+
+
+def _text(value: Any) -> str:
+    if value is None:
+        return "(none)"
+    if isinstance(value, str):
+        return value
+    return json.dumps(value, ensure_ascii=False, sort_keys=True, default=str)
+
+
+def _clip(text: str, limit: int) -> str:
+    if len(text) <= limit:
+        return text
+    marker = f"… [clipped, {len(text)} chars]"
+    return (text[: max(limit - len(marker), 0)] + marker)[:limit]
+
+
+def _inline(value: Any, limit: int) -> str:
+    """Escape untrusted text for one line of markdown (a table cell, a list item)."""
+    text = " ".join(_clip(_text(value), limit).split()).translate(_INLINE)
+    text = _LEADING_MARKER.sub(lambda m: m[0] + "\\" if m[0][0].isdigit() else "\\" + m[0], text)
+    return _MENTION.sub("@" + _ZWJ, _UNDERSCORES.sub(lambda m: _underscores(text, m), text))
+
+
+def _underscores(text: str, match: re.Match[str]) -> str:
+    before, after = text[match.start() - 1: match.start()], text[match.end(): match.end() + 1]
+    return match[0] if before.isalnum() and after.isalnum() else match[0].replace("_", "\\_")
+
+
+def _cell(value: Any, limit: int) -> str:
+    """Escape untrusted text for an HTML table cell written on one source line.
+
+    Markdown is not parsed inside an HTML block, and the block ends only at a blank line, so
+    every ``<``, ``>``, ``&`` and quote is an entity (``</details>`` or ``<!-- llmgate -->``
+    stay text), line breaks (``\\r\\n``, ``\\r``, ``\\n``) become ``<br>``, control characters
+    are dropped and mentions are broken.
+    """
+    text = html.escape(_clip(_text(value), limit).translate(_CONTROL), quote=True)
+    return _LINE_BREAK.sub("<br>", _MENTION.sub("@" + _ZWJ, text))
+
+
+def _fenced(value: Any, limit: int) -> str:
+    """Put untrusted text in a fenced code block that no backtick run inside can close."""
+    text = _MENTION.sub("@" + _ZWJ, _clip(_text(value), limit).translate(_CONTROL))
+    longest = max((len(run) for run in re.findall(r"`+", text)), default=0)
+    fence = "`" * max(3, longest + 1)
+    return f"{fence}text\n{text}\n{fence}"
+
+
+def _sha(sha: str) -> str:
+    if re.fullmatch(r"[0-9a-f]{7,64}", sha):
+        return f"`{sha[:7]}`"
+    return _inline(sha or "working tree", 40)
+
+
+def _num(value: float | None) -> str:
+    if value is None:
+        return "—"
+    return f"{value:.3f}" if math.isfinite(value) else "n/a"
+
+
+def _delta(value: float | None) -> str:
+    if value is None:
+        return "—"
+    return f"{value:+.3f}" if math.isfinite(value) else "n/a"
+
+
+def _plural(count: int, noun: str) -> str:
+    return f"{count} {noun}" if count == 1 else f"{count} {noun}s"
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_jsonable(v) for v in value]
+    if value is None or isinstance(value, str | int | bool):
+        return value
+    return str(value)

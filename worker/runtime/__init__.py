@@ -1,0 +1,1 @@
+"""One worker process: settings, leases, locks, logs, metrics, hardening."""

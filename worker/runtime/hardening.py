@@ -1,0 +1,61 @@
+"""What a worker process does for security at start-up, in one place.
+
+1. Checks the security settings (`check_settings`), so a typo stops the worker at once:
+   ``LLMGATE_SANDBOX*``/``LLMGATE_TARGET_*`` (`worker.security.sandbox`) and
+   ``LLMGATE_ENCRYPTION_KEYS`` (`worker.security.secretbox`).
+2. `harden` then: makes the process non-dumpable (``/proc/<pid>/environ`` and ``mem`` closed
+   to other processes; see `worker.security.sandbox.harden_worker`), checks the target sandbox,
+   builds the `Redactor` from the environment and the App's key and routes every log record through
+   it, and says in one log line how targets are confined, with a warning when the App's key file
+   would be readable by them.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Mapping
+from pathlib import Path
+
+from worker.runtime.settings import SettingsError, WorkerConfig
+from worker.security import sandbox
+from worker.security.redact import Redactor, install_log_redaction, secrets_from_environ
+from worker.security.sandbox import Sandbox, SandboxError
+from worker.security.secretbox import SecretBox, SecretBoxError
+
+log = logging.getLogger("llmgate.worker")
+
+
+def check_settings(environ: Mapping[str, str]) -> Sandbox:
+    """Validate the security settings and return the target sandbox they describe.
+
+    Raises:
+        SettingsError: one line naming the malformed variable (never its value).
+    """
+    try:
+        SecretBox.from_env(environ)
+        return Sandbox.from_env(environ)
+    except (SandboxError, SecretBoxError) as err:
+        raise SettingsError(str(err)) from None
+
+
+def harden(config: WorkerConfig, environ: Mapping[str, str] | None = None) -> Redactor:
+    """Harden this worker process (see the module doc) and return its redactor.
+
+    Raises:
+        SettingsError: a security setting is malformed.
+    """
+    env = os.environ if environ is None else environ
+    box = check_settings(env)
+    if environ is None:
+        box = sandbox.current()  # the very sandbox targets will get (it follows os.environ)
+    redactor = Redactor([*secrets_from_environ(env), config.private_key])
+    install_log_redaction(redactor)
+    undumpable = sandbox.harden_worker()
+    log.info("%s; worker process %s", box.describe(),
+             "is not dumpable" if undumpable else "could NOT be made non-dumpable")
+    key_file = env.get("GITHUB_APP_PRIVATE_KEY_FILE")
+    if key_file and box.abi >= 1 and box.readable_by_targets(Path(key_file)):
+        log.warning("GITHUB_APP_PRIVATE_KEY_FILE lies under a directory targets may read; move "
+                    "it elsewhere (e.g. /etc/llmgate/ or the service's home)")
+    return redactor

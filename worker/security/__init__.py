@@ -1,0 +1,1 @@
+"""Confine and keep secret: sandbox, Landlock, redaction, encryption."""
