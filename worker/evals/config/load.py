@@ -50,12 +50,10 @@ from worker.evals.types import (
     Settings,
     SuiteConfig,
 )
+from worker.security.process import FORBIDDEN_ENV_PREFIXES, is_allowed_env_name
 
 #: The only config schema version.
 SUPPORTED_VERSION = 1
-#: Worker variables a target never sees, whatever ``settings.env`` says: the App's key and id,
-#: the Redis URL and llmgate's own settings (see worker/runtime/settings.py).
-FORBIDDEN_ENV_PREFIXES = ("GITHUB_", "LLMGATE_", "REDIS_", "ARQ_")
 TOP_KEYS = ("version", "settings", "suites", "untrusted", "configs", "discover")
 #: Bounds a pull request cannot raise: one invocation's time (the worker's job limit, seconds)
 #: and target processes at once per suite.
@@ -77,11 +75,6 @@ PLACEHOLDERS = ("{input_file}", "{output_file}")
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 
 _Entries = dict[str, tuple[Node, Node]]
-
-
-def is_allowed_env_name(name: str) -> bool:
-    """Return True when ``name`` may be passed to a target (not one of llmgate's own secrets)."""
-    return bool(_ENV_NAME.match(name)) and not name.upper().startswith(FORBIDDEN_ENV_PREFIXES)
 
 
 #: Largest config file read, bytes: room for `safe_yaml.MAX_YAML_CHARS` characters of UTF-8.

@@ -23,6 +23,7 @@ from urllib.parse import urlsplit
 
 from worker.evals.llm import local_embed
 from worker.evals.llm_types import Endpoint, Pricing
+from worker.security.process import FORBIDDEN_ENV_PREFIXES
 
 #: Keys of an endpoint mapping.
 ENDPOINT_KEYS = ("model", "params", "api_base", "base_url", "api_key_env", "pricing")
@@ -35,8 +36,6 @@ FORBIDDEN_PARAMS = frozenset({
     "client", "mock_response", "metadata", "callbacks", "litellm_logging_obj"})
 PRICING_KEYS = ("input", "output", "cached_input", "cache_write")
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
-#: Worker variables never sent as a key (llmgate's own secrets, see worker/runtime/settings.py).
-_FORBIDDEN_ENV_PREFIXES = ("GITHUB_", "LLMGATE_", "REDIS_", "ARQ_")
 
 Fail = Callable[[str], Exception]
 
@@ -111,9 +110,9 @@ def _key_env(value: Any, fail: Fail) -> str | None:
     if not isinstance(value, str) or not _ENV_NAME.match(value):
         raise fail("`api_key_env` must be the NAME of an environment variable of the worker "
                    f"(e.g. OPENAI_API_KEY), got {value!r}; never put a key in the config")
-    if value.upper().startswith(_FORBIDDEN_ENV_PREFIXES):
+    if value.upper().startswith(FORBIDDEN_ENV_PREFIXES):
         raise fail(f"{value} cannot be used as an API key: variables starting with "
-                   f"{', '.join(_FORBIDDEN_ENV_PREFIXES)} are llmgate's own")
+                   f"{', '.join(FORBIDDEN_ENV_PREFIXES)} are llmgate's own")
     return value
 
 

@@ -29,6 +29,7 @@ from typing import Any
 from worker.evals.run import targets
 from worker.evals.score.outputs import OutputError, parse_output_document
 from worker.evals.types import CommandTarget, Example, Settings, TargetOutput
+from worker.security.process import TargetFailed, build_env, run_confined
 
 
 def batch_timeout_s(settings: Settings, examples: int) -> float:
@@ -52,10 +53,10 @@ async def run_batch(target: CommandTarget, examples: Sequence[Example], cwd: Pat
             json.dumps({"id": e.id, "input": e.input, "vars": e.vars}, ensure_ascii=False) + "\n"
             for e in examples), encoding="utf-8")
         argv = targets.build_argv(target.command, input_path, output_path)
-        await targets._execute(argv, cwd, targets.build_env(settings, workdir),
-                               batch_timeout_s(settings, len(examples)), workdir)
+        await run_confined(argv, cwd, build_env(settings.env, workdir),
+                           batch_timeout_s(settings, len(examples)), workdir)
         lines = _read_lines(output_path, len(examples))
-    except targets._TargetFailed as exc:
+    except TargetFailed as exc:
         elapsed = (time.perf_counter() - started) * 1000
         return [TargetOutput(None, f"the batch failed: {exc}", elapsed / len(examples),
                              error_kind="target") for _ in examples]
@@ -71,13 +72,13 @@ def _read_lines(path: Path, count: int) -> list[str]:
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
     except OSError:
-        raise targets._TargetFailed("the command wrote no output file ({output_file})") from None
+        raise TargetFailed("the command wrote no output file ({output_file})") from None
     with os.fdopen(fd, "rb") as handle:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise targets._TargetFailed("the output file is not a regular file")
+            raise TargetFailed("the output file is not a regular file")
         data = handle.read(limit + 1)
     if len(data) > limit:
-        raise targets._TargetFailed(f"the output file is larger than {limit} bytes")
+        raise TargetFailed(f"the output file is larger than {limit} bytes")
     return data.decode("utf-8", "replace").split("\n")
 
 

@@ -6,43 +6,33 @@ shell) in the checkout with ``{input_file}``/``{output_file}`` replaced by paths
 directory, and reads ``output.json``: ``{"output": ..., "usage": {"input": n, "output": n},
 "cost": usd}`` (``usage`` and ``cost`` optional). The command sees only PATH, LANG/LC_ALL,
 HOME and TMPDIR (both the temporary directory) and the variables named in ``settings.env``;
-it runs in its own session, and its whole process group is killed on timeout and after exit.
-It runs confined by `worker.security.sandbox` (rlimits; with Landlock, no access to the worker's
-other checkouts, files or memory, and no TCP connection to Redis). Its output is capped: the output
-file at `MAX_OUTPUT_BYTES`, stdout/stderr to their last `MAX_LOG_BYTES`.
+it runs in its own session, and its whole process group is killed on timeout and after exit
+(`worker.security.process.run_confined`). It runs confined by `worker.security.sandbox`
+(rlimits; with Landlock, no access to the worker's other checkouts, files or memory, and no TCP
+connection to Redis). Its output is capped: the output file at `MAX_OUTPUT_BYTES`, stdout/stderr
+to their last `worker.security.process.MAX_LOG_BYTES`.
 """
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import json
 import math
 import os
 import shlex
 import shutil
-import signal
 import stat
-import subprocess
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
-from worker.evals.config.load import is_allowed_env_name
 from worker.evals.score.outputs import OutputError, parse_output_document
 from worker.evals.types import CommandTarget, Example, Settings, TargetOutput
-from worker.security import sandbox
+from worker.security.process import TargetFailed, build_env, run_confined
 
 #: Largest output file read, bytes (1 MiB); a bigger one is an error.
 MAX_OUTPUT_BYTES = 1 << 20
-#: How much of the command's stdout/stderr (the tail) is kept for the error text, bytes.
-MAX_LOG_BYTES = 4096
 USAGE_KEYS = ("input", "output")
-
-
-class _TargetFailed(Exception):
-    """The invocation failed; the message is the error text for the report."""
 
 
 async def run_command(
@@ -69,9 +59,10 @@ async def run_command(
         document = {"id": example.id, "input": example.input, "vars": example.vars}
         input_path.write_text(json.dumps(document, ensure_ascii=False), encoding="utf-8")
         argv = build_argv(target.command, input_path, output_path)
-        await _execute(argv, cwd, build_env(settings, workdir), settings.timeout_s, workdir)
+        await run_confined(argv, cwd, build_env(settings.env, workdir), settings.timeout_s,
+                           workdir)
         result = read_target_output(output_path, (time.perf_counter() - started) * 1000)
-    except _TargetFailed as exc:
+    except TargetFailed as exc:
         return TargetOutput(None, str(exc), (time.perf_counter() - started) * 1000,
                             error_kind="target")
     finally:
@@ -83,89 +74,18 @@ def build_argv(command: str, input_path: Path, output_path: Path) -> list[str]:
     """Split ``command`` with shlex and fill in the placeholders in each word.
 
     Raises:
-        _TargetFailed: the command cannot be split or is empty.
+        TargetFailed: the command cannot be split or is empty.
     """
     try:
         words = shlex.split(command)
     except ValueError as exc:
-        raise _TargetFailed(f"invalid command {command!r}: {exc}") from None
+        raise TargetFailed(f"invalid command {command!r}: {exc}") from None
     if not words:
-        raise _TargetFailed("the command is empty")
+        raise TargetFailed("the command is empty")
     return [
         word.replace("{input_file}", str(input_path)).replace("{output_file}", str(output_path))
         for word in words
     ]
-
-
-def build_env(settings: Settings, home: Path) -> dict[str, str]:
-    """Return the whole environment of a target: nothing of the worker's beyond the allowed.
-
-    PATH and LANG (default ``C.UTF-8``) and LC_ALL come from the worker; HOME and TMPDIR are
-    ``home``; each name of ``settings.env`` is copied when set and not one of llmgate's own
-    (`is_allowed_env_name`).
-    """
-    env = {
-        name: os.environ[name]
-        for name in settings.env
-        if name in os.environ and is_allowed_env_name(name)
-    }
-    env["PATH"] = os.environ.get("PATH", os.defpath)
-    env["LANG"] = os.environ.get("LANG", "C.UTF-8")
-    if "LC_ALL" in os.environ:
-        env["LC_ALL"] = os.environ["LC_ALL"]
-    env["HOME"] = env["TMPDIR"] = str(home)
-    return env
-
-
-async def _execute(argv: list[str], cwd: Path, env: dict[str, str], timeout_s: float,
-                   scratch: Path) -> None:
-    try:
-        box = sandbox.current()
-    except sandbox.SandboxError as exc:  # a malformed LLMGATE_SANDBOX* setting (CLI use)
-        raise _TargetFailed(f"cannot start {argv[0]!r}: {exc}") from None
-    try:
-        with box.confine(cwd, scratch) as preexec:  # rlimits + Landlock
-            proc = await asyncio.create_subprocess_exec(
-                *argv, cwd=cwd, env=env, stdin=asyncio.subprocess.DEVNULL,
-                stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
-                start_new_session=True, preexec_fn=preexec,
-            )
-    except OSError as exc:
-        raise _TargetFailed(f"cannot start {argv[0]!r}: {exc.strerror or exc}") from None
-    except subprocess.SubprocessError:  # the sandbox could not be set up in the child
-        raise _TargetFailed(f"cannot start {argv[0]!r}: the sandbox could not be applied") \
-            from None
-    try:
-        log = await asyncio.wait_for(_tail_and_wait(proc), timeout_s)
-    except TimeoutError:
-        _kill_group(proc.pid)
-        with contextlib.suppress(ProcessLookupError):
-            proc.kill()
-        await proc.wait()
-        message = f"timed out after {timeout_s:g} s (its processes were killed)"
-        raise _TargetFailed(message) from None
-    finally:
-        _kill_group(proc.pid)  # children left behind by a command that exited
-    if proc.returncode:
-        how = (f"was killed by signal {signal.Signals(-proc.returncode).name}"
-               if proc.returncode < 0 else f"exited with status {proc.returncode}")
-        tail = log.decode("utf-8", "replace").strip()
-        raise _TargetFailed(f"the command {how}" + (f"; last output:\n{tail}" if tail else ""))
-
-
-async def _tail_and_wait(proc: asyncio.subprocess.Process) -> bytes:
-    """Read the command's output to EOF keeping the last `MAX_LOG_BYTES`, then wait for it."""
-    tail = b""
-    if proc.stdout is not None:
-        while chunk := await proc.stdout.read(65536):
-            tail = (tail + chunk)[-MAX_LOG_BYTES:]
-    await proc.wait()
-    return tail
-
-
-def _kill_group(pgid: int) -> None:
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pgid, signal.SIGKILL)
 
 
 def read_target_output(path: Path, measured_ms: float) -> TargetOutput:
@@ -176,24 +96,24 @@ def read_target_output(path: Path, measured_ms: float) -> TargetOutput:
         measured_ms: the command's wall time, used when the file has no ``latency_ms``.
 
     Raises:
-        _TargetFailed: the file cannot be read (see `read_document`) or is not a valid output.
+        TargetFailed: the file cannot be read (see `read_document`) or is not a valid output.
     """
     try:
         return parse_output_document(read_document(path), measured_ms)
     except OutputError as exc:
-        raise _TargetFailed(f"the output file is invalid: {exc}") from None
+        raise TargetFailed(f"the output file is invalid: {exc}") from None
 
 
 def read_output(path: Path) -> tuple[Any, dict[str, int], float | None]:
     """Read the output file: ``(output, usage, cost_usd)``.
 
     Raises:
-        _TargetFailed: as `read_document`, or not an object with ``output``, or with an invalid
+        TargetFailed: as `read_document`, or not an object with ``output``, or with an invalid
             ``usage`` or ``cost``.
     """
     document = read_document(path)
     if not isinstance(document, dict) or "output" not in document:
-        raise _TargetFailed('the output file must be a JSON object with an "output" key')
+        raise TargetFailed('the output file must be a JSON object with an "output" key')
     return document["output"], _usage(document.get("usage")), _cost(document.get("cost"))
 
 
@@ -204,24 +124,24 @@ def read_document(path: Path) -> Any:
     and read up to `MAX_OUTPUT_BYTES` + 1 bytes.
 
     Raises:
-        _TargetFailed: missing, not a regular file, too big, or not UTF-8 JSON.
+        TargetFailed: missing, not a regular file, too big, or not UTF-8 JSON.
     """
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
     except FileNotFoundError:
-        raise _TargetFailed("the command wrote no output file ({output_file})") from None
+        raise TargetFailed("the command wrote no output file ({output_file})") from None
     except OSError as exc:
-        raise _TargetFailed(f"cannot open the output file: {exc.strerror or exc}") from None
+        raise TargetFailed(f"cannot open the output file: {exc.strerror or exc}") from None
     with os.fdopen(fd, "rb") as handle:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise _TargetFailed("the output file is not a regular file")
+            raise TargetFailed("the output file is not a regular file")
         data = handle.read(MAX_OUTPUT_BYTES + 1)
     if len(data) > MAX_OUTPUT_BYTES:
-        raise _TargetFailed(f"the output file is larger than {MAX_OUTPUT_BYTES} bytes")
+        raise TargetFailed(f"the output file is larger than {MAX_OUTPUT_BYTES} bytes")
     try:
         document = json.loads(data.decode("utf-8"))
     except (UnicodeDecodeError, ValueError, RecursionError) as exc:
-        raise _TargetFailed(f"the output file is not valid UTF-8 JSON: {exc}") from None
+        raise TargetFailed(f"the output file is not valid UTF-8 JSON: {exc}") from None
     return document
 
 
@@ -233,7 +153,7 @@ def _usage(value: Any) -> dict[str, int]:
         for key, count in value.items()
     )
     if not valid:
-        raise _TargetFailed('"usage" must be {"input": tokens, "output": tokens} '
+        raise TargetFailed('"usage" must be {"input": tokens, "output": tokens} '
                             f"with non-negative integers, got {str(value)[:200]}")
     return dict(value)
 
@@ -243,5 +163,5 @@ def _cost(value: Any) -> float | None:
         return None
     if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) \
             or value < 0:
-        raise _TargetFailed(f'"cost" must be a non-negative number of USD, got {str(value)[:200]}')
+        raise TargetFailed(f'"cost" must be a non-negative number of USD, got {str(value)[:200]}')
     return float(value)

@@ -2,8 +2,9 @@
 
 ``function: path/to/file.py:fn`` names a function in the repository. It comes from the pull
 request, so it never runs in the worker: one child process per suite and assertion (the same
-sandbox, scrubbed environment and timeout handling as command targets, worker/evals/run/targets.py)
-imports the file and calls it once per example, reading JSONL in and writing JSONL out.
+sandbox, scrubbed environment and timeout handling as command targets,
+worker/security/process.py) imports the file and calls it once per example, reading JSONL in
+and writing JSONL out.
 
 ``entry_point: name`` names a function registered by an installed package in the entry-point
 group ``llmgate.assertions`` (``[project.entry-points."llmgate.assertions"]``): code the
@@ -29,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from worker.evals.types import AssertionResult, AssertionSpec, ConfigError, Example, Settings
+from worker.security.process import TargetFailed, build_env, run_confined
 
 #: Entry-point group of shared assertion functions.
 ENTRY_POINT_GROUP = "llmgate.assertions"
@@ -147,8 +149,6 @@ def _run_entry_point(name: str, items: list[Item], threshold: float) -> list[Ass
 
 async def _run_file(function: str, items: list[Item], root: Path, settings: Settings,
                     threshold: float) -> list[AssertionResult]:
-    from worker.evals.run import targets  # imported here: targets -> config -> assertions -> us
-
     match = _FUNCTION.match(function)
     assert match is not None  # validated at config time
     path = (root / match["path"]).resolve()
@@ -165,10 +165,9 @@ async def _run_file(function: str, items: list[Item], root: Path, settings: Sett
                 str(target)]
         timeout_s = settings.timeout_s * (1 + len(items) // 100)
         try:
-            await targets._execute(argv, root, targets.build_env(settings, workdir), timeout_s,
-                                   workdir)
+            await run_confined(argv, root, build_env(settings.env, workdir), timeout_s, workdir)
             lines = target.read_text(encoding="utf-8").splitlines()
-        except (targets._TargetFailed, OSError) as exc:
+        except (TargetFailed, OSError) as exc:
             error = f"custom assertion error: {exc}"[:1000]
             return [AssertionResult("python", False, 0.0, error, errored=True) for _ in items]
     finally:

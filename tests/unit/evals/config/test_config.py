@@ -7,8 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from worker.evals.config.load import is_allowed_env_name, load_config, parse_config
+from worker.evals.config.load import load_config, parse_config
 from worker.evals.types import AssertionSpec, ConfigError, GateRule, Settings
+from worker.security.process import is_allowed_env_name
 
 GOOD = """\
 version: 1

@@ -12,8 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from worker.evals.run.targets import MAX_LOG_BYTES, MAX_OUTPUT_BYTES, run_command
+from worker.evals.run.targets import MAX_OUTPUT_BYTES, run_command
 from worker.evals.types import CommandTarget, Example, Settings, TargetOutput
+from worker.security.process import MAX_LOG_BYTES
 
 EXAMPLE = Example("ex-1", 3, {"question": "refund?"}, "SECRET-EXPECTED", {"lang": "en"})
 
