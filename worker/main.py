@@ -18,12 +18,13 @@ from redis.asyncio import Redis
 
 from worker.baselines.store import BaselineSettings
 from worker.checkout import Checkouts
+from worker.gate.calibration import CalibrationSchedule
 from worker.gate.installs import quiet_when_uninstalled
 from worker.gate.sweeper import sweeper_cron_jobs
 from worker.github.auth import AppCredentials, InstallationTokenCache
 from worker.github.ratelimit import GitHubLimiter, GitHubLimits, RedisLimitStore
 from worker.github.token_store import SharedTokenStore
-from worker.jobs.calibrate import CalibrationSchedule, calibration_cron_jobs
+from worker.jobs.calibrate import calibration_cron_jobs
 from worker.jobs.events import EVENT_JOBS, installation_changed
 from worker.jobs.pull_request import (
     Services,

@@ -25,6 +25,7 @@ import logging
 
 from worker.evals.types import ExecutionError
 from worker.gate import accept, drafts, untrusted
+from worker.gate.calibration import with_calibration_note
 from worker.gate.check_run import (
     TRANSIENT_ERRORS,
     OpenRun,
@@ -44,7 +45,6 @@ from worker.gate.trust import Verdict
 from worker.github.checks import complete_check_run
 from worker.github.client import GitHubClient, GitHubError
 from worker.github.comments import upsert_sticky_comment
-from worker.jobs.calibrate import with_calibration_note
 from worker.pipeline.multi import NO_CONFIG_HEADLINE, unconfigured_report
 from worker.report import multi as report_multi
 from worker.report.store import store_report

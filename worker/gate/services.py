@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 import httpx
 from redis.asyncio import Redis
 
 from worker.checkout import Checkouts
+from worker.gate.calibration import CalibrationSchedule
 from worker.gate.trust import ApprovalStore
 from worker.github.auth import AppCredentials, InstallationTokenCache
 from worker.github.client import GitHubClient
@@ -16,9 +16,6 @@ from worker.github.ratelimit import GitHubLimiter, RedisLimitStore
 from worker.report.store import ReportStore
 from worker.runtime.settings import WorkerConfig
 from worker.security.redact import Redactor
-
-if TYPE_CHECKING:  # worker.jobs.calibrate imports this module's users
-    from worker.jobs.calibrate import CalibrationSchedule
 
 
 @dataclass
@@ -31,7 +28,7 @@ class Services:
     checkouts: Checkouts
     redis: Redis
     redactor: Redactor = field(default_factory=Redactor)
-    calibration: CalibrationSchedule | None = None  # scheduled calibration (worker/calibrate_job)
+    calibration: CalibrationSchedule | None = None  # scheduled calibration (gate/calibration.py)
     #: Rate-limit pauses and write pacing per installation, shared in Redis by every worker
     #: (`worker.github.ratelimit`); None: made from ``redis`` with the default limits.
     github_limiter: GitHubLimiter | None = None

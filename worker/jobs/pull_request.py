@@ -12,13 +12,13 @@ from typing import Any
 
 from worker.contract import ApprovePayload, GatePayload, RepoRef, RerunPayload
 from worker.gate import commands, untrusted
+from worker.gate.calibration import remember_base
 from worker.gate.request import GateRequest
 from worker.gate.run import run_gate
 from worker.gate.services import Services
 from worker.gate.trust import WRITE_PERMISSIONS
 from worker.github import courtesy
 from worker.github.client import GitHubClient
-from worker.jobs.calibrate import remember_base
 
 log = logging.getLogger("llmgate.worker")
 

@@ -31,10 +31,7 @@ from tests.unit.worker_support import (
 from worker.checkout import Checkouts
 from worker.contract import gate_job_id
 from worker.evals.types import GateReport
-from worker.gate.services import Services
-from worker.github.auth import AppCredentials, InstallationTokenCache
-from worker.jobs.calibrate import (
-    CALIBRATE_TIMEOUT_S,
+from worker.gate.calibration import (
     CalibrationSchedule,
     calibration_note,
     remember_base,
@@ -42,6 +39,9 @@ from worker.jobs.calibrate import (
     target_key,
     with_calibration_note,
 )
+from worker.gate.services import Services
+from worker.github.auth import AppCredentials, InstallationTokenCache
+from worker.jobs.calibrate import CALIBRATE_TIMEOUT_S
 from worker.main import worker_settings
 from worker.runtime.settings import SettingsError, WorkerConfig
 
