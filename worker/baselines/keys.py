@@ -17,11 +17,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from worker.errors import ConfigError
 from worker.evals.config.dataset import MAX_DATASET_BYTES
 from worker.evals.config.files import read_repo_file
 from worker.evals.run import fingerprint
 from worker.evals.serialize import to_jsonable
-from worker.evals.types import Config, ConfigError, SuiteConfig
+from worker.evals.types import Config, SuiteConfig
 
 #: Version of what the key hashes; bump it to make every stored baseline unreachable.
 KEY_VERSION = 1

@@ -25,7 +25,8 @@ from worker.cli.calibrate import add_calibrate_command
 from worker.cli.healthcheck import add_healthcheck_command
 from worker.cli.power import add_power_command
 from worker.cli.setup import add_setup_command
-from worker.evals.types import CONFIG_FILENAME, ExecutionError
+from worker.errors import ExecutionError
+from worker.evals.types import CONFIG_FILENAME
 from worker.security.redact import Redactor, secrets_from_environ
 
 if TYPE_CHECKING:

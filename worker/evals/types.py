@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from worker.errors import ConfigError
 from worker.evals.llm_types import CacheMode as CacheMode
 from worker.evals.llm_types import CostEstimate as CostEstimate
 from worker.evals.llm_types import Endpoint as Endpoint
@@ -28,25 +29,6 @@ from worker.evals.llm_types import TrapSummary as TrapSummary
 CONFIG_FILENAME = ".llmgate.yml"
 
 
-class ConfigError(Exception):
-    """A configuration or dataset problem that a user must fix in a file of the repository.
-
-    Attributes:
-        path: the file, relative to the repository root (POSIX separators).
-        line: the 1-based line of the problem, or None when no line applies (a missing file).
-        message: what is wrong and how to fix it, one sentence or two.
-    """
-
-    def __init__(self, path: str, line: int | None, message: str) -> None:
-        self.path = path
-        self.line = line
-        self.message = message
-        where = f"{path}:{line}" if line is not None else path
-        super().__init__(f"{where}: {message}")
-
-
-class ExecutionError(Exception):
-    """The run itself could not happen (git failed, a checkout vanished); not the user's config."""
 
 
 @dataclass(frozen=True)

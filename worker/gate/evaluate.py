@@ -19,8 +19,9 @@ from dataclasses import replace
 from worker.baselines.reuse import Origin, StoredBaselines
 from worker.baselines.store import BaselineSettings, BaselineStore
 from worker.checkout import GitError
+from worker.errors import ExecutionError
 from worker.evals.context import EvalContext
-from worker.evals.types import ExecutionError, GateReport
+from worker.evals.types import GateReport
 from worker.gate.request import GateRequest
 from worker.gate.services import Services
 from worker.github.client import GitHubClient

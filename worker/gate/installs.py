@@ -25,7 +25,7 @@ from typing import Any
 from redis.asyncio import Redis
 
 from worker.contract import InstallationPayload
-from worker.evals.types import ExecutionError
+from worker.errors import ExecutionError
 from worker.github.client import GitHubError, GitHubRateLimited
 
 log = logging.getLogger("llmgate.worker")

@@ -23,7 +23,7 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from worker.evals.types import ExecutionError
+from worker.errors import ExecutionError
 from worker.gate import accept, drafts, untrusted
 from worker.gate.calibration import with_calibration_note
 from worker.gate.check_run import (

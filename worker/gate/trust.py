@@ -33,9 +33,9 @@ from redis.asyncio import Redis
 from yaml.nodes import MappingNode, ScalarNode
 
 from worker.contract import APPROVE_ACTION, APPROVE_COMMAND
+from worker.errors import ConfigError
 from worker.evals.config import safe_yaml
 from worker.evals.config.load import UNTRUSTED_POLICIES
-from worker.evals.types import ConfigError
 
 #: Permissions that make an author trusted and that may approve (GitHub's legacy values).
 WRITE_PERMISSIONS = frozenset({"admin", "maintain", "write"})

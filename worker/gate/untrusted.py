@@ -12,9 +12,10 @@ from typing import Any
 
 from worker.checkout import Checkouts, GitError
 from worker.contract import ApprovePayload, GatePayload, RepoRef
+from worker.errors import ConfigError
 from worker.evals.config import safe_yaml
 from worker.evals.config.files import read_repo_file
-from worker.evals.types import CONFIG_FILENAME, ConfigError
+from worker.evals.types import CONFIG_FILENAME
 from worker.gate.trust import (
     DEFAULT_POLICY,
     WRITE_PERMISSIONS,

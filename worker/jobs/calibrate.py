@@ -24,7 +24,7 @@ from typing import Any
 from arq.cron import CronJob, cron
 
 from worker.checkout import GitError
-from worker.evals.types import ConfigError, ExecutionError
+from worker.errors import ConfigError, ExecutionError
 from worker.gate.calibration import RESULT_TTL_S, CalibrationSchedule, result_key, target_key
 from worker.gate.services import Services
 from worker.github.client import GitHubError

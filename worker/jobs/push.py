@@ -23,8 +23,8 @@ from typing import Any
 from worker.baselines.reuse import Origin, StoredBaselines
 from worker.baselines.store import BaselineSettings, BaselineStore
 from worker.contract import PushPayload
+from worker.errors import ConfigError
 from worker.evals.context import EvalContext
-from worker.evals.types import ConfigError
 from worker.gate.services import Services
 from worker.pipeline.plan import baseline_namespace, folder_root, plan_configs
 from worker.pipeline.trees import read_config

@@ -20,8 +20,9 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from worker.checkout import GitError, local_worktree, resolve_ref
+from worker.errors import ConfigError, ExecutionError
 from worker.evals.run.engine import run_config
-from worker.evals.types import CONFIG_FILENAME, Config, ConfigError, ExecutionError, RunResult
+from worker.evals.types import CONFIG_FILENAME, Config, RunResult
 from worker.evals.verdict.compare import compare
 from worker.pipeline.trees import read_config
 

@@ -23,15 +23,9 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from worker.contract import CHECK_NAME
+from worker.errors import ConfigError
 from worker.evals.context import EvalContext
-from worker.evals.types import (
-    CONFIG_FILENAME,
-    ConfigError,
-    GateReport,
-    RuleOutcome,
-    RunResult,
-    Settings,
-)
+from worker.evals.types import CONFIG_FILENAME, GateReport, RuleOutcome, RunResult, Settings
 from worker.evals.verdict.compare import config_error_report
 from worker.pipeline.plan import CheckMode, ConfigPlan, Plan, folder_root
 from worker.pipeline.trees import BaseRunner, gate_trees, read_config, run_base_now

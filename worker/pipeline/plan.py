@@ -29,8 +29,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
+from worker.errors import ConfigError
 from worker.evals.config.layout import MAX_CONFIGS, MAX_PATH_CHARS
-from worker.evals.types import CONFIG_FILENAME, Config, ConfigError, Settings
+from worker.evals.types import CONFIG_FILENAME, Config, Settings
 from worker.pipeline.trees import read_config
 
 #: Folders discovery never enters (besides hidden ones): vendored code carries its own configs.

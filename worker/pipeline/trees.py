@@ -16,13 +16,14 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Protocol
 
+from worker.errors import ConfigError
 from worker.evals.config.base_settings import with_base_settings
 from worker.evals.config.files import decode_utf8, read_repo_file
 from worker.evals.config.load import MAX_CONFIG_BYTES, load_config, parse_config
 from worker.evals.context import EvalContext
 from worker.evals.run.engine import run_config, run_configs
 from worker.evals.run.runner import judge_pairs
-from worker.evals.types import CONFIG_FILENAME, Config, ConfigError, GateReport, RunResult
+from worker.evals.types import CONFIG_FILENAME, Config, GateReport, RunResult
 from worker.evals.verdict.causes import Attribution
 from worker.evals.verdict.comparable import compare_comparable
 from worker.evals.verdict.compare import config_error_report

@@ -31,7 +31,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any, TypeVar
 from urllib.parse import quote, urlsplit
 
-from worker.evals.types import ConfigError
+from worker.errors import ConfigError
 
 #: What a secret is replaced with.
 REDACTED = "[redacted]"

@@ -21,7 +21,7 @@ from tests.unit.runs_support import (
     store_result,
 )
 from tests.unit.worker_support import INSTALLATION_ID, OWNER, REPO
-from worker.evals.types import ExecutionError
+from worker.errors import ExecutionError
 from worker.gate.registry import RunEntry, RunRegistry, new_entry
 from worker.gate.sweeper import LOST_REASON, sweep
 from worker.github.client import GitHubClient, GitHubUnavailable

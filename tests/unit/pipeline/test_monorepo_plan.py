@@ -13,9 +13,10 @@ import pytest
 from tests.unit.monorepo_support import root_config, service_files
 from tests.unit.worker_support import CONFIG, DATASET
 from worker.contract import COMMENT_MARKER
+from worker.errors import ConfigError
 from worker.evals.config.layout import MAX_CONFIGS
 from worker.evals.config.load import parse_config
-from worker.evals.types import ConfigError, ConfigRef, GateReport, Regression
+from worker.evals.types import ConfigRef, GateReport, Regression
 from worker.pipeline.multi import ConfigReport, MultiReport, gate_plan
 from worker.pipeline.plan import discover, plan_configs
 from worker.report import multi as report_multi

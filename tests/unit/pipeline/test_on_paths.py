@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from tests.unit.baseline_support import config
+from worker.errors import ConfigError
 from worker.evals.config.load import parse_config
-from worker.evals.types import ConfigError
 from worker.pipeline.on_paths import matches, select_suites
 
 TWO_SUITES = """version: 1

@@ -6,14 +6,8 @@ from dataclasses import replace
 from typing import Any
 
 from worker.contract import COMMENT_MARKER
-from worker.evals.types import (
-    ConfigError,
-    GateReport,
-    Regression,
-    RuleOutcome,
-    RunResult,
-    SuiteResult,
-)
+from worker.errors import ConfigError
+from worker.evals.types import GateReport, Regression, RuleOutcome, RunResult, SuiteResult
 from worker.report import render as report
 
 HEAD_SHA = "a" * 40

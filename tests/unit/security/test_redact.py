@@ -10,7 +10,8 @@ from collections.abc import Iterator
 import pytest
 
 from tests.fakes.fake_github import generate_app_keypair
-from worker.evals.types import ConfigError, GateReport, Regression, RuleOutcome
+from worker.errors import ConfigError
+from worker.evals.types import GateReport, Regression, RuleOutcome
 from worker.report import render as report
 from worker.security.redact import (
     REDACTED,

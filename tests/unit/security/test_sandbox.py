@@ -15,9 +15,10 @@ from pathlib import Path
 
 import pytest
 
+from worker.errors import ConfigError
 from worker.evals.config import files as repo_files
 from worker.evals.run.targets import run_command
-from worker.evals.types import CommandTarget, ConfigError, Example, Settings
+from worker.evals.types import CommandTarget, Example, Settings
 from worker.security import landlock, sandbox
 from worker.security.sandbox import Limits, Policy, Sandbox, SandboxError
 

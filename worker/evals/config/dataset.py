@@ -19,9 +19,10 @@ import json
 from pathlib import Path
 from typing import Any
 
+from worker.errors import ConfigError
 from worker.evals.config.files import decode_utf8, read_repo_file, refuse_stray_bom
 from worker.evals.score.assertions import validate_spec
-from worker.evals.types import AssertionSpec, ConfigError, Example
+from worker.evals.types import AssertionSpec, Example
 
 #: Largest dataset file read, bytes (64 MiB).
 MAX_DATASET_BYTES = 64 << 20

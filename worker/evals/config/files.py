@@ -13,7 +13,7 @@ import os
 import stat
 from pathlib import Path
 
-from worker.evals.types import ConfigError
+from worker.errors import ConfigError
 
 #: The byte-order mark some editors put at the start of a UTF-8 file.
 UTF8_BOM = b"\xef\xbb\xbf"

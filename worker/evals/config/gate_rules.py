@@ -32,9 +32,10 @@ from typing import Any, Literal, Protocol
 
 from yaml.nodes import Node, ScalarNode
 
+from worker.errors import ConfigError
 from worker.evals.score.example_values import has_example_values
 from worker.evals.score.metrics import KNOWN_METRICS, LOWER_IS_BETTER, is_known_metric
-from worker.evals.types import ConfigError, GateOptions, GateRule
+from worker.evals.types import GateOptions, GateRule
 
 #: Rule keys of one metric.
 RULE_KEYS = ("min", "max_drop", "max", "max_increase", "regression", "non_inferiority_margin",

@@ -31,9 +31,10 @@ from typing import Any, Protocol
 
 from yaml.nodes import Node
 
+from worker.errors import ConfigError
 from worker.evals.llm.endpoints import ENDPOINT_KEYS, parse_endpoint
 from worker.evals.llm_types import Endpoint, ModelTarget, RetrySettings
-from worker.evals.types import Config, ConfigError, Settings
+from worker.evals.types import Config, Settings
 
 LLM_SETTINGS_KEYS = ("repeats", "cache", "max_cost_usd", "max_duration", "retry",
                      "max_provider_error_rate", "max_judge_error_rate", "judge", "embedding",

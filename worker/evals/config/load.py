@@ -29,6 +29,7 @@ import yaml
 from yaml.constructor import SafeConstructor
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
+from worker.errors import ConfigError
 from worker.evals.config import layout as config_layout
 from worker.evals.config import llm_suites as config_llm
 from worker.evals.config import paths as config_paths
@@ -42,7 +43,6 @@ from worker.evals.types import (
     AssertionSpec,
     CommandTarget,
     Config,
-    ConfigError,
     ConfigRef,
     GateOptions,
     GateRule,

@@ -24,8 +24,9 @@ import jinja2
 import yaml
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
+from worker.errors import ConfigError
 from worker.evals.config.files import decode_utf8
-from worker.evals.types import ConfigError, Example
+from worker.evals.types import Example
 
 #: Chat roles a message list may use.
 ROLES = ("system", "user", "assistant", "developer")

@@ -20,7 +20,7 @@ from __future__ import annotations
 import yaml
 from yaml.nodes import MappingNode, Node, SequenceNode
 
-from worker.evals.types import ConfigError
+from worker.errors import ConfigError
 
 #: Largest YAML text accepted, characters (1 MiB; a config is a few KB).
 MAX_YAML_CHARS = 1 << 20

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
+from worker.errors import ConfigError
 from worker.evals.context import EvalContext
 from worker.evals.run import fingerprint, runner
 from worker.evals.score.assertions import check
@@ -18,7 +19,6 @@ from worker.evals.types import (
     AssertionResult,
     AssertionSpec,
     Config,
-    ConfigError,
     Example,
     ExampleResult,
     RunResult,

@@ -28,6 +28,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from worker.errors import ConfigError
 from worker.evals.config.dataset import load_dataset
 from worker.evals.config.prompts import PromptTemplate, load_prompt, render
 from worker.evals.llm import client as llm
@@ -41,15 +42,7 @@ from worker.evals.run.traps import load_traps
 from worker.evals.score.judges import judge_messages, judge_spec
 from worker.evals.score.pairwise import PAIRWISE_TEMPLATE_VERSION
 from worker.evals.score.similar import embed_texts
-from worker.evals.types import (
-    AssertionSpec,
-    Config,
-    ConfigError,
-    Example,
-    ModelTarget,
-    Settings,
-    SuiteConfig,
-)
+from worker.evals.types import AssertionSpec, Config, Example, ModelTarget, Settings, SuiteConfig
 
 #: Prompts of a model counted with its tokenizer; the rest are estimated from their length at
 #: the tokens-per-character ratio of those (tokenizing every prompt of a large suite costs

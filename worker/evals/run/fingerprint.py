@@ -38,6 +38,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from worker.errors import ConfigError
 from worker.evals.config.dataset import MAX_DATASET_BYTES, parse_dataset
 from worker.evals.config.files import decode_utf8, read_repo_file
 from worker.evals.llm import local_embed
@@ -49,7 +50,6 @@ from worker.evals.types import (
     AssertionSpec,
     CommandTarget,
     Config,
-    ConfigError,
     Endpoint,
     RunResult,
     Settings,

@@ -28,6 +28,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 
+from worker.errors import ConfigError
 from worker.evals.config.dataset import load_dataset
 from worker.evals.config.prompts import PromptTemplate, load_prompt
 from worker.evals.context import CallEvent, EvalContext
@@ -51,7 +52,6 @@ from worker.evals.types import (
     CONFIG_FILENAME,
     CommandTarget,
     Config,
-    ConfigError,
     Example,
     ExampleResult,
     ModelTarget,

@@ -14,11 +14,12 @@ import asyncio
 import json
 from pathlib import Path
 
+from worker.errors import ConfigError
 from worker.evals.config.files import decode_utf8, refuse_stray_bom
 from worker.evals.llm.provider import ModelCaller
 from worker.evals.llm_types import RunUsage, TrapSummary
 from worker.evals.score.judges import judge_spec, run_judge
-from worker.evals.types import ConfigError, Example, Settings, SuiteConfig
+from worker.evals.types import Example, Settings, SuiteConfig
 
 TRAP_KEYS = ("id", "input", "output", "expected", "vars")
 

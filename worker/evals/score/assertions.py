@@ -12,9 +12,10 @@ import re
 from collections.abc import Callable
 from typing import Any
 
+from worker.errors import ConfigError
 from worker.evals.score import structured
 from worker.evals.score.kinds import EXTRA_TYPES, validate_extra
-from worker.evals.types import AssertionResult, AssertionSpec, ConfigError, Example
+from worker.evals.types import AssertionResult, AssertionSpec, Example
 
 #: The basic assertion types of this module.
 BASIC_ASSERTIONS = ("equals", "contains", "contains_any", "contains_all", "not_contains", "regex")

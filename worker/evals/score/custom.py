@@ -29,7 +29,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from worker.evals.types import AssertionResult, AssertionSpec, ConfigError, Example, Settings
+from worker.errors import ConfigError
+from worker.evals.types import AssertionResult, AssertionSpec, Example, Settings
 from worker.security.process import TargetFailed, build_env, run_confined
 
 #: Entry-point group of shared assertion functions.

@@ -26,11 +26,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from worker.errors import ConfigError
 from worker.evals.llm.endpoints import ENDPOINT_KEYS, parse_endpoint
 from worker.evals.llm.provider import ModelCaller
 from worker.evals.llm_types import Endpoint, RunUsage
 from worker.evals.score.judge_parse import SCALES, Scale, parse_verdict
-from worker.evals.types import AssertionResult, AssertionSpec, ConfigError, Example
+from worker.evals.types import AssertionResult, AssertionSpec, Example
 
 #: Bumped whenever the judge prompt template below changes.
 JUDGE_TEMPLATE_VERSION = "llm_judge/1"

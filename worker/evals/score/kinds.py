@@ -12,12 +12,13 @@ runs.
 
 from __future__ import annotations
 
+from worker.errors import ConfigError
 from worker.evals.score.custom import validate_python
 from worker.evals.score.judges import validate_judge
 from worker.evals.score.similar import validate_similar
 from worker.evals.score.structured import STRUCTURED_TYPES
 from worker.evals.score.structured import validate as validate_structured
-from worker.evals.types import AssertionSpec, ConfigError
+from worker.evals.types import AssertionSpec
 
 MODEL_TYPES = ("llm_judge", "similar")
 BATCH_TYPES = ("python",)

@@ -18,6 +18,7 @@ import json
 from dataclasses import replace
 from typing import Any
 
+from worker.errors import ConfigError
 from worker.evals.llm.provider import ModelCaller
 from worker.evals.llm_types import PairwiseResult, RunUsage
 from worker.evals.score.judge_parse import parse_pick
@@ -26,7 +27,6 @@ from worker.evals.types import (
     CONFIG_FILENAME,
     AssertionSpec,
     Config,
-    ConfigError,
     ExampleResult,
     RunResult,
     SuiteResult,

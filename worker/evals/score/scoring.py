@@ -22,6 +22,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from worker.errors import ConfigError
 from worker.evals.llm.provider import ModelCaller
 from worker.evals.llm_types import UNSCORED_KINDS, RunUsage
 from worker.evals.score import assertions, structured
@@ -33,7 +34,6 @@ from worker.evals.types import (
     CONFIG_FILENAME,
     AssertionResult,
     AssertionSpec,
-    ConfigError,
     Example,
     ExampleResult,
     Settings,

@@ -16,10 +16,11 @@ import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from worker.errors import ConfigError
 from worker.evals.llm.endpoints import ENDPOINT_KEYS, parse_endpoint
 from worker.evals.llm.provider import ModelCaller
 from worker.evals.llm_types import Endpoint, RunUsage
-from worker.evals.types import AssertionResult, AssertionSpec, ConfigError, Example
+from worker.evals.types import AssertionResult, AssertionSpec, Example
 
 SIMILAR_KEYS = ("threshold", "value", *ENDPOINT_KEYS)
 DEFAULT_THRESHOLD = 0.8

@@ -25,8 +25,9 @@ from typing import Any
 import jsonschema
 import yaml
 
+from worker.errors import ConfigError
 from worker.evals.config.files import decode_utf8
-from worker.evals.types import AssertionSpec, ConfigError, Example, TargetOutput
+from worker.evals.types import AssertionSpec, Example, TargetOutput
 
 #: The assertion types of this module.
 STRUCTURED_TYPES = ("json_valid", "json_schema", "starts_with", "length", "is_one_of",

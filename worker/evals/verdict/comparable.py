@@ -34,6 +34,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 
+from worker.errors import ConfigError, ExecutionError
 from worker.evals.config.dataset import load_dataset
 from worker.evals.context import EvalContext
 from worker.evals.run.fingerprint import changed, describe, digest
@@ -43,10 +44,8 @@ from worker.evals.score.scoring import Item, score_items
 from worker.evals.score.structured import load_schema_file
 from worker.evals.types import (
     Config,
-    ConfigError,
     Example,
     ExampleResult,
-    ExecutionError,
     GateReport,
     RuleOutcome,
     RunResult,

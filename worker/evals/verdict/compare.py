@@ -26,10 +26,10 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from worker.errors import ConfigError
 from worker.evals.types import (
     Conclusion,
     Config,
-    ConfigError,
     ExampleResult,
     GateReport,
     GateRule,

@@ -38,10 +38,11 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
+from worker.errors import ConfigError
 from worker.evals.config.dataset import load_dataset
 from worker.evals.run.fingerprint import DESCRIPTIONS as PARTS
 from worker.evals.run.fingerprint import digest, suite_fingerprint
-from worker.evals.types import Config, ConfigError, Settings, SuiteConfig
+from worker.evals.types import Config, Settings, SuiteConfig
 from worker.evals.verdict.rules import merge_suite
 
 #: The parts of a suite's contract compared between base and head, in report order: the

@@ -16,10 +16,10 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TypeVar
 
+from worker.errors import ConfigError
 from worker.evals.config.dataset import load_dataset
 from worker.evals.types import (
     Config,
-    ConfigError,
     ContractChange,
     GateReport,
     PairedComparison,

@@ -16,9 +16,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from worker.errors import ConfigError
 from worker.evals.score.example_values import has_example_values, values_array
 from worker.evals.score.metrics import LOWER_IS_BETTER
-from worker.evals.types import ConfigError, ExampleResult, SuiteConfig, SuiteResult
+from worker.evals.types import ExampleResult, SuiteConfig, SuiteResult
 from worker.evals.verdict.stats import FloatArray
 
 __all__ = ["PairedSuite", "first_line_id", "has_example_values", "lower_is_better",

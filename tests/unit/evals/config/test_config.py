@@ -7,8 +7,9 @@ from pathlib import Path
 
 import pytest
 
+from worker.errors import ConfigError
 from worker.evals.config.load import load_config, parse_config
-from worker.evals.types import AssertionSpec, ConfigError, GateRule, Settings
+from worker.evals.types import AssertionSpec, GateRule, Settings
 from worker.security.process import is_allowed_env_name
 
 GOOD = """\

@@ -6,8 +6,9 @@ from pathlib import Path
 
 import pytest
 
+from worker.errors import ConfigError
 from worker.evals.config.dataset import load_dataset, parse_dataset
-from worker.evals.types import AssertionSpec, ConfigError, Example
+from worker.evals.types import AssertionSpec, Example
 
 GOOD = (
     '{"id": "a", "input": "hi", "expected": "hello", "vars": {"lang": "en"}}\n'

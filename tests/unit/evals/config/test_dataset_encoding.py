@@ -17,10 +17,11 @@ import pytest
 from tests.unit import worker_support
 from tests.unit.worker_support import CONFIG, DATASET, ECHO, commit, gate_payload, git
 from worker.cli.main import EXIT_CONFIG_ERROR, EXIT_GATE_FAILED, EXIT_PASS, main
+from worker.errors import ConfigError
 from worker.evals.config.dataset import load_dataset
 from worker.evals.config.prompts import load_prompt, render
 from worker.evals.run.traps import load_traps
-from worker.evals.types import ConfigError, Example
+from worker.evals.types import Example
 
 github = worker_support.github  # fixture
 

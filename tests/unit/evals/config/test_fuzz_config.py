@@ -16,9 +16,10 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from worker.errors import ConfigError
 from worker.evals.config import safe_yaml
 from worker.evals.config.load import parse_config
-from worker.evals.types import Config, ConfigError
+from worker.evals.types import Config
 
 VALID: dict[str, Any] = {
     "version": 1,

@@ -12,9 +12,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from worker.errors import ConfigError
 from worker.evals.config import dataset
 from worker.evals.config.dataset import load_dataset, parse_dataset
-from worker.evals.types import ConfigError
 
 KEYS = ["id", "input", "expected", "vars", "assert", "tags", "metadata", "type", "value",
         "values", "pattern", "ignore_case", "case_sensitive", "x"]

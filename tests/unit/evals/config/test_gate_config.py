@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import pytest
 
+from worker.errors import ConfigError
 from worker.evals.config.dataset import parse_dataset
 from worker.evals.config.load import parse_config
-from worker.evals.types import ConfigError, GateOptions, GateRule
+from worker.evals.types import GateOptions, GateRule
 
 HEAD = """\
 version: 1

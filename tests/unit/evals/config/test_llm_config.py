@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import pytest
 
+from worker.errors import ConfigError
 from worker.evals.config.load import parse_config
 from worker.evals.llm_types import Endpoint, ModelTarget, Pricing, RetrySettings
-from worker.evals.types import CommandTarget, ConfigError
+from worker.evals.types import CommandTarget
 
 FULL = """\
 version: 1

@@ -6,8 +6,9 @@ from pathlib import Path
 
 import pytest
 
+from worker.errors import ConfigError
 from worker.evals.config.prompts import load_prompt, parse_prompt, render
-from worker.evals.types import ConfigError, Example
+from worker.evals.types import Example
 
 EXAMPLE = Example("t1", 3, "Where is my refund?", "billing", {"lang": "de", "tier": 2})
 

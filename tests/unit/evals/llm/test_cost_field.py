@@ -12,12 +12,13 @@ from redis.asyncio import Redis
 from tests.fakes.fake_llm import FakeLLMServer
 from tests.unit import llm_support
 from tests.unit.llm_support import context, endpoint_yaml, model_config, write_repo
+from worker.errors import ConfigError
 from worker.evals.config.load import parse_config
 from worker.evals.llm.cache import ResponseCache
 from worker.evals.llm.cost import Budget, call_cost_usd, prices_for
 from worker.evals.llm.provider import ModelCaller
 from worker.evals.llm_types import Endpoint, Pricing, TokenUsage
-from worker.evals.types import ConfigError, Settings
+from worker.evals.types import Settings
 from worker.pipeline.trees import gate_trees
 from worker.report import render as report
 

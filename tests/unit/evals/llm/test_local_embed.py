@@ -20,6 +20,7 @@ import pytest
 from redis.asyncio import Redis
 
 from tests.unit.llm_support import context, write_repo
+from worker.errors import ConfigError
 from worker.evals.config.load import parse_config
 from worker.evals.llm import local_embed
 from worker.evals.llm.cache import ResponseCache
@@ -29,7 +30,7 @@ from worker.evals.llm_types import Endpoint
 from worker.evals.run.engine import run_config
 from worker.evals.run.fingerprint import suite_fingerprint
 from worker.evals.score.similar import cosine
-from worker.evals.types import ConfigError, Settings
+from worker.evals.types import Settings
 
 pytestmark = pytest.mark.local_embeddings
 

@@ -9,9 +9,10 @@ from pathlib import Path
 
 import pytest
 
+from worker.errors import ConfigError
 from worker.evals.config.load import parse_config
 from worker.evals.run.engine import NOT_CHECKED, run_config, run_suite, score_example
-from worker.evals.types import AssertionSpec, ConfigError, Example, Settings, TargetOutput
+from worker.evals.types import AssertionSpec, Example, Settings, TargetOutput
 
 BOT = """\
 import json, sys, time, os

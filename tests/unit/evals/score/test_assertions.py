@@ -6,8 +6,9 @@ from typing import Any
 
 import pytest
 
+from worker.errors import ConfigError
 from worker.evals.score.assertions import KNOWN_ASSERTIONS, check, show, validate_spec
-from worker.evals.types import AssertionSpec, ConfigError, Example
+from worker.evals.types import AssertionSpec, Example
 
 
 def run(kind: str, output: Any, expected: Any = None, **params: Any) -> tuple[bool, str]:

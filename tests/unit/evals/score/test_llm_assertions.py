@@ -11,13 +11,14 @@ import pytest
 from tests.fakes.fake_llm import FakeLLMServer
 from tests.unit import llm_support
 from tests.unit.llm_support import context, endpoint_yaml, model_config, write_repo
+from worker.errors import ConfigError
 from worker.evals.config.load import parse_config
 from worker.evals.run.engine import run_config
 from worker.evals.score.assertions import check, validate_spec
 from worker.evals.score.custom import to_result
 from worker.evals.score.similar import cosine
 from worker.evals.score.structured import check as structured_check
-from worker.evals.types import AssertionSpec, ConfigError, Example, TargetOutput
+from worker.evals.types import AssertionSpec, Example, TargetOutput
 
 llm_server = llm_support.llm_server  # module fixtures
 llm = llm_support.llm

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 
+from worker.errors import ConfigError
 from worker.evals.types import (
     AssertionResult,
     CommandTarget,
     Config,
-    ConfigError,
     ExampleResult,
     GateRule,
     RuleOutcome,

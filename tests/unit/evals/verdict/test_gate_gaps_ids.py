@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from worker.errors import ConfigError
 from worker.evals.config.dataset import parse_dataset
 from worker.evals.config.load import parse_config
 from worker.evals.run.engine import score_example
@@ -21,7 +22,6 @@ from worker.evals.score.metrics import suite_metrics
 from worker.evals.types import (
     AssertionSpec,
     Config,
-    ConfigError,
     GateReport,
     RunResult,
     SuiteResult,

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import pytest
 
+from worker.errors import ConfigError
 from worker.evals.config.load import parse_config
 from worker.evals.score.metrics import LOWER_IS_BETTER, suite_metrics
 from worker.evals.types import (
     AssertionResult,
     Config,
-    ConfigError,
     ExampleResult,
     GateReport,
     GateRule,
