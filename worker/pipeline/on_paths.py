@@ -7,24 +7,18 @@ Whatever ``on_paths`` says, a suite also runs when the pull request changes the 
 a file the suite names at base or head (its dataset, prompt, traps, or a file on its command
 line), so moving a suite onto new files cannot skip it.
 
-Globs match whole repository paths (POSIX, relative to the root), segment by segment:
-
-- ``*`` matches any characters but ``/``; ``?`` one character but ``/``; ``[abc]``/``[!abc]``
-  one character of (or not of) a set;
-- ``**`` as a whole segment matches any number of directories (``prompts/**`` is everything
-  under ``prompts/``, ``**/*.md`` every Markdown file);
-- a pattern starting with ``!`` excludes what it matches; later patterns win, so
-  ``["prompts/**", "!prompts/README.md"]`` ignores a change to that one file.
+The glob syntax is worker/evals/config/paths.py's (`glob_regex`), where the config reader
+checks each glob: a pattern starting with ``!`` excludes what it matches, and later patterns
+win (`matches`).
 """
 
 from __future__ import annotations
 
-import re
 import shlex
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
-from functools import lru_cache
 
+from worker.evals.config.paths import glob_regex
 from worker.evals.types import CommandTarget, Config, SuiteConfig
 
 #: Names of the changed files shown in a skip reason at most.
@@ -42,53 +36,6 @@ class Selection:
 
     run: tuple[str, ...]
     skipped: dict[str, str]
-
-
-def glob_regex(pattern: str) -> re.Pattern[str]:
-    """Return the compiled regular expression of one glob (without its ``!``).
-
-    Raises:
-        ValueError: the glob is empty, absolute, or has an unclosed ``[``.
-    """
-    return _compile(pattern)
-
-
-@lru_cache(maxsize=1024)
-def _compile(pattern: str) -> re.Pattern[str]:
-    if not pattern or pattern.startswith("/"):
-        raise ValueError(f"{pattern!r}: a glob must be a non-empty path relative to the root")
-    parts = []
-    segments = pattern.split("/")
-    for i, segment in enumerate(segments):
-        last = i == len(segments) - 1
-        if segment == "**":
-            parts.append(".*" if last else "(?:[^/]*/)*")
-        else:
-            parts.append(_segment(segment) + ("" if last else "/"))
-    return re.compile("".join(parts) + r"\Z")
-
-
-def _segment(segment: str) -> str:
-    out, i = [], 0
-    while i < len(segment):
-        char = segment[i]
-        if char == "*":
-            out.append("[^/]*")
-        elif char == "?":
-            out.append("[^/]")
-        elif char == "[":
-            end = segment.find("]", i + 2)
-            if end < 0:
-                raise ValueError(f"{segment!r}: unclosed '[' in a glob")
-            body = segment[i + 1:end]
-            negate = body.startswith("!")
-            body = re.sub(r"([\\\]^])", r"\\\1", body[1:] if negate else body)
-            out.append(f"[{'^/' if negate else ''}{body}]")
-            i = end
-        else:
-            out.append(re.escape(char))
-        i += 1
-    return "".join(out)
 
 
 def matches(patterns: Sequence[str], path: str) -> bool:

@@ -10,19 +10,28 @@ Called by the reader of worker/evals/config/load.py, so errors name the file and
         on_paths: ["prompts/**", "bot/**", "evals/support.jsonl"]
 
 All three are read from the BASE side by the worker (a pull request cannot change which base
-it is compared with, nor skip its own gate); see worker/pipeline/on_paths.py for the glob syntax.
+it is compared with, nor skip its own gate); worker/pipeline/on_paths.py applies the globs.
+Globs match whole repository paths (POSIX, relative to the root), segment by segment:
+
+- ``*`` matches any characters but ``/``; ``?`` one character but ``/``; ``[abc]``/``[!abc]``
+  one character of (or not of) a set;
+- ``**`` as a whole segment matches any number of directories (``prompts/**`` is everything
+  under ``prompts/``, ``**/*.md`` every Markdown file);
+- a pattern starting with ``!`` excludes what it matches; later patterns win, so
+  ``["prompts/**", "!prompts/README.md"]`` ignores a change to that one file.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import replace
+from functools import lru_cache
 from typing import Literal, cast
 
 from yaml.nodes import Node, SequenceNode
 
 from worker.evals.config.llm_suites import Reader
 from worker.evals.types import Settings
-from worker.pipeline.on_paths import glob_regex
 
 #: Keys of ``settings:`` parsed here.
 PATH_SETTINGS_KEYS = ("base", "on_paths_conclusion")
@@ -84,3 +93,50 @@ def _choice(reader: Reader, node: Node, what: str, allowed: tuple[str, ...]) -> 
     if value not in allowed:
         raise reader.error(node, f"{what} must be one of {', '.join(allowed)}, got {value!r}")
     return str(value)
+
+
+def glob_regex(pattern: str) -> re.Pattern[str]:
+    """Return the compiled regular expression of one glob (without its ``!``).
+
+    Raises:
+        ValueError: the glob is empty, absolute, or has an unclosed ``[``.
+    """
+    return _compile(pattern)
+
+
+@lru_cache(maxsize=1024)
+def _compile(pattern: str) -> re.Pattern[str]:
+    if not pattern or pattern.startswith("/"):
+        raise ValueError(f"{pattern!r}: a glob must be a non-empty path relative to the root")
+    parts = []
+    segments = pattern.split("/")
+    for i, segment in enumerate(segments):
+        last = i == len(segments) - 1
+        if segment == "**":
+            parts.append(".*" if last else "(?:[^/]*/)*")
+        else:
+            parts.append(_segment(segment) + ("" if last else "/"))
+    return re.compile("".join(parts) + r"\Z")
+
+
+def _segment(segment: str) -> str:
+    out, i = [], 0
+    while i < len(segment):
+        char = segment[i]
+        if char == "*":
+            out.append("[^/]*")
+        elif char == "?":
+            out.append("[^/]")
+        elif char == "[":
+            end = segment.find("]", i + 2)
+            if end < 0:
+                raise ValueError(f"{segment!r}: unclosed '[' in a glob")
+            body = segment[i + 1:end]
+            negate = body.startswith("!")
+            body = re.sub(r"([\\\]^])", r"\\\1", body[1:] if negate else body)
+            out.append(f"[{'^/' if negate else ''}{body}]")
+            i = end
+        else:
+            out.append(re.escape(char))
+        i += 1
+    return "".join(out)
