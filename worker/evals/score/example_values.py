@@ -23,9 +23,9 @@ import re
 from collections.abc import Callable, Sequence
 
 import numpy as np
+from numpy.typing import NDArray
 
 from worker.evals.types import ExampleResult
-from worker.evals.verdict.stats import FloatArray
 
 _ASSERTION_METRIC = re.compile(r"assertion\.(?P<type>.+)\.(?P<kind>pass_rate|mean_score)\Z")
 _USAGE = ("error_rate", "judge_error_rate", "cost_mean", "tokens_in_mean", "tokens_out_mean")
@@ -49,7 +49,7 @@ def example_value(result: ExampleResult, metric: str) -> float | None:
 
 
 def values_array(rows: Sequence[Sequence[ExampleResult]], metrics: Sequence[str],
-                 depth: int) -> FloatArray:
+                 depth: int) -> NDArray[np.float64]:
     """Return values of shape (len(rows), len(metrics), depth): example, metric, repeat.
 
     ``rows[i]`` holds the repeats of example i (at most ``depth``); NaN marks a metric that does
