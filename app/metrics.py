@@ -2,8 +2,8 @@
 
 The web process counts deliveries itself (a dict update each, no I/O). Workers are
 other processes that share only Redis with it: they publish their counters there (wire format in
-``worker/runtime/metrics.py``; the key names below must match it) and ``/metrics`` reads them with
-one pipelined round trip per scrape, together with the queue length. So one scrape of any web
+``worker/runtime/metrics.py``; the key names are `worker.contract`'s) and ``/metrics`` reads them
+with one pipelined round trip per scrape, together with the queue length. So one scrape of any web
 replica shows the whole system; worker series are cluster-wide and the same on every replica.
 """
 
@@ -26,12 +26,10 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.metrics_core import CounterMetricFamily, GaugeMetricFamily, Metric
 from redis.exceptions import RedisError
 
+from worker.contract import META_KEY, SAMPLES_KEY, WORKERS_KEY
+
 log = logging.getLogger(__name__)
 
-#: Redis keys the workers publish to (see ``worker/runtime/metrics.py``, wire format version 1).
-SAMPLES_KEY = "llmgate:metrics:samples"
-META_KEY = "llmgate:metrics:meta"
-WORKERS_KEY = "llmgate:metrics:workers"
 #: A worker whose heartbeat is older than this many seconds is not counted (it flushes every
 #: 10 s, so three missed beats).
 WORKER_STALE_S = 30.0

@@ -7,7 +7,8 @@ can overlap during a deploy.
 
 from __future__ import annotations
 
-from typing import NotRequired, TypedDict
+import re
+from typing import Any, NotRequired, TypedDict
 
 #: The check run name; branch protection requires it, so it never changes.
 CHECK_NAME = "llmgate"
@@ -51,6 +52,39 @@ PR_HEAD_TTL_S = 30 * 24 * 3600
 #: Redis key prefix of a stored full report (``worker.report.store`` writes, ``app.reports``
 #: serves it at ``GET /reports/<id>``; the id is 32 lowercase hex characters).
 REPORT_KEY_PREFIX = "llmgate:report:"
+#: Redis keys the workers publish their metrics to and the web process's ``/metrics`` reads
+#: (wire format version 1, described in worker/runtime/metrics.py).
+SAMPLES_KEY = "llmgate:metrics:samples"
+META_KEY = "llmgate:metrics:meta"
+WORKERS_KEY = "llmgate:metrics:workers"
+#: ``external_id`` of an llmgate check run: ``pr:<number>`` names its pull request (GitHub
+#: leaves ``check_run.pull_requests`` empty for forks), ``mg:<base sha>`` a merge group's base.
+PR_EXTERNAL_ID = re.compile(r"pr:([1-9][0-9]{0,9})")
+MERGE_GROUP_EXTERNAL_ID = re.compile(r"mg:([0-9a-f]{40})")
+
+
+def pr_external_id(pr_number: int) -> str:
+    """Return the ``external_id`` of a pull request's check run: ``pr:<number>``."""
+    return f"pr:{pr_number}"
+
+
+def merge_group_external_id(base_sha: str) -> str:
+    """Return the ``external_id`` of a merge group's check run: ``mg:<base sha>``."""
+    return f"mg:{base_sha}"
+
+
+def external_target(external_id: Any) -> tuple[int | None, str]:
+    """Return ``(pr_number, merge_group_base)`` named by an ``external_id`` (None / "" if not).
+
+    ``"pr:12"`` gives ``(12, "")``; ``"mg:<40 hex>"`` gives ``(None, sha)``; anything else,
+    e.g. ``"pr:12; rm -rf"`` or a value that is not a string, gives ``(None, "")``.
+    """
+    text = external_id if isinstance(external_id, str) else ""
+    if (pr := PR_EXTERNAL_ID.fullmatch(text)) is not None:
+        return int(pr.group(1)), ""
+    if (mg := MERGE_GROUP_EXTERNAL_ID.fullmatch(text)) is not None:
+        return None, mg.group(1)
+    return None, ""
 
 
 class RepoRef(TypedDict):

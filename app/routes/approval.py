@@ -40,12 +40,11 @@ from worker.contract import (
     RERUN_ACTION,
     ApprovePayload,
     approve_job_id,
+    external_target,
 )
 
 router = Router()
 _APPROVE_LINE = re.compile(re.escape(APPROVE_COMMAND) + r"(?: ([0-9a-f]{7,40}))?")
-#: ``external_id`` llmgate gives a check run that waits for approval.
-EXTERNAL_ID = re.compile(r"pr:([1-9][0-9]{0,9})")
 
 
 def parse_approve(body: str) -> str | None:
@@ -95,10 +94,10 @@ async def approve_from_button(event: Event, decision: Decision) -> None:
                                                                          ACCEPT_ACTION):
         plan_check_action(event, decision, identifier)
         return
-    external = EXTERNAL_ID.fullmatch(str(get_obj(data, "check_run").get("external_id") or ""))
+    pr_number, _ = external_target(get_obj(data, "check_run").get("external_id"))
     if identifier != APPROVE_ACTION:
         decision.ignore("unknown requested action")
-    elif get_str(data, "check_run.name") != CHECK_NAME or external is None:
+    elif get_str(data, "check_run.name") != CHECK_NAME or pr_number is None:
         decision.ignore("not an llmgate check run waiting for approval")
     elif get_str(data, "sender.type") == "Bot":
         decision.ignore("requested by a bot")
@@ -109,7 +108,7 @@ async def approve_from_button(event: Event, decision: Decision) -> None:
         approver = get_str(data, "sender.login", LOGIN_PATTERN)
         approval = ApprovePayload(
             delivery_id=event.delivery_id, installation_id=install_id, repo=repo,
-            pr_number=int(external.group(1)), approver=approver, source="button",
+            pr_number=pr_number, approver=approver, source="button",
             head_sha=head_sha, comment_id=0)
         decision.enqueue(JOB_APPROVE, approval, approve_job_id(
             repo, approval["pr_number"], head_sha=head_sha, approver=approver))

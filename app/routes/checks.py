@@ -18,7 +18,6 @@ empty for forks) or ``mg:<base sha>`` for a merge group.
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 from gidgethub.routing import Router
@@ -46,26 +45,10 @@ from worker.contract import (
     AcceptPayload,
     RecheckPayload,
     event_job_id,
+    external_target,
 )
 
 router = Router()
-#: ``external_id`` of an llmgate check run: its pull request, or a merge group's base SHA.
-PR_EXTERNAL_ID = re.compile(r"pr:([1-9][0-9]{0,9})")
-MERGE_GROUP_EXTERNAL_ID = re.compile(r"mg:([0-9a-f]{40})")
-
-
-def external_target(external_id: Any) -> tuple[int | None, str]:
-    """Return ``(pr_number, merge_group_base)`` named by an ``external_id`` (None / "" if not).
-
-    ``"pr:12"`` gives ``(12, "")``; ``"mg:<40 hex>"`` gives ``(None, sha)``; anything else,
-    e.g. ``"pr:12; rm -rf"``, gives ``(None, "")``.
-    """
-    text = external_id if isinstance(external_id, str) else ""
-    if (pr := PR_EXTERNAL_ID.fullmatch(text)) is not None:
-        return int(pr.group(1)), ""
-    if (mg := MERGE_GROUP_EXTERNAL_ID.fullmatch(text)) is not None:
-        return None, mg.group(1)
-    return None, ""
 
 
 def is_llmgate_check(name: str) -> bool:

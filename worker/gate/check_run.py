@@ -18,6 +18,7 @@ from typing import Any
 from arq.worker import Retry
 from redis.exceptions import RedisError
 
+from worker.contract import pr_external_id
 from worker.gate.registry import RunRegistry, new_entry
 from worker.gate.request import GateRequest
 from worker.github.checks import clip_text
@@ -93,7 +94,7 @@ async def open_run(registry: RunRegistry, gh: GitHubClient, request: GateRequest
     repo, head_sha = request.repo, request.head_sha
     owner, name = repo["owner"], repo["name"]
     output = _running_output(head_sha, job)
-    external_id = request.external_id or f"pr:{request.pr_number}"
+    external_id = request.external_id or pr_external_id(request.pr_number)
     if job is None:
         return OpenRun(await gh.create_check_run(owner, name, head_sha, status="in_progress",
                                                  output=output, external_id=external_id))

@@ -20,6 +20,7 @@ import time
 
 from redis.exceptions import RedisError
 
+from worker.contract import pr_external_id
 from worker.gate.accept import RERUN_BUTTON
 from worker.gate.check_run import TRANSIENT_ERRORS, OpenRun, conclude, finish, forget
 from worker.gate.registry import RunRegistry, new_entry
@@ -68,7 +69,7 @@ async def _open(registry: RunRegistry, gh: GitHubClient, request: GateRequest,
                 job: JobRef | None, config: ConfigReport) -> OpenRun:
     """Return the config's check run: the one an earlier try registered, or a new one."""
     owner, name, head_sha = request.repo["owner"], request.repo["name"], request.head_sha
-    external_id = request.external_id or f"pr:{request.pr_number}"
+    external_id = request.external_id or pr_external_id(request.pr_number)
     output = {"title": "llmgate: running", "summary": f"Completing `{config.path}`."}
     if job is not None:
         entry = await registry.get(job.job_id, request.pr_number, config.folder)

@@ -11,7 +11,7 @@ import logging
 from typing import Any
 
 from worker.checkout import Checkouts, GitError
-from worker.contract import ApprovePayload, GatePayload, RepoRef
+from worker.contract import ApprovePayload, GatePayload, RepoRef, pr_external_id
 from worker.errors import ConfigError
 from worker.evals.config import safe_yaml
 from worker.evals.config.files import read_repo_file
@@ -98,7 +98,7 @@ async def conclude_waiting(gh: GitHubClient, repo: RepoRef, check_run_id: int, p
     """
     output, actions = waiting_output(verdict, head_sha)
     body: dict[str, Any] = {"status": "completed", "conclusion": "action_required",
-                            "external_id": f"pr:{pr_number}", "output": output}
+                            "external_id": pr_external_id(pr_number), "output": output}
     if actions:
         body["actions"] = actions
     await gh.update_check_run(repo["owner"], repo["name"], check_run_id, body)

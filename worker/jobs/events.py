@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import functools
 import logging
-import re
 from typing import Any
 
 from arq.connections import ArqRedis
@@ -31,7 +30,9 @@ from worker.contract import (
     MergeGroupPayload,
     RecheckPayload,
     event_job_id,
+    external_target,
     gate_job_id,
+    merge_group_external_id,
 )
 from worker.gate import accept_job, commands, installs
 from worker.gate.request import GateRequest
@@ -43,9 +44,6 @@ from worker.github.client import GitHubClient, GitHubError
 
 log = logging.getLogger("llmgate.worker")
 
-#: ``external_id`` of llmgate's check runs: a pull request, or a merge group's base SHA.
-PR_EXTERNAL_ID = re.compile(r"pr:([1-9][0-9]{0,9})")
-MERGE_GROUP_EXTERNAL_ID = re.compile(r"mg:([0-9a-f]{40})")
 
 
 async def _targets(gh: GitHubClient, payload: RecheckPayload) -> tuple[set[int], str]:
@@ -55,10 +53,11 @@ async def _targets(gh: GitHubClient, payload: RecheckPayload) -> tuple[set[int],
         return numbers, base
     repo = payload["repo"]
     async for run in gh.list_check_runs(repo["owner"], repo["name"], payload["head_sha"]):
-        if (pr := PR_EXTERNAL_ID.fullmatch(run.external_id)) is not None:
-            numbers.add(int(pr.group(1)))
-        elif (mg := MERGE_GROUP_EXTERNAL_ID.fullmatch(run.external_id)) is not None:
-            base = base or mg.group(1)
+        number, merge_group_base = external_target(run.external_id)
+        if number is not None:
+            numbers.add(number)
+        elif merge_group_base:
+            base = base or merge_group_base
     return numbers, base
 
 
@@ -139,7 +138,7 @@ async def gate_merge_group(ctx: dict[str, Any], payload: MergeGroupPayload) -> d
     gh = services.github(payload["installation_id"])
     return await run_gate(services, gh, GateRequest(
         payload["repo"], 0, payload["head_sha"], payload["base_sha"], comment=False,
-        trusted=True, external_id=f"mg:{payload['base_sha']}"))
+        trusted=True, external_id=merge_group_external_id(payload["base_sha"])))
 
 
 async def reply_to_command(ctx: dict[str, Any], payload: CommandPayload) -> dict[str, str]:

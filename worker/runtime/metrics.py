@@ -8,7 +8,7 @@ at shutdown. The web process's ``/metrics`` (``app/metrics.py``) reads the three
 and renders them; counters from every worker add up in Redis, so a worker that exits loses no
 count. Every web replica shows the same worker series: aggregate them with ``max``, not ``sum``.
 
-Wire format (version 1):
+Wire format (version 1; the key names are `worker.contract`'s, which the web process imports):
 
 - ``llmgate:metrics:samples`` (hash): field = JSON ``[sample_name, {label: value}]`` with sorted
   labels, value = a float. Counter and histogram samples are added with ``HINCRBYFLOAT``;
@@ -34,14 +34,12 @@ from typing import Literal
 
 from redis.asyncio import Redis
 
+from worker.contract import META_KEY, SAMPLES_KEY, WORKERS_KEY
 from worker.evals.context import CallEvent
 from worker.evals.types import GateReport
 
 log = logging.getLogger(__name__)
 
-SAMPLES_KEY = "llmgate:metrics:samples"
-META_KEY = "llmgate:metrics:meta"
-WORKERS_KEY = "llmgate:metrics:workers"
 #: Seconds between two background flushes of a worker (also its heartbeat period).
 FLUSH_INTERVAL_S = 10.0
 #: Bound on one flush, seconds: Redis being slow must never hold a job up for long.

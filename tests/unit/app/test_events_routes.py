@@ -10,7 +10,6 @@ from typing import Any
 
 import pytest
 
-from app.routes.checks import external_target
 from tests.unit.app_support import (
     encode,
     fixture_json,
@@ -20,6 +19,7 @@ from tests.unit.app_support import (
     set_fields,
     settings,
 )
+from worker.contract import external_target
 
 CR_HEAD = "d6fde92930d4715a2b49857d24b940956b26d2d3"  # check_run.rerequested.json
 SUITE_HEAD = "ec26c3e57ca3a959ca5aad62de7213c562f8c821"  # check_suite.rerequested.json
