@@ -32,15 +32,8 @@ from worker.contract import COMMENT_MARKER, RERUN_COMMAND
 from worker.github.checks import CheckOutput
 from worker.pipeline.multi import SEVERITY, ConfigReport, MultiReport
 from worker.report import render as report
-from worker.report.render import (
-    _VERDICT,  # the icons and words of the single-config report
-    CHECK_OUTPUT_MAX_CHARS,
-    COMMENT_MAX_CHARS,
-    TITLE_MAX_CHARS,
-    _inline,
-    _render,
-    _sha,
-)
+from worker.report.markdown import VERDICT, clip, inline, render_template, short_sha
+from worker.report.render import CHECK_OUTPUT_MAX_CHARS, COMMENT_MAX_CHARS, TITLE_MAX_CHARS
 
 #: Between two config sections.
 SEPARATOR = "\n\n---\n\n"
@@ -57,7 +50,7 @@ def check_output(multi: MultiReport, head_sha: str) -> CheckOutput:
         return CheckOutput(report.check_title(merged), report.check_summary(merged),
                            report.check_text(merged))
     shown = _in_aggregate(multi)
-    frame = _frame(multi, head=_sha(head_sha), base=_base(multi, None), marker="",
+    frame = _frame(multi, head=short_sha(head_sha), base=_base(multi, None), marker="",
                    elsewhere=True)
     sections = _fit(lambda c, k: report.summary_section(c.report, c.path, k), shown,
                     CHECK_OUTPUT_MAX_CHARS - len(frame))
@@ -92,11 +85,11 @@ def title(multi: MultiReport) -> str:
     E.g. ``llmgate: fail - services/a fail, 1 regression; services/b pass``.
     """
     ranked = sorted(multi.configs, key=lambda c: _rank(c.report.conclusion))
-    parts = [f"{c.folder or 'root'} {_VERDICT[c.report.conclusion][1]}" + (
+    parts = [f"{c.folder or 'root'} {VERDICT[c.report.conclusion][1]}" + (
         f", {_plural(len(c.report.regressions), 'regression')}" if c.report.regressions else "")
         for c in ranked]
-    text = f"llmgate: {_VERDICT[multi.conclusion][1]} - {'; '.join(parts)}"
-    return report._clip(" ".join(text.split()), TITLE_MAX_CHARS)
+    text = f"llmgate: {VERDICT[multi.conclusion][1]} - {'; '.join(parts)}"
+    return clip(" ".join(text.split()), TITLE_MAX_CHARS)
 
 
 def comment_body(multi: MultiReport, *, head_sha: str, base_sha: str | None) -> str:
@@ -133,7 +126,7 @@ def render_json(multi: MultiReport, head_sha: str = "", base_sha: str | None = N
 
 
 def _comment(multi: MultiReport, head_sha: str, base_sha: str | None, *, marker: bool) -> str:
-    head = _sha(head_sha or _head_sha(multi))
+    head = short_sha(head_sha or _head_sha(multi))
     frame = _frame(multi, head=head, base=_base(multi, base_sha),
                    marker=COMMENT_MARKER if marker else "", elsewhere=False)
     footer = f"\n\n---\n<sub>Comment `{RERUN_COMMAND}` to run again.</sub>\n" if marker else ""
@@ -146,19 +139,19 @@ def _comment(multi: MultiReport, head_sha: str, base_sha: str | None, *, marker:
 def _frame(multi: MultiReport, *, head: str, base: str, marker: str, elsewhere: bool) -> str:
     """The verdict, commits, table of configs and notes (and, in the check run, where the
     configs with their own check run report)."""
-    icon, verdict = _VERDICT[multi.conclusion]
+    icon, verdict = VERDICT[multi.conclusion]
     per_config = multi.checks == "per_config"
-    rows = [{"path": _inline(c.path, 200), "check": _inline(c.check_name, 220),
-             "result": _inline(_result(c), 300)} for c in multi.configs]
-    others = ", ".join(f"`{_inline(c.check_name, 220)}`" for c in separate_checks(multi))
-    return _render("multi.md.j2", marker=marker, icon=icon, verdict=verdict, head=head,
-                   base=base, per_config=per_config, rows=rows,
-                   notes=[_inline(n, 600) for n in multi.notes[:50]],
-                   elsewhere=others if elsewhere else "")
+    rows = [{"path": inline(c.path, 200), "check": inline(c.check_name, 220),
+             "result": inline(_result(c), 300)} for c in multi.configs]
+    others = ", ".join(f"`{inline(c.check_name, 220)}`" for c in separate_checks(multi))
+    return render_template("multi.md.j2", marker=marker, icon=icon, verdict=verdict, head=head,
+                           base=base, per_config=per_config, rows=rows,
+                           notes=[inline(n, 600) for n in multi.notes[:50]],
+                           elsewhere=others if elsewhere else "")
 
 
 def _result(config: ConfigReport) -> str:
-    icon = _VERDICT[config.report.conclusion][0]
+    icon = VERDICT[config.report.conclusion][0]
     return f"{icon} {report.check_title(config.report).removeprefix('llmgate: ')}"
 
 
@@ -171,7 +164,7 @@ def _in_aggregate(multi: MultiReport) -> tuple[ConfigReport, ...]:
 def _details(configs: Sequence[ConfigReport]) -> str:
     """Every config's regressed examples, headed by its path, within GitHub's limit."""
     def render(config: ConfigReport, limit: int) -> str | None:
-        head = f"## {_inline(config.path, 200)}\n\n"
+        head = f"## {inline(config.path, 200)}\n\n"
         return head + report.check_text(config.report, max(limit - len(head), 1)) \
             if limit > len(head) + 100 else None
 
@@ -200,9 +193,9 @@ def _fit(render: Callable[[ConfigReport, int], str | None], configs: Sequence[Co
 
 
 def _too_long(config: ConfigReport) -> str:
-    icon, verdict = _VERDICT[config.report.conclusion]
-    return (f"### {icon} {_inline(config.path, 200)}: {verdict}\n\nThis section does not fit "
-            f"here: see the check run `{_inline(config.check_name, 220)}`.\n")
+    icon, verdict = VERDICT[config.report.conclusion]
+    return (f"### {icon} {inline(config.path, 200)}: {verdict}\n\nThis section does not fit "
+            f"here: see the check run `{inline(config.check_name, 220)}`.\n")
 
 
 def _join(frame: str, sections: list[str]) -> str:
@@ -218,8 +211,8 @@ def _base(multi: MultiReport, given: str | None) -> str:
     for config in multi.configs:
         found = config.report.base_sha or (config.report.base.sha if config.report.base else "")
         if found:
-            return _sha(found)
-    return _sha(given) if given else ""
+            return short_sha(found)
+    return short_sha(given) if given else ""
 
 
 def _head_sha(multi: MultiReport) -> str:

@@ -2,9 +2,9 @@
 
 Pure: the only I/O is jinja2 reading ``worker/report/templates``. Everything a pull request controls
 (model outputs, expected values, example ids, suite and metric names, error messages) is
-untrusted. In markdown it goes through `_inline` (markdown and HTML escaped, whitespace collapsed,
-``@mentions`` broken with a zero-width joiner), `_fenced` (a code block whose fence is longer
-than any backtick run inside it, mentions broken too) or `_cell` (an HTML table cell on one
+untrusted. In markdown it goes through `inline` (markdown and HTML escaped, whitespace collapsed,
+``@mentions`` broken with a zero-width joiner), `fenced` (a code block whose fence is longer
+than any backtick run inside it, mentions broken too) or `cell` (an HTML table cell on one
 source line, every ``<``, ``>``, ``&`` and quote an entity); view models hold only such strings,
 so the templates never see raw text. Per-suite sections of the comment: worker/report/suites.py.
 
@@ -14,16 +14,12 @@ most 65535 characters, an annotation ``title`` at most 255 characters and ``mess
 Row-shaped content that does not fit is cut to whole rows and ends with "... N more" lines.
 """
 
-import html
 import json
 import math
 import re
 from collections.abc import Callable, Iterable
 from dataclasses import asdict
-from pathlib import Path
 from typing import Any
-
-import jinja2
 
 from worker.contract import COMMENT_MARKER, RERUN_COMMAND
 from worker.evals.types import GateReport, Regression, RuleOutcome, RunResult
@@ -32,6 +28,16 @@ from worker.report import model_calls as report_llm
 from worker.report import stats_table as report_stats
 from worker.report import suites as report_suites
 from worker.report.decision import decision_sentence
+from worker.report.markdown import (
+    VERDICT,
+    as_text,
+    cell,
+    clip,
+    fenced,
+    inline,
+    render_template,
+    short_sha,
+)
 
 #: GitHub's limit on check-run ``output.summary`` and ``output.text``, characters.
 CHECK_OUTPUT_MAX_CHARS = 65535
@@ -50,29 +56,9 @@ COMMENT_MIN_REGRESSIONS = 3
 #: Suite sections in the PR comment; the metric table still has a row for every suite.
 COMMENT_MAX_SECTIONS = 30
 
-_ZWJ = "\u200d"
-_LINE_BREAK = re.compile(r"\r\n|\r|\n")
-_MENTION = re.compile(r"@(?=[\w-])")
-_CONTROL = {c: None for c in (*range(0, 9), 11, 12, *range(14, 32), 127)}
-#: Characters that start markdown, HTML or math inline: entities or backslash escapes (GFM).
-_INLINE = str.maketrans({"<": "&lt;", ">": "&gt;", "&": "&amp;"}
-                        | {c: "\\" + c for c in "\\`*[]|~$"} | _CONTROL)
-#: A list marker or heading at the start of a line would open a block (nested list, heading).
-_LEADING_MARKER = re.compile(r"^([-+#]|\d+(?=[.)]))")
-#: Runs of underscores; only those inside a word (pass_rate) cannot start emphasis (GFM 6.2).
-_UNDERSCORES = re.compile(r"_+")
 _STATUS = {"pass": "✅ pass", "fail": "❌ fail", "skipped": "⏭ skipped",
            "regression": "❌ regression", "inconclusive": "❔ inconclusive"}
 _STATUS_ORDER = ("fail", "regression", "inconclusive", "pass", "skipped")
-_VERDICT = {"success": ("✅", "pass"), "failure": ("❌", "fail"), "neutral": ("⚪", "neutral"),
-            "cancelled": ("⚪", "cancelled"), "timed_out": ("⌛", "timed out"),
-            "action_required": ("⚠️", "action required"), "skipped": ("⏭", "skipped")}
-# Markdown, not HTML: HTML autoescaping would garble it; view models are escaped in Python.
-_ENV = jinja2.Environment(
-    loader=jinja2.FileSystemLoader(Path(__file__).parent / "templates"),
-    autoescape=False,  # noqa: S701
-    undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True,
-    keep_trailing_newline=True)
 _Row = tuple[str, ...]
 
 
@@ -84,21 +70,21 @@ def check_title(report: GateReport) -> str:
     err = report.config_error
     if err is not None:
         where = err.path if err.line is None else f"{err.path}:{err.line}"
-        return _clip(" ".join(f"llmgate: configuration error in {where}".split()),
-                     TITLE_MAX_CHARS)
-    title = f"llmgate: {_VERDICT[report.conclusion][1]}"
+        return clip(" ".join(f"llmgate: configuration error in {where}".split()),
+                    TITLE_MAX_CHARS)
+    title = f"llmgate: {VERDICT[report.conclusion][1]}"
     if report.regressions:
         title += f", {_plural(len(report.regressions), 'regression')}"
     if report.headline:  # the rules did not decide (budget, rate limits, judge errors)
-        return _clip(" ".join(f"{title} - {report.headline}".split()), TITLE_MAX_CHARS)
+        return clip(" ".join(f"{title} - {report.headline}".split()), TITLE_MAX_CHARS)
     lead = next((o for o in report.outcomes if o.status in ("fail", "regression")),
                 next((o for o in report.outcomes if o.head is not None), None))
     if lead is not None:
-        title += f" - {_clip(lead.suite, 40)} {_clip(lead.metric, 40)} {_num(lead.head)}"
+        title += f" - {clip(lead.suite, 40)} {clip(lead.metric, 40)} {_num(lead.head)}"
         title += f" ({_delta(lead.delta)})" if lead.delta is not None else ""
     elif report.notes:
         title += f" - {report.notes[0]}"
-    return _clip(" ".join(title.split()), TITLE_MAX_CHARS)
+    return clip(" ".join(title.split()), TITLE_MAX_CHARS)
 
 
 def check_summary(report: GateReport) -> str:
@@ -112,10 +98,10 @@ def check_summary(report: GateReport) -> str:
     line and message.
     """
     rows = _metric_rows(report.outcomes)
-    head = _sha(report.head.sha) if report.head is not None else ""
+    head = short_sha(report.head.sha) if report.head is not None else ""
     base = _compared_base(report, None)
-    return _fit_rows(lambda k: _render("summary.md.j2", **_common(report, rows, k), head=head,
-                                       base=_sha(base) if base else ""),
+    return _fit_rows(lambda k: render_template("summary.md.j2", **_common(report, rows, k),
+                                               head=head, base=short_sha(base) if base else ""),
                      len(rows), CHECK_OUTPUT_MAX_CHARS)
 
 
@@ -129,8 +115,8 @@ def check_text(report: GateReport, limit: int = CHECK_OUTPUT_MAX_CHARS) -> str:
     items = [_detail_item(r) for r in (*_ordered(report), *_errored_only(report))]
 
     def render(k: int) -> str:
-        return _render("details.md.j2", config_error=_config_error_block(report),
-                       items=items[:k], more=len(items) - k)
+        return render_template("details.md.j2", config_error=_config_error_block(report),
+                               items=items[:k], more=len(items) - k)
 
     return _fit_rows(render, len(items), limit)
 
@@ -140,8 +126,8 @@ def summary_section(report: GateReport, name: str, limit: int) -> str | None:
     with several configs (worker/report/multi.py): at most ``limit`` characters, metric rows
     cut first; None when even no row fits."""
     rows = _metric_rows(report.outcomes)
-    return _largest(lambda k: _render("summary.md.j2", **_common(report, rows, k, name),
-                                      head="", base=""), len(rows), limit)
+    return _largest(lambda k: render_template("summary.md.j2", **_common(report, rows, k, name),
+                                              head="", base=""), len(rows), limit)
 
 
 def comment_section(report: GateReport, name: str, limit: int, *,
@@ -167,26 +153,26 @@ def annotations(report: GateReport) -> list[dict[str, Any]]:
     if err is not None:
         return [{"path": err.path, "start_line": err.line or 1, "end_line": err.line or 1,
                  "annotation_level": "failure", "title": "llmgate: configuration error",
-                 "message": _clip(err.message, 4000)}]
+                 "message": clip(err.message, 4000)}]
     regressed = [{"path": r.dataset, "start_line": max(r.line, 1), "end_line": max(r.line, 1),
                   "annotation_level": "failure",
-                  "title": _clip(f"{r.suite}: example {r.example_id} regressed",
+                  "title": clip(f"{r.suite}: example {r.example_id} regressed",
                                  ANNOTATION_TITLE_MAX_CHARS),
-                  "message": (f"expected: {_clip(_text(r.expected), ANNOTATION_OUTPUT_CHARS)}\n"
-                              f"actual: {_clip(_text(r.head_output), ANNOTATION_OUTPUT_CHARS)}\n"
-                              f"{_clip(r.reason, 2000)}"),
-                  "raw_details": f"base output: {_clip(_text(r.base_output), 2000)}"}
+                  "message": (f"expected: {clip(as_text(r.expected), ANNOTATION_OUTPUT_CHARS)}\n"
+                              f"actual: {clip(as_text(r.head_output), ANNOTATION_OUTPUT_CHARS)}\n"
+                              f"{clip(r.reason, 2000)}"),
+                  "raw_details": f"base output: {clip(as_text(r.base_output), 2000)}"}
                  for r in _ordered(report)]
     errored = [{"path": r.dataset, "start_line": max(r.line, 1), "end_line": max(r.line, 1),
                 "annotation_level": "failure",
-                "title": _clip(f"{r.suite}: example {r.example_id} got no answer at head",
+                "title": clip(f"{r.suite}: example {r.example_id} got no answer at head",
                                ANNOTATION_TITLE_MAX_CHARS),
-                "message": _clip(r.reason, 2000)} for r in _errored_only(report)]
+                "message": clip(r.reason, 2000)} for r in _errored_only(report)]
     causes = [{"path": e.path, "start_line": e.line, "end_line": e.line,
                "annotation_level": "failure",
-               "title": _clip(f"llmgate: {e.suite}: the target's {e.field or 'endpoint'} "
+               "title": clip(f"llmgate: {e.suite}: the target's {e.field or 'endpoint'} "
                               "gets no answer", ANNOTATION_TITLE_MAX_CHARS),
-               "message": _clip(report_llm.error_line(e), 4000)}
+               "message": clip(report_llm.error_line(e), 4000)}
               for e in report.errors if e.cause == "head" and e.line is not None]
     return [*causes, *regressed, *errored]
 
@@ -270,7 +256,7 @@ def _comment(report: GateReport, head_sha: str, base_sha: str | None, check_url:
     """The comment, or with ``name`` a section of one (None when it cannot fit ``limit``);
     ``local``: for ``llmgate run``."""
     rows = _metric_rows(report.outcomes)
-    found = report_suites.sections(report, _inline, _cell)
+    found = report_suites.sections(report, inline, cell)
     worse = sum(s.worse_total for s in found)
     url = check_url if check_url and re.match(r"https?://[^\s()<>]+$", check_url) else None
     base = _compared_base(report, base_sha)
@@ -278,13 +264,13 @@ def _comment(report: GateReport, head_sha: str, base_sha: str | None, check_url:
 
     def render(k_rows: int, k_worse: int, k_sections: int) -> str:
         clipped = k_rows < len(rows) or k_worse < shown or k_sections < sections
-        return _render("comment.md.j2", **_common(report, rows, k_rows, name or "llmgate",
-                                                  local=local),
-                       marker=COMMENT_MARKER if marker else "", rerun=RERUN_COMMAND,
-                       head="" if name else _sha(head_sha),
-                       base=_sha(base) if base and not name else "", check_url=url,
-                       sections=report_suites.limit_worse(found[:k_sections], k_worse),
-                       more_sections=len(found) - k_sections, clipped=clipped)
+        return render_template("comment.md.j2",
+                               **_common(report, rows, k_rows, name or "llmgate", local=local),
+                               marker=COMMENT_MARKER if marker else "", rerun=RERUN_COMMAND,
+                               head="" if name else short_sha(head_sha),
+                               base=short_sha(base) if base and not name else "", check_url=url,
+                               sections=report_suites.limit_worse(found[:k_sections], k_worse),
+                               more_sections=len(found) - k_sections, clipped=clipped)
 
     full = _largest(lambda k: render(len(rows), k, sections), shown, limit)
     if full is not None:
@@ -312,25 +298,25 @@ def _compared_base(report: GateReport, given: str | None) -> str:
 
 def _common(report: GateReport, rows: list[_Row], k: int,
             name: str = "llmgate", *, local: bool = False) -> dict[str, Any]:
-    icon, verdict = _VERDICT[report.conclusion]
+    icon, verdict = VERDICT[report.conclusion]
     verdict = "configuration error" if report.config_error is not None else verdict
-    why = [_inline(f"{o.suite} {_scoped(o.metric, o.group)}: {o.rule}: {o.reason}", 600)
+    why = [inline(f"{o.suite} {_scoped(o.metric, o.group)}: {o.rule}: {o.reason}", 600)
            for o in report.outcomes if o.status != "pass" and o.reason]
-    stat_rows = report_stats.comparison_rows(report, _inline)
+    stat_rows = report_stats.comparison_rows(report, inline)
     return {"icon": icon, "verdict": verdict, "rows": rows[:k], "more_rows": len(rows) - k,
-            "name": _inline(name, 200),
+            "name": inline(name, 200),
             "config_error": _config_error_block(report, local=local), "why": why[:50],
             "regression_count": len(report.regressions),
-            "notes": [_inline(n, 600) for n in report.notes[:50] if n != report.base_source],
-            "base_source": _inline(report.base_source, 600) if report.base_source else "",
-            "comparability": report_suites.comparability_lines(report, _inline),
-            "contract": [_inline(contract_line(c), 1200) for c in report.contract[:50]],
+            "notes": [inline(n, 600) for n in report.notes[:50] if n != report.base_source],
+            "base_source": inline(report.base_source, 600) if report.base_source else "",
+            "comparability": report_suites.comparability_lines(report, inline),
+            "contract": [inline(contract_line(c), 1200) for c in report.contract[:50]],
             "stat_rows": stat_rows[:report_stats.MAX_ROWS],
             "more_stat_rows": max(len(stat_rows) - report_stats.MAX_ROWS, 0),
-            "headline": _inline(report.headline, 600) if report.headline else "",
-            "run_lines": report_llm.run_lines(report, _inline),
+            "headline": inline(report.headline, 600) if report.headline else "",
+            "run_lines": report_llm.run_lines(report, inline),
             "method": report_stats.method_notes(report),
-            "decision": _inline(decision_sentence(report), 600)}
+            "decision": inline(decision_sentence(report), 600)}
 
 
 def _metric_rows(outcomes: Iterable[RuleOutcome]) -> list[_Row]:
@@ -339,11 +325,11 @@ def _metric_rows(outcomes: Iterable[RuleOutcome]) -> list[_Row]:
         groups.setdefault((outcome.suite, _scoped(outcome.metric, outcome.group)),
                           []).append(outcome)
     order = _STATUS_ORDER
-    return [(_inline(suite, 100), _inline(metric, 100),
+    return [(inline(suite, 100), inline(metric, 100),
              _num(next((o.base for o in group if o.base is not None), None)),
              _num(next((o.head for o in group if o.head is not None), None)),
              _delta(next((o.delta for o in group if o.delta is not None), None)),
-             _inline("; ".join(o.rule for o in group), 200),
+             inline("; ".join(o.rule for o in group), 200),
              _STATUS[min((o.status for o in group), key=order.index)])
             for (suite, metric), group in groups.items()]
 
@@ -353,10 +339,10 @@ def _scoped(metric: str, group: str) -> str:
 
 
 def _detail_item(r: Regression) -> dict[str, str]:
-    return {"title": _inline(f"{r.suite}: example {r.example_id}", 200),
-            "where": _inline(f"{r.dataset}:{r.line}", 300), "reason": _inline(r.reason, 1000),
-            "expected": _fenced(r.expected, 2000), "base": _fenced(r.base_output, 2000),
-            "head": _fenced(r.head_output, 2000)}
+    return {"title": inline(f"{r.suite}: example {r.example_id}", 200),
+            "where": inline(f"{r.dataset}:{r.line}", 300), "reason": inline(r.reason, 1000),
+            "expected": fenced(r.expected, 2000), "base": fenced(r.base_output, 2000),
+            "head": fenced(r.head_output, 2000)}
 
 
 def _config_error_block(report: GateReport, *, local: bool = False) -> str:
@@ -364,8 +350,8 @@ def _config_error_block(report: GateReport, *, local: bool = False) -> str:
     if err is None:
         return ""
     where = err.path if err.line is None else f"{err.path}:{err.line}"
-    return (f"**Configuration error** in {_inline(where, 300)}\n\n"
-            f"{_fenced(f'{where}: {err.message}', 4000)}\n\n"
+    return (f"**Configuration error** in {inline(where, 300)}\n\n"
+            f"{fenced(f'{where}: {err.message}', 4000)}\n\n"
             + ("Fix the file and run `llmgate run` again." if local else
                "Fix the file in this pull request and push; llmgate runs again on the new "
                "commit."))
@@ -389,10 +375,6 @@ def _suite_metrics(run: RunResult | None, name: str) -> dict[str, float] | None:
     return dict(suite.metrics) if suite is not None else None
 
 
-def _render(template: str, **context: Any) -> str:
-    return _ENV.get_template(template).render(**context).rstrip("\n") + "\n"
-
-
 def _largest(render: Callable[[int], str], count: int, limit: int) -> str | None:
     """Return render(k) for the largest k <= count within limit, or None if even k=0 is over."""
     k = _best(render, count, limit)
@@ -414,60 +396,7 @@ def _best(render: Callable[[int], str], count: int, limit: int) -> int | None:
 
 
 def _fit_rows(render: Callable[[int], str], count: int, limit: int) -> str:
-    return _largest(render, count, limit) or _clip(render(0), limit)
-
-
-def _text(value: Any) -> str:
-    if value is None:
-        return "(none)"
-    if isinstance(value, str):
-        return value
-    return json.dumps(value, ensure_ascii=False, sort_keys=True, default=str)
-
-
-def _clip(text: str, limit: int) -> str:
-    if len(text) <= limit:
-        return text
-    marker = f"… [clipped, {len(text)} chars]"
-    return (text[: max(limit - len(marker), 0)] + marker)[:limit]
-
-
-def _inline(value: Any, limit: int) -> str:
-    """Escape untrusted text for one line of markdown (a table cell, a list item)."""
-    text = " ".join(_clip(_text(value), limit).split()).translate(_INLINE)
-    text = _LEADING_MARKER.sub(lambda m: m[0] + "\\" if m[0][0].isdigit() else "\\" + m[0], text)
-    return _MENTION.sub("@" + _ZWJ, _UNDERSCORES.sub(lambda m: _underscores(text, m), text))
-
-
-def _underscores(text: str, match: re.Match[str]) -> str:
-    before, after = text[match.start() - 1: match.start()], text[match.end(): match.end() + 1]
-    return match[0] if before.isalnum() and after.isalnum() else match[0].replace("_", "\\_")
-
-
-def _cell(value: Any, limit: int) -> str:
-    """Escape untrusted text for an HTML table cell written on one source line.
-
-    Markdown is not parsed inside an HTML block, and the block ends only at a blank line, so
-    every ``<``, ``>``, ``&`` and quote is an entity (``</details>`` or ``<!-- llmgate -->``
-    stay text), line breaks (``\\r\\n``, ``\\r``, ``\\n``) become ``<br>``, control characters
-    are dropped and mentions are broken.
-    """
-    text = html.escape(_clip(_text(value), limit).translate(_CONTROL), quote=True)
-    return _LINE_BREAK.sub("<br>", _MENTION.sub("@" + _ZWJ, text))
-
-
-def _fenced(value: Any, limit: int) -> str:
-    """Put untrusted text in a fenced code block that no backtick run inside can close."""
-    text = _MENTION.sub("@" + _ZWJ, _clip(_text(value), limit).translate(_CONTROL))
-    longest = max((len(run) for run in re.findall(r"`+", text)), default=0)
-    fence = "`" * max(3, longest + 1)
-    return f"{fence}text\n{text}\n{fence}"
-
-
-def _sha(sha: str) -> str:
-    if re.fullmatch(r"[0-9a-f]{7,64}", sha):
-        return f"`{sha[:7]}`"
-    return _inline(sha or "working tree", 40)
+    return _largest(render, count, limit) or clip(render(0), limit)
 
 
 def _num(value: float | None) -> str:
