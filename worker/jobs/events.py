@@ -6,7 +6,7 @@
   named by the payload plus those of every ``llmgate`` check run on the commit (its
   ``external_id`` ``pr:<n>``, which also covers forks, whose ``pull_requests`` GitHub leaves
   empty). Each becomes its own ``gate_pull_request`` job.
-- `accept_regression`: `worker.gate.accept_job`.
+- `accept_regression`: `worker.gate.accept`.
 - `gate_merge_group`: the merge queue's commit, gated against the group's base, no comment.
 - `reply_to_command`: ``/llmgate help`` and unknown commands (`worker.gate.commands`).
 - `installation_changed`: `worker.gate.installs`.
@@ -34,7 +34,7 @@ from worker.contract import (
     gate_job_id,
     merge_group_external_id,
 )
-from worker.gate import accept_job, commands, installs
+from worker.gate import accept, commands, installs
 from worker.gate.request import GateRequest
 from worker.gate.run import run_gate
 from worker.gate.services import Services
@@ -121,10 +121,10 @@ async def rerun_check(ctx: dict[str, Any], payload: RecheckPayload) -> dict[str,
 
 
 async def accept_regression(ctx: dict[str, Any], payload: AcceptPayload) -> dict[str, str]:
-    """Handle the "Accept regression" button (see `worker.gate.accept_job.accept_regression`)."""
+    """Handle the "Accept regression" button (see `worker.gate.accept.accept_regression`)."""
     services: Services = ctx["services"]
     gh = services.github(payload["installation_id"])
-    return await accept_job.accept_regression(services.redis, gh, payload,
+    return await accept.accept_regression(services.redis, gh, payload,
                                               functools.partial(services.bot_login, gh))
 
 
