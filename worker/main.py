@@ -10,6 +10,7 @@ import datetime
 import os
 import sys
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import httpx
@@ -44,6 +45,7 @@ from worker.runtime.lifecycle import (
 )
 from worker.runtime.logs import configure_worker_logging
 from worker.runtime.settings import SettingsError, WorkerConfig
+from worker.security.redact import Redactor
 
 #: Wall-clock limit of one job, seconds, unless ``LLMGATE_JOB_TIMEOUT_S`` says otherwise.
 JOB_TIMEOUT_S = JobLimits().job_timeout_s
@@ -53,19 +55,73 @@ HTTP_TIMEOUT_S = 30.0
 EXIT_SETTINGS = 2
 
 
-async def startup(ctx: dict[str, Any]) -> None:
-    """Validate the settings and make the clients every job shares.
+@dataclass(frozen=True)
+class StartupSettings:
+    """Every setting a worker process reads from its environment, parsed once.
+
+    `worker_settings` reads them before arq starts (so a bad one stops the process at once)
+    and hands the same values to `startup`, which makes the shared clients from them; jobs
+    read them from `Services`, never from the environment.
+
+    Attributes:
+        config: the App, Redis and worker basics (`WorkerConfig`).
+        redis_settings: arq's connection settings for ``config.redis_url``.
+        calibration: the scheduled calibration (``LLMGATE_CALIBRATE_*``), or None.
+        github_limits: rate-limit handling (``LLMGATE_GITHUB_*``).
+        reports: full reports behind Details (``LLMGATE_PUBLIC_URL``, ``*_REPORT_TTL_S``), or
+            None when off.
+        baselines: stored baselines (``LLMGATE_BASELINE_*``).
+        job_limits: leases and job limits (``LLMGATE_JOB_*``).
+        grace_s: seconds a stopping worker waits for its jobs (``LLMGATE_SHUTDOWN_GRACE_S``).
+    """
+
+    config: WorkerConfig
+    redis_settings: RedisSettings
+    calibration: CalibrationSchedule | None
+    github_limits: GitHubLimits
+    reports: ReportSettings | None
+    baselines: BaselineSettings
+    job_limits: JobLimits
+    grace_s: int
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str],
+                 config: WorkerConfig | None = None) -> StartupSettings:
+        """Read and check every worker setting (the security ones included).
+
+        Args:
+            environ: the process environment.
+            config: `WorkerConfig` when already read from ``environ``.
+
+        Raises:
+            SettingsError: one line naming the variable that is missing or malformed.
+        """
+        config = config or WorkerConfig.from_env(environ)
+        redis_settings = RedisSettings.from_dsn(config.redis_url)
+        check_settings(environ)  # the sandbox and the encryption keys
+        grace_s = shutdown_grace_s(environ)
+        calibration = CalibrationSchedule.from_env(environ)
+        job_limits = JobLimits.from_env(environ)
+        return cls(config=config, redis_settings=redis_settings, calibration=calibration,
+                   github_limits=GitHubLimits.from_env(environ),
+                   reports=ReportSettings.from_env(environ),
+                   baselines=BaselineSettings.from_env(environ), job_limits=job_limits,
+                   grace_s=grace_s)
+
+
+async def startup(ctx: dict[str, Any], settings: StartupSettings | None = None) -> None:
+    """Harden the process and make the clients every job shares, from ``settings``.
+
+    Args:
+        ctx: arq's worker context; gets ``services`` and the job limits.
+        settings: what `worker_settings` read; None reads the environment now (a worker
+            started without `worker_settings`, as some tests do).
 
     Raises:
         SystemExit: a setting is missing or malformed (one clear line, non-zero exit).
     """
     try:
-        config = WorkerConfig.from_env()
-        calibration = CalibrationSchedule.from_env(os.environ)
-        limits = GitHubLimits.from_env(os.environ)  # LLMGATE_GITHUB_*
-        report_settings = ReportSettings.from_env(os.environ)  # LLMGATE_PUBLIC_URL, *_REPORT_TTL_S
-        # LLMGATE_JOB_*: leases (worker/runtime/lease.py)
-        ctx[CTX_KEY] = JobLimits.from_env(os.environ)
+        settings = settings or StartupSettings.from_env(os.environ)
     except SettingsError as err:
         raise SystemExit(f"llmgate worker: {err}") from None
     try:
@@ -73,11 +129,19 @@ async def startup(ctx: dict[str, Any]) -> None:
     except ValueError as err:
         raise SystemExit(f"llmgate worker: {err}") from None
     try:
-        redactor = harden(config)  # sandbox, log redaction, non-dumpable process
+        redactor = harden(settings.config)  # sandbox, log redaction, non-dumpable process
     except SettingsError as err:
         raise SystemExit(f"llmgate worker: {err}") from None
+    ctx[CTX_KEY] = settings.job_limits
+    ctx["services"] = make_services(settings, redactor)
+    start_publishing(ctx)
+
+
+def make_services(settings: StartupSettings, redactor: Redactor) -> Services:
+    """Return the clients every job of this process shares, made from ``settings``."""
+    config = settings.config
     redis = Redis.from_url(config.redis_url)
-    ctx["services"] = Services(
+    return Services(
         config=config,
         http=httpx.AsyncClient(timeout=HTTP_TIMEOUT_S),
         tokens=InstallationTokenCache(AppCredentials(config.app_id, config.private_key),
@@ -85,11 +149,11 @@ async def startup(ctx: dict[str, Any]) -> None:
         checkouts=Checkouts(config.workdir),
         redis=redis,
         redactor=redactor,
-        calibration=calibration,
-        github_limiter=GitHubLimiter(RedisLimitStore(redis), limits),
-        reports=ReportStore(redis, report_settings) if report_settings else None,
+        calibration=settings.calibration,
+        github_limiter=GitHubLimiter(RedisLimitStore(redis), settings.github_limits),
+        reports=ReportStore(redis, settings.reports) if settings.reports else None,
+        baselines=settings.baselines,
     )
-    start_publishing(ctx)
 
 
 async def shutdown(ctx: dict[str, Any]) -> None:
@@ -112,19 +176,17 @@ def worker_settings(environ: Mapping[str, str] | None = None) -> type:
             ``LLMGATE_CALIBRATE_*`` schedule included), or an ``LLMGATE_WORKDIR`` that cannot
             be created.
     """
-    config = WorkerConfig.from_env(environ)
+    env = os.environ if environ is None else environ
+    config = WorkerConfig.from_env(env)
     try:
         config.workdir.mkdir(parents=True, exist_ok=True)
     except OSError as err:
         raise SettingsError(f"LLMGATE_WORKDIR cannot be created: {err.strerror}") from None
-    checked_redis = RedisSettings.from_dsn(config.redis_url)
-    check_settings(os.environ if environ is None else environ)
-    grace_s = shutdown_grace_s(os.environ if environ is None else environ)
-    calibration = CalibrationSchedule.from_env(os.environ if environ is None else environ)
-    job_limits = JobLimits.from_env(os.environ if environ is None else environ)
-    GitHubLimits.from_env(os.environ if environ is None else environ)  # checked before arq starts
-    ReportSettings.from_env(os.environ if environ is None else environ)
-    BaselineSettings.from_env(os.environ if environ is None else environ)  # LLMGATE_BASELINE_*
+    settings = StartupSettings.from_env(env, config)
+    job_limits = settings.job_limits
+
+    async def on_startup_hook(ctx: dict[str, Any]) -> None:
+        await startup(ctx, settings)
 
     class WorkerSettings:
         """arq settings: the job functions, start-up/shutdown hooks and limits."""
@@ -134,17 +196,16 @@ def worker_settings(environ: Mapping[str, str] | None = None) -> type:
                                                     approve_pull_request, *EVENT_JOBS,
                                                     store_baseline)),
             installation_changed])
-        on_startup = startup
+        on_startup = on_startup_hook
         on_shutdown = shutdown
-        redis_settings = checked_redis
+        redis_settings = settings.redis_settings
         job_timeout = job_limits.job_timeout_s  # LLMGATE_JOB_TIMEOUT_S
         max_tries = job_limits.max_tries  # LLMGATE_JOB_MAX_TRIES
         max_jobs = config.max_jobs
         keep_result = 3600
-        job_completion_wait = grace_s
-        cron_jobs = [*calibration_cron_jobs(calibration),  # LLMGATE_CALIBRATE_*; none by default
-                     # abandoned check runs (worker/gate/sweeper.py)
-                     *sweeper_cron_jobs(job_limits)]
+        job_completion_wait = settings.grace_s
+        # LLMGATE_CALIBRATE_* (none by default), and abandoned check runs (gate/sweeper.py)
+        cron_jobs = [*calibration_cron_jobs(settings.calibration), *sweeper_cron_jobs(job_limits)]
         timezone = datetime.UTC  # of the cron schedule
 
     return WorkerSettings

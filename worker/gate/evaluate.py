@@ -17,7 +17,7 @@ from contextlib import AsyncExitStack, contextmanager
 from dataclasses import replace
 
 from worker.baselines.reuse import Origin, StoredBaselines
-from worker.baselines.store import BaselineSettings, BaselineStore
+from worker.baselines.store import BaselineStore
 from worker.checkout import GitError
 from worker.errors import ExecutionError
 from worker.evals.context import EvalContext
@@ -81,7 +81,7 @@ async def evaluate_configs(services: Services, gh: GitHubClient,
                                 on_call=record_call)  # provider calls, cache hits, USD
             role = "" if merge_base == request.base_sha else "the merge base" \
                 if base_sha == merge_base else "the base branch's tip, as settings.base says"
-            store = BaselineStore(services.redis, BaselineSettings.from_env())
+            store = BaselineStore(services.redis, services.baselines)
             origin = Origin("pull_request", pr_number=request.pr_number, role=role)
 
             def runner(folder: str) -> BaseRunner:

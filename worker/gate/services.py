@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 import httpx
 from redis.asyncio import Redis
 
+from worker.baselines.store import BaselineSettings
 from worker.checkout import Checkouts
 from worker.gate.calibration import CalibrationSchedule
 from worker.gate.trust import ApprovalStore
@@ -34,6 +35,8 @@ class Services:
     github_limiter: GitHubLimiter | None = None
     #: Full reports behind the check run's Details link (None: ``LLMGATE_PUBLIC_URL`` unset).
     reports: ReportStore | None = None
+    #: Stored baselines' TTL and size cap (``LLMGATE_BASELINE_*``, read once at start-up).
+    baselines: BaselineSettings = field(default_factory=BaselineSettings)
     #: The App's bot login once `bot_login` asked GitHub (one App per worker process).
     _bot_login: str | None = field(default=None, init=False, repr=False)
 

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from worker.baselines.reuse import Origin, StoredBaselines
-from worker.baselines.store import BaselineSettings, BaselineStore
+from worker.baselines.store import BaselineStore
 from worker.contract import PushPayload
 from worker.errors import ConfigError
 from worker.evals.context import EvalContext
@@ -74,7 +74,7 @@ async def _store_config(services: Services, payload: PushPayload, namespace: str
     """Run and store the suites of the config at ``root`` (a checkout, or a config's folder)
     under ``namespace`` and mark them the branch's latest (see `store_baseline`)."""
     sha, branch = payload["sha"], payload["branch"]
-    store = BaselineStore(services.redis, BaselineSettings.from_env())
+    store = BaselineStore(services.redis, services.baselines)
     runner = StoredBaselines(store, namespace, Origin("push", branch=branch))
     repo = payload["repo"]
     try:

@@ -24,7 +24,7 @@ from worker.baselines.keys import suite_key
 from worker.baselines.store import BaselineStore, latest_key, record_key
 from worker.contract import baseline_job_id
 from worker.jobs.push import store_baseline
-from worker.main import worker_settings
+from worker.main import shutdown, startup, worker_settings
 from worker.pipeline.trees import read_config
 
 github, worker_ctx = support.github, support.worker_ctx  # fixtures
@@ -99,3 +99,23 @@ async def test_a_broken_or_missing_config_stores_nothing(worker_ctx, tmp_path):
         {"status": "no_config", "sha": gone}
     assert await services.redis.keys("llmgate:baseline*") == []
     assert await command_runs(services) == 0
+
+
+async def test_baseline_settings_are_the_ones_read_at_start_up(github, tmp_path, monkeypatch):
+    """``LLMGATE_BASELINE_*`` is read once, when the worker starts, and carried by its services:
+    a later change of the environment reaches no job (a job reading it would fail on it)."""
+    monkeypatch.setenv("LLMGATE_BASELINE_TTL_S", "7200")
+    ctx: dict = {}
+    await startup(ctx)
+    try:
+        monkeypatch.setenv("LLMGATE_BASELINE_TTL_S", "1d")  # malformed
+        repo = tmp_path / "repo"
+        shas = build_field_repo(repo)
+        await store_baseline(ctx, push_payload(str(repo), shas["b1"], 1000))
+        result = await store_baseline(ctx, push_payload(str(repo), shas["m9"], 2000))
+        assert result["status"] == "stored"
+        redis = ctx["services"].redis
+        [old] = [k async for k in redis.scan_iter(f"llmgate:baseline:{KEY}:{shas['b1']}:*")]
+        assert 7000 < await redis.ttl(old) <= 7200  # the replaced latest expires as started
+    finally:
+        await shutdown(ctx)
