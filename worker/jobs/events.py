@@ -137,8 +137,9 @@ async def gate_merge_group(ctx: dict[str, Any], payload: MergeGroupPayload) -> d
     services: Services = ctx["services"]
     gh = services.github(payload["installation_id"])
     return await run_gate(services, gh, GateRequest(
-        payload["repo"], 0, payload["head_sha"], payload["base_sha"], comment=False,
-        trusted=True, external_id=merge_group_external_id(payload["base_sha"])))
+        repo=payload["repo"], pr_number=0, head_sha=payload["head_sha"],
+        base_sha=payload["base_sha"], comment=False, trusted=True,
+        external_id=merge_group_external_id(payload["base_sha"])))
 
 
 async def reply_to_command(ctx: dict[str, Any], payload: CommandPayload) -> dict[str, str]:

@@ -35,9 +35,9 @@ async def gate_pull_request(ctx: dict[str, Any], payload: GatePayload) -> dict[s
     gh = services.github(payload["installation_id"])
     await remember_base(services.redis, services.calibration, payload)
     return await run_gate(services, gh, GateRequest(
-        payload["repo"], payload["pr_number"], payload["head_sha"], payload["base_sha"],
-        untrusted.facts_from_payload(payload), draft=payload.get("draft", False),
-        base_ref=payload["base_ref"]))
+        repo=payload["repo"], pr_number=payload["pr_number"], head_sha=payload["head_sha"],
+        base_sha=payload["base_sha"], facts=untrusted.facts_from_payload(payload),
+        draft=payload.get("draft", False), base_ref=payload["base_ref"]))
 
 
 async def rerun_from_comment(ctx: dict[str, Any], payload: RerunPayload) -> dict[str, str]:
@@ -65,9 +65,9 @@ async def rerun_from_comment(ctx: dict[str, Any], payload: RerunPayload) -> dict
         return {"status": "closed"}
     await courtesy.react(gh, repo["owner"], repo["name"], payload["comment_id"], "+1")
     return await run_gate(services, gh, GateRequest(
-        repo, payload["pr_number"], pull.head_sha, pull.base_sha,
-        untrusted.facts_from_pull(repo, pull), no_cache=payload.get("no_cache", False),
-        base_ref=pull.base_ref))
+        repo=repo, pr_number=payload["pr_number"], head_sha=pull.head_sha,
+        base_sha=pull.base_sha, facts=untrusted.facts_from_pull(repo, pull),
+        no_cache=payload.get("no_cache", False), base_ref=pull.base_ref))
 
 
 async def approve_pull_request(ctx: dict[str, Any], payload: ApprovePayload) -> dict[str, str]:
@@ -84,8 +84,9 @@ async def approve_pull_request(ctx: dict[str, Any], payload: ApprovePayload) -> 
         return {"status": status}
     repo = payload["repo"]
     return await run_gate(services, gh, GateRequest(
-        repo, payload["pr_number"], pull.head_sha, pull.base_sha,
-        untrusted.facts_from_pull(repo, pull), base_ref=pull.base_ref))
+        repo=repo, pr_number=payload["pr_number"], head_sha=pull.head_sha,
+        base_sha=pull.base_sha, facts=untrusted.facts_from_pull(repo, pull),
+        base_ref=pull.base_ref))
 
 
 #: The reply to ``/llmgate rerun`` on a closed pull request.

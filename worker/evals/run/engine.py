@@ -1,9 +1,10 @@
-"""Run a config's suites on one checkout: targets, assertions, metrics.
+"""Run a config's suites on one checkout: targets, assertions, metrics (the engine's entry).
 
 Examples of a suite run concurrently, at most ``settings.concurrency`` at once; suites run one
 after another, in config order. Results keep dataset order whatever order targets finish in.
-The run itself (model targets, judges, repeats, cache, budget) is worker/evals/run/runner.py;
-`score_example` is the pure scoring of the basic assertions.
+The run itself (model targets, judges, repeats, cache, budget) is worker/evals/run/runner.py
+(`runner.run_suites`); scoring is worker/evals/score/scoring.py. This module adds what the
+callers need around it: each suite's fingerprint, and config-line errors for missing datasets.
 """
 
 from __future__ import annotations
@@ -14,22 +15,7 @@ from pathlib import Path
 from worker.errors import ConfigError
 from worker.evals.context import EvalContext
 from worker.evals.run import fingerprint, runner
-from worker.evals.score.assertions import check
-from worker.evals.types import (
-    AssertionResult,
-    AssertionSpec,
-    Config,
-    Example,
-    ExampleResult,
-    RunResult,
-    Settings,
-    SuiteConfig,
-    SuiteResult,
-    TargetOutput,
-)
-
-#: Message of each assertion of an example whose target failed (the assertion counts as failed).
-NOT_CHECKED = "not checked: the target failed for this example"
+from worker.evals.types import Config, RunResult
 
 
 async def run_config(config: Config, root: Path, sha: str = "",
@@ -87,53 +73,3 @@ def _at_config_line(configs: Sequence[Config], err: ConfigError) -> ConfigError:
                 return ConfigError(config.path, suite.line,
                                    f"suite {suite.name}: dataset {err.path}: {err.message}")
     return err
-
-
-async def run_suite(suite: SuiteConfig, root: Path, settings: Settings,
-                    state: runner.RunState | None = None) -> SuiteResult:
-    """Run one suite: its target on every example, then its assertions and metrics.
-
-    Args:
-        suite: the suite; its ``dataset`` is read relative to ``root``.
-        root: the checkout the target runs in.
-        settings: ``concurrency`` (invocations at once), ``timeout_s`` and ``env``.
-
-    Returns:
-        The suite result, examples in dataset order.
-
-    Raises:
-        ConfigError: the dataset is missing or invalid (raised before any command runs).
-    """
-    return await runner.run_suite(suite, root, settings, state)
-
-
-def score_example(
-    suite_assertions: Sequence[AssertionSpec], example: Example, output: TargetOutput
-) -> ExampleResult:
-    """Check the suite's and the example's own assertions against one target output (pure).
-
-    An example passes when its target did not error and every assertion passed. When the
-    target errored, every assertion is recorded as failed with `NOT_CHECKED`, so per-assertion
-    pass rates count the example as failed.
-    """
-    specs = (*suite_assertions, *example.assertions)
-    errored = output.error is not None
-    if errored:
-        results = tuple(AssertionResult(spec.type, False, 0.0, NOT_CHECKED) for spec in specs)
-    else:
-        results = tuple(check(spec, output.output, example) for spec in specs)
-    return ExampleResult(
-        id=example.id,
-        line=example.line,
-        passed=not errored and all(result.passed for result in results),
-        errored=errored,
-        output=None if errored else output.output,
-        expected=example.expected,
-        error=output.error,
-        assertions=results,
-        latency_ms=output.latency_ms,
-        cost_usd=output.cost_usd,
-        tags=example.tags,
-        metadata=example.metadata,
-        id_from_line=example.id_from_line,
-    )

@@ -81,7 +81,7 @@ class RunState:
         self.answers: dict[tuple[str, int, str, str], TargetOutput] = {}
 
 
-async def run_config(config: Config, root: Path, sha: str = "",
+async def run_suites(config: Config, root: Path, sha: str = "",
                      ctx: EvalContext | None = None, *, with_base: bool = True) -> RunResult:
     """Run every suite of ``config`` at ``root`` (see the module docstring).
 

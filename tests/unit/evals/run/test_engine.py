@@ -11,8 +11,10 @@ import pytest
 
 from worker.errors import ConfigError
 from worker.evals.config.load import parse_config
-from worker.evals.run.engine import NOT_CHECKED, run_config, run_suite, score_example
-from worker.evals.types import AssertionSpec, Example, Settings, TargetOutput
+from worker.evals.run.engine import run_config
+from worker.evals.run.runner import RunState, run_suite
+from worker.evals.score.scoring import NOT_CHECKED, Item, score_items
+from worker.evals.types import AssertionSpec, Example, ExampleResult, Settings, TargetOutput
 
 BOT = """\
 import json, sys, time, os
@@ -119,10 +121,19 @@ async def test_missing_dataset_points_at_the_suite_in_the_config(repo: Path) -> 
     assert "evals/none.jsonl" in info.value.message
 
 
-def test_score_example_combines_suite_and_example_assertions() -> None:
+async def score_example(specs: list[AssertionSpec], example: Example,
+                        output: TargetOutput) -> ExampleResult:
+    """Score one target output as a run does (worker/evals/score/scoring.py), no model calls."""
+    settings = Settings(20.0, 1)
+    [result] = await score_items(specs, [Item(example, output)], Path("."), settings,
+                                 RunState(settings).caller, "evals/d.jsonl")
+    return result
+
+
+async def test_score_example_combines_suite_and_example_assertions() -> None:
     example = Example("x", 9, "in", "Yes", assertions=(AssertionSpec("contains", {"value": "no"}),))
-    result = score_example([AssertionSpec("equals")], example,
-                           TargetOutput("yes", latency_ms=12.5, cost_usd=0.2))
+    result = await score_example([AssertionSpec("equals")], example,
+                                 TargetOutput("yes", latency_ms=12.5, cost_usd=0.2))
     assert (result.passed, result.errored, result.output, result.expected) == (
         False, False, "yes", "Yes")
     assert [(a.type, a.passed) for a in result.assertions] == [
@@ -130,6 +141,6 @@ def test_score_example_combines_suite_and_example_assertions() -> None:
     assert (result.latency_ms, result.cost_usd, result.line) == (12.5, 0.2, 9)
 
 
-def test_score_example_without_assertions_passes_on_a_clean_run() -> None:
-    result = score_example([], Example("x", 1, "in"), TargetOutput("anything"))
+async def test_score_example_without_assertions_passes_on_a_clean_run() -> None:
+    result = await score_example([], Example("x", 1, "in"), TargetOutput("anything"))
     assert result.passed and not result.errored

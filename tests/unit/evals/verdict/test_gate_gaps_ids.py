@@ -7,6 +7,7 @@ pair base and head example by example must refuse it, naming the dataset and the
 
 from __future__ import annotations
 
+import asyncio
 import json
 import shlex
 import sys
@@ -17,13 +18,15 @@ import pytest
 from worker.errors import ConfigError
 from worker.evals.config.dataset import parse_dataset
 from worker.evals.config.load import parse_config
-from worker.evals.run.engine import score_example
+from worker.evals.run.runner import RunState
 from worker.evals.score.metrics import suite_metrics
+from worker.evals.score.scoring import Item, score_items
 from worker.evals.types import (
     AssertionSpec,
     Config,
     GateReport,
     RunResult,
+    Settings,
     SuiteResult,
     TargetOutput,
 )
@@ -57,9 +60,11 @@ CHECKS = (AssertionSpec("equals"),)
 
 def run(text: str, wrong: frozenset[str] = frozenset()) -> RunResult:
     """Parse ``text`` as the dataset and score every example (outputs "nope" for ``wrong``)."""
-    results = tuple(
-        score_example(CHECKS, e, TargetOutput("nope" if e.input in wrong else e.input))
-        for e in parse_dataset(text, DATASET))
+    items = [Item(e, TargetOutput("nope" if e.input in wrong else e.input))
+             for e in parse_dataset(text, DATASET)]
+    settings = Settings(20.0, 1)
+    results = tuple(asyncio.run(score_items(CHECKS, items, Path("."), settings,
+                                            RunState(settings).caller, DATASET)))
     return RunResult("sha", {"s": SuiteResult("s", DATASET, results, suite_metrics(results))})
 
 
