@@ -43,7 +43,7 @@ async def run_configs(configs: Sequence[Config], root: Path, sha: str = "",
                       evals: EvalContext | None = None, *,
                       with_base: bool = True) -> list[RunResult]:
     """Run several configs on the checkout at ``root`` as one run (one estimate, budget and
-    answer per example: worker/evals/run/runner.py `run_configs`), each result fingerprinted.
+    answer per example: worker/evals/run/runner.py `run_suites`), each result fingerprinted.
 
     Used for head's target on base's evaluation contract and on its own
     (worker/evals/verdict/contract.py); the configs share their run settings (base's).
@@ -52,7 +52,7 @@ async def run_configs(configs: Sequence[Config], root: Path, sha: str = "",
         ConfigError: as `run_config`.
     """
     try:
-        runs = await runner.run_configs(configs, root, sha, evals, with_base=with_base)
+        runs = await runner.run_suites(configs, root, sha, evals, with_base=with_base)
     except ConfigError as err:
         raise _at_config_line(configs, err) from None
     return [fingerprint.attach(run, config, root)

@@ -162,7 +162,7 @@ async def estimate_config(config: Config, root: Path, caller: ModelCaller,
 async def estimate_configs(configs: Sequence[Config], root: Path, caller: ModelCaller,
                            with_base: bool = True) -> Estimate:
     """Estimate one run of several configs at ``root`` (worker/evals/run/runner.py
-    `run_configs`): a target call two suites of the run share is answered once, so it is
+    `run_suites`): a target call two suites of the run share is answered once, so it is
     counted once (then as cached). A suite whose dataset is another checkout's (its
     ``contract_root``: base's examples for head's target) reads it there, and its examples
     head's prompt cannot be rendered for are not counted (they fail without a call).

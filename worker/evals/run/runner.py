@@ -1,7 +1,7 @@
 """Run a config's suites with model targets, judges, repeats, the cache and the budget.
 
 The engine (worker/evals/run/engine.py) hands its runs here. One `RunState` per run (one config at
-one commit, or head's target on base's evaluation contract and on its own: `run_configs`)
+one commit, or head's target on base's evaluation contract and on its own: `run_suites`)
 holds the call path (`ModelCaller`: response cache, budget, concurrency, retries), the
 command-target concurrency limit and the answers given so far (an example two suites of the
 run share is answered once). A suite's dataset and scoring files are read at its
@@ -81,39 +81,30 @@ class RunState:
         self.answers: dict[tuple[str, int, str, str], TargetOutput] = {}
 
 
-async def run_suites(config: Config, root: Path, sha: str = "",
-                     ctx: EvalContext | None = None, *, with_base: bool = True) -> RunResult:
-    """Run every suite of ``config`` at ``root`` (see the module docstring).
+async def run_suites(configs: Sequence[Config], root: Path, sha: str = "",
+                     ctx: EvalContext | None = None, *,
+                     with_base: bool = True) -> list[RunResult]:
+    """Run the suites of one or more configs on one checkout as one run (see the module docstring).
+
+    One config is one commit's run. Several are head's target scored on base's evaluation
+    contract and on its own (worker/evals/verdict/contract.py): they share one estimate, budget
+    and answer memo, so an example both configs hold is answered once, and the budget and time
+    limit (the first config's settings, which the others share: the run settings come from
+    base) bound both. Each result's ``spend`` is the whole run's.
 
     Args:
-        config: the parsed config of this checkout.
+        configs: the parsed configs, at least one; the first one's settings hold for the run.
         root: the checkout.
         sha: the commit at ``root`` ("" for a working tree).
         ctx: Redis, cache mode, clocks and printer; None for no cache and real time.
         with_base: whether a base run follows (counts ``pairwise`` calls in the estimate).
 
-    Raises:
-        ConfigError: a dataset, prompt, schema or trap file is missing or invalid, or a model
-            the run will call has no known price under ``max_cost_usd``.
-    """
-    return (await run_configs([config], root, sha, ctx, with_base=with_base))[0]
-
-
-async def run_configs(configs: Sequence[Config], root: Path, sha: str = "",
-                      ctx: EvalContext | None = None, *,
-                      with_base: bool = True) -> list[RunResult]:
-    """Run several configs on one checkout as one run: one estimate, budget and answer memo.
-
-    Head's target scored on base's evaluation contract and on its own
-    (worker/evals/verdict/contract.py): an example both configs hold is answered once, and the
-    budget and time limit (the first config's settings, which the others share: the run settings
-    come from base) bound both. Each result's ``spend`` is the whole run's.
-
     Returns:
         One result per config, in order; all stopped alike when the estimate is over budget.
 
     Raises:
-        ConfigError: as `run_config`.
+        ConfigError: a dataset, prompt, schema or trap file is missing or invalid, or a model
+            the run will call has no known price under ``max_cost_usd``.
     """
     settings = configs[0].settings
     state = RunState(settings, ctx)
