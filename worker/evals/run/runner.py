@@ -31,6 +31,7 @@ from pathlib import Path
 from worker.errors import ConfigError
 from worker.evals.config.dataset import load_dataset
 from worker.evals.config.prompts import PromptTemplate, load_prompt
+from worker.evals.config.schemas import load_schema_file
 from worker.evals.context import CallEvent, EvalContext
 from worker.evals.llm import pool as llm_pool
 from worker.evals.llm.cache import ResponseCache
@@ -46,7 +47,6 @@ from worker.evals.score.judges import judge_spec
 from worker.evals.score.metrics import suite_metrics
 from worker.evals.score.pairwise import add_pairwise
 from worker.evals.score.scoring import Item, score_items
-from worker.evals.score.structured import load_schema_file
 from worker.evals.serialize import to_jsonable
 from worker.evals.types import (
     CONFIG_FILENAME,

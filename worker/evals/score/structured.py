@@ -19,14 +19,11 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import jsonschema
-import yaml
 
 from worker.errors import ConfigError
-from worker.evals.config.files import decode_utf8
 from worker.evals.types import AssertionSpec, Example, TargetOutput
 
 #: The assertion types of this module.
@@ -127,37 +124,13 @@ _VALIDATORS: dict[str, Callable[[dict[str, Any], Fail], None]] = {
 }
 
 
-def load_schema_file(spec: AssertionSpec, root: Path) -> AssertionSpec:
-    """Return ``spec`` with the schema of its ``file`` read inline (other specs unchanged).
-
-    Raises:
-        ConfigError: the file is missing, outside the repository, unparseable or not a schema.
-    """
-    if spec.type != "json_schema" or "file" not in spec.params:
-        return spec
-    rel = str(spec.params["file"])
-    path = (root / rel).resolve()
-
-    def fail(message: str) -> ConfigError:
-        return ConfigError(rel, None, message)
-
-    if Path(rel).is_absolute() or not path.is_relative_to(root.resolve()) or not path.is_file():
-        raise fail("schema file not found inside the repository (fix `file:` of json_schema)")
-    try:
-        schema = yaml.safe_load(decode_utf8(path.read_bytes(), rel))  # BOM, LFS pointer
-    except (OSError, yaml.YAMLError) as exc:
-        raise fail(f"cannot read the schema: {exc}") from None
-    check_schema(schema, fail)
-    return AssertionSpec(spec.type, {"schema": schema}, spec.line)
-
-
 def check(spec: AssertionSpec, output: Any, example: Example,
           target: TargetOutput | None = None) -> Outcome:
     """Check one structured assertion: ``(passed, message, details)``.
 
     Args:
         spec: a validated spec (``json_schema`` with its schema inline, see
-            `load_schema_file`).
+            worker/evals/config/schemas.py `load_schema_file`).
         output: the target's output.
         example: the example (``expected`` for ``classification``).
         target: the full target output (``latency``, ``cost``), or None.

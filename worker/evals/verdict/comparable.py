@@ -36,12 +36,12 @@ from pathlib import Path
 
 from worker.errors import ConfigError, ExecutionError
 from worker.evals.config.dataset import load_dataset
+from worker.evals.config.schemas import load_schema_file
 from worker.evals.context import EvalContext
 from worker.evals.run.fingerprint import changed, describe, digest
 from worker.evals.run.runner import RunState, difference
 from worker.evals.score.metrics import suite_metrics
 from worker.evals.score.scoring import Item, score_items
-from worker.evals.score.structured import load_schema_file
 from worker.evals.types import (
     Config,
     Example,
