@@ -1,6 +1,6 @@
 """Parse a suite's ``gate:`` section: per-metric rules and suite-wide options (pure).
 
-Format (every key optional; see README "Gate rules")::
+Format (every key optional; see docs/statistics.md, "Gate rules")::
 
     gate:
       pass_rate:

@@ -1,6 +1,6 @@
 """Parse ``settings.statistics`` and ``settings.sequential`` (pure; read from base only).
 
-Format (every key optional; README "Sound gating: paired statistics")::
+Format (every key optional; docs/statistics.md, "Sound gating: paired statistics")::
 
     settings:
       statistics:

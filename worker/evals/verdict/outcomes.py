@@ -1,6 +1,6 @@
 """Turn paired comparisons into rule verdicts: pass, regression or inconclusive (pure).
 
-One sentence per rule (README "Gate rules"):
+One sentence per rule (docs/statistics.md, "Gate rules"):
 
 - ``regression: {alpha}``: regression when the family-adjusted one-sided p-value of a drop is
   at most alpha (sign-flip min-P or Holm, worker/evals/verdict/signflip.py); otherwise pass.
