@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
+from tests.unit.evals.verdict.test_gate_stats import config, ex, gate
 from worker.evals.types import GateRule
 from worker.report import render as report
 from worker.report.decision import decision_sentence
 from worker.report.stats_table import comparison_rows
-
-from .test_gate_stats import config, ex, gate
 
 
 def _inline(value: object, limit: int) -> str:
