@@ -214,7 +214,7 @@ async def _verdict(plan: _Plan, heads: list[RunResult], head_root: Path,
     """Compare head with base under the rules, then under head's own contract if it differs."""
     problem = problems[0] if problems else None
     head_run, counted = count_as_failed(heads[0], base_run,
-                                        Attribution(plan.gating, base_config, base_run),
+                                        Attribution(plan.gating, base_config, base_run, heads[0]),
                                         plan.gating.settings.max_provider_error_rate)
     rules, changes = merge_rules(base_config, plan.gating)
     extra = [n for n in (unanswered_note(counted),) if n]
