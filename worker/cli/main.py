@@ -309,14 +309,15 @@ async def _base_side(stack: AsyncExitStack, repo: Path, args: argparse.Namespace
 
     As the App compares a pull request (worker/gate/evaluate.py): the merge base of ``--base`` and
     the head (the working tree's ``HEAD`` commit when no ``--head``), unless ``--base-tip`` is
-    given, the config at the merge base says ``settings.base: tip``, or the two share no
-    history; then ``--base`` itself. The note ("" when the merge base is ``--base`` itself)
+    given, ``--base`` says ``settings.base: tip`` or its configs differ from the merge base's
+    (`worker.pipeline.plan.tip_reason`: the rules are the base branch's as it is now), or the two
+    share no history; then ``--base`` itself. The note ("" when the merge base is ``--base`` itself)
     says which was compared, for the report.
 
     Raises:
         ExecutionError: ``--base`` or ``HEAD`` names no commit, or git failed.
     """
-    from worker.pipeline.trees import base_mode
+    from worker.pipeline.plan import tip_reason
 
     tip = await _resolve(repo, args.base, "--base")
     if args.base_tip:
@@ -329,10 +330,11 @@ async def _base_side(stack: AsyncExitStack, repo: Path, args: argparse.Namespace
     root = await stack.enter_async_context(local_worktree(repo, found))
     if found == tip:
         return root, tip, ""
-    if base_mode(root) == "tip":
-        return await stack.enter_async_context(local_worktree(repo, tip)), tip, (
-            f"compared with {args.base} ({tip[:7]}) itself, as settings.base: tip at the "
-            f"merge base ({found[:7]}) says")
+    tip_root = await stack.enter_async_context(local_worktree(repo, tip))
+    why = tip_reason(root, tip_root)
+    if why is not None:
+        return tip_root, tip, (f"compared with {args.base} ({tip[:7]}) itself, not the merge "
+                               f"base ({found[:7]}): {why}")
     return root, found, (f"compared with {found[:7]}, the merge base of {args.base} "
                          f"({tip[:7]}) and head, as the App compares a pull request "
                          "(--base-tip compares with --base itself)")

@@ -1,8 +1,10 @@
 """Check out base and head of one gate request and run every config's suites on both trees.
 
 The base compared is the merge base of the request's base and head (what "Files changed"
-shows), not the moving tip of the base branch, unless the config at the merge base says
-``settings.base: tip``. Commits without a common history fall back to the tip (noted). The
+shows), not the moving tip of the base branch, unless the tip says ``settings.base: tip`` or
+its llmgate configs differ from the merge base's (`worker.pipeline.plan.tip_reason`: the rules and
+the evaluation contract are always the base branch's as it is now, never those of the fork
+point a pull request chose). Commits without a common history fall back to the tip (noted). The
 changed files (merge base to head) decide which suites run (``on_paths``, read from base).
 The base side reuses stored baselines of exactly that commit (worker/baselines/reuse.py), kept
 apart per config folder. Which configs run is `worker.pipeline.plan.plan_configs`'s decision (read
@@ -26,8 +28,8 @@ from worker.gate.request import GateRequest
 from worker.gate.services import Services
 from worker.github.client import GitHubClient
 from worker.pipeline.multi import MultiReport, gate_plan
-from worker.pipeline.plan import baseline_namespace, plan_configs, unconfigured_tree
-from worker.pipeline.trees import BaseRunner, base_mode
+from worker.pipeline.plan import baseline_namespace, plan_configs, tip_reason, unconfigured_tree
+from worker.pipeline.trees import BaseRunner
 from worker.runtime.metrics import record_call
 
 log = logging.getLogger("llmgate.worker")
@@ -70,17 +72,20 @@ async def evaluate_configs(services: Services, gh: GitHubClient,
             base_sha = merge_base
             base_root = await stack.enter_async_context(
                 services.checkouts.worktree(key, url, base_sha, token))
-            if base_sha != request.base_sha and base_mode(base_root) == "tip":
-                base_sha = request.base_sha
-                base_root = await stack.enter_async_context(
-                    services.checkouts.worktree(key, url, base_sha, token))
+            why_tip = None
+            if base_sha != request.base_sha:
+                tip_root = await stack.enter_async_context(
+                    services.checkouts.worktree(key, url, request.base_sha, token))
+                why_tip = tip_reason(base_root, tip_root)
+                if why_tip is not None:
+                    base_sha, base_root = request.base_sha, tip_root
             changed = await services.checkouts.changed_files(key, url, merge_base,
                                                              request.head_sha, token)
             evals = EvalContext(redis=services.redis, namespace=key,  # cache per repository
                                 cache_mode="off" if request.no_cache else "use",
                                 on_call=record_call)  # provider calls, cache hits, USD
             role = "" if merge_base == request.base_sha else "the merge base" \
-                if base_sha == merge_base else "the base branch's tip, as settings.base says"
+                if base_sha == merge_base else f"the base branch's tip, {why_tip}"
             store = BaselineStore(services.redis, services.baselines)
             origin = Origin("pull_request", pr_number=request.pr_number, role=role)
 
@@ -104,8 +109,9 @@ async def evaluate_configs(services: Services, gh: GitHubClient,
 
 async def unconfigured(services: Services, gh: GitHubClient, request: GateRequest, *,
                        head_runs: bool) -> bool:
-    """Whether neither the compared base (the merge base) nor the head holds an llmgate config
-    (`worker.pipeline.plan.nothing_to_gate`); only files are read.
+    """Whether neither the base branch's tip, the merge base nor the head holds an llmgate
+    config (`worker.pipeline.plan.nothing_to_gate`); only files are read. The tip is read first: a
+    pull request forked before llmgate was adopted is gated all the same.
 
     Args:
         head_runs: the head may run (trusted, or approved). An untrusted head waiting for
@@ -120,13 +126,16 @@ async def unconfigured(services: Services, gh: GitHubClient, request: GateReques
     services.redactor.add(token)
     key, url = f"{repo['owner']}/{repo['name']}", repo["clone_url"]
     with _git_errors():
-        base = (await _merge_base(services, key, url, request, token))[0] if head_runs \
-            else request.base_sha
-        async with services.checkouts.worktree(key, url, base, token) as base_root:
-            if not unconfigured_tree(base_root):  # the usual case: no head checkout
+        async with services.checkouts.worktree(key, url, request.base_sha, token) as tip_root:
+            if not unconfigured_tree(tip_root):  # the usual case: no other checkout
                 return False
         if not head_runs:
             return True
+        base = (await _merge_base(services, key, url, request, token))[0]
+        if base != request.base_sha:
+            async with services.checkouts.worktree(key, url, base, token) as base_root:
+                if not unconfigured_tree(base_root):
+                    return False
         async with services.checkouts.worktree(key, url, request.head_sha, token) as head_root:
             return unconfigured_tree(head_root)
 

@@ -32,7 +32,8 @@ from typing import Literal
 from worker.errors import ConfigError
 from worker.evals.config.layout import MAX_CONFIGS, MAX_PATH_CHARS
 from worker.evals.types import CONFIG_FILENAME, Config, Settings
-from worker.pipeline.trees import read_config
+from worker.evals.verdict.contract import contract_components
+from worker.pipeline.trees import base_mode, read_config
 
 #: Folders discovery never enters (besides hidden ones): vendored code carries its own configs.
 SKIPPED_DIRS = frozenset({"node_modules", "vendor", "third_party"})
@@ -241,3 +242,51 @@ def _has_suites(config: Config | None) -> bool:
 
 def _checks(config: Config | None) -> CheckMode:
     return config.settings.checks if config is not None else Settings().checks
+
+
+def tip_reason(merge_root: Path, tip_root: Path) -> str | None:
+    """Why a pull request is compared with its base branch's tip, not the merge base, or None.
+
+    The gate's rules, settings and evaluation contract are the base branch's as it is now:
+    a pull request chooses its fork point, so one branched from an old commit (before
+    llmgate was adopted, before a rule was tightened or an example added) must not be gated
+    by that commit's config. When the tip says ``settings.base: tip``, or its configs (which
+    exist, their rules, settings and contracts: `gate_view`) differ from the merge base's,
+    the tip is the base compared; otherwise the merge base is (what "Files changed" shows).
+
+    Args:
+        merge_root, tip_root: checkouts of the merge base and of the base branch's tip.
+
+    Returns:
+        The reason, for the report's note, or None (compare with the merge base).
+    """
+    if base_mode(tip_root) == "tip":
+        return "as settings.base: tip at the base branch's tip says"
+    if gate_view(tip_root) != gate_view(merge_root):
+        return ("the base branch's llmgate configs (their rules, settings or evaluation "
+                "contract) changed after this branch forked from it, and the gate follows "
+                "the base branch as it is now")
+    return None
+
+
+def gate_view(root: Path) -> list[object]:
+    """Everything the gate reads from a commit's configs, for comparison: each config's
+    path, its settings, and each suite's name, rules and contract digests (reads files;
+    never raises: an invalid config is its error message)."""
+    side = read_side(root)
+    view: list[object] = [None if side.error is None else side.error.message, side.paths]
+    for path in (CONFIG_FILENAME, *side.paths):
+        folder = posixpath.dirname(path)
+        base = folder_root(root, folder) if folder else root
+        try:
+            config = read_config(base) if base is not None else None
+        except ConfigError as err:
+            view.append((path, err.message))
+            continue
+        if config is None or base is None:
+            view.append((path, None))
+            continue
+        view.append((path, config.settings, [
+            (s.name, s.gate, s.gate_options, contract_components(s, config.settings, base))
+            for s in config.suites]))
+    return view

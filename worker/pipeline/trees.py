@@ -91,8 +91,9 @@ def read_config(root: Path, config_path: str = CONFIG_FILENAME) -> Config | None
 
 def base_mode(root: Path) -> str:
     """Return ``settings.base`` of the root config at ``root`` (``merge_base`` when absent or
-    invalid: the gate reports a broken base config itself). Read at the merge base, it says
-    whether a pull request is compared with the merge base or with its base branch's tip,
+    invalid: the gate reports a broken base config itself). Read at the base branch's tip
+    (`worker.pipeline.plan.tip_reason`), it says whether a pull request is compared with the
+    merge base or with its base branch's tip,
     on the App (worker/gate/evaluate.py) and in ``llmgate run`` alike."""
     try:
         config = read_config(root)
@@ -215,7 +216,7 @@ async def _verdict(plan: _Plan, heads: list[RunResult], head_root: Path,
     """Compare head with base under the rules, then under head's own contract if it differs."""
     problem = problems[0] if problems else None
     head_run, counted = count_as_failed(heads[0], base_run,
-                                        Attribution(plan.gating, base_config, base_run),
+                                        Attribution(plan.gating, base_config, base_run, heads[0]),
                                         plan.gating.settings.max_provider_error_rate)
     rules, changes = merge_rules(base_config, plan.gating)
     extra = [n for n in (unanswered_note(counted),) if n]

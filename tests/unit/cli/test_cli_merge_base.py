@@ -18,7 +18,7 @@ import pytest
 
 from tests.unit import worker_support
 from tests.unit.worker_support import commit, gate_payload, git
-from worker.cli.main import EXIT_GATE_FAILED, EXIT_PASS, main
+from worker.cli.main import EXIT_CONFIG_ERROR, EXIT_GATE_FAILED, EXIT_PASS, main
 
 github = worker_support.github  # fixture
 
@@ -107,13 +107,45 @@ def test_cli_working_tree_head_uses_its_merge_base_too(moved_on, tmp_path, monke
     assert (code, _regressed(report), report["base_sha"]) == (EXIT_PASS, [], shas["fork"])
 
 
-def test_cli_honours_settings_base_tip_at_the_merge_base(tmp_path, monkeypatch, capsys):
+def test_cli_honours_settings_base_tip(tmp_path, monkeypatch, capsys):
     shas = build(tmp_path / "tip", settings="settings:\n  base: tip\n")
     monkeypatch.chdir(tmp_path / "tip")
     code, report = _run(capsys, "--base", "main", "--head", "feature")
     assert (code, _regressed(report), report["base_sha"]) == (EXIT_GATE_FAILED, FIXED,
                                                               shas["main"])
-    assert "as settings.base: tip at the merge base" in " ".join(report["notes"])
+    assert "as settings.base: tip at the base branch's tip says" in " ".join(report["notes"])
+
+
+def old_fork_point(dest: Path, old_config: str | None) -> dict[str, str]:
+    """Case from the field (tester, issue 12, H1): ``pr`` branches from an old commit of main
+    (``old_config`` there: none, or weaker rules) and regresses 3 of 6 examples; main's tip
+    has the strict config (and, in the second case, ``settings.base: tip``)."""
+    dest.mkdir(parents=True)
+    git(dest, "init", "-q", "-b", "main")
+    files = {"evals/echo.jsonl": DATASET, "echo.py": TARGET.format(broken="set()")}
+    if old_config is not None:
+        files[".llmgate.yml"] = old_config
+    shas = {"old": commit(dest, "main", files)}
+    shas["pr"] = commit(dest, "pr", {"echo.py": TARGET.format(broken=set(FIXED))})
+    strict = CONFIG.format(settings="").replace("min: 0.4", "min: 0.8")
+    shas["main"] = commit(dest, "main", {".llmgate.yml": strict})
+    return shas
+
+
+@pytest.mark.parametrize("old_config", [None, CONFIG.format(settings="").replace(
+    "        max_drop: 0.05\n", "")])
+def test_a_pull_request_cannot_choose_its_gate_by_its_fork_point(tmp_path, monkeypatch, capsys,
+                                                                 old_config):
+    shas = old_fork_point(tmp_path / "repo", old_config)
+    monkeypatch.chdir(tmp_path / "repo")
+    code, report = _run(capsys, "--base", "main", "--head", "pr")
+    if old_config is None:  # before: neutral "no llmgate config", exit 0
+        assert (code, report["conclusion"]) == (EXIT_CONFIG_ERROR, "failure")
+        assert "no .llmgate.yml at head" in report["config_error"]["message"]
+        return
+    assert (code, report["conclusion"], _regressed(report), report["base_sha"]) == (
+        EXIT_GATE_FAILED, "failure", FIXED, shas["main"])  # before: success, exit 0
+    assert "changed after this branch forked from it" in " ".join(report["notes"])
 
 
 async def test_the_app_compares_the_same_pull_request_with_the_same_base(github, moved_on):
@@ -123,3 +155,16 @@ async def test_the_app_compares_the_same_pull_request_with_the_same_base(github,
     [run] = state["check_runs"]
     assert (run["conclusion"], run["annotations"]) == ("success", [])
     assert f"**base** `{shas['fork'][:7]}`" in run["output"]["summary"]
+
+
+@pytest.mark.parametrize("old_config", [None, CONFIG.format(settings="").replace(
+    "        max_drop: 0.05\n", "")])
+async def test_the_app_gates_an_old_fork_point_by_the_base_branch_tip(github, tmp_path,
+                                                                      old_config):
+    repo = tmp_path / "repo"
+    shas = old_fork_point(repo, old_config)
+    await worker_support.run_jobs([gate_payload(str(repo), shas["pr"], shas["main"])])
+    [run] = github.state()["check_runs"]
+    assert run["conclusion"] == "failure"
+    expected = "no .llmgate.yml at head" if old_config is None else f"**base** `{shas['main'][:7]}`"
+    assert expected in run["output"]["summary"]

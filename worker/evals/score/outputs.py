@@ -2,7 +2,12 @@
 
 ``{"output": any, "usage": {"input": n, "output": n, "cached_input": n}, "cost": usd,
 "latency_ms": ms, "contexts": [...], "retrieved_ids": [...]}``: only ``output`` is required.
-When ``latency_ms`` is absent, the engine's own measurement (the command's wall time) is used.
+The latency scored is never below the engine's own measurement (the command's wall time, or a
+batch's wall time divided by its examples): a ``latency_ms`` below it is raised to it, so a
+pull request's code cannot report itself fast (a field case: a bot that slept 1.5 s per ticket
+wrote ``"latency_ms": 5`` and passed a ``latency_p90`` gate). A larger ``latency_ms`` is kept
+(a target may add time the engine cannot see). ``usage`` and ``cost`` cannot be measured for a
+command, so they are the target's own claim (README says so).
 Other keys are ignored.
 """
 
@@ -27,7 +32,8 @@ def parse_output_document(document: Any, measured_ms: float) -> TargetOutput:
 
     Args:
         document: the parsed JSON.
-        measured_ms: the engine's measurement, used when the document has no ``latency_ms``.
+        measured_ms: the engine's measurement (milliseconds), used when the document has no
+            ``latency_ms`` or a smaller one.
 
     Raises:
         OutputError: not an object with ``output``, or a malformed optional field.
@@ -41,7 +47,8 @@ def parse_output_document(document: Any, measured_ms: float) -> TargetOutput:
     if cost is not None and not _non_negative(cost):
         raise OutputError(f'"cost" must be a non-negative number of USD, got {str(cost)[:200]}')
     return TargetOutput(
-        document["output"], None, measured_ms if latency is None else float(latency),
+        document["output"], None,
+        measured_ms if latency is None else max(float(latency), measured_ms),
         _usage(document.get("usage")), None if cost is None else float(cost),
         contexts=tuple(_items(document.get("contexts"), "contexts")),
         retrieved_ids=tuple(str(i) for i in _items(document.get("retrieved_ids"),

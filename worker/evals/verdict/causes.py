@@ -24,6 +24,12 @@ An example whose target call got no answer (error kinds ``rate_limited``, ``prov
   ``outside`` on an endpoint base uses too, or when there is no base config to compare with
   (provider trouble cannot be told from a change then); ``head`` on an endpoint only head
   uses (a server of the pull request's that refuses connections is the pull request's).
+  When base's run was answered on that shared endpoint and head's share of such errors on it
+  exceeds base's by more than ``max_provider_error_rate`` (base's tolerance), the endpoint is
+  in `Attribution.failing_for_head`: the cause stays ``outside`` (an outage that began after
+  base's calls looks the same), but a prompt or parameters that make every call time out, or
+  a provider that answers 500 or 429 to head's requests only, is as likely: such a run is
+  undecided and never ``neutral`` (worker/evals/health.py).
 
 Command targets are not model calls: their failures are scored as failures (never unscored),
 so they need no cause. What each cause does to the check is worker/evals/verdict/health.py's.
@@ -71,11 +77,13 @@ class Attribution:
     """
 
     def __init__(self, head_config: Config, base_config: Config | None,
-                 base: RunResult | None) -> None:
+                 base: RunResult | None, head: RunResult | None = None) -> None:
         self.head_config = head_config
         self.base_config = base_config
         self.shared = _endpoints(base_config) if base_config is not None else set()
         self.refused_at_base = _refused(base, base_config)
+        self.failing_for_head = _failing_for_head(
+            head, head_config, base, base_config, head_config.settings.max_provider_error_rate)
 
     def cause(self, side: str, suite: str, example: ExampleResult) -> ErrorCause | None:
         """Return the cause of ``example``'s call error at ``side``, or None when it has none."""
@@ -95,6 +103,11 @@ class Attribution:
         if example.error_field == "request":
             return "outside" if key in self.refused_at_base else "head"
         return "outside"
+
+    def head_only(self, suite: str) -> bool:
+        """Whether ``suite``'s target endpoint answered base's run but fails head's far more
+        often (`failing_for_head`)."""
+        return _target_key(self.head_config, suite) in self.failing_for_head
 
     def errors(self, head: RunResult, base: RunResult | None) -> tuple[RunError, ...]:
         """Return the first call error of each kind, permanence and cause per suite and side.
@@ -168,6 +181,38 @@ def _refused(base: RunResult | None, config: Config | None) -> set[_Key]:
     return {key for name, suite in base.suites.items()
             if (key := _target_key(config, name)) is not None
             and any(e.error_field == "request" for e in suite.examples)}
+
+
+def _transient_shares(run: RunResult | None, config: Config | None,
+                      ) -> dict[_Key, tuple[int, int]]:
+    """Per endpoint of ``run``'s targets: (examples with a transient call error, examples)."""
+    shares: dict[_Key, tuple[int, int]] = {}
+    if run is None or config is None:
+        return shares
+    for name, suite in run.suites.items():
+        key = _target_key(config, name)
+        if key is None:
+            continue
+        failed, total = shares.get(key, (0, 0))
+        failed += sum(1 for e in suite.examples if e.errored and not e.error_field
+                      and e.error_kind in CALL_KINDS)
+        shares[key] = (failed, total + len(suite.examples))
+    return shares
+
+
+def _failing_for_head(head: RunResult | None, head_config: Config, base: RunResult | None,
+                      base_config: Config | None, tolerance: float) -> set[_Key]:
+    """Shared endpoints that answered base's run but fail head's far more often: head's share
+    of transient call errors there exceeds base's by more than ``tolerance`` (fraction 0-1)."""
+    at_base = _transient_shares(base, base_config)
+    found = set()
+    for key, (failed, total) in _transient_shares(head, head_config).items():
+        base_failed, base_total = at_base.get(key, (0, 0))
+        if not total or not base_total or base_failed == base_total:
+            continue
+        if failed / total - base_failed / base_total > tolerance:
+            found.add(key)
+    return found
 
 
 def _clip(text: str) -> str:

@@ -96,15 +96,17 @@ def contract_changes(base: Config, base_root: Path, head: Config,
         old = at_base.get(suite.name)
         if old is None:
             continue
-        before = _components(old, base.settings, base_root)
-        after = _components(suite, head.settings, head_root)
+        before = contract_components(old, base.settings, base_root)
+        after = contract_components(suite, head.settings, head_root)
         parts = tuple(c for c in COMPONENTS if before[c] != after[c])
         if parts:
             found[suite.name] = parts
     return found
 
 
-def _components(suite: SuiteConfig, settings: Settings, root: Path) -> dict[str, str]:
+def contract_components(suite: SuiteConfig, settings: Settings, root: Path) -> dict[str, str]:
+    """Return a digest of each of `COMPONENTS` of ``suite``'s contract at ``root`` (reads its
+    files; never raises: an unreadable file gets a digest of its error)."""
     fingerprint = suite_fingerprint(suite, settings, root)
     return {"dataset_inputs": fingerprint.outputs["dataset_inputs"], **fingerprint.scoring,
             "labels": _labels(root, suite.dataset)}

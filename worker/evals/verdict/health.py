@@ -25,7 +25,10 @@ down to its cause (worker/evals/verdict/causes.py), and after the rules are chec
    The conclusion is ``action_required`` (Re-run, or a writer presses Let through:
    worker/gate/accept.py) unless base's config says ``settings.undecided: neutral`` (head's says
    nothing, even when base's config is broken; with no config at base at all, head's
-   applies, as its rules do); the title says which.
+   applies, as its rules do); the title says which. When only head's calls failed on an
+   endpoint that answered base's run in this run (`Attribution.head_only`), head's change may
+   be the cause (a prompt that makes every call time out): ``action_required`` whatever
+   ``settings.undecided`` says, and the headline says so.
 4. Otherwise the rules decide; then, when the share of examples with a judge error (an errored
    assertion) exceeds ``max_judge_error_rate``, a ``success`` becomes ``failure``: fail closed.
 
@@ -63,6 +66,8 @@ UNDECIDED_SUFFIX = {"action_required": " (re-run, or a writer can let it through
                     "neutral": " (neutral, as base's settings.undecided says)"}
 
 _Runs = dict[str, RunResult | None]
+#: How `_outside_share`'s headline of head's errors starts (base's start "base could not run").
+_HEAD_SIDE = ("rate limited: ", "provider errors: ")
 
 
 @dataclass(frozen=True)
@@ -73,6 +78,7 @@ class _Found:
     head_blamed: tuple[tuple[str, ExampleResult], ...]  # (suite, example), cause head
     outside: dict[str, int]  # side -> examples without an answer for an outside cause
     totals: dict[str, int]  # side -> examples
+    head_only: bool = False  # head's outside errors hit an endpoint that answered base
 
 
 def finish_report(report: GateReport, config: Config, base_config: Config | None = None,
@@ -92,7 +98,8 @@ def finish_report(report: GateReport, config: Config, base_config: Config | None
     if report.config_error is not None or report.head is None:
         return report
     runs: _Runs = {"head": report.head, "base": report.base}
-    found = _find(Attribution(config, base_config, report.base), report.head, report.base)
+    found = _find(Attribution(config, base_config, report.base, report.head), report.head,
+                  report.base)
     errored = _errored(report, list(found.head_blamed))
     regressions = (*(r for r in report.regressions
                      if not _unscored(report.head, r.suite, r.example_id)),
@@ -124,6 +131,12 @@ def _decide(report: GateReport, runs: _Runs, found: _Found, config: Config,
         return "action_required", f"{_limit_name(why)}: {why} at {side} ({_progress(run)})", \
             False
     outside = _outside_share(found, config.settings.max_provider_error_rate)
+    if outside is not None and outside.startswith(_HEAD_SIDE) and found.head_only:
+        return "action_required", (
+            f"undecided: {outside}; only head's calls failed: the same endpoint answered "
+            "base's calls in this run, so head's change (its prompt or parameters) may be "
+            "the cause, and this is never neutral (re-run, or a writer can let it through)"), \
+            False
     if outside is not None:
         return "action_required", outside, True
     if base_problem is not None and report.conclusion in ("success", "neutral"):
@@ -136,14 +149,16 @@ def _decide(report: GateReport, runs: _Runs, found: _Found, config: Config,
 
 def _find(attribution: Attribution, head: RunResult, base: RunResult | None) -> _Found:
     blamed, outside = [], {"head": 0, "base": 0}
+    head_only = False
     for side, suite, example, cause in attribution.each(head, base):
         if cause == "head":
             blamed.append((suite, example))
         elif cause == "outside":
             outside[side] += 1
+            head_only = head_only or (side == "head" and attribution.head_only(suite))
     totals = {side: sum(len(s.examples) for s in run.suites.values()) if run else 0
               for side, run in (("head", head), ("base", base))}
-    return _Found(attribution.errors(head, base), tuple(blamed), outside, totals)
+    return _Found(attribution.errors(head, base), tuple(blamed), outside, totals, head_only)
 
 
 def _head_fault(found: _Found) -> str | None:

@@ -27,7 +27,7 @@ with open(sys.argv[2], "w") as out:
         if item["input"] == "bad":
             out.write(json.dumps({"id": item["id"], "output": "x", "usage": "lots"}) + "\\n")
             continue
-        line = {"id": item["id"], "output": item["input"].upper(), "latency_ms": 12.5,
+        line = {"id": item["id"], "output": item["input"].upper(), "latency_ms": 60000.0,
                 "usage": {"input": 3, "output": 1}, "contexts": ["doc a"],
                 "retrieved_ids": [7, "k2"]}
         out.write(json.dumps(line) + "\\n")
@@ -52,7 +52,7 @@ async def test_one_process_answers_every_example(repo: Path) -> None:
                               Settings(timeout_s=30))
     assert (repo / "starts.log").read_text() == "start\n"
     assert [o.output for o in outputs] == ["A", None, None, "D"]
-    assert outputs[0].latency_ms == 12.5 and outputs[0].usage == {"input": 3, "output": 1}
+    assert outputs[0].latency_ms == 60000.0 and outputs[0].usage == {"input": 3, "output": 1}
     assert outputs[0].contexts == ("doc a",) and outputs[0].retrieved_ids == ("7", "k2")
     assert outputs[1].error == "the batch wrote no valid output line for this id"
     assert outputs[2].error is not None and '"usage" must be' in outputs[2].error
@@ -77,11 +77,11 @@ async def test_a_batch_suite_through_the_engine(repo: Path) -> None:
     config = parse_config(
         "version: 1\nsuites:\n  - name: b\n    dataset: d.jsonl\n"
         f"    target: {{command: \"{PYTHON} batch.py {{input_file}} {{output_file}}\", "
-        "batch: true}\n    assertions: [{type: equals}, {type: latency, max_ms: 20}]\n")
+        "batch: true}\n    assertions: [{type: equals}, {type: latency, max_ms: 70000}]\n")
     run = await run_config(config, repo)
     suite = run.suites["b"]
     assert [e.passed for e in suite.examples] == [True, True, True]
-    assert suite.metrics["latency_p50"] == 12.5 and suite.metrics["tokens_in_mean"] == 3
+    assert suite.metrics["latency_p50"] == 60000.0 and suite.metrics["tokens_in_mean"] == 3
     assert (repo / "starts.log").read_text() == "start\n"
 
 
@@ -96,6 +96,10 @@ def test_invalid_structured_outputs(document: object, words: str) -> None:
         parse_output_document(document, 5.0)
 
 
-def test_measured_latency_is_used_when_the_target_gives_none() -> None:
+def test_measured_latency_is_used_when_the_target_gives_none_or_less() -> None:
+    """Case from the field (tester, issue 12, H5): a bot sleeping 1.5 s per ticket wrote
+    ``"latency_ms": 5`` and passed base's ``latency_p90: {max: 1000}``."""
     assert parse_output_document({"output": "x"}, 42.0).latency_ms == 42.0
-    assert parse_output_document({"output": "x", "latency_ms": 3}, 42.0).latency_ms == 3.0
+    assert parse_output_document({"output": "x", "latency_ms": 3}, 42.0).latency_ms == 42.0
+    assert parse_output_document({"output": "x", "latency_ms": 5}, 1500.0).latency_ms == 1500.0
+    assert parse_output_document({"output": "x", "latency_ms": 50}, 42.0).latency_ms == 50.0

@@ -158,7 +158,8 @@ def test_one_head_error_fails_but_one_blip_on_a_shared_endpoint_does_not() -> No
 def test_an_outage_on_a_shared_endpoint_is_undecided_as_base_says(undecided: str) -> None:
     head = run("h", [failed(i, "rate_limited", message="rate limited (HTTP 429): slow down")
                      for i in range(4)])
-    gate = finish(config(undecided=undecided), head, run("b", [ok(i) for i in range(4)]))
+    base = run("b", [failed(i, "rate_limited") for i in range(4)])  # both sides: an outage
+    gate = finish(config(undecided=undecided), head, base)
     assert gate.conclusion == undecided
     assert gate.headline.startswith(
         "undecided: rate limited: 4 of 4 examples got no answer at head (the first, s/e0: "
@@ -216,3 +217,31 @@ def test_every_call_error_keeps_its_text_in_every_form_of_the_report() -> None:
     [error] = json.loads(report.render_json(gate))["errors"]
     assert (error["message"], error["cause"], error["kind"]) == ("timed out: slow", "outside",
                                                                  "timeout")
+
+
+@pytest.mark.parametrize(("kind", "message"), [
+    ("timeout", "timed out after 30 s"),
+    ("provider", "provider error (HTTP 500): fake error 500"),
+    ("rate_limited", "rate limited (HTTP 429): retry after 3600 s"),
+])
+def test_head_only_provider_errors_where_base_was_answered_are_never_neutral(
+        kind: str, message: str) -> None:
+    """Case from the field (tester, issue 12, H2): head's reworded prompt made every call on
+    base's endpoint time out (or answer 500 / 429) while base's 46 calls in the same run were
+    answered; under base's `settings.undecided: neutral` the run ended neutral, exit 0."""
+    head = run("h", [failed(i, kind, message=message) for i in range(46)])
+    base = run("b", [ok(i) for i in range(46)])
+    attribution = Attribution(config(), config(), base, head)
+    assert attribution.failing_for_head == {("openai/m", URL, "KEY")}
+    gate = finish(config(undecided="neutral"), head, base, config(undecided="neutral"))
+    assert gate.conclusion == "action_required"
+    assert "only head's calls failed" in gate.headline and "never neutral" in gate.headline
+    assert gate.headline.startswith("undecided: ")
+
+
+def test_an_outage_on_both_sides_still_follows_base_undecided() -> None:
+    head = run("h", [failed(i, "timeout", message="timed out") for i in range(10)])
+    base = run("b", [*(failed(i, "timeout", message="timed out") for i in range(9)), ok(9)])
+    assert Attribution(config(), config(), base, head).failing_for_head == set()
+    gate = finish(config(undecided="neutral"), head, base, config(undecided="neutral"))
+    assert gate.conclusion == "neutral"
