@@ -6,7 +6,8 @@ shell) in the checkout with ``{input_file}``/``{output_file}`` replaced by paths
 directory, and reads ``output.json``: ``{"output": ..., "usage": {"input": n, "output": n},
 "cost": usd}`` (``usage`` and ``cost`` optional). The command sees only PATH, LANG/LC_ALL,
 HOME and TMPDIR (both the temporary directory) and the variables named in ``settings.env``;
-it runs in its own session, and its whole process group is killed on timeout and after exit.
+it runs in its own session, and its whole process group is killed on timeout and after exit,
+and when the worker dies (``worker/sandbox_procs.py``).
 It runs confined by `worker.sandbox` (rlimits; with Landlock, no access to the worker's other
 checkouts, files or memory, and no TCP connection to Redis). Its output is capped: the output
 file at `MAX_OUTPUT_BYTES`, stdout/stderr to their last `MAX_LOG_BYTES`.
@@ -29,7 +30,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from worker import sandbox
+from worker import sandbox, sandbox_procs
 from worker.evals.config import is_allowed_env_name
 from worker.evals.outputs import OutputError, parse_output_document
 from worker.evals.types import CommandTarget, Example, Settings, TargetOutput
@@ -135,6 +136,7 @@ async def _execute(argv: list[str], cwd: Path, env: dict[str, str], timeout_s: f
     except subprocess.SubprocessError:  # the sandbox could not be set up in the child
         raise _TargetFailed(f"cannot start {argv[0]!r}: the sandbox could not be applied") \
             from None
+    sandbox_procs.started(proc.pid)  # its group is ended by a next worker if this one dies
     try:
         log = await asyncio.wait_for(_tail_and_wait(proc), timeout_s)
     except TimeoutError:
@@ -166,6 +168,7 @@ async def _tail_and_wait(proc: asyncio.subprocess.Process) -> bytes:
 def _kill_group(pgid: int) -> None:
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pgid, signal.SIGKILL)
+    sandbox_procs.ended(pgid)
 
 
 def read_target_output(path: Path, measured_ms: float) -> TargetOutput:
