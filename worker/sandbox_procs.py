@@ -136,6 +136,7 @@ class GroupsFile:
                     "groups": {str(k): v for k, v in self.groups.items()}}
         temporary = self.path.with_suffix(".tmp")
         try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)  # an operator may clean it
             temporary.write_text(json.dumps(document))
             os.replace(temporary, self.path)
         except OSError as err:  # a full disk must not fail the target; the kill still works
