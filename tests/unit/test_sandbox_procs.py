@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.fakes.fake_github import generate_app_keypair
 from tests.unit.test_targets import pid_alive
 from worker import sandbox_procs
 from worker.sandbox_procs import FOLDER, GroupsFile, end_leftovers, start_ticks
@@ -177,3 +178,28 @@ def test_a_child_of_a_parent_already_gone_kills_itself(tmp_path: Path) -> None:
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
                          timeout=60)
     assert out.stdout.strip() == str(int(signal.SIGKILL)), out.stderr
+
+
+def test_a_starting_worker_ends_what_a_dead_one_left(tmp_path: Path, spawned: list[int]) -> None:
+    """The worker's start-up (`worker.hardening.harden`) ends the leftovers and says so."""
+    leftover = _session(spawned)
+    workdir = tmp_path / "work"
+    _write(workdir / FOLDER, "dead.json", _dead_worker(), {leftover: start_ticks(leftover) or 0})
+    private_pem, _ = generate_app_keypair()
+    key_file = tmp_path / "app.pem"
+    key_file.write_text(private_pem)
+    code = textwrap.dedent("""
+        import logging, sys
+        logging.basicConfig(stream=sys.stdout, level=logging.INFO, format="%(message)s")
+        from worker.hardening import harden
+        from worker.settings import WorkerConfig
+        harden(WorkerConfig.from_env())
+    """)
+    env = {"PATH": os.environ["PATH"], "GITHUB_APP_ID": "1", "HOME": str(tmp_path),
+           "GITHUB_APP_PRIVATE_KEY_FILE": str(key_file), "LLMGATE_WORKDIR": str(workdir)}
+    out = subprocess.run([sys.executable, "-c", code], env=env, cwd=ROOT, capture_output=True,
+                         text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert wait_for(lambda: not pid_alive(leftover), 5)
+    assert "ended 1 target process(es) left running by dead worker(s)" in out.stdout
+    assert [p.name for p in (workdir / FOLDER).iterdir()] == []  # its own file: no group yet
