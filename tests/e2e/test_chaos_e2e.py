@@ -262,8 +262,6 @@ def _slow_targets(stack: ChaosStack) -> tuple[Worker, list[int]] | None:
     return (worker, still) if still else None
 
 
-@fails_today("a SIGKILLed worker's target processes run on, "
-             "re-parented, outside every timeout (they run in sessions of their own)")
 def test_a_sigkilled_workers_targets_die_with_it(tmp_path: Path, fakes: ChaosFakes) -> None:
     repo = build_chaos_repo(tmp_path / "repo", 1, sleep_s=20, timeout_s=8)
     targets: list[int] = []

@@ -8,6 +8,8 @@
    builds the `Redactor` from the environment and the App's key and routes every log record through
    it, and says in one log line how targets are confined, with a warning when the App's key file
    would be readable by them.
+3. Ends the target processes a dead worker left (its own earlier life, or a sibling's) and
+   records this worker's from now on (`worker.security.sandbox_procs.take_over`).
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from worker.runtime.settings import SettingsError, WorkerConfig
-from worker.security import sandbox
+from worker.security import sandbox, sandbox_procs
 from worker.security.redact import Redactor, install_log_redaction, secrets_from_environ
 from worker.security.sandbox import Sandbox, SandboxError
 from worker.security.secretbox import SecretBox, SecretBoxError
@@ -58,4 +60,20 @@ def harden(config: WorkerConfig, environ: Mapping[str, str] | None = None) -> Re
     if key_file and box.abi >= 1 and box.readable_by_targets(Path(key_file)):
         log.warning("GITHUB_APP_PRIVATE_KEY_FILE lies under a directory targets may read; move "
                     "it elsewhere (e.g. /etc/llmgate/ or the service's home)")
+    end_leftovers(config)
     return redactor
+
+
+def end_leftovers(config: WorkerConfig) -> None:
+    """End dead workers' leftover target processes; record this worker's (one log line).
+
+    Raises:
+        SettingsError: ``LLMGATE_WORKDIR`` is not writable.
+    """
+    try:
+        done = sandbox_procs.take_over(config.workdir)
+    except OSError as err:
+        raise SettingsError(f"LLMGATE_WORKDIR cannot be written: {err.strerror}") from None
+    if done.killed:
+        log.warning("ended %d target process(es) left running by dead worker(s) %s",
+                    len(done.killed), ", ".join(map(str, done.workers)))

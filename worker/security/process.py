@@ -21,7 +21,7 @@ import subprocess
 from collections.abc import Iterable
 from pathlib import Path
 
-from worker.security import sandbox
+from worker.security import sandbox, sandbox_procs
 
 #: How much of the command's stdout/stderr (the tail) is kept for the error text, bytes.
 MAX_LOG_BYTES = 4096
@@ -92,6 +92,7 @@ async def run_confined(argv: list[str], cwd: Path, env: dict[str, str], timeout_
     except subprocess.SubprocessError:  # the sandbox could not be set up in the child
         raise TargetFailed(f"cannot start {argv[0]!r}: the sandbox could not be applied") \
             from None
+    sandbox_procs.started(proc.pid)  # its group is ended by a next worker if this one dies
     try:
         log = await asyncio.wait_for(_tail_and_wait(proc), timeout_s)
     except TimeoutError:
@@ -123,3 +124,4 @@ async def _tail_and_wait(proc: asyncio.subprocess.Process) -> bytes:
 def _kill_group(pgid: int) -> None:
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pgid, signal.SIGKILL)
+    sandbox_procs.ended(pgid)

@@ -6,6 +6,8 @@ A target command is code from the pull request. Besides the scrubbed environment
 - **resource limits** (``setrlimit``): CPU seconds, address space, size of any file it writes,
   processes of its user, open files, and no core dumps (`Limits`);
 - **no capabilities**: the bounding set is emptied, so even under a root worker it is only uid 0;
+- **death with the worker**: a parent-death signal, and a file of the process groups started,
+  whose leftovers the next worker ends (``worker/security/sandbox_procs.py``);
 - a **Landlock sandbox** (``worker/security/landlock.py``; Linux 5.13+, no privileges needed): it
   may read and run files only under the system directories, the directories of ``PATH`` and the
   Python installation; read and write only its checkout and its scratch directory (its
@@ -39,7 +41,7 @@ import resource
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 
-from worker.security import landlock
+from worker.security import landlock, sandbox_procs
 from worker.security.sandbox_policy import Limits, Policy, SandboxError
 
 __all__ = ["Limits", "Policy", "Sandbox", "SandboxError", "apply_limits", "current",
@@ -119,8 +121,10 @@ class Sandbox:
         landlock.prctl(_PR_GET_DUMPABLE)  # loads libc here, never in the forked child
         fs_fd = self._fs_ruleset(cwd, scratch) if self.abi >= 1 else None
         layers = [fd for fd in (self._net_ruleset(), fs_fd) if fd is not None]
+        die_with_worker = sandbox_procs.preexec_dying_with_parent()
 
         def preexec() -> None:
+            die_with_worker()
             apply_limits(triples)
             drop_capabilities()
             if layers:

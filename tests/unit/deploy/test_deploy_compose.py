@@ -16,7 +16,8 @@ from worker.cli.main import _parser
 ROOT = Path(__file__).resolve().parents[3]
 COMPOSE = ROOT / "deploy" / "compose.yaml"
 CREDENTIALS = {"GITHUB_WEBHOOK_SECRET": "0" * 40, "GITHUB_APP_ID": "123",
-               "GITHUB_APP_PRIVATE_KEY": "-----BEGIN PRIVATE KEY-----\\nAAAA\\n-----END..."}
+               "GITHUB_APP_PRIVATE_KEY": "-----BEGIN PRIVATE KEY-----\\nAAAA\\n-----END...",
+               "REDIS_PASSWORD": "ab" * 32}
 
 
 def services() -> dict:
@@ -57,7 +58,8 @@ def test_the_web_port_is_published_and_the_queue_is_the_compose_redis():
     svc = services()
     assert "8000:8000" in svc["web"]["ports"]
     for name in ("web", "worker"):
-        assert svc[name]["environment"]["REDIS_URL"] == "redis://redis:6379/0"
+        assert svc[name]["environment"]["REDIS_URL"] == \
+            "redis://:${REDIS_PASSWORD:?add REDIS_PASSWORD to the env file}@redis:6379/0"
 
 
 @pytest.mark.skipif(shutil.which("docker-compose") is None,

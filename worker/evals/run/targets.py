@@ -7,7 +7,8 @@ directory, and reads ``output.json``: ``{"output": ..., "usage": {"input": n, "o
 "cost": usd}`` (``usage`` and ``cost`` optional). The command sees only PATH, LANG/LC_ALL,
 HOME and TMPDIR (both the temporary directory) and the variables named in ``settings.env``;
 it runs in its own session, and its whole process group is killed on timeout and after exit
-(`worker.security.process.run_confined`). It runs confined by `worker.security.sandbox`
+(`worker.security.process.run_confined`), and when the worker dies
+(`worker.security.sandbox_procs`). It runs confined by `worker.security.sandbox`
 (rlimits; with Landlock, no access to the worker's other checkouts, files or memory, and no TCP
 connection to Redis). Its output is capped: the output file at `MAX_OUTPUT_BYTES`, stdout/stderr
 to their last `worker.security.process.MAX_LOG_BYTES`.
