@@ -16,10 +16,10 @@ from urllib.parse import urlsplit
 import pytest
 import yaml
 
-from tests.unit.test_deploy_compose import COMPOSE, services
-from tests.unit.test_deploy_k8s import K8S, container, objects
+from tests.unit.deploy.test_deploy_compose import COMPOSE, services
+from tests.unit.deploy.test_deploy_k8s import K8S, container, objects
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 #: Share of the memory limit ``maxmemory`` may take: the rest is for the fork of an AOF
 #: rewrite (copy-on-write) and client buffers, which Redis does not count in maxmemory.
 MAX_SHARE = 0.8
@@ -108,7 +108,7 @@ def test_k8s_redis_requires_the_password_of_a_secret_and_no_url_sits_in_the_conf
     assert "PONG" in redis["readinessProbe"]["exec"]["command"][-1]
     config = objects()[("ConfigMap", "llmgate-config")]["data"]
     assert "REDIS_URL" not in config  # it carries the password: it is in the Secrets
-    readme = (ROOT / "README.md").read_text()
+    readme = (ROOT / "docs" / "install.md").read_text()
     for secret in ("llmgate-web", "llmgate-worker"):
         assert f'generic {secret} --from-literal=REDIS_URL="$REDIS_URL"' in readme
     assert 'REDIS_URL="redis://:$REDIS_PASSWORD@llmgate-redis:6379/0"' in readme

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from tests.fakes.fake_github import generate_app_keypair
-from tests.unit.test_targets import pid_alive
+from tests.unit.evals.run.test_targets import pid_alive
 from worker.security import sandbox_procs
 from worker.security.sandbox_procs import FOLDER, GroupsFile, end_leftovers, start_ticks
 
