@@ -18,6 +18,7 @@ import logging
 import os
 from collections.abc import Mapping
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from worker.runtime.settings import SettingsError, WorkerConfig
 from worker.security import sandbox, sandbox_procs
@@ -32,13 +33,42 @@ def check_settings(environ: Mapping[str, str]) -> Sandbox:
     """Validate the security settings and return the target sandbox they describe.
 
     Raises:
-        SettingsError: one line naming the malformed variable (never its value).
+        SettingsError: one line naming the malformed variable (never its value), or a Redis on
+            a unix socket without a password (`check_redis_socket`).
     """
+    for name in REDIS_URL_VARIABLES:
+        check_redis_socket(name, environ.get(name, ""))
     try:
         SecretBox.from_env(environ)
         return Sandbox.from_env(environ)
     except (SandboxError, SecretBoxError) as err:
         raise SettingsError(str(err)) from None
+
+
+#: The worker's Redis URLs (the queue's, and the cache's when it is apart).
+REDIS_URL_VARIABLES = ("REDIS_URL", "LLMGATE_CACHE_REDIS_URL")
+
+
+def check_redis_socket(name: str, url: str) -> None:
+    """Refuse a Redis on a unix socket that takes connections without a password.
+
+    The sandbox keeps target commands off Redis's TCP port (Landlock ABI 4), but Landlock does
+    not govern ``connect()`` on a socket file, and a target runs as the worker's user: a pull
+    request's code could write the queue (jobs the worker runs), the cache and the baselines.
+    With ``requirepass`` the socket is useless to it: the password is only in the worker's
+    environment, which targets never see (worker/security/process.py).
+
+    Raises:
+        SettingsError: ``url`` is ``unix://`` without a password (``unix://:PASSWORD@/path``
+            or ``?password=``).
+    """
+    parts = urlsplit(url)
+    if parts.scheme != "unix" or parts.password or "password=" in parts.query:
+        return
+    raise SettingsError(
+        f"{name} is a unix socket without a password: target commands could connect to it (the "
+        "sandbox cannot stop a connect() to a socket file); set requirepass and give it in the "
+        "URL (unix://:PASSWORD@/path/redis.sock), or use a TCP Redis")
 
 
 def harden(config: WorkerConfig, environ: Mapping[str, str] | None = None) -> Redactor:

@@ -21,6 +21,12 @@ ROOT = Path(__file__).resolve().parents[3]
     ({"LLMGATE_SANDBOX": "sometimes"}, "LLMGATE_SANDBOX must be one of"),
     ({"LLMGATE_TARGET_MEMORY_MB": "lots"}, "LLMGATE_TARGET_MEMORY_MB must be a whole number"),
     ({"LLMGATE_ENCRYPTION_KEYS": "my-secret-key"}, "key 1 of LLMGATE_ENCRYPTION_KEYS"),
+    # Case from the field (tester, issue 12, H3): head's bot.py connected to the worker's
+    # unix-socket Redis and set llmgate:pwned during the run.
+    ({"REDIS_URL": "unix:///tmp/t12/r04-redis.sock"}, "REDIS_URL is a unix socket without a "
+                                                      "password"),
+    ({"REDIS_URL": "redis://localhost:6379/0", "LLMGATE_CACHE_REDIS_URL": "unix:///run/c.sock"},
+     "LLMGATE_CACHE_REDIS_URL is a unix socket without a password"),
 ])
 def test_bad_security_settings_stop_the_worker(environ: dict[str, str], words: str) -> None:
     with pytest.raises(SettingsError, match=words) as info:
@@ -28,6 +34,9 @@ def test_bad_security_settings_stop_the_worker(environ: dict[str, str], words: s
     assert "my-secret-key" not in str(info.value)
     assert check_settings({"LLMGATE_ENCRYPTION_KEYS": SecretBox.generate_key()}).policy.mode \
         == "auto"
+    for url in ("unix://:pw@/run/redis.sock", "unix:///run/redis.sock?password=pw",
+                "redis://localhost:6379/0"):
+        assert check_settings({"REDIS_URL": url}).policy.mode == "auto"
 
 
 def test_harden_redacts_the_app_key_and_env_secrets_from_every_log_line(tmp_path: Path) -> None:
