@@ -24,7 +24,8 @@ An example whose target call got no answer (error kinds ``rate_limited``, ``prov
   ``outside`` on an endpoint base uses too, or when there is no base config to compare with
   (provider trouble cannot be told from a change then); ``head`` on an endpoint only head
   uses (a server of the pull request's that refuses connections is the pull request's).
-  When base's run was answered on that shared endpoint and head's share of such errors on it
+  When base's run was answered on that shared endpoint and head's share of such errors (or of
+  the worker's and provider's permanent ones above: a 401 or 404 to head's calls only) on it
   exceeds base's by more than ``max_provider_error_rate`` (base's tolerance), the endpoint is
   in `Attribution.failing_for_head`: the cause stays ``outside`` (an outage that began after
   base's calls looks the same), but a prompt or parameters that make every call time out, or
@@ -185,7 +186,8 @@ def _refused(base: RunResult | None, config: Config | None) -> set[_Key]:
 
 def _transient_shares(run: RunResult | None, config: Config | None,
                       ) -> dict[_Key, tuple[int, int]]:
-    """Per endpoint of ``run``'s targets: (examples with a transient call error, examples)."""
+    """Per endpoint of ``run``'s targets: (examples with a call error but a refused request,
+    examples)."""
     shares: dict[_Key, tuple[int, int]] = {}
     if run is None or config is None:
         return shares
@@ -194,7 +196,7 @@ def _transient_shares(run: RunResult | None, config: Config | None,
         if key is None:
             continue
         failed, total = shares.get(key, (0, 0))
-        failed += sum(1 for e in suite.examples if e.errored and not e.error_field
+        failed += sum(1 for e in suite.examples if e.errored and e.error_field != "request"
                       and e.error_kind in CALL_KINDS)
         shares[key] = (failed, total + len(suite.examples))
     return shares

@@ -223,13 +223,16 @@ def test_every_call_error_keeps_its_text_in_every_form_of_the_report() -> None:
     ("timeout", "timed out after 30 s"),
     ("provider", "provider error (HTTP 500): fake error 500"),
     ("rate_limited", "rate limited (HTTP 429): retry after 3600 s"),
+    ("provider/api_key_env", "provider error (HTTP 401): invalid key"),
+    ("provider/model", "provider error (HTTP 404): no such model"),
 ])
 def test_head_only_provider_errors_where_base_was_answered_are_never_neutral(
         kind: str, message: str) -> None:
     """Case from the field (tester, issue 12, H2): head's reworded prompt made every call on
     base's endpoint time out (or answer 500 / 429) while base's 46 calls in the same run were
     answered; under base's `settings.undecided: neutral` the run ended neutral, exit 0."""
-    head = run("h", [failed(i, kind, message=message) for i in range(46)])
+    kind, _, field = kind.partition("/")
+    head = run("h", [failed(i, kind, field=field, message=message) for i in range(46)])
     base = run("b", [ok(i) for i in range(46)])
     attribution = Attribution(config(), config(), base, head)
     assert attribution.failing_for_head == {("openai/m", URL, "KEY")}
