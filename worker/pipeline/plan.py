@@ -261,7 +261,7 @@ def tip_reason(merge_root: Path, tip_root: Path) -> str | None:
         The reason, for the report's note, or None (compare with the merge base).
     """
     if base_mode(tip_root) == "tip":
-        return "as settings.base: tip at the base branch's tip says"
+        return "as settings.base: tip says"
     if gate_view(tip_root) != gate_view(merge_root):
         return ("the base branch's llmgate configs (their rules, settings or evaluation "
                 "contract) changed after this branch forked from it, and the gate follows "

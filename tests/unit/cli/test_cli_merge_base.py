@@ -113,7 +113,7 @@ def test_cli_honours_settings_base_tip(tmp_path, monkeypatch, capsys):
     code, report = _run(capsys, "--base", "main", "--head", "feature")
     assert (code, _regressed(report), report["base_sha"]) == (EXIT_GATE_FAILED, FIXED,
                                                               shas["main"])
-    assert "as settings.base: tip at the base branch's tip says" in " ".join(report["notes"])
+    assert "as settings.base: tip says" in " ".join(report["notes"])
 
 
 def old_fork_point(dest: Path, old_config: str | None) -> dict[str, str]:

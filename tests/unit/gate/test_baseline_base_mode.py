@@ -33,7 +33,7 @@ async def test_base_tip_compares_with_the_tip_of_main(worker_ctx, tmp_path):
     assert gate.base.suites["score"].metrics["pass_rate"] == 0.90
     assert gate.conclusion == "failure"  # 0.71 against 0.90 drops more than 0.05
     assert gate.base_source == (f"compared with {shas['m9'][:7]}, the base branch's tip, as "
-                                "settings.base says (base run now, stored for later pull "
+                                "settings.base: tip says (base run now, stored for later pull "
                                 "requests)")
 
 

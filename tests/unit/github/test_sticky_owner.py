@@ -27,7 +27,12 @@ async def test_another_bots_marked_comment_is_never_edited(github, tiny_repo):
     payloads = [gate_payload(str(repo), shas["pr/drop"], shas["main"], number=1),
                 gate_payload(str(repo), shas["pr/docs"], shas["main"], number=2)]
     await run_jobs(payloads)
-    await run_jobs(payloads, job_suffix="again")  # a second run edits our own comment
+    # A push to each PR: a new head, so a new body our comment is edited to (an identical body
+    # is left alone, and whether round one ran base or reused the other PR's stored baseline
+    # depends on timing, so the same heads again could leave a body unchanged).
+    pushed = [gate_payload(str(repo), shas["pr/docs"], shas["main"], number=1),
+              gate_payload(str(repo), shas["pr/drop"], shas["main"], number=2)]
+    await run_jobs(pushed, job_suffix="again")
     state = github.state()
     by_author = {(c["issue_number"], c["user"]["login"]): c for c in state["comments"]}
     assert sorted(by_author) == [(1, "llmgate-staging[bot]"), (1, "llmgate[bot]"),
