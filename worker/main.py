@@ -6,6 +6,7 @@ Several workers may share one Redis: arq hands each job to one worker, and job i
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import os
 import sys
@@ -30,6 +31,7 @@ from worker.jobs_push import store_baseline
 from worker.lease import CTX_KEY, JobLimits
 from worker.lifecycle import instrument_all, shutdown_grace_s, start_publishing, stop_publishing
 from worker.logging_setup import configure_worker_logging
+from worker.redis_checks import check_queue_redis, patient_redis, retry_options
 from worker.report_store import ReportSettings, ReportStore
 from worker.settings import SettingsError, WorkerConfig
 from worker.sweeper import sweeper_cron_jobs
@@ -40,6 +42,21 @@ JOB_TIMEOUT_S = JobLimits().job_timeout_s
 HTTP_TIMEOUT_S = 30.0
 #: Exit status when a setting is missing or malformed (as the web process).
 EXIT_SETTINGS = 2
+#: Bounds on one call to the cache's Redis (``LLMGATE_CACHE_REDIS_URL``), seconds: it may be
+#: down or evicting, and a cache failure is a miss, so a gate never waits long for it.
+CACHE_CONNECT_TIMEOUT_S = 2.0
+CACHE_TIMEOUT_S = 5.0
+
+
+def cache_client(config: WorkerConfig, queue: Redis) -> Redis:
+    """The client of the cache's Redis: ``queue`` itself unless ``LLMGATE_CACHE_REDIS_URL``
+    names another one, which gets short timeouts and no retry (a failure is a cache miss)."""
+    if config.cache_redis_url == config.redis_url:
+        return queue
+    client: Redis = Redis.from_url(config.cache_redis_url,
+                                   socket_connect_timeout=CACHE_CONNECT_TIMEOUT_S,
+                                   socket_timeout=CACHE_TIMEOUT_S)
+    return client
 
 
 async def startup(ctx: dict[str, Any]) -> None:
@@ -64,7 +81,8 @@ async def startup(ctx: dict[str, Any]) -> None:
         redactor = harden(config)  # sandbox, log redaction, non-dumpable process
     except SettingsError as err:
         raise SystemExit(f"llmgate worker: {err}") from None
-    redis = Redis.from_url(config.redis_url)
+    redis = patient_redis(config.redis_url)  # outlives Redis restarts (worker/redis_checks.py)
+    cache = cache_client(config, redis)
     ctx["services"] = Services(
         config=config,
         http=httpx.AsyncClient(timeout=HTTP_TIMEOUT_S),
@@ -75,7 +93,8 @@ async def startup(ctx: dict[str, Any]) -> None:
         redactor=redactor,
         calibration=calibration,
         github_limiter=GitHubLimiter(RedisLimitStore(redis), limits),
-        reports=ReportStore(redis, report_settings) if report_settings else None,
+        reports=ReportStore(cache, report_settings) if report_settings else None,
+        cache_redis=cache,
     )
     start_publishing(ctx)
 
@@ -86,6 +105,8 @@ async def shutdown(ctx: dict[str, Any]) -> None:
     services: Services | None = ctx.get("services")
     if services is not None:
         await services.http.aclose()
+        if services.cache is not services.redis:
+            await services.cache.aclose()
         await services.redis.aclose()
 
 
@@ -105,7 +126,10 @@ def worker_settings(environ: Mapping[str, str] | None = None) -> type:
         config.workdir.mkdir(parents=True, exist_ok=True)
     except OSError as err:
         raise SettingsError(f"LLMGATE_WORKDIR cannot be created: {err.strerror}") from None
-    checked_redis = RedisSettings.from_dsn(config.redis_url)
+    # arq's pool retries a lost connection forever: a Redis restart pauses the poll loop
+    # instead of ending the worker (worker/redis_checks.py).
+    checked_redis = dataclasses.replace(RedisSettings.from_dsn(config.redis_url),
+                                        **retry_options())
     check_settings(os.environ if environ is None else environ)
     grace_s = shutdown_grace_s(os.environ if environ is None else environ)
     calibration = CalibrationSchedule.from_env(os.environ if environ is None else environ)
@@ -143,16 +167,24 @@ def __getattr__(name: str) -> type:
     ``arq worker.main.WorkerSettings`` and ``llmgate worker`` get settings checked at start-up;
     importing this module reads no environment.
 
+    The queue's Redis is checked here too (`worker.redis_checks.check_queue_redis`: waits until
+    it answers, refuses one that can evict or runs in cluster mode, warns when it has no
+    persistence).
+
     Raises:
-        SystemExit: status 2 after one line on stderr, when a setting is missing or malformed.
+        SystemExit: status 2 after one line on stderr, when a setting is missing or malformed
+            or the queue's Redis is refused.
         AttributeError: for any other name.
     """
     if name != "WorkerSettings":
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     try:
         settings = worker_settings()
+        warnings = check_queue_redis(WorkerConfig.from_env().redis_url)
     except SettingsError as err:
         sys.stderr.write(f"llmgate worker: configuration error: {err}\n")
         raise SystemExit(EXIT_SETTINGS) from None
+    for warning in warnings:
+        sys.stderr.write(f"llmgate worker: warning: {warning}\n")
     globals()["WorkerSettings"] = settings
     return settings
