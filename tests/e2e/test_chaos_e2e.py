@@ -188,9 +188,19 @@ def test_an_evicting_redis_is_refused_at_start_up(tmp_path: Path, fakes: ChaosFa
             server.stop()
 
 
-@fails_today("LLMGATE_CACHE_REDIS_URL does not exist: the "
-             "response cache fills the queue's Redis, whose noeviction maxmemory then "
-             "refuses the queue's own writes")
+#: Key prefixes of what may live on the cache's Redis: answers, learned lengths, reports.
+CACHE_PREFIXES = ("llmgate:cache:", "llmgate:lengths:", "llmgate:report:")
+
+
+def _cache_keys(server: RedisProcess) -> int:
+    """Keys of the response cache, the learned lengths and the reports in ``server``."""
+    client = server.client()
+    try:
+        return sum(len(client.keys(f"{prefix}*")) for prefix in CACHE_PREFIXES)
+    finally:
+        client.close()
+
+
 def test_cache_writes_never_crowd_out_queued_gates(tmp_path: Path, fakes: ChaosFakes) -> None:
     repo = build_chaos_repo(tmp_path / "repo", 10, config=model_config(fakes.llm_url))
     with ChaosStack(tmp_path, fakes, workers=2, worker_env=ONE_JOB,
@@ -201,6 +211,11 @@ def test_cache_writes_never_crowd_out_queued_gates(tmp_path: Path, fakes: ChaosF
             stack.push(repo, pr)
         counted = stack.settle(repo.newest(), CACHE_SETTLE_S)
         report("cache writes", stack, counted, *CAUSES)
+        assert stack.cache_redis is not None
+        on_queue, on_cache = _cache_keys(stack.redis), _cache_keys(stack.cache_redis)
+        print(f"[cache writes] cache keys on the queue's Redis: {on_queue}, on the cache's: "
+              f"{on_cache}")
+        assert (on_queue, on_cache > 0) == (0, True)  # the queue's Redis holds no cache at all
         assert_no_loss(counted)
         assert set(counted.conclusions) == {"success"}, counted.line()
 
