@@ -71,6 +71,12 @@ class _Outage:
             cls.since = None
 
 
+def outage_s() -> float | None:
+    """Seconds since this process lost Redis, or None while Redis answers."""
+    since = _Outage.since
+    return None if since is None else time.monotonic() - since
+
+
 class PatientRetry(Retry):
     """redis-py's `Retry` that never gives up on a lost connection (module docstring).
 
