@@ -14,7 +14,6 @@ import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
-import redis
 from arq.connections import ArqRedis
 from redis.asyncio import ConnectionPool, Redis
 from redis.exceptions import AuthenticationError, AuthorizationError
@@ -29,7 +28,7 @@ from app.ops import OpsEndpoints, OpsSettings
 from app.reports import ReportPages
 from app.settings import SettingsError, WebSettings, masked_url
 from app.webhooks import HEALTH_TIMEOUT_S, WebhookReceiver, redis_answers
-from worker.contract import queue_redis_facts, queue_redis_refusal, queue_redis_warnings
+from worker.contract import probe_queue_redis
 
 log = logging.getLogger(__name__)
 
@@ -56,21 +55,16 @@ def check_queue_redis(url: str) -> list[str]:
             cluster mode, or a password Redis refuses
             (`worker.contract.queue_redis_refusal`).
     """
-    client = redis.Redis.from_url(url, socket_timeout=PROBE_TIMEOUT_S,
-                                  socket_connect_timeout=PROBE_TIMEOUT_S)
     try:
-        facts = queue_redis_facts(client)
+        refusal, warnings = probe_queue_redis(url, PROBE_TIMEOUT_S)
     except (AuthenticationError, AuthorizationError) as err:
         raise SettingsError(f"REDIS_URL is refused by Redis: {err}") from None
     except (RedisConnectionError, RedisTimeoutError, OSError):
         return [f"the queue's Redis at {masked_url(url)} does not answer: its "
                 "maxmemory-policy is not checked"]
-    finally:
-        client.close()
-    refusal = queue_redis_refusal(facts)
     if refusal is not None:
         raise SettingsError(refusal)
-    return queue_redis_warnings(facts)
+    return warnings
 
 
 def open_queue(redis_url: str) -> ArqRedis:

@@ -352,6 +352,26 @@ def queue_redis_facts(client: RedisInfoClient) -> dict[str, str]:
     return facts
 
 
+def probe_queue_redis(url: str, timeout_s: float) -> tuple[str | None, list[str]]:
+    """Read the queue's Redis at ``url`` once: (why it is refused or None, its warnings).
+
+    Each command is bounded by ``timeout_s`` seconds (connecting included).
+
+    Raises:
+        redis.exceptions.ConnectionError: Redis cannot be reached, or refuses the password
+            (``AuthenticationError``, a subclass). redis.exceptions.TimeoutError: too slow.
+    """
+    import redis
+
+    client = redis.Redis.from_url(url, socket_timeout=timeout_s,
+                                  socket_connect_timeout=timeout_s)
+    try:
+        facts = queue_redis_facts(client)
+    finally:
+        client.close()
+    return queue_redis_refusal(facts), queue_redis_warnings(facts)
+
+
 def queue_redis_refusal(facts: Mapping[str, str]) -> str | None:
     """Return why the queue's Redis must not be used (one line naming the setting), or None.
 

@@ -20,7 +20,6 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
-import redis
 from redis.asyncio import Redis
 from redis.asyncio.retry import Retry
 from redis.backoff import ExponentialBackoff
@@ -32,7 +31,7 @@ from redis.exceptions import (
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from worker.contract import queue_redis_facts, queue_redis_refusal, queue_redis_warnings
+from worker.contract import probe_queue_redis
 from worker.settings import SettingsError
 
 log = logging.getLogger("llmgate.redis")
@@ -133,39 +132,28 @@ def check_queue_redis(url: str, *, wait_s: float | None = None) -> list[str]:
     """Check the queue's Redis at start-up; return warnings to print (persistence off).
 
     Waits, with backoff, until Redis answers (at most ``wait_s`` seconds; None: forever),
-    printing one line per failed attempt at most every `RETRY_CAP_S` * 15 seconds.
+    printing a line about it at most every 30 seconds.
 
     Raises:
         SettingsError: one line naming the setting: a ``maxmemory-policy`` that can evict, a
             cluster, a refused password, or Redis still unreachable after ``wait_s``.
     """
-    client = redis.Redis.from_url(url, socket_timeout=PROBE_TIMEOUT_S,
-                                  socket_connect_timeout=PROBE_TIMEOUT_S)
-    try:
-        facts = _facts_when_up(client, wait_s)
-    finally:
-        client.close()
-    refusal = queue_redis_refusal(facts)
-    if refusal is not None:
-        raise SettingsError(refusal)
-    return queue_redis_warnings(facts)
-
-
-def _facts_when_up(client: redis.Redis, wait_s: float | None) -> dict[str, str]:
-    """`worker.contract.queue_redis_facts` once Redis answers (see `check_queue_redis`)."""
     start, failures, told = time.monotonic(), 0, -1e9
     while True:
         try:
-            return queue_redis_facts(client)
+            refusal, warnings = probe_queue_redis(url, PROBE_TIMEOUT_S)
         except CONFIG_ERRORS as err:
             raise SettingsError(f"REDIS_URL is refused by Redis: {err}") from None
         except (RedisConnectionError, RedisTimeoutError, OSError) as err:
             failures += 1
-            waited = time.monotonic() - start
-            if wait_s is not None and waited >= wait_s:
+            if wait_s is not None and time.monotonic() - start >= wait_s:
                 raise SettingsError(f"REDIS_URL does not answer within {wait_s:.0f} s: "
                                     f"{err}") from None
             if time.monotonic() - told >= 15 * RETRY_CAP_S:
                 told = time.monotonic()
                 sys.stderr.write(f"llmgate worker: waiting for Redis (REDIS_URL): {err}\n")
             time.sleep(min(RETRY_CAP_S, RETRY_BASE_S * 2 ** failures))
+            continue
+        if refusal is not None:
+            raise SettingsError(refusal)
+        return warnings

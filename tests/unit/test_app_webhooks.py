@@ -311,7 +311,8 @@ async def test_unreachable_redis_gives_503_on_healthz_and_keeps_deliveries(
     assert "2 kept deliveries enqueued" in caplog.text
 
 
-async def test_a_full_spool_answers_503(monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_a_full_spool_answers_503_and_a_stop_names_what_it_kept(
+        monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
     monkeypatch.setattr("app.webhooks.DeliverySpool", lambda: DeliverySpool(capacity=1))
     unreachable = f"redis://127.0.0.1:{free_port()}/0"
     body = fixture_bytes("pull_request.synchronize.json")
@@ -319,6 +320,8 @@ async def test_a_full_spool_answers_503(monkeypatch: pytest.MonkeyPatch) -> None
         kept = await post(client, "pull_request", "full-1", body)
         refused = await post(client, "pull_request", "full-2", body)
     assert (kept.status_code, refused.status_code) == (202, 503)
+    assert ("stopping with 1 deliveries Redis never took; redeliver them from the App's "
+            "advanced settings: full-1") in caplog.text
 
 
 async def test_failed_enqueue_unmarks_the_delivery_so_redelivery_works(
