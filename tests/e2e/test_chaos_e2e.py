@@ -215,8 +215,8 @@ def test_cache_writes_never_crowd_out_queued_gates(tmp_path: Path, fakes: ChaosF
         on_queue, on_cache = _cache_keys(stack.redis), _cache_keys(stack.cache_redis)
         print(f"[cache writes] cache keys on the queue's Redis: {on_queue}, on the cache's: "
               f"{on_cache}")
-        assert (on_queue, on_cache > 0) == (0, True)  # the queue's Redis holds no cache at all
         assert_no_loss(counted)
+        assert (on_queue, on_cache > 0) == (0, True)  # the queue's Redis holds no cache at all
         assert set(counted.conclusions) == {"success"}, counted.line()
 
 
