@@ -15,7 +15,10 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 from arq.connections import ArqRedis
-from redis.asyncio import ConnectionPool
+from redis.asyncio import ConnectionPool, Redis
+from redis.exceptions import AuthenticationError, AuthorizationError
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import TimeoutError as RedisTimeoutError
 from starlette.applications import Starlette
 from starlette.routing import Route
 
@@ -25,6 +28,7 @@ from app.ops import OpsEndpoints, OpsSettings
 from app.reports import ReportPages
 from app.settings import SettingsError, WebSettings, masked_url
 from app.webhooks import HEALTH_TIMEOUT_S, WebhookReceiver, redis_answers
+from worker.contract import probe_queue_redis
 
 log = logging.getLogger(__name__)
 
@@ -36,6 +40,31 @@ REDIS_CONNECT_TIMEOUT_S = 1.0
 GC_YOUNG_THRESHOLD = 10_000
 #: Exit status when the settings are missing or malformed.
 EXIT_SETTINGS = 2
+#: Bound on the start-up probe of the queue's Redis, seconds.
+PROBE_TIMEOUT_S = 3.0
+
+
+def check_queue_redis(url: str) -> list[str]:
+    """Check the queue's Redis at start-up; return warnings to log.
+
+    A Redis that does not answer is not checked (the web process starts without it and
+    answers 503 on ``/healthz`` meanwhile; the workers wait for it and check it then).
+
+    Raises:
+        SettingsError: one line naming the setting: a ``maxmemory-policy`` that can evict,
+            cluster mode, or a password Redis refuses
+            (`worker.contract.queue_redis_refusal`).
+    """
+    try:
+        refusal, warnings = probe_queue_redis(url, PROBE_TIMEOUT_S)
+    except (AuthenticationError, AuthorizationError) as err:
+        raise SettingsError(f"REDIS_URL is refused by Redis: {err}") from None
+    except (RedisConnectionError, RedisTimeoutError, OSError):
+        return [f"the queue's Redis at {masked_url(url)} does not answer: its "
+                "maxmemory-policy is not checked"]
+    if refusal is not None:
+        raise SettingsError(refusal)
+    return warnings
 
 
 def open_queue(redis_url: str) -> ArqRedis:
@@ -70,6 +99,8 @@ def create_app(settings: WebSettings | None = None, ops: OpsSettings | None = No
     receiver = WebhookReceiver(resolved)
     endpoints = OpsEndpoints(ops or (OpsSettings.from_env() if settings is None else OpsSettings()),
                              lambda: receiver.queue)
+    #: The Redis of the stored reports (LLMGATE_CACHE_REDIS_URL, else the queue's), while open.
+    reports_redis: dict[str, Redis | None] = {"client": None}
 
     @asynccontextmanager
     async def lifespan(_app: Starlette) -> AsyncIterator[None]:
@@ -79,6 +110,10 @@ def create_app(settings: WebSettings | None = None, ops: OpsSettings | None = No
                         "deliveries 503 until it does", masked_url(resolved.redis_url),
                         HEALTH_TIMEOUT_S)
         receiver.queue = queue
+        reports = queue if resolved.reports_redis_url == resolved.redis_url else \
+            Redis.from_url(resolved.reports_redis_url,
+                           socket_connect_timeout=REDIS_CONNECT_TIMEOUT_S)
+        reports_redis["client"] = reports
         if len(resolved.webhook_secrets) > 1:
             log.warning("GITHUB_WEBHOOK_SECRET_PREVIOUS is set: deliveries signed with the "
                         "previous webhook secret are accepted too; unset it once the rotation "
@@ -88,7 +123,11 @@ def create_app(settings: WebSettings | None = None, ops: OpsSettings | None = No
         try:
             yield
         finally:
+            await receiver.spool.close()
             receiver.queue = None
+            reports_redis["client"] = None
+            if reports is not queue:
+                await reports.aclose()
             await queue.aclose(close_connection_pool=True)
 
     routes = [
@@ -96,7 +135,8 @@ def create_app(settings: WebSettings | None = None, ops: OpsSettings | None = No
         Route("/healthz", receiver.healthz, methods=["GET"]),
         Route("/readyz", endpoints.readyz, methods=["GET"]),
         Route("/metrics", endpoints.metrics, methods=["GET"]),
-        Route("/reports/{report_id}", ReportPages(lambda: receiver.queue).page, methods=["GET"]),
+        Route("/reports/{report_id}", ReportPages(lambda: reports_redis["client"]).page,
+              methods=["GET"]),
     ]
     return FastPathApp("/webhook", receiver, routes=routes, lifespan=lifespan)
 
@@ -154,10 +194,13 @@ def __getattr__(name: str) -> Starlette:
         settings = WebSettings.from_env()
         ops = OpsSettings.from_env()
         formatter = web_formatter()
+        warnings = check_queue_redis(settings.redis_url)
     except SettingsError as exc:
         sys.stderr.write(f"llmgate web: configuration error: {exc}\n")
         raise SystemExit(EXIT_SETTINGS) from None
     _configure_logging(formatter)
+    for warning in warnings:
+        log.warning("%s", warning)
     app = create_app(settings, ops, server_gc=True)
     globals()["app"] = app
     return app

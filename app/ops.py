@@ -1,10 +1,12 @@
 """Operations endpoints of the web process: ``GET /readyz`` and ``GET /metrics``.
 
 ``/healthz`` (in ``app.webhooks``) says the process is alive and Redis answers; ``/readyz``
-says it should get traffic: Redis answers and the queue is not backed up beyond
+says it should get traffic: Redis answers, at least ``LLMGATE_READY_MIN_WORKERS`` workers
+heartbeated within the last 30 s (a worker beats every 10 s while its loop runs and Redis answers;
+none means deliveries are queued but nobody gates them), and the queue is not backed up beyond
 ``LLMGATE_READY_MAX_QUEUE_DEPTH`` jobs (a backed-up queue means workers are missing or stuck, and
-a load balancer may prefer another region or page someone). ``/metrics`` is the Prometheus text
-exposition (``app.metrics``); with ``LLMGATE_METRICS_TOKEN`` set it asks for
+a load balancer may prefer another region or page someone). Each 503 says why. ``/metrics``
+is the Prometheus text exposition (``app.metrics``); with ``LLMGATE_METRICS_TOKEN`` set it asks for
 ``Authorization: Bearer <token>``.
 """
 
@@ -20,11 +22,13 @@ from prometheus_client import CONTENT_TYPE_LATEST
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from app.metrics import read_snapshot, render
+from app.metrics import WORKER_STALE_S, read_snapshot, render
 from app.settings import SettingsError
 
 #: Default of ``LLMGATE_READY_MAX_QUEUE_DEPTH``: waiting jobs beyond which ``/readyz`` is 503.
 DEFAULT_READY_MAX_QUEUE_DEPTH = 1000
+#: Default of ``LLMGATE_READY_MIN_WORKERS``: live workers below which ``/readyz`` is 503.
+DEFAULT_READY_MIN_WORKERS = 1
 
 
 @dataclass(frozen=True, repr=False)
@@ -36,30 +40,46 @@ class OpsSettings:
             queue check off (then only Redis counts).
         metrics_token: ``LLMGATE_METRICS_TOKEN``; when set, ``/metrics`` needs it as a bearer
             token. Never shown by ``repr``.
+        ready_min_workers: ``LLMGATE_READY_MIN_WORKERS``, workers that must have heartbeated
+            within the last 30 s (`app.metrics.WORKER_STALE_S`); 0 turns the check off.
     """
 
     ready_max_queue_depth: int = DEFAULT_READY_MAX_QUEUE_DEPTH
     metrics_token: str = field(default="")
+    ready_min_workers: int = DEFAULT_READY_MIN_WORKERS
 
     def __repr__(self) -> str:
         """Show the settings with the token masked."""
         token = "**********" if self.metrics_token else ""
         return (f"OpsSettings(ready_max_queue_depth={self.ready_max_queue_depth}, "
-                f"metrics_token={token!r})")
+                f"metrics_token={token!r}, ready_min_workers={self.ready_min_workers})")
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] = os.environ) -> OpsSettings:
         """Read the settings; unset or empty variables take the defaults.
 
         Raises:
-            SettingsError: ``LLMGATE_READY_MAX_QUEUE_DEPTH`` is not a whole number.
+            SettingsError: ``LLMGATE_READY_MAX_QUEUE_DEPTH`` or ``LLMGATE_READY_MIN_WORKERS`` is
+                not a whole number.
         """
-        raw = environ.get("LLMGATE_READY_MAX_QUEUE_DEPTH", "").strip()
-        if raw and not (raw.isascii() and raw.isdigit()):
-            raise SettingsError("LLMGATE_READY_MAX_QUEUE_DEPTH must be a whole number of jobs "
-                                f"(0: no limit), got {raw[:20]!r}")
-        return cls(ready_max_queue_depth=int(raw) if raw else DEFAULT_READY_MAX_QUEUE_DEPTH,
-                   metrics_token=environ.get("LLMGATE_METRICS_TOKEN", "").strip())
+        return cls(ready_max_queue_depth=_count(environ, "LLMGATE_READY_MAX_QUEUE_DEPTH", "jobs",
+                                                DEFAULT_READY_MAX_QUEUE_DEPTH),
+                   metrics_token=environ.get("LLMGATE_METRICS_TOKEN", "").strip(),
+                   ready_min_workers=_count(environ, "LLMGATE_READY_MIN_WORKERS", "workers",
+                                            DEFAULT_READY_MIN_WORKERS))
+
+
+def _count(environ: Mapping[str, str], name: str, unit: str, default: int) -> int:
+    """A whole number in ``name`` (unset or empty: ``default``).
+
+    Raises:
+        SettingsError: it is not a whole number.
+    """
+    raw = environ.get(name, "").strip()
+    if raw and not (raw.isascii() and raw.isdigit()):
+        raise SettingsError(f"{name} must be a whole number of {unit} (0: no limit), "
+                            f"got {raw[:20]!r}")
+    return int(raw) if raw else default
 
 
 class OpsEndpoints:
@@ -71,12 +91,18 @@ class OpsEndpoints:
         self._queue = queue
 
     async def readyz(self, request: Request) -> Response:
-        """Answer 200 when Redis answers and the queue is short enough, else 503 with a reason."""
+        """Answer 200 when Redis answers, enough workers heartbeat and the queue is short
+        enough, else 503 with a reason."""
         snapshot = await read_snapshot(self._queue(), samples=False)
         if not snapshot.redis_up:
             return JSONResponse({"status": "unready", "reason": "redis does not answer"}, 503)
         limit = self._settings.ready_max_queue_depth
         body = {"queued": snapshot.queued, "max_queued": limit, "workers": snapshot.workers}
+        if snapshot.workers < self._settings.ready_min_workers:
+            reason = (f"{snapshot.workers} workers heartbeated in the last "
+                      f"{WORKER_STALE_S:.0f} s (at least {self._settings.ready_min_workers} "
+                      "needed): queued gates are not being run")
+            return JSONResponse({"status": "unready", "reason": reason, **body}, 503)
         if limit and snapshot.queued >= limit:
             return JSONResponse({"status": "unready", "reason": "queue backed up", **body}, 503)
         return JSONResponse({"status": "ready", **body})

@@ -37,6 +37,9 @@ class WebSettings:
         redis_url: ``REDIS_URL``, a ``redis://``, ``rediss://`` or ``unix://`` URL; its password,
             if any, is masked by ``repr``.
         max_body_bytes: ``LLMGATE_MAX_BODY_BYTES``, the largest request body accepted, in bytes.
+        cache_redis_url: ``LLMGATE_CACHE_REDIS_URL``, the Redis the workers keep the stored
+            reports in (with the response cache; it may evict); "" when unset: ``redis_url``.
+            Its password, if any, is masked by ``repr``.
 
     Raises:
         SettingsError: on construction, when a value is empty or malformed.
@@ -46,6 +49,12 @@ class WebSettings:
     redis_url: str = DEFAULT_REDIS_URL
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
     previous_webhook_secret: str = ""
+    cache_redis_url: str = ""
+
+    @property
+    def reports_redis_url(self) -> str:
+        """Where the stored reports are: ``cache_redis_url``, else ``redis_url``."""
+        return self.cache_redis_url or self.redis_url
 
     @property
     def webhook_secrets(self) -> tuple[str, ...]:
@@ -67,6 +76,8 @@ class WebSettings:
             raise SettingsError("GITHUB_WEBHOOK_SECRET_PREVIOUS is only blanks: set it to the "
                                 "webhook secret being rotated out, or unset it")
         _check_redis_url(self.redis_url)
+        if self.cache_redis_url:
+            _check_redis_url(self.cache_redis_url, "LLMGATE_CACHE_REDIS_URL")
         if self.max_body_bytes <= 0:
             raise SettingsError("LLMGATE_MAX_BODY_BYTES must be a positive number of bytes")
 
@@ -89,6 +100,7 @@ class WebSettings:
             redis_url=environ.get("REDIS_URL", "").strip() or DEFAULT_REDIS_URL,
             max_body_bytes=int(raw_max) if raw_max else DEFAULT_MAX_BODY_BYTES,
             previous_webhook_secret=environ.get("GITHUB_WEBHOOK_SECRET_PREVIOUS", ""),
+            cache_redis_url=environ.get("LLMGATE_CACHE_REDIS_URL", "").strip(),
         )
 
     def __repr__(self) -> str:
@@ -96,7 +108,8 @@ class WebSettings:
         previous = _MASK if self.previous_webhook_secret else ""
         return (
             f"WebSettings(webhook_secret={_MASK!r}, redis_url={masked_url(self.redis_url)!r}, "
-            f"max_body_bytes={self.max_body_bytes}, previous_webhook_secret={previous!r})"
+            f"max_body_bytes={self.max_body_bytes}, previous_webhook_secret={previous!r}, "
+            f"cache_redis_url={masked_url(self.cache_redis_url)!r})"
         )
 
 
@@ -110,8 +123,9 @@ def masked_url(url: str) -> str:
     return parts._replace(netloc=f"{name}:{_MASK}@{host}").geturl()
 
 
-def _check_redis_url(url: str) -> None:
-    """Raise ``SettingsError`` unless ``url`` is a Redis URL that arq and redis-py accept.
+def _check_redis_url(url: str, name: str = "REDIS_URL") -> None:
+    """Raise ``SettingsError`` unless ``url`` (variable ``name``) is a Redis URL that arq and
+    redis-py accept.
 
     The URL itself is never echoed: it may hold a password.
     """
@@ -119,14 +133,14 @@ def _check_redis_url(url: str) -> None:
         parts = urlsplit(url)
         _ = parts.port  # raises ValueError on a non-numeric or out-of-range port
     except ValueError as exc:
-        raise SettingsError(f"REDIS_URL is not a valid URL ({exc})") from None
+        raise SettingsError(f"{name} is not a valid URL ({exc})") from None
     if parts.scheme not in _REDIS_SCHEMES:
         got = f"got {parts.scheme}://" if parts.scheme else "it has no scheme"
-        raise SettingsError(f"REDIS_URL must start with redis://, rediss:// or unix:// ({got})")
+        raise SettingsError(f"{name} must start with redis://, rediss:// or unix:// ({got})")
     if parts.scheme == "unix":
         if not parts.path:
-            raise SettingsError("REDIS_URL unix:// needs a socket path, e.g. unix:///run/redis.sock")
+            raise SettingsError(f"{name} unix:// needs a socket path, e.g. unix:///run/redis.sock")
         return
     database = parts.path.lstrip("/")
     if database and not (database.isascii() and database.isdigit()):
-        raise SettingsError("REDIS_URL database (the path after the host) must be a number")
+        raise SettingsError(f"{name} database (the path after the host) must be a number")

@@ -5,8 +5,10 @@ Per delivery: read the body under a size cap, check ``X-Hub-Signature-256`` over
 parse the JSON once, route it (``app.routes``), then one Redis round trip that drops
 redeliveries and replayed bodies and enqueues at most one arq job (``app.enqueue``). GitHub
 waits 10 seconds for an answer and does not redeliver on its own (docs.github.com/en/webhooks/
-using-webhooks/best-practices-for-using-webhooks), so a delivery we could not queue gets 503
-and is left unmarked for a manual redelivery.
+using-webhooks/best-practices-for-using-webhooks), so a delivery we could not queue because
+Redis is away is kept in memory and enqueued when Redis answers (``app.spool``: 202
+``spooled``); only when that spool is full does it get 503, left unmarked for a manual
+redelivery.
 """
 
 from __future__ import annotations
@@ -22,7 +24,9 @@ from typing import Any
 
 from arq.connections import ArqRedis
 from gidgethub.sansio import Event
+from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import RedisError
+from redis.exceptions import TimeoutError as RedisTimeoutError
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.types import Receive, Scope, Send
@@ -37,11 +41,15 @@ from app.routes import router
 from app.routes.decision import Decision
 from app.routes.payload import PayloadError
 from app.settings import WebSettings
+from app.spool import DeliverySpool, SpooledDelivery
 
 log = logging.getLogger(__name__)
 
 #: Errors that mean "Redis is unreachable or too slow", answered with 503.
 REDIS_ERRORS = (RedisError, OSError, asyncio.TimeoutError)
+#: Of those, the ones that mean "Redis is away" (not "Redis refused"): the delivery is
+#: kept in the spool (`app.spool`) rather than refused.
+UNREACHABLE_ERRORS = (RedisConnectionError, RedisTimeoutError, OSError, asyncio.TimeoutError)
 #: How long ``/healthz`` waits for Redis to answer PING, in seconds.
 HEALTH_TIMEOUT_S = 1.0
 #: Bound on one delivery's Redis work (mark + enqueue), in seconds: well inside the 10 s GitHub
@@ -195,6 +203,8 @@ class WebhookReceiver:
         self._rejections = RejectionLog(log)
         self._queue: ArqRedis | None = None
         self._pipe: RedisPipe | None = None
+        #: Deliveries kept while Redis is away (`app.spool`).
+        self.spool = DeliverySpool()
 
     @property
     def queue(self) -> ArqRedis | None:
@@ -246,8 +256,12 @@ class WebhookReceiver:
         delivery whose id or body (``body_sha256``, hex SHA-256) was seen before, e.g. a signed
         body replayed under a new delivery id, is answered 200 ``duplicate``.
 
+        When Redis is unreachable or slower than ``REDIS_TIMEOUT_S``, the delivery is kept in
+        the spool (`app.spool`) and answered as queued (``spooled``).
+
         Raises:
-            Rejection: 503 when Redis fails or is slower than ``REDIS_TIMEOUT_S``.
+            Rejection: 503 when the queue is not open, Redis refuses the script, or Redis is
+                away and the spool is full.
         """
         pipe = self._pipe
         if pipe is None:
@@ -255,7 +269,14 @@ class WebhookReceiver:
         try:  # bounded by REDIS_TIMEOUT_S: the pipe's deadline, no timer per delivery
             outcome = await mark_and_enqueue(pipe, delivery_id, body_sha256, decision.job,
                                              decision.head_record)
-        except REDIS_ERRORS:
+        except UNREACHABLE_ERRORS:
+            kept = SpooledDelivery(delivery_id, body_sha256, decision.job, decision.head_record)
+            if not self.spool.keep(pipe, kept):
+                raise Rejection(503, "the job queue is unavailable; redeliver later") from None
+            if decision.job is None:
+                return 200, decision.as_json()
+            return 202, {"status": "spooled"}
+        except REDIS_ERRORS:  # Redis answered, and refused (a permission, out of memory)
             raise Rejection(503, "the job queue is unavailable; redeliver later") from None
         if outcome is Outcome.DUPLICATE:
             return 200, {"status": "duplicate"}

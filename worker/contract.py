@@ -8,7 +8,8 @@ can overlap during a deploy.
 from __future__ import annotations
 
 import re
-from typing import Any, NotRequired, TypedDict
+from collections.abc import Mapping
+from typing import Any, NotRequired, Protocol, TypedDict
 
 #: The check run name; branch protection requires it, so it never changes.
 CHECK_NAME = "llmgate"
@@ -340,3 +341,99 @@ def event_job_id(kind: str, repo: RepoRef | None, key: str) -> str:
     """
     where = f"{repo['owner']}/{repo['name']}" if repo is not None else "-"
     return f"{kind}:{where}:{key}"
+
+
+# ---------------------------------------------------------------- the queue's Redis
+#: ``maxmemory-policy`` values that never delete a key to make room (redis.io/docs/latest/
+#: develop/reference/eviction/): every other one (``allkeys-*``, ``volatile-*``) may evict a
+#: queued job, a delivery mark or a pull request's head record.
+SAFE_MAXMEMORY_POLICIES = frozenset({"noeviction"})
+
+
+class RedisInfoClient(Protocol):
+    """The two commands of a synchronous ``redis.Redis`` the start-up check uses."""
+
+    def config_get(self, pattern: str = "*") -> Any:
+        """``CONFIG GET pattern`` as a dict (refused by many managed services)."""
+
+    def info(self, section: str | None = None) -> Any:
+        """``INFO [section]`` parsed into a dict."""
+
+
+def queue_redis_facts(client: RedisInfoClient) -> dict[str, str]:
+    """Read what the start-up check needs: ``maxmemory-policy``, ``save``, AOF, cluster mode.
+
+    ``INFO`` (always answered, managed services included) gives ``maxmemory_policy``,
+    ``aof_enabled``, ``redis_mode`` and ``cluster_enabled``; ``CONFIG GET`` overrides the policy
+    and adds ``save`` (the RDB schedule) where it is allowed. A refused ``CONFIG`` (renamed away,
+    ``NOPERM``: an error reply) is simply skipped.
+
+    Raises:
+        redis.exceptions.ConnectionError: Redis cannot be reached (or refuses the password).
+    """
+    from redis.exceptions import ResponseError
+
+    info = client.info()
+    facts = {key: str(info[key]) for key in ("maxmemory_policy", "aof_enabled", "redis_mode",
+                                             "cluster_enabled") if key in info}
+    for name in ("maxmemory-policy", "save"):
+        try:
+            got = client.config_get(name)
+        except ResponseError:  # CONFIG renamed away or not permitted: INFO must do
+            continue
+        if name in got:
+            facts[name.replace("-", "_")] = str(got[name])
+    return facts
+
+
+def probe_queue_redis(url: str, timeout_s: float) -> tuple[str | None, list[str]]:
+    """Read the queue's Redis at ``url`` once: (why it is refused or None, its warnings).
+
+    Each command is bounded by ``timeout_s`` seconds (connecting included).
+
+    Raises:
+        redis.exceptions.ConnectionError: Redis cannot be reached, or refuses the password
+            (``AuthenticationError``, a subclass). redis.exceptions.TimeoutError: too slow.
+    """
+    import redis
+
+    client = redis.Redis.from_url(url, socket_timeout=timeout_s,
+                                  socket_connect_timeout=timeout_s)
+    try:
+        facts = queue_redis_facts(client)
+    finally:
+        client.close()
+    return queue_redis_refusal(facts), queue_redis_warnings(facts)
+
+
+def queue_redis_refusal(facts: Mapping[str, str]) -> str | None:
+    """Return why the queue's Redis must not be used (one line naming the setting), or None.
+
+    The queue's Redis holds queued jobs, delivery marks and pull request head records: a
+    ``maxmemory-policy`` that evicts loses gates silently (arq: "job ... expired"), and a
+    cluster spreads arq's multi-key scripts over slots they cannot span. A policy that cannot
+    be read at all is refused too (fail closed).
+    """
+    policy = facts.get("maxmemory_policy", "")
+    if not policy:
+        return ("maxmemory-policy of the queue's Redis (REDIS_URL) cannot be read from CONFIG "
+                "GET or INFO; llmgate needs maxmemory-policy noeviction there")
+    if policy not in SAFE_MAXMEMORY_POLICIES:
+        return (f"maxmemory-policy of the queue's Redis (REDIS_URL) is {policy}, which can "
+                "evict queued gates; set maxmemory-policy noeviction (put the response cache "
+                "on LLMGATE_CACHE_REDIS_URL, which may evict)")
+    if facts.get("redis_mode") == "cluster" or facts.get("cluster_enabled") == "1":
+        return ("the queue's Redis (REDIS_URL) runs in cluster mode (cluster-enabled yes), "
+                "which arq's multi-key scripts do not support; use a standalone Redis "
+                "(a replica or Sentinel for failover)")
+    return None
+
+
+def queue_redis_warnings(facts: Mapping[str, str]) -> list[str]:
+    """Return warnings about a usable queue Redis: persistence off (a restart loses the queue;
+    the reconciler then re-queues from GitHub)."""
+    if facts.get("aof_enabled") == "1" or facts.get("save"):
+        return []
+    unknown = "" if "save" in facts else " (RDB snapshots unknown: CONFIG is refused)"
+    return [f"the queue's Redis (REDIS_URL) has AOF off{unknown} and no RDB snapshots: a restart "
+            "empties the queue; set appendonly yes"]

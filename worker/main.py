@@ -6,6 +6,7 @@ Several workers may share one Redis: arq hands each job to one worker, and job i
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import os
 import sys
@@ -44,6 +45,7 @@ from worker.runtime.lifecycle import (
     stop_publishing,
 )
 from worker.runtime.logs import configure_worker_logging
+from worker.runtime.redis_checks import check_queue_redis, patient_redis, retry_options
 from worker.runtime.settings import SettingsError, WorkerConfig
 from worker.security.redact import Redactor
 
@@ -53,6 +55,21 @@ JOB_TIMEOUT_S = JobLimits().job_timeout_s
 HTTP_TIMEOUT_S = 30.0
 #: Exit status when a setting is missing or malformed (as the web process).
 EXIT_SETTINGS = 2
+#: Bounds on one call to the cache's Redis (``LLMGATE_CACHE_REDIS_URL``), seconds: it may be
+#: down or evicting, and a cache failure is a miss, so a gate never waits long for it.
+CACHE_CONNECT_TIMEOUT_S = 2.0
+CACHE_TIMEOUT_S = 5.0
+
+
+def cache_client(config: WorkerConfig, queue: Redis) -> Redis:
+    """The client of the cache's Redis: ``queue`` itself unless ``LLMGATE_CACHE_REDIS_URL``
+    names another one, which gets short timeouts and no retry (a failure is a cache miss)."""
+    if config.cache_redis_url == config.redis_url:
+        return queue
+    client: Redis = Redis.from_url(config.cache_redis_url,
+                                   socket_connect_timeout=CACHE_CONNECT_TIMEOUT_S,
+                                   socket_timeout=CACHE_TIMEOUT_S)
+    return client
 
 
 @dataclass(frozen=True)
@@ -97,7 +114,10 @@ class StartupSettings:
             SettingsError: one line naming the variable that is missing or malformed.
         """
         config = config or WorkerConfig.from_env(environ)
-        redis_settings = RedisSettings.from_dsn(config.redis_url)
+        # arq's pool retries a lost connection forever: a Redis restart pauses the poll loop
+        # instead of ending the worker (worker/runtime/redis_checks.py).
+        redis_settings = dataclasses.replace(RedisSettings.from_dsn(config.redis_url),
+                                             **retry_options())
         check_settings(environ)  # the sandbox and the encryption keys
         grace_s = shutdown_grace_s(environ)
         calibration = CalibrationSchedule.from_env(environ)
@@ -140,7 +160,8 @@ async def startup(ctx: dict[str, Any], settings: StartupSettings | None = None) 
 def make_services(settings: StartupSettings, redactor: Redactor) -> Services:
     """Return the clients every job of this process shares, made from ``settings``."""
     config = settings.config
-    redis = Redis.from_url(config.redis_url)
+    redis = patient_redis(config.redis_url)  # outlives Redis restarts (runtime/redis_checks.py)
+    cache = cache_client(config, redis)
     return Services(
         config=config,
         http=httpx.AsyncClient(timeout=HTTP_TIMEOUT_S),
@@ -151,7 +172,8 @@ def make_services(settings: StartupSettings, redactor: Redactor) -> Services:
         redactor=redactor,
         calibration=settings.calibration,
         github_limiter=GitHubLimiter(RedisLimitStore(redis), settings.github_limits),
-        reports=ReportStore(redis, settings.reports) if settings.reports else None,
+        reports=ReportStore(cache, settings.reports) if settings.reports else None,
+        cache_redis=cache,
         baselines=settings.baselines,
     )
 
@@ -162,6 +184,8 @@ async def shutdown(ctx: dict[str, Any]) -> None:
     services: Services | None = ctx.get("services")
     if services is not None:
         await services.http.aclose()
+        if services.cache is not services.redis:
+            await services.cache.aclose()
         await services.redis.aclose()
 
 
@@ -217,16 +241,24 @@ def __getattr__(name: str) -> type:
     ``arq worker.main.WorkerSettings`` and ``llmgate worker`` get settings checked at start-up;
     importing this module reads no environment.
 
+    The queue's Redis is checked here too (`worker.runtime.redis_checks.check_queue_redis`:
+    waits until it answers, refuses one that can evict or runs in cluster mode, warns when it
+    has no persistence).
+
     Raises:
-        SystemExit: status 2 after one line on stderr, when a setting is missing or malformed.
+        SystemExit: status 2 after one line on stderr, when a setting is missing or malformed
+            or the queue's Redis is refused.
         AttributeError: for any other name.
     """
     if name != "WorkerSettings":
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     try:
         settings = worker_settings()
+        warnings = check_queue_redis(WorkerConfig.from_env().redis_url)
     except SettingsError as err:
         sys.stderr.write(f"llmgate worker: configuration error: {err}\n")
         raise SystemExit(EXIT_SETTINGS) from None
+    for warning in warnings:
+        sys.stderr.write(f"llmgate worker: warning: {warning}\n")
     globals()["WorkerSettings"] = settings
     return settings

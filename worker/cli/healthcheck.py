@@ -2,9 +2,11 @@
 
 One image runs the web process or a worker, chosen by its command, so one check serves both:
 
-- a worker touches ``LLMGATE_HEARTBEAT_FILE`` from its event loop every 10 s
+- a worker writes ``LLMGATE_HEARTBEAT_FILE`` from its event loop every 10 s
   (``worker.runtime.lifecycle``), so a file younger than ``HEARTBEAT_MAX_AGE_S`` means the worker's
-  loop is alive;
+  loop is alive; while the worker cannot reach Redis the file says for how long
+  (``redis-outage-s=<seconds>``), and an outage longer than ``HEARTBEAT_MAX_AGE_S`` is
+  unhealthy too (the worker waits for Redis and takes no job meanwhile);
 - otherwise the process is the web one, and ``GET http://127.0.0.1:$PORT/healthz`` must answer
   200 within ``HTTP_TIMEOUT_S``.
 """
@@ -33,6 +35,11 @@ def check(environ: Mapping[str, str] = os.environ, now_s: float | None = None) -
     if beat is not None and beat.exists():
         age_s = (time.time() if now_s is None else now_s) - beat.stat().st_mtime
         if age_s <= HEARTBEAT_MAX_AGE_S:
+            lost_s = _outage_s(beat.read_text(errors="replace"))
+            if lost_s is not None and lost_s > HEARTBEAT_MAX_AGE_S:
+                return False, (f"worker cannot reach Redis for {lost_s:.0f} s (> "
+                               f"{HEARTBEAT_MAX_AGE_S:.0f} s): it takes no job until Redis "
+                               "answers")
             return True, f"worker heartbeat {age_s:.0f} s old"
         return False, f"worker heartbeat {age_s:.0f} s old (> {HEARTBEAT_MAX_AGE_S:.0f} s)"
     port = environ.get("PORT", "").strip() or "8000"
@@ -42,6 +49,18 @@ def check(environ: Mapping[str, str] = os.environ, now_s: float | None = None) -
     except httpx.HTTPError as exc:
         return False, f"{url}: {type(exc).__name__}"
     return status == 200, f"{url}: HTTP {status}"
+
+
+def _outage_s(note: str) -> float | None:
+    """The ``redis-outage-s=<seconds>`` of a heartbeat file's text, or None."""
+    for line in note.splitlines():
+        key, _, value = line.partition("=")
+        if key == "redis-outage-s":
+            try:
+                return float(value)
+            except ValueError:
+                return None
+    return None
 
 
 def main() -> int:

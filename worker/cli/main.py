@@ -354,8 +354,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
 def cmd_worker(args: argparse.Namespace) -> int:
     """Start an arq worker that runs gate jobs from Redis.
 
-    A missing or malformed setting prints one line and exits 2 (before Redis is contacted);
-    a Redis that still does not answer after arq's retries prints one line and exits 1.
+    A missing or malformed setting, or a queue Redis that can evict or runs in cluster mode,
+    prints one line and exits 2; a Redis that does not answer is waited for, at start-up and
+    afterwards (`worker.runtime.redis_checks`), so the worker exits only on a configuration error.
     """
     import logging.config
 

@@ -81,7 +81,7 @@ async def evaluate_configs(services: Services, gh: GitHubClient,
                     base_sha, base_root = request.base_sha, tip_root
             changed = await services.checkouts.changed_files(key, url, merge_base,
                                                              request.head_sha, token)
-            evals = EvalContext(redis=services.redis, namespace=key,  # cache per repository
+            evals = EvalContext(redis=services.cache, namespace=key,  # cache per repository
                                 cache_mode="off" if request.no_cache else "use",
                                 on_call=record_call)  # provider calls, cache hits, USD
             role = "" if merge_base == request.base_sha else "the merge base" \

@@ -37,13 +37,24 @@ class Services:
     reports: ReportStore | None = None
     #: Stored baselines' TTL and size cap (``LLMGATE_BASELINE_*``, read once at start-up).
     baselines: BaselineSettings = field(default_factory=BaselineSettings)
+    #: The Redis of the response cache, the learned answer lengths and the reports, which may
+    #: evict (``LLMGATE_CACHE_REDIS_URL``); None: ``redis``, the queue's.
+    cache_redis: Redis | None = None
     #: The App's bot login once `bot_login` asked GitHub (one App per worker process).
     _bot_login: str | None = field(default=None, init=False, repr=False)
 
     def __post_init__(self) -> None:
-        """Share the GitHub limits through this worker's Redis unless given."""
+        """Share the GitHub limits through this worker's Redis unless given; keep the cache
+        on the queue's Redis unless another is given."""
+        if self.cache_redis is None:
+            self.cache_redis = self.redis
         if self.github_limiter is None:
             self.github_limiter = GitHubLimiter(RedisLimitStore(self.redis))
+
+    @property
+    def cache(self) -> Redis:
+        """The Redis of the response cache and reports (`cache_redis`, else the queue's)."""
+        return self.redis if self.cache_redis is None else self.cache_redis
 
     @property
     def approvals(self) -> ApprovalStore:

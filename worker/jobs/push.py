@@ -82,7 +82,7 @@ async def _store_config(services: Services, payload: PushPayload, namespace: str
         if config is None or not config.suites:
             log.info("push of %s@%s: no config, no baseline", namespace, sha[:7])
             return {"status": "no_config", "sha": sha}
-        evals = EvalContext(redis=services.redis, namespace=f"{repo['owner']}/{repo['name']}",
+        evals = EvalContext(redis=services.cache, namespace=f"{repo['owner']}/{repo['name']}",
                             on_call=record_call)
         base = await runner(config, root, sha, evals)
     except ConfigError as err:

@@ -26,6 +26,7 @@ from redis.exceptions import RedisError
 from worker.runtime.lease import job_scope
 from worker.runtime.logs import bind_job, unbind_job
 from worker.runtime.metrics import FLUSH_INTERVAL_S, FLUSH_TIMEOUT_S, METRICS, record_job
+from worker.runtime.redis_checks import outage_s
 from worker.runtime.settings import SettingsError
 
 log = logging.getLogger(__name__)
@@ -120,12 +121,19 @@ def heartbeat_file(environ: Mapping[str, str] = os.environ) -> Path | None:
     return Path(value) if value else None
 
 
+def heartbeat_note() -> str:
+    """What the heartbeat file says besides its age: ``redis-outage-s=<seconds>`` while this
+    worker cannot reach Redis (`worker.runtime.redis_checks.outage_s`), else nothing."""
+    lost_s = outage_s()
+    return "" if lost_s is None else f"redis-outage-s={lost_s:.0f}\n"
+
+
 async def _publish_forever(redis: Redis, heartbeat: Path | None, interval_s: float) -> None:
     while True:
         await flush_quietly(redis)
         if heartbeat is not None:
             try:
-                heartbeat.touch()
+                heartbeat.write_text(heartbeat_note())
             except OSError as exc:
                 log.warning("cannot touch heartbeat file %s: %s", heartbeat, exc.strerror)
         await asyncio.sleep(interval_s)

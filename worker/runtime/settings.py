@@ -13,6 +13,8 @@ from cryptography.hazmat.primitives.serialization import load_pem_private_key
 
 DEFAULT_API_URL = "https://api.github.com"
 DEFAULT_REDIS_URL = "redis://localhost:6379/0"
+#: The variable naming the Redis of the response cache and reports (may evict).
+CACHE_REDIS_VARIABLE = "LLMGATE_CACHE_REDIS_URL"
 #: Jobs one worker process runs at once when ``LLMGATE_MAX_JOBS`` is unset.
 DEFAULT_MAX_JOBS = 4
 
@@ -33,6 +35,9 @@ class WorkerConfig:
         redis_url: ``redis://``, ``rediss://`` or ``unix://`` URL of the queue.
         workdir: where mirrors and worktrees go.
         max_jobs: jobs one worker process runs at once (``LLMGATE_MAX_JOBS``, default 4).
+        cache_redis_url: ``LLMGATE_CACHE_REDIS_URL``, the Redis of the response cache, the
+            learned answer lengths and the stored reports, which may evict (default:
+            ``redis_url``). Queued jobs, leases, baselines and approvals stay on ``redis_url``.
     """
 
     app_id: str
@@ -41,6 +46,12 @@ class WorkerConfig:
     redis_url: str
     workdir: Path
     max_jobs: int = DEFAULT_MAX_JOBS
+    cache_redis_url: str = ""
+
+    def __post_init__(self) -> None:
+        """Default ``cache_redis_url`` to the queue's Redis."""
+        if not self.cache_redis_url:
+            object.__setattr__(self, "cache_redis_url", self.redis_url)
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> WorkerConfig:
@@ -48,7 +59,8 @@ class WorkerConfig:
 
         Variables: ``GITHUB_APP_ID``, ``GITHUB_APP_PRIVATE_KEY`` (PEM text) or
         ``GITHUB_APP_PRIVATE_KEY_FILE`` (path), ``GITHUB_API_URL``, ``REDIS_URL``,
-        ``LLMGATE_WORKDIR`` (default ``~/.cache/llmgate``), ``LLMGATE_MAX_JOBS`` (default 4).
+        ``LLMGATE_WORKDIR`` (default ``~/.cache/llmgate``), ``LLMGATE_MAX_JOBS`` (default 4),
+        ``LLMGATE_CACHE_REDIS_URL`` (default ``REDIS_URL``).
 
         Raises:
             SettingsError: one line naming the variable that is missing or malformed.
@@ -64,24 +76,30 @@ class WorkerConfig:
             redis_url=redis_url_from_env(env),
             workdir=Path(env.get("LLMGATE_WORKDIR") or Path.home() / ".cache" / "llmgate"),
             max_jobs=_max_jobs(env),
+            cache_redis_url=redis_url_from_env(env, CACHE_REDIS_VARIABLE, default=""),
         )
 
 
-def redis_url_from_env(env: Mapping[str, str]) -> str:
-    """Return ``REDIS_URL`` (default ``redis://localhost:6379/0``), checking its form.
+def redis_url_from_env(env: Mapping[str, str], name: str = "REDIS_URL",
+                       default: str = DEFAULT_REDIS_URL) -> str:
+    """Return the Redis URL in variable ``name`` (else ``default``), checking its form.
+
+    An empty ``default`` is returned as is (``LLMGATE_CACHE_REDIS_URL`` unset).
 
     Raises:
         SettingsError: the URL is not redis://, rediss:// or unix://, or its port or database
             number is malformed (the URL itself is never echoed: it may hold a password).
     """
-    url = env.get("REDIS_URL") or DEFAULT_REDIS_URL
+    url = env.get(name, "").strip() or default
+    if not url:
+        return url
     parts = urlsplit(url)
     if parts.scheme not in ("redis", "rediss", "unix"):
-        raise SettingsError("REDIS_URL must be a redis://, rediss:// or unix:// URL")
-    _check_port(url, "REDIS_URL")
+        raise SettingsError(f"{name} must be a redis://, rediss:// or unix:// URL")
+    _check_port(url, name)
     database = parts.path.lstrip("/") if parts.scheme != "unix" else ""
     if database and not (database.isascii() and database.isdigit()):
-        raise SettingsError("REDIS_URL database (the path after the host) must be a number")
+        raise SettingsError(f"{name} database (the path after the host) must be a number")
     return url
 
 

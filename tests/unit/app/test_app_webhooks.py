@@ -6,13 +6,16 @@ import asyncio
 import json
 import logging
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 import redis
 
+from app.spool import DeliverySpool
 from app.webhooks import sign
 from tests.conftest import free_port
+from tests.e2e.chaos_processes import RedisOptions, RedisProcess
 from tests.unit.app_support import (
     BASE_SHA,
     HEAD_SHA,
@@ -282,14 +285,43 @@ async def test_healthz_is_ok_with_redis(redis_url: str) -> None:
     assert (answer.status_code, answer.json()) == (200, {"status": "ok"})
 
 
-async def test_unreachable_redis_gives_503_on_healthz_and_deliveries() -> None:
-    unreachable = f"redis://127.0.0.1:{free_port()}/0"
-    async with running_app(settings(unreachable)) as client:
+async def test_unreachable_redis_gives_503_on_healthz_and_keeps_deliveries(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """A delivery while Redis is away is kept (202 spooled) and queued once Redis answers;
+    a redelivery of it meanwhile is a duplicate then, and nothing is queued twice."""
+    server = RedisProcess(tmp_path, "redis", RedisOptions())
+    body = fixture_bytes("pull_request.synchronize.json")
+    async with running_app(settings(server.url)) as client:
         health = await client.get("/healthz")
-        delivery = await post(client, "pull_request", "down-1",
-                              fixture_bytes("pull_request.synchronize.json"))
+        delivery = await post(client, "pull_request", "down-1", body)
+        again = await post(client, "pull_request", "down-1", body)
+        server.start()  # Redis comes up on the address the app was given
+        try:
+            for _ in range(100):
+                if await queued_jobs(server.url):
+                    break
+                await asyncio.sleep(0.05)
+            jobs = await queued_jobs(server.url)
+        finally:
+            server.stop()
     assert health.status_code == 503
-    assert delivery.status_code == 503
+    assert (delivery.status_code, delivery.json()) == (202, {"status": "spooled"})
+    assert again.status_code == 202
+    assert [job.function for job in jobs] == ["gate_pull_request"]
+    assert "2 kept deliveries enqueued" in caplog.text
+
+
+async def test_a_full_spool_answers_503_and_a_stop_names_what_it_kept(
+        monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    monkeypatch.setattr("app.webhooks.DeliverySpool", lambda: DeliverySpool(capacity=1))
+    unreachable = f"redis://127.0.0.1:{free_port()}/0"
+    body = fixture_bytes("pull_request.synchronize.json")
+    async with running_app(settings(unreachable)) as client:
+        kept = await post(client, "pull_request", "full-1", body)
+        refused = await post(client, "pull_request", "full-2", body)
+    assert (kept.status_code, refused.status_code) == (202, 503)
+    assert ("stopping with 1 deliveries Redis never took; redeliver them from the App's "
+            "advanced settings: full-1") in caplog.text
 
 
 async def test_failed_enqueue_unmarks_the_delivery_so_redelivery_works(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
@@ -15,6 +16,7 @@ from redis.asyncio import Redis
 
 from app.logs import JsonFormatter, delivery_fields, web_formatter
 from app.main import create_app
+from app.metrics import WORKERS_KEY
 from app.ops import OpsSettings
 from app.settings import SettingsError
 from tests.conftest import free_port
@@ -36,11 +38,19 @@ def samples(text: str) -> dict[tuple[str, tuple], float]:
             for family in text_string_to_metric_families(text) for s in family.samples}
 
 
+async def beat(redis_url: str, seen_s: float) -> None:
+    """Publish one worker's heartbeat, as worker/metrics.py does, seen at ``seen_s``."""
+    redis = Redis.from_url(redis_url)
+    await redis.hset(WORKERS_KEY, "host:1:abc", json.dumps({"seen": seen_s, "running": 0}))
+    await redis.aclose()
+
+
 async def test_readyz_is_ready_below_the_queue_limit_and_not_at_it(redis_url):
+    await beat(redis_url, time.time())
     async with client(redis_url, OpsSettings(ready_max_queue_depth=3)) as web:
         ready = await web.get("/readyz")
         assert ready.status_code == 200
-        assert ready.json() == {"status": "ready", "queued": 0, "max_queued": 3, "workers": 0}
+        assert ready.json() == {"status": "ready", "queued": 0, "max_queued": 3, "workers": 1}
         redis = Redis.from_url(redis_url)
         await redis.zadd("arq:queue", {"j1": 1, "j2": 2, "j3": 3})
         full = await web.get("/readyz")
@@ -49,8 +59,24 @@ async def test_readyz_is_ready_below_the_queue_limit_and_not_at_it(redis_url):
         await redis.aclose()
 
 
+async def test_readyz_is_unready_while_no_worker_heartbeated_recently(redis_url):
+    """Deliveries would be queued with nobody to gate them: /readyz says so, with why."""
+    async with client(redis_url) as web:
+        none = await web.get("/readyz")
+        await beat(redis_url, time.time() - 31)  # a worker that stopped beating 31 s ago
+        stale = await web.get("/readyz")
+        await beat(redis_url, time.time())
+        live = await web.get("/readyz")
+    for unready in (none, stale):
+        assert unready.status_code == 503
+        assert unready.json()["reason"] == ("0 workers heartbeated in the last 30 s (at least "
+                                            "1 needed): queued gates are not being run")
+    assert live.status_code == 200 and live.json()["workers"] == 1
+
+
 async def test_readyz_without_a_queue_limit_only_needs_redis(redis_url):
-    async with client(redis_url, OpsSettings(ready_max_queue_depth=0)) as web:
+    async with client(redis_url, OpsSettings(ready_max_queue_depth=0,
+                                             ready_min_workers=0)) as web:
         redis = Redis.from_url(redis_url)
         await redis.zadd("arq:queue", {f"j{i}": i for i in range(50)})
         await redis.aclose()

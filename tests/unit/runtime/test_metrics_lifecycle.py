@@ -14,12 +14,13 @@ from arq.worker import Retry
 from redis.asyncio import Redis
 
 from tests.conftest import free_port
-from worker.cli import healthcheck
+from worker.cli.main import healthcheck
 from worker.runtime import lifecycle
 from worker.runtime import metrics as worker_metrics
 from worker.runtime.lifecycle import observed, shutdown_grace_s, start_publishing, stop_publishing
 from worker.runtime.logs import JsonFormatter, configure_worker_logging, log_format
 from worker.runtime.metrics import WORKERS_KEY, WorkerMetrics
+from worker.runtime.redis_checks import patient_redis
 from worker.runtime.settings import SettingsError
 
 PAYLOAD = {"delivery_id": "d-1", "installation_id": 1, "pr_number": 7,
@@ -140,6 +141,36 @@ def test_a_stale_heartbeat_is_unhealthy(tmp_path):
     assert healthcheck.check(env, now_s=now + 10)[0]
     ok, reason = healthcheck.check(env, now_s=now + healthcheck.HEARTBEAT_MAX_AGE_S + 1)
     assert not ok and "heartbeat" in reason
+
+
+async def test_a_worker_that_lost_redis_says_so_in_its_heartbeat(tmp_path, monkeypatch,
+                                                                  redis_url):
+    """The loop is alive (the file is fresh) but Redis is not: unhealthy after 30 s of it,
+    with the reason; healthy again once Redis answers."""
+    beat = tmp_path / "heartbeat"
+    monkeypatch.setenv("LLMGATE_HEARTBEAT_FILE", str(beat))
+    client = patient_redis(f"redis://127.0.0.1:{free_port()}/0")  # nothing listens there
+    waiting = asyncio.create_task(client.ping())
+    ctx = {"redis": client}
+    start_publishing(ctx, interval_s=0.05)
+    env = {"LLMGATE_HEARTBEAT_FILE": str(beat)}
+    try:
+        deadline = time.monotonic() + 5
+        while "redis-outage-s=" not in (beat.read_text() if beat.exists() else "") and \
+                time.monotonic() < deadline:
+            await asyncio.sleep(0.02)
+        assert healthcheck.check(env)[0]  # a blip of a second is not unhealthy
+        beat.write_text("redis-outage-s=31\n")  # as written 31 s into the outage
+        assert healthcheck.check(env) == (False, "worker cannot reach Redis for 31 s (> 30 s): "
+                                                 "it takes no job until Redis answers")
+    finally:
+        waiting.cancel()
+        await stop_publishing(ctx)  # its last flush gives up within FLUSH_TIMEOUT_S
+        await client.aclose()
+    back = patient_redis(redis_url)  # Redis answers again: the outage is over
+    await back.ping()
+    await back.aclose()
+    assert lifecycle.heartbeat_note() == ""
 
 
 def test_without_a_heartbeat_the_web_process_healthz_decides():

@@ -57,6 +57,10 @@ def test_reads_every_variable(tmp_path):
         "4242", "https://ghe.example.com/api/v3", "redis://127.0.0.1:6379/2", tmp_path / "w", 8)
     assert config.private_key == PRIVATE_PEM
     assert "PRIVATE KEY" not in repr(config)
+    assert config.cache_redis_url == config.redis_url  # unset: the cache shares the queue's
+    cached = WorkerConfig.from_env(env | {"LLMGATE_CACHE_REDIS_URL": " redis://cache:6380/1 "})
+    assert (cached.redis_url, cached.cache_redis_url) == ("redis://127.0.0.1:6379/2",
+                                                          "redis://cache:6380/1")
 
 
 def test_defaults_and_escaped_newlines(tmp_path):
@@ -91,6 +95,12 @@ def test_defaults_and_escaped_newlines(tmp_path):
      "REDIS_URL has a malformed port (digits, 0-65535)"),
     ({"REDIS_URL": "redis://h:6379/zero"},
      "REDIS_URL database (the path after the host) must be a number"),
+    ({"LLMGATE_CACHE_REDIS_URL": "http://127.0.0.1:6380/0"},
+     "LLMGATE_CACHE_REDIS_URL must be a redis://, rediss:// or unix:// URL"),
+    ({"LLMGATE_CACHE_REDIS_URL": "redis://:hunter2@h:port/0"},
+     "LLMGATE_CACHE_REDIS_URL has a malformed port (digits, 0-65535)"),
+    ({"LLMGATE_CACHE_REDIS_URL": "redis://h:6380/cache"},
+     "LLMGATE_CACHE_REDIS_URL database (the path after the host) must be a number"),
     ({"LLMGATE_MAX_JOBS": "four"}, "LLMGATE_MAX_JOBS must be a whole number of jobs, at least 1"),
     ({"LLMGATE_MAX_JOBS": "0"}, "LLMGATE_MAX_JOBS must be a whole number of jobs, at least 1"),
 ])
