@@ -211,9 +211,6 @@ def test_cache_writes_never_crowd_out_queued_gates(tmp_path: Path, fakes: ChaosF
         assert set(counted.conclusions) == {"success"}, counted.line()
 
 
-@fails_today("a POST answered 502 after GitHub performed "
-             "it is sent again: a second check run (the first stays in_progress for good) "
-             "and a second sticky comment that goes stale")
 def test_github_502_after_performing_a_post(tmp_path: Path, fakes: ChaosFakes) -> None:
     repo = build_chaos_repo(tmp_path / "repo", 1, pushes=2)
     with ChaosStack(tmp_path, fakes, workers=1) as stack:
