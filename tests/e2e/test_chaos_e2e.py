@@ -227,9 +227,6 @@ def test_github_502_after_performing_a_post(tmp_path: Path, fakes: ChaosFakes) -
         assert all(repo.heads[(1, 2)][:7] in body for body in comments), comments
 
 
-@fails_today("every superseded head still costs a created "
-             "and a cancelled check run, paced one write a second, so the newest heads "
-             "wait behind them")
 def test_a_burst_of_synchronize_deliveries(tmp_path: Path, fakes: ChaosFakes) -> None:
     prs, pushes = 6, 10
     repo = build_chaos_repo(tmp_path / "repo", prs, pushes)
