@@ -30,6 +30,7 @@ from worker.jobs_push import store_baseline
 from worker.lease import CTX_KEY, JobLimits
 from worker.lifecycle import instrument_all, shutdown_grace_s, start_publishing, stop_publishing
 from worker.logging_setup import configure_worker_logging
+from worker.reconcile import reconciler_cron_jobs
 from worker.report_store import ReportSettings, ReportStore
 from worker.settings import SettingsError, WorkerConfig
 from worker.sweeper import sweeper_cron_jobs
@@ -131,7 +132,8 @@ def worker_settings(environ: Mapping[str, str] | None = None) -> type:
         keep_result = 3600
         job_completion_wait = grace_s
         cron_jobs = [*calibration_cron_jobs(calibration),  # LLMGATE_CALIBRATE_*; none by default
-                     *sweeper_cron_jobs(job_limits)]  # abandoned check runs (worker/sweeper.py)
+                     *sweeper_cron_jobs(job_limits),  # abandoned check runs (worker/sweeper.py)
+                     *reconciler_cron_jobs(environ)]  # LLMGATE_RECONCILE_S (worker/reconcile.py)
         timezone = datetime.UTC  # of the cron schedule
 
     return WorkerSettings

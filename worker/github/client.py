@@ -92,6 +92,30 @@ class PullInfo:
     author_login: str = ""
 
 
+def _pull_info(data: Any) -> PullInfo:
+    """Read a ``pull-request`` (or ``pull-request-simple``) object of GitHub's."""
+    head, base = _field(data, "head"), _field(data, "base")
+    head_repo = head.get("repo") if isinstance(head, dict) else None
+    return PullInfo(
+        head_sha=str(_field(head, "sha")), base_sha=str(_field(base, "sha")),
+        base_ref=str(_field(base, "ref")),
+        head_repo_full_name=str(head_repo["full_name"]) if head_repo else None,
+        clone_url=str(_field(_field(base, "repo"), "clone_url")),
+        state=str(_field(data, "state")),
+        head_clone_url=str(head_repo["clone_url"]) if head_repo else None,
+        author_login=str((data.get("user") or {}).get("login") or ""),
+    )
+
+
+@dataclass(frozen=True)
+class OpenPull:
+    """One open pull request as listed: its number, `PullInfo` and whether it is a draft."""
+
+    number: int
+    pull: PullInfo
+    draft: bool = False
+
+
 @dataclass(frozen=True)
 class IssueComment:
     """One issue or PR conversation comment: its id, Markdown body and author."""
@@ -296,17 +320,38 @@ class GitHubClient:
         """Return the pull request ``number`` (``GET .../pulls/{number}``) as a ``PullInfo``."""
         data = await self._call("GET", "/repos/{owner}/{repo}/pulls/{number}",
                                 {"owner": owner, "repo": repo, "number": number})
-        head, base = _field(data, "head"), _field(data, "base")
-        head_repo = head.get("repo") if isinstance(head, dict) else None
-        return PullInfo(
-            head_sha=str(_field(head, "sha")), base_sha=str(_field(base, "sha")),
-            base_ref=str(_field(base, "ref")),
-            head_repo_full_name=str(head_repo["full_name"]) if head_repo else None,
-            clone_url=str(_field(_field(base, "repo"), "clone_url")),
-            state=str(_field(data, "state")),
-            head_clone_url=str(head_repo["clone_url"]) if head_repo else None,
-            author_login=str((data.get("user") or {}).get("login") or ""),
-        )
+        return _pull_info(data)
+
+    async def list_open_pulls(self, owner: str, repo: str) -> list[OpenPull]:
+        """Return every open pull request of the repository (``GET .../pulls?state=open``, 100
+        per page, all pages), newest first."""
+        token = await self.installation_token()
+        url = api_url(self._api_url, "/repos/{owner}/{repo}/pulls?state=open&per_page=100")
+        pulls = []
+        async with self._errors(f"GET open pull requests of {owner}/{repo}", token):
+            async for item in self._gh.getiter(url, {"owner": owner, "repo": repo},
+                                               oauth_token=token):
+                pulls.append(OpenPull(int(_field(item, "number")), _pull_info(item),
+                                      item.get("draft") is True))
+        return pulls
+
+    async def list_installation_ids(self) -> list[int]:
+        """Return the ids of every installation of the App (``GET /app/installations``, with
+        an App JWT; 100 per page, all pages)."""
+        url = api_url(self._api_url, "/app/installations?per_page=100")
+        async with self._errors("GET /app/installations"):
+            return [int(_field(item, "id")) async for item in
+                    self._gh.getiter(url, jwt=app_jwt(self._creds))]
+
+    async def list_repositories(self) -> list[tuple[str, str, str]]:
+        """Return ``(owner, name, clone_url)`` of every repository this installation may
+        reach (``GET /installation/repositories``, 100 per page, all pages)."""
+        token = await self.installation_token()
+        url = api_url(self._api_url, "/installation/repositories?per_page=100")
+        async with self._errors("GET /installation/repositories", token):
+            return [(str(_field(_field(item, "owner"), "login")), str(_field(item, "name")),
+                     str(_field(item, "clone_url"))) async for item in self._gh.getiter(
+                         url, oauth_token=token, iterable_key="repositories")]
 
     async def get_permission(self, owner: str, repo: str, username: str) -> str:
         """Return ``username``'s legacy permission on the repository.
