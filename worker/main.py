@@ -30,7 +30,7 @@ from worker.jobs_push import store_baseline
 from worker.lease import CTX_KEY, JobLimits
 from worker.lifecycle import instrument_all, shutdown_grace_s, start_publishing, stop_publishing
 from worker.logging_setup import configure_worker_logging
-from worker.reconcile import reconciler_cron_jobs
+from worker.reconcile import reconcile_interval_s, start_reconciling, stop_reconciling
 from worker.report_store import ReportSettings, ReportStore
 from worker.settings import SettingsError, WorkerConfig
 from worker.sweeper import sweeper_cron_jobs
@@ -79,10 +79,12 @@ async def startup(ctx: dict[str, Any]) -> None:
         reports=ReportStore(redis, report_settings) if report_settings else None,
     )
     start_publishing(ctx)
+    start_reconciling(ctx)  # GitHub decides what is lost (worker/reconcile.py)
 
 
 async def shutdown(ctx: dict[str, Any]) -> None:
     """Publish the last metrics and close the shared clients."""
+    await stop_reconciling(ctx)
     await stop_publishing(ctx)
     services: Services | None = ctx.get("services")
     if services is not None:
@@ -114,6 +116,7 @@ def worker_settings(environ: Mapping[str, str] | None = None) -> type:
     GitHubLimits.from_env(os.environ if environ is None else environ)  # checked before arq starts
     ReportSettings.from_env(os.environ if environ is None else environ)
     BaselineSettings.from_env(os.environ if environ is None else environ)  # LLMGATE_BASELINE_*
+    reconcile_interval_s(os.environ if environ is None else environ)  # LLMGATE_RECONCILE_S
 
     class WorkerSettings:
         """arq settings: the job functions, start-up/shutdown hooks and limits."""
@@ -132,8 +135,7 @@ def worker_settings(environ: Mapping[str, str] | None = None) -> type:
         keep_result = 3600
         job_completion_wait = grace_s
         cron_jobs = [*calibration_cron_jobs(calibration),  # LLMGATE_CALIBRATE_*; none by default
-                     *sweeper_cron_jobs(job_limits),  # abandoned check runs (worker/sweeper.py)
-                     *reconciler_cron_jobs(environ)]  # LLMGATE_RECONCILE_S (worker/reconcile.py)
+                     *sweeper_cron_jobs(job_limits)]  # abandoned check runs (worker/sweeper.py)
         timezone = datetime.UTC  # of the cron schedule
 
     return WorkerSettings

@@ -3,12 +3,15 @@
 Redis holds the queue, the run registry (`worker.runs`) and each pull request's newest head; a
 restart without persistence, an eviction or a flush loses them, and with them queued gates and
 the entries the sweeper (`worker.sweeper`) needs to conclude an abandoned check run. Every
-``LLMGATE_RECONCILE_S`` seconds (default 300; one worker per tick, arq's ``unique`` cron) the
-reconciler asks GitHub instead: for each installation of the App (``GET /app/installations``),
-each repository it may reach (``GET /installation/repositories``), each open pull request
-(``GET .../pulls?state=open``), the ``llmgate`` check runs on its head (external_id
-``pr:<number>``). Every request goes through the installation's shared limiter
-(`worker.github.ratelimit`), so the reconciler is paced like any job.
+``LLMGATE_RECONCILE_S`` seconds (default 300, on the clock's multiples; one worker per tick, by
+a Redis key) the reconciler asks GitHub instead: for each installation of the App (``GET
+/app/installations``), each repository it may reach (``GET /installation/repositories``), each
+open pull request (``GET .../pulls?state=open``), the ``llmgate`` check runs on its head
+(external_id ``pr:<number>``). Every request goes through the installation's shared limiter
+(`worker.github.ratelimit`), so the reconciler is paced like any job. It runs as a task of each
+worker process (`start_reconciling`), not as an arq job: a cron job waits for a free job slot,
+and when every slot runs a long gate (a burst, ``LLMGATE_MAX_JOBS=1``) the pass that would
+re-queue the lost gates would wait behind them.
 
 A head is *live* while arq has one of its gate jobs (``gate:owner/name#N@<head>``, with any
 suffix) running or queued, or while a check run on it is registered to a job that is; a live
@@ -29,6 +32,7 @@ running job's check run is never concluded under it. A Redis wiped since the las
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import secrets
@@ -39,7 +43,6 @@ from typing import Any
 
 from arq.connections import ArqRedis
 from arq.constants import default_queue_name, in_progress_key_prefix
-from arq.cron import CronJob, cron
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
@@ -59,18 +62,19 @@ from worker.github.client import CheckRunInfo, GitHubClient, GitHubError, OpenPu
 from worker.lease import CTX_KEY, JobLimits
 from worker.runs import RunRegistry, job_state
 from worker.settings import SettingsError
-from worker.sweeper import sweep_schedule
 
 log = logging.getLogger(__name__)
 
 #: The setting and its default, seconds between passes (divides 60, or whole minutes
-#: dividing an hour, as `worker.sweeper.sweep_schedule` needs).
+#: dividing an hour, so passes fall on the same seconds of every worker's clock).
 RECONCILE_ENV = "LLMGATE_RECONCILE_S"
 DEFAULT_RECONCILE_S = 300
 #: Time limit of one pass, seconds (GitHub reads per open pull request, one confirmation wait).
 RECONCILE_TIMEOUT_S = 600
-#: Redis key of the data epoch (`check_epoch`).
+#: Redis key of the data epoch (`check_epoch`), and the prefix of each tick's claim.
 EPOCH_KEY = "llmgate:epoch"
+TICK_KEY = "llmgate:reconcile:tick:"
+_TASK = "reconciler_task"
 #: Installation id -> a client acting as it (`worker.services.Services.github`).
 ClientFor = Callable[[int], GitHubClient]
 ORPHAN_REASON = ("No llmgate job owns this check run any more: its job was lost (llmgate's "
@@ -96,16 +100,41 @@ def reconcile_interval_s(environ: Mapping[str, str]) -> int:
     return value
 
 
-def reconciler_cron_jobs(environ: Mapping[str, str] | None = None) -> list[CronJob]:
-    """Return the reconciler's arq cron job (unique across workers, one try, no result kept).
+def start_reconciling(ctx: dict[str, Any], environ: Mapping[str, str] | None = None) -> None:
+    """Start this worker's reconciler task (module docstring); ``ctx`` is arq's worker context
+    after start-up (its ``redis`` and ``services``). Nothing starts without them.
 
     Raises:
         SettingsError: a malformed ``LLMGATE_RECONCILE_S`` (`reconcile_interval_s`).
     """
     interval_s = reconcile_interval_s(os.environ if environ is None else environ)
-    return [cron(reconcile_runs, name="reconcile_runs", unique=True,
-                 timeout=RECONCILE_TIMEOUT_S, max_tries=1, keep_result=0,
-                 **sweep_schedule(interval_s))]
+    if ctx.get("redis") is not None and ctx.get("services") is not None:
+        ctx[_TASK] = asyncio.create_task(_reconcile_forever(ctx, interval_s))
+
+
+async def stop_reconciling(ctx: dict[str, Any]) -> None:
+    """Stop the task `start_reconciling` started (a pass under way is cancelled)."""
+    task: asyncio.Task[None] | None = ctx.pop(_TASK, None)
+    if task is not None:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+
+async def _reconcile_forever(ctx: dict[str, Any], interval_s: int) -> None:
+    """On every multiple of ``interval_s`` of the clock, run a pass unless another worker
+    took that tick (``SET NX`` of `TICK_KEY`); never let an error end the loop."""
+    while True:
+        await asyncio.sleep(interval_s - time.time() % interval_s)
+        tick = int(time.time() // interval_s)
+        try:
+            if await ctx["redis"].set(f"{TICK_KEY}{tick}", b"1", nx=True, ex=2 * interval_s):
+                async with asyncio.timeout(RECONCILE_TIMEOUT_S):
+                    await reconcile_runs(ctx)
+        except (RedisError, OSError, TimeoutError) as err:
+            log.warning("reconciler: no pass at this tick (%s)", type(err).__name__)
+        except Exception:  # the loop outlives any one pass
+            log.exception("reconciler: the pass failed")
 
 
 _seen_epoch: dict[int, bytes] = {}
@@ -278,7 +307,8 @@ async def reconcile(arq: ArqRedis, github: GitHubClient, client_for: ClientFor,
 
 
 async def reconcile_runs(ctx: dict[str, Any]) -> dict[str, int]:
-    """The arq cron job: `reconcile` with the worker's services; logs a wiped Redis once."""
+    """One pass: `reconcile` with the worker's services (arq's worker ``ctx``); logs a wiped
+    Redis once. Redis and GitHub errors end the pass with a warning."""
     services, arq = ctx["services"], ctx["redis"]
     limits = ctx.get(CTX_KEY)
     lease_s = (limits if isinstance(limits, JobLimits) else JobLimits()).lease_s

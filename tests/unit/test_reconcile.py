@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
+from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -16,15 +18,19 @@ from arq.jobs import Job, JobStatus
 from tests.fakes.fake_github import FakeGitHubServer
 from tests.unit import runs_support
 from tests.unit.runs_support import BASE_SHA, pull
+from tests.unit.test_worker_settings import good_env
 from tests.unit.worker_support import INSTALLATION_ID, OWNER, REPO
 from worker.contract import RepoRef, gate_job_id, pr_head_key
 from worker.github.client import GitHubClient
+from worker.lease import CTX_KEY, JobLimits
+from worker.main import worker_settings
 from worker.reconcile import (
     ORPHAN_REASON,
     check_epoch,
     reconcile,
     reconcile_interval_s,
-    reconciler_cron_jobs,
+    start_reconciling,
+    stop_reconciling,
 )
 from worker.runs import RunRegistry, new_entry
 from worker.settings import SettingsError
@@ -42,15 +48,15 @@ async def arq(redis_url: str) -> AsyncIterator[ArqRedis]:
     await pool.aclose()
 
 
-def test_the_period_comes_from_the_environment() -> None:
+def test_the_period_comes_from_the_environment(tmp_path: Path) -> None:
     assert reconcile_interval_s({}) == 300
     assert [reconcile_interval_s({"LLMGATE_RECONCILE_S": v}) for v in ("5", " 30 ", "600")] == [
         5, 30, 600]
     for bad in ("0", "7", "90", "7200", "soon", "-5"):
         with pytest.raises(SettingsError, match="^LLMGATE_RECONCILE_S must divide 60"):
             reconcile_interval_s({"LLMGATE_RECONCILE_S": bad})
-    [job] = reconciler_cron_jobs({"LLMGATE_RECONCILE_S": "15"})
-    assert (job.name, job.unique, job.second) == ("reconcile_runs", True, {0, 15, 30, 45})
+    with pytest.raises(SettingsError, match="LLMGATE_RECONCILE_S"):
+        worker_settings(good_env(tmp_path) | {"LLMGATE_RECONCILE_S": "7"})  # refused at start
 
 
 async def _check_run(gh: GitHubClient, number: int, *, completed: bool = False) -> int:
@@ -138,3 +144,27 @@ async def test_a_wiped_redis_is_told_once(arq: ArqRedis) -> None:
     await arq.flushdb()
     assert await check_epoch(arq) is True
     assert await check_epoch(arq) is False
+
+
+async def test_each_worker_runs_passes_on_its_own_without_a_job_slot(
+        fake_gh: FakeGitHubServer, gh: GitHubClient, arq: ArqRedis) -> None:
+    """A task of the worker process, not an arq job: it needs no free slot (every slot may run
+    a long gate), and two workers make one pass per tick (the tick's key)."""
+    fake_gh.setup({"pulls": [pull(2, HEADS[2])]})
+    await _check_run(gh, 2)
+    services = SimpleNamespace(redis=arq, github=lambda _: gh)
+    workers = [{"redis": arq, "services": services, CTX_KEY: JobLimits(lease_s=3)}
+               for _ in range(2)]
+    for ctx in workers:
+        start_reconciling(ctx, {"LLMGATE_RECONCILE_S": "1"})
+    try:
+        for _ in range(100):
+            if [r["status"] for r in _runs(fake_gh, 2)] == ["completed"]:
+                break
+            await asyncio.sleep(0.1)
+    finally:
+        for ctx in workers:
+            await stop_reconciling(ctx)
+    assert [r["conclusion"] for r in _runs(fake_gh, 2)] == ["timed_out"]
+    listings = [r for r in fake_gh.state()["requests"] if r["operation"] == "pulls/list"]
+    assert 1 <= len(listings) <= 4  # one pass per tick (at most four ticks went by)
