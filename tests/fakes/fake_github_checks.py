@@ -128,6 +128,21 @@ def _set_branch(branch: dict[str, Any], full_name: str, ref: str, sha: str, clon
     branch["repo"]["owner"]["login"] = owner
 
 
+def _fill_pull(out: dict[str, Any], cfg: dict[str, Any], full: str, api_root: str) -> str:
+    """Set a pull request object's number, state, title, draft, URLs, author and base branch
+    from its configuration; return the base repository's clone URL."""
+    number = int(cfg["number"])
+    out.update(number=number, id=7000 + number, state=cfg.get("state", "open"),
+               title=cfg.get("title", f"Pull request {number}"), draft=cfg.get("draft", False),
+               url=f"{api_root}/repos/{full}/pulls/{number}",
+               html_url=f"https://github.com/{full}/pull/{number}")
+    out["user"]["login"] = cfg.get("author", out["user"]["login"])
+    clone_url: str = cfg.get("clone_url", f"https://github.com/{full}.git")
+    _set_branch(out["base"], full, cfg.get("base_ref", "main"), cfg["base_sha"], clone_url,
+                api_root)
+    return clone_url
+
+
 def get_pull(model: FakeModel, ctx: Ctx) -> Answer:
     """``GET /repos/{owner}/{repo}/pulls/{pull_number}`` from the configured pull request.
 
@@ -140,14 +155,7 @@ def get_pull(model: FakeModel, ctx: Ctx) -> Answer:
     cfg, p = model.pull(ctx), ctx.params
     full, number = f"{p['owner']}/{p['repo']}", int(p["pull_number"])
     out = model.ex.get("pulls/get", "200")
-    out.update(number=number, id=7000 + number, state=cfg.get("state", "open"),
-               title=cfg.get("title", f"Pull request {number}"), draft=cfg.get("draft", False),
-               url=f"{ctx.api_root}/repos/{full}/pulls/{number}",
-               html_url=f"https://github.com/{full}/pull/{number}")
-    out["user"]["login"] = cfg.get("author", out["user"]["login"])
-    clone_url = cfg.get("clone_url", f"https://github.com/{full}.git")
-    _set_branch(out["base"], full, cfg.get("base_ref", "main"), cfg["base_sha"], clone_url,
-                ctx.api_root)
+    clone_url = _fill_pull(out, cfg, full, ctx.api_root)
     head_full = cfg.get("head_repo_full_name", full)
     if head_full is None:
         out["head"]["repo"] = None
@@ -185,14 +193,7 @@ def list_pulls(model: FakeModel, ctx: Ctx) -> list[dict[str, Any]]:
             continue
         number = int(cfg["number"])
         item: dict[str, Any] = model.ex.get("pulls/list", "200")[0]
-        item.update(number=number, id=7000 + number, state=state, draft=cfg.get("draft", False),
-                    title=cfg.get("title", f"Pull request {number}"),
-                    url=f"{ctx.api_root}/repos/{full}/pulls/{number}",
-                    html_url=f"https://github.com/{full}/pull/{number}")
-        item["user"]["login"] = cfg.get("author", item["user"]["login"])
-        clone_url = cfg.get("clone_url", f"https://github.com/{full}.git")
-        _set_branch(item["base"], full, cfg.get("base_ref", "main"), cfg["base_sha"], clone_url,
-                    ctx.api_root)
+        clone_url = _fill_pull(item, cfg, full, ctx.api_root)
         head_full = cfg.get("head_repo_full_name", full) or full
         _set_branch(item["head"], head_full, cfg.get("head_ref", f"pr-{number}"),
                     cfg["head_sha"], cfg.get("head_clone_url", clone_url), ctx.api_root)
