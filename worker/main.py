@@ -22,6 +22,7 @@ from worker.baselines.store import BaselineSettings
 from worker.checkout import Checkouts
 from worker.gate.calibration import CalibrationSchedule
 from worker.gate.installs import quiet_when_uninstalled
+from worker.gate.reconcile import reconcile_interval_s, start_reconciling, stop_reconciling
 from worker.gate.sweeper import sweeper_cron_jobs
 from worker.github.auth import AppCredentials, InstallationTokenCache
 from worker.github.ratelimit import GitHubLimiter, GitHubLimits, RedisLimitStore
@@ -122,6 +123,7 @@ class StartupSettings:
         grace_s = shutdown_grace_s(environ)
         calibration = CalibrationSchedule.from_env(environ)
         job_limits = JobLimits.from_env(environ)
+        reconcile_interval_s(environ)  # LLMGATE_RECONCILE_S, checked before arq starts
         return cls(config=config, redis_settings=redis_settings, calibration=calibration,
                    github_limits=GitHubLimits.from_env(environ),
                    reports=ReportSettings.from_env(environ),
@@ -155,6 +157,7 @@ async def startup(ctx: dict[str, Any], settings: StartupSettings | None = None) 
     ctx[CTX_KEY] = settings.job_limits
     ctx["services"] = make_services(settings, redactor)
     start_publishing(ctx)
+    start_reconciling(ctx)  # GitHub decides what is lost (worker/gate/reconcile.py)
 
 
 def make_services(settings: StartupSettings, redactor: Redactor) -> Services:
@@ -180,6 +183,7 @@ def make_services(settings: StartupSettings, redactor: Redactor) -> Services:
 
 async def shutdown(ctx: dict[str, Any]) -> None:
     """Publish the last metrics and close the shared clients."""
+    await stop_reconciling(ctx)
     await stop_publishing(ctx)
     services: Services | None = ctx.get("services")
     if services is not None:

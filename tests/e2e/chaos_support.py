@@ -55,8 +55,9 @@ OWNER, REPO = "acme", "chaos"
 SECRET = "chaos-secret"
 #: Worker settings of every chaos stack: a killed worker's job resumes within 6 s and the
 #: sweeper looks every 5 s, so "stuck" after a settle of 30 s means stuck beyond their reach.
-#: A reconciler (issue 14) would add its own period here.
+#: The reconciler (worker/gate/reconcile.py) passes every 5 s too.
 CHAOS_WORKER_ENV = {"LLMGATE_JOB_LEASE_S": "6", "LLMGATE_SWEEP_INTERVAL_S": "5",
+                    "LLMGATE_RECONCILE_S": "5",
                     "LLMGATE_JOB_TIMEOUT_S": "120", "LLMGATE_SHUTDOWN_GRACE_S": "0",
                     KEY_ENV: "sk-chaos-fake"}
 

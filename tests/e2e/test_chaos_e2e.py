@@ -41,7 +41,11 @@ SETTLE_S = 15.0
 BURST_BOUND_S = 30.0
 #: Seconds by which ten gates of a model target must be concluded (each worker's first model
 #: call imports litellm: seconds of CPU).
-CACHE_SETTLE_S = 45.0
+CACHE_SETTLE_S = 90.0
+#: Seconds by which gates a wiped Redis lost are re-queued by the reconciler (a pass every 5 s,
+#: each decision confirmed a third of the lease later) and concluded: "after the reconciler's
+#: period", as issue 14 states.
+RECONCILE_SETTLE_S = 90.0
 #: One job per worker, so that gates wait in the queue while others run.
 ONE_JOB = {"LLMGATE_MAX_JOBS": "1"}
 
@@ -81,8 +85,6 @@ CAUSES = ("Traceback", "ConnectionError", "expired", "transient", "OOM", "second
           "Error", "exited")
 
 
-@fails_today("the restart wipes the queued gates: nothing "
-             "re-queues them until the reconciler does (the workers outlive the blip now)")
 def test_redis_restart_without_persistence(tmp_path: Path, fakes: ChaosFakes) -> None:
     repo = build_chaos_repo(tmp_path / "repo", 7, sleep_s=1)
     with ChaosStack(tmp_path, fakes, workers=2, worker_env=ONE_JOB) as stack:
@@ -91,15 +93,12 @@ def test_redis_restart_without_persistence(tmp_path: Path, fakes: ChaosFakes) ->
         wait_until(lambda: in_progress(stack) >= 2, 60, "two gates running")
         stack.redis.restart(down_s=1.0)  # no AOF: an empty Redis comes back
         stack.push(repo, 7)  # queued after the restart
-        counted = stack.settle(repo.newest(), SETTLE_S)
+        counted = stack.settle(repo.newest(), RECONCILE_SETTLE_S)
         report("redis restart, no persistence", stack, counted, *CAUSES)
         assert stack.worker_exits() == {"worker-0": [], "worker-1": []}  # outlived the blip
         assert_no_loss(counted)
 
 
-@fails_today("with workers restarted by a supervisor the "
-             "wiped gates are still lost, and check runs whose registry entries went with "
-             "the data stay in_progress: the sweeper never learns of them")
 def test_redis_restart_then_a_worker_killed_under_a_supervisor(tmp_path: Path,
                                                                fakes: ChaosFakes) -> None:
     repo = build_chaos_repo(tmp_path / "repo", 7, sleep_s=4)
@@ -111,7 +110,7 @@ def test_redis_restart_then_a_worker_killed_under_a_supervisor(tmp_path: Path,
         stack.push(repo, 7)
         worker, _ = wait_until(stack.worker_running_a_target, 30, "a gate running its target")
         stack.kill_worker(worker)  # while its gate runs: its registry entry went with the data
-        counted = stack.settle(repo.newest(), SETTLE_S)
+        counted = stack.settle(repo.newest(), RECONCILE_SETTLE_S)
         report("redis restart, supervised, kill", stack, counted, *CAUSES)
         assert_no_loss(counted)
 
@@ -220,9 +219,6 @@ def test_cache_writes_never_crowd_out_queued_gates(tmp_path: Path, fakes: ChaosF
         assert set(counted.conclusions) == {"success"}, counted.line()
 
 
-@fails_today("a POST answered 502 after GitHub performed "
-             "it is sent again: a second check run (the first stays in_progress for good) "
-             "and a second sticky comment that goes stale")
 def test_github_502_after_performing_a_post(tmp_path: Path, fakes: ChaosFakes) -> None:
     repo = build_chaos_repo(tmp_path / "repo", 1, pushes=2)
     with ChaosStack(tmp_path, fakes, workers=1) as stack:
@@ -239,9 +235,6 @@ def test_github_502_after_performing_a_post(tmp_path: Path, fakes: ChaosFakes) -
         assert all(repo.heads[(1, 2)][:7] in body for body in comments), comments
 
 
-@fails_today("every superseded head still costs a created "
-             "and a cancelled check run, paced one write a second, so the newest heads "
-             "wait behind them")
 def test_a_burst_of_synchronize_deliveries(tmp_path: Path, fakes: ChaosFakes) -> None:
     prs, pushes = 6, 10
     repo = build_chaos_repo(tmp_path / "repo", prs, pushes)

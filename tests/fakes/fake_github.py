@@ -89,7 +89,7 @@ DOCS = "https://docs.github.com/rest"
 ENTERPRISE_PREFIX = "/api/v3"
 #: Endpoints that take an App JWT instead of an installation token.
 JWT_OPERATIONS = frozenset({"apps/create-installation-access-token", "apps/get-authenticated",
-                            "apps/get-repo-installation"})
+                            "apps/get-repo-installation", "apps/list-installations"})
 #: Longest accepted JWT lifetime (``exp - iat``): GitHub's 10 minutes plus 60 s of backdating.
 MAX_JWT_LIFETIME_S = 660
 
@@ -148,6 +148,10 @@ class FakeGitHub:
             "issues/list-comments": (m.list_comments, None),
             "checks/list-for-ref": (lambda c: checks.list_check_runs_for_ref(m, c), "check_runs"),
             "pulls/list-files": (lambda c: checks.list_pull_files(m, c), None),
+            "pulls/list": (lambda c: checks.list_pulls(m, c), None),
+            "apps/list-installations": (lambda c: checks.list_installations(m, c), None),
+            "apps/list-repos-accessible-to-installation": (
+                lambda c: checks.list_installation_repos(m, c), "repositories"),
         }
         methods = ["GET", "POST", "PATCH", "PUT", "DELETE"]
         self.app = Starlette(routes=[

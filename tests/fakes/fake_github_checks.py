@@ -128,6 +128,21 @@ def _set_branch(branch: dict[str, Any], full_name: str, ref: str, sha: str, clon
     branch["repo"]["owner"]["login"] = owner
 
 
+def _fill_pull(out: dict[str, Any], cfg: dict[str, Any], full: str, api_root: str) -> str:
+    """Set a pull request object's number, state, title, draft, URLs, author and base branch
+    from its configuration; return the base repository's clone URL."""
+    number = int(cfg["number"])
+    out.update(number=number, id=7000 + number, state=cfg.get("state", "open"),
+               title=cfg.get("title", f"Pull request {number}"), draft=cfg.get("draft", False),
+               url=f"{api_root}/repos/{full}/pulls/{number}",
+               html_url=f"https://github.com/{full}/pull/{number}")
+    out["user"]["login"] = cfg.get("author", out["user"]["login"])
+    clone_url: str = cfg.get("clone_url", f"https://github.com/{full}.git")
+    _set_branch(out["base"], full, cfg.get("base_ref", "main"), cfg["base_sha"], clone_url,
+                api_root)
+    return clone_url
+
+
 def get_pull(model: FakeModel, ctx: Ctx) -> Answer:
     """``GET /repos/{owner}/{repo}/pulls/{pull_number}`` from the configured pull request.
 
@@ -140,14 +155,7 @@ def get_pull(model: FakeModel, ctx: Ctx) -> Answer:
     cfg, p = model.pull(ctx), ctx.params
     full, number = f"{p['owner']}/{p['repo']}", int(p["pull_number"])
     out = model.ex.get("pulls/get", "200")
-    out.update(number=number, id=7000 + number, state=cfg.get("state", "open"),
-               title=cfg.get("title", f"Pull request {number}"), draft=cfg.get("draft", False),
-               url=f"{ctx.api_root}/repos/{full}/pulls/{number}",
-               html_url=f"https://github.com/{full}/pull/{number}")
-    out["user"]["login"] = cfg.get("author", out["user"]["login"])
-    clone_url = cfg.get("clone_url", f"https://github.com/{full}.git")
-    _set_branch(out["base"], full, cfg.get("base_ref", "main"), cfg["base_sha"], clone_url,
-                ctx.api_root)
+    clone_url = _fill_pull(out, cfg, full, ctx.api_root)
     head_full = cfg.get("head_repo_full_name", full)
     if head_full is None:
         out["head"]["repo"] = None
@@ -169,3 +177,57 @@ def list_pull_files(model: FakeModel, ctx: Ctx) -> list[dict[str, Any]]:
 def rerequest_suite(model: FakeModel, ctx: Ctx) -> Answer:
     """``POST .../check-suites/{id}/rerequest``: accepted, nothing else happens."""
     return 201, {}, {}
+
+
+def list_pulls(model: FakeModel, ctx: Ctx) -> list[dict[str, Any]]:
+    """``GET /repos/{owner}/{repo}/pulls``: the configured pull requests of the repository in
+    the ``state`` asked (``open`` by default; ``all`` for every one), newest number first (as
+    GitHub's default ``sort=created``, ``direction=desc``), shaped like GitHub's
+    ``pull-request-simple``: number, state, draft, author, head and base as in `get_pull`."""
+    p, wanted = ctx.params, ctx.query.get("state", "open")
+    full = f"{p['owner']}/{p['repo']}"
+    out = []
+    for cfg in sorted(model.config["pulls"].values(), key=lambda c: -int(c["number"])):
+        state = cfg.get("state", "open")
+        if (cfg["owner"], cfg["repo"]) != (p["owner"], p["repo"]) or wanted not in (state, "all"):
+            continue
+        number = int(cfg["number"])
+        item: dict[str, Any] = model.ex.get("pulls/list", "200")[0]
+        clone_url = _fill_pull(item, cfg, full, ctx.api_root)
+        head_full = cfg.get("head_repo_full_name", full) or full
+        _set_branch(item["head"], head_full, cfg.get("head_ref", f"pr-{number}"),
+                    cfg["head_sha"], cfg.get("head_clone_url", clone_url), ctx.api_root)
+        out.append(item)
+    return out
+
+
+def list_installations(model: FakeModel, ctx: Ctx) -> list[dict[str, Any]]:
+    """``GET /app/installations`` (App JWT): the configured ``installations`` (1 when none)."""
+    out = []
+    for installation_id in model.config.get("installations") or [1]:
+        item: dict[str, Any] = model.ex.get("apps/list-installations", "200")[0]
+        item.update(id=int(installation_id), app_id=model.app_numeric_id(),
+                    app_slug=model.config["app_slug"],
+                    access_tokens_url=f"{ctx.api_root}/app/installations/{installation_id}"
+                                      "/access_tokens")
+        out.append(item)
+    return out
+
+
+def list_installation_repos(model: FakeModel, ctx: Ctx) -> list[dict[str, Any]]:
+    """``GET /installation/repositories``: every repository the fake knows of (its configured
+    pull requests' and files'), for any installation, sorted by full name."""
+    names = {f"{p['owner']}/{p['repo']}": p.get("clone_url") for p in
+             model.config["pulls"].values()}
+    for full in model.config["contents"]:
+        names.setdefault(full, None)
+    template = model.ex.get("apps/list-repos-accessible-to-installation", "200")["repositories"][0]
+    out = []
+    for index, (full, clone_url) in enumerate(sorted(names.items())):
+        owner, name = full.split("/", 1)
+        repo = {**template, "id": 9000 + index, "name": name, "full_name": full,
+                "url": f"{ctx.api_root}/repos/{full}", "html_url": f"https://github.com/{full}",
+                "clone_url": clone_url or f"https://github.com/{full}.git",
+                "owner": {**template["owner"], "login": owner}}
+        out.append(repo)
+    return out

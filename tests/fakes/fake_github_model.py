@@ -2,7 +2,7 @@
 
 Every answer starts from the example GitHub's REST description gives for that response
 (``tests/fixtures/github/rest-subset.json``) and overwrites ids and fields, so answers keep the
-real shape. Three spec examples do not match their own schema (see the fixtures README) and are
+real shape. Five spec examples do not match their own schema (see the fixtures README) and are
 patched in ``Examples``. Everything here is plain JSON data, so ``snapshot()`` can be served over
 HTTP or written to a file. No I/O and no locking: ``fake_github.FakeGitHub`` serialises access.
 """
@@ -69,6 +69,14 @@ class Examples:
         for team in self._by_op[("pulls/get", "200")]["requested_teams"]:
             team.setdefault("type", "organization")
         self._by_op[("checks/rerequest-suite", "201")] = {}
+        for pull in self._by_op[("pulls/list", "200")]:
+            for team in pull["requested_teams"]:
+                team.setdefault("type", "organization")
+        for installation in self._by_op[("apps/list-installations", "200")]:
+            # the schema wants the account to be a user *and* an enterprise (allOf)
+            installation["account"].update(name="octocat", slug="octocat",
+                                           created_at="2019-01-26T19:01:12Z",
+                                           updated_at="2019-01-26T19:14:43Z")
 
     def get(self, operation: str, status: str) -> Any:
         """Return a deep copy of the example for ``operation``'s ``status`` answer."""

@@ -1,21 +1,21 @@
 """Run one gate request from check run to sticky comment, never leaving the check in progress.
 
-`run_gate` gives up at once when a newer push, a new base branch or a close superseded the
-request (`worker.gate.supersede`); otherwise it opens the ``llmgate`` check run on the head SHA (or
-reuses the one an earlier try of its job opened: `worker.gate.check_run`; the check and the opening
-hold one lock per head commit, `worker.runtime.locks.open_lock_key`), skips a draft when the base
-config says so (`worker.gate.drafts`), decides trust, concludes ``neutral`` with no comment a
-repository without any config at the merge base and at head (`worker.gate.evaluate.unconfigured`;
-for an untrusted head not approved yet, which is not fetched, at the base's tip), evaluates
-base and head (`worker.gate.evaluate`: every config of the repository,
-`worker.pipeline.plan`), writes the PR's sticky comment, completes
-the check runs of configs that report on their own (`worker.gate.config_checks`) and completes the
-``llmgate`` check run with annotations (`worker.report.multi`). Every way out
-but one concludes the check run: ``cancelled`` when superseded, ``timed_out`` past the job's
-time limit or when its worker stopped on the last try, ``failure`` when the run failed. The one
-exception is a try that arq will repeat (a stopping worker, a transient failure): the check
-run stays ``in_progress`` for the next try, and the sweeper (`worker.gate.sweeper`) concludes it if
-arq gives the job up.
+`run_gate` gives up at once, writing no check run, when a newer push, a new base branch or a
+close superseded the request before it started (`worker.gate.supersede`); otherwise it opens
+the ``llmgate`` check run on the head SHA (or reuses the one an earlier try of its job opened:
+`worker.gate.check_run`; the check and the opening hold one lock per head commit,
+`worker.runtime.locks.open_lock_key`), skips a draft when the base config says so
+(`worker.gate.drafts`), decides trust, concludes ``neutral`` with no comment a repository without
+any config at the merge base and at head (`worker.gate.evaluate.unconfigured`; for an untrusted head
+not approved yet, which is not fetched, at the base's tip), evaluates base and head
+(`worker.gate.evaluate`: every config of the repository, `worker.pipeline.plan`), writes the PR's
+sticky comment, completes the check runs of configs that report on their own
+(`worker.gate.config_checks`) and completes the ``llmgate`` check run with annotations
+(`worker.report.multi`). Every way out but one concludes the check run: ``cancelled`` when
+superseded, ``timed_out`` past the job's time limit or when its worker stopped on the last try,
+``failure`` when the run failed. The one exception is a try that arq will repeat (a stopping worker,
+a transient failure): the check run stays ``in_progress`` for the next try, and the sweeper
+(`worker.gate.sweeper`) concludes it if arq gives the job up.
 """
 
 from __future__ import annotations
@@ -83,8 +83,7 @@ async def run_gate(services: Services, gh: GitHubClient, request: GateRequest) -
                 locks.OPEN_LOCK_TTL_S):
             reason = await watch.reason()
             if reason is not None:
-                return await _cancel_unstarted(registry, gh, request, job, reason,
-                                               watch.same_head)
+                return await _cancel_unstarted(registry, gh, request, job, reason)
             run = await open_run(registry, gh, request, job)
     except TRANSIENT_ERRORS as err:  # no check run of this try to conclude (LockError too)
         if job is None or job.last_try:
@@ -94,20 +93,16 @@ async def run_gate(services: Services, gh: GitHubClient, request: GateRequest) -
 
 
 async def _cancel_unstarted(registry: RunRegistry, gh: GitHubClient, request: GateRequest,
-                            job: JobRef | None, reason: str, same_head: bool) -> dict[str, str]:
-    """Show on the head commit that its queued run was dropped: a ``cancelled`` check run
-    (registered first, so the sweeper concludes it should GitHub refuse the conclusion).
-
-    When only the base branch changed (``same_head``), the newer run gates this same commit,
-    and GitHub shows the newest check run of a name: a new ``cancelled`` one would stand in
-    front of the newer run's. Then only a check run an earlier try of this job opened is
-    concluded, and none is created."""
-    if same_head and (job is None or await registry.get(job.job_id, request.pr_number) is None):
-        log.info("PR #%s @%s not run: %s", request.pr_number, request.head_sha[:7], reason)
-        return {"conclusion": "cancelled", "head_sha": request.head_sha, "reason": reason}
-    run = await open_run(registry, gh, request, job)
-    await finish(registry, gh, request.repo["owner"], request.repo["name"], run, "cancelled",
-                 reason, rerun_hint=False)
+                            job: JobRef | None, reason: str) -> dict[str, str]:
+    """Drop a queued run that a newer push, a new base or a close superseded before it started:
+    no check run is written for it (issue 14: a burst of pushes must not cost two paced writes
+    per superseded head; the pull request shows its newest head's check). Only a check run an
+    earlier try of this job opened is concluded ``cancelled``, so none stays in progress."""
+    entry = None if job is None else await registry.get(job.job_id, request.pr_number)
+    if entry is not None:
+        await finish(registry, gh, entry.owner, entry.name,
+                     OpenRun(entry.check_run_id, entry.run_id), "cancelled", reason,
+                     rerun_hint=False)
     log.info("PR #%s @%s not run: %s", request.pr_number, request.head_sha[:7], reason)
     return {"conclusion": "cancelled", "head_sha": request.head_sha, "reason": reason}
 

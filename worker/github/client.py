@@ -11,7 +11,8 @@ a ``repr`` or an exception.
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator, Mapping, Sequence
+import secrets
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -21,18 +22,29 @@ import httpx
 
 from worker.contract import CHECK_NAME
 from worker.github.auth import AppCredentials, InstallationTokenCache, api_url, app_jwt
-from worker.github.errors import GitHubError, GitHubRateLimited, GitHubUnavailable
-from worker.github.ratelimit import GitHubLimiter
-from worker.github.transport import REQUESTER, LimitedHttpxAPI
+from worker.github.errors import (
+    GitHubError,
+    GitHubOutcomeUnknown,
+    GitHubRateLimited,
+    GitHubUnavailable,
+)
+from worker.github.ratelimit import GitHubLimiter, backoff_s
+from worker.github.transport import REQUESTER, LimitedHttpxAPI, single_try
 
 log = logging.getLogger(__name__)
 
-__all__ = ["REQUESTER", "AppInfo", "GitHubClient", "GitHubError", "GitHubRateLimited",
-           "GitHubUnavailable", "IssueComment", "PullInfo"]
+__all__ = ["REQUESTER", "AppInfo", "GitHubClient", "GitHubError", "GitHubOutcomeUnknown",
+           "GitHubRateLimited", "GitHubUnavailable", "IssueComment", "PullInfo"]
+
+#: Looks for what a create may have made; returns its id, or None when there is none.
+Finder = Callable[[], Awaitable[int | None]]
 
 #: Backoff ceilings of the retries of a 5xx answer or a connection error, seconds: retry ``i``
 #: sleeps uniformly in ``[0, ceiling_i]`` (exponential backoff with full jitter).
 DEFAULT_RETRY_DELAYS_S: tuple[float, ...] = (1.0, 2.0, 4.0)
+#: Hidden line that marks a check run this client created (a random nonce per create), so a
+#: create that may have been performed is found again by its own output (`GitHubClient`).
+CREATE_MARK = "<!-- llmgate:create {nonce} -->"
 #: Reaction ``content`` values the API accepts (GitHub docs "REST API endpoints for reactions").
 REACTIONS = frozenset({"+1", "-1", "laugh", "confused", "heart", "hooray", "rocket", "eyes"})
 
@@ -78,6 +90,30 @@ class PullInfo:
     state: str
     head_clone_url: str | None = None
     author_login: str = ""
+
+
+def _pull_info(data: Any) -> PullInfo:
+    """Read a ``pull-request`` (or ``pull-request-simple``) object of GitHub's."""
+    head, base = _field(data, "head"), _field(data, "base")
+    head_repo = head.get("repo") if isinstance(head, dict) else None
+    return PullInfo(
+        head_sha=str(_field(head, "sha")), base_sha=str(_field(base, "sha")),
+        base_ref=str(_field(base, "ref")),
+        head_repo_full_name=str(head_repo["full_name"]) if head_repo else None,
+        clone_url=str(_field(_field(base, "repo"), "clone_url")),
+        state=str(_field(data, "state")),
+        head_clone_url=str(head_repo["clone_url"]) if head_repo else None,
+        author_login=str((data.get("user") or {}).get("login") or ""),
+    )
+
+
+@dataclass(frozen=True)
+class OpenPull:
+    """One open pull request as listed: its number, `PullInfo` and whether it is a draft."""
+
+    number: int
+    pull: PullInfo
+    draft: bool = False
 
 
 @dataclass(frozen=True)
@@ -129,6 +165,11 @@ class GitHubClient:
     would be longer than ``LLMGATE_GITHUB_MAX_WAIT_S``, ``GitHubUnavailable`` after the retries
     of a 5xx answer or connection error, and ``GitHubError`` (with ``status_code``) for any
     other refusal (a 403 for a missing permission included: never retried).
+
+    Creates are idempotent: a create (check run, comment) that failed where it may have been
+    performed (a 5xx, a timeout: `GitHubOutcomeUnknown`) is sent again only after looking
+    for what it may have created, which is adopted when found (issue 14: a gateway's 502
+    after GitHub acted must not leave a second check run or comment).
     """
 
     def __init__(
@@ -161,6 +202,7 @@ class GitHubClient:
         self._installation_id = installation_id
         self._gh = LimitedHttpxAPI(session, self._api_url, retry_delays_s, str(installation_id),
                                    limiter)
+        self._delays_s = tuple(retry_delays_s)
 
     def __repr__(self) -> str:
         return f"GitHubClient(api_url={self._api_url!r}, installation_id={self._installation_id})"
@@ -191,6 +233,43 @@ class GitHubClient:
                 return await self._gh.post(url, url_vars, data=body, oauth_token=token)
             return await self._gh.patch(url, url_vars, data=body, oauth_token=token)
 
+    async def _create(self, path: str, url_vars: Mapping[str, Any], body: Any, what: str,
+                      find: Finder) -> int:
+        """POST a create and return the new object's id; never make it twice.
+
+        A failure that may hide a success (`GitHubOutcomeUnknown`) is followed by ``find``;
+        what it finds is adopted, else the POST is sent again after a full-jitter backoff
+        (the client's retry ceilings), as often as a 5xx of any other request; a
+        ``retry-after`` is waited out by the limiter's pause before the next POST.
+
+        Raises:
+            GitHubOutcomeUnknown: still unknown after every retry, or GitHub asks to wait
+                longer than ``LLMGATE_GITHUB_MAX_WAIT_S`` (``retry_at`` set), and nothing was
+                found.
+            GitHubError: any other refusal (see the class docstring).
+        """
+        for attempt in range(len(self._delays_s) + 1):
+            try:
+                with single_try():
+                    data = await self._call("POST", path, url_vars, body)
+                return int(_field(data, "id"))
+            except GitHubOutcomeUnknown as err:
+                found = await find()
+                if found is not None:
+                    log.warning("GitHub %s; adopted the %s it made (id %s)", err, what, found)
+                    return found
+                hinted_s = err.retry_after_s()
+                if attempt == len(self._delays_s) or (
+                        hinted_s is not None and hinted_s > self._gh.limiter.limits.max_wait_s):
+                    raise
+                if hinted_s is not None:  # every worker waits it out, this POST included
+                    await self._gh.limiter.pause(self._gh.bucket, hinted_s)
+                delay_s = backoff_s(self._delays_s[attempt])
+                log.warning("GitHub %s, but made no %s: retry %d in %.1f s", err, what,
+                            attempt + 1, delay_s)
+                await self._gh.sleep(delay_s)
+        raise AssertionError("unreachable")  # pragma: no cover
+
     async def get_app(self) -> AppInfo:
         """Return the authenticated App (``GET /app``, with an app JWT)."""
         async with self._errors("GET /app"):
@@ -203,6 +282,11 @@ class GitHubClient:
                                external_id: str | None = None, name: str = CHECK_NAME) -> int:
         """Create the ``llmgate`` check run on ``head_sha``; return its id.
 
+        Idempotent (class docstring): the run is looked for by name, head SHA and
+        ``external_id`` among the commit's check runs, and told apart from another try's by
+        a random nonce in a hidden line of its summary (`CREATE_MARK`); without ``output``,
+        by being the newest such run not completed.
+
         Args:
             status: ``queued`` or ``in_progress``.
             output: optional ``{"title", "summary", "text"?}`` (title and summary required).
@@ -210,13 +294,21 @@ class GitHubClient:
             name: the check run's name (a config's own check run: ``llmgate: <folder>``).
         """
         body: dict[str, Any] = {"name": name, "head_sha": head_sha, "status": status}
+        mark = CREATE_MARK.format(nonce=secrets.token_hex(8)) if output is not None else ""
         if output is not None:
-            body["output"] = dict(output)
+            body["output"] = {**output, "summary": f"{output.get('summary', '')}\n\n{mark}"}
         if external_id:
             body["external_id"] = external_id
-        data = await self._call("POST", "/repos/{owner}/{repo}/check-runs",
-                                {"owner": owner, "repo": repo}, body)
-        return int(_field(data, "id"))
+
+        async def find() -> int | None:
+            async for run in self.list_check_runs(owner, repo, head_sha, name):
+                if run.external_id == (external_id or "") and (
+                        mark in run.summary if mark else run.status != "completed"):
+                    return run.id
+            return None
+
+        return await self._create("/repos/{owner}/{repo}/check-runs",
+                                  {"owner": owner, "repo": repo}, body, "check run", find)
 
     async def update_check_run(self, owner: str, repo: str, check_run_id: int,
                                body: Mapping[str, Any]) -> None:
@@ -228,17 +320,38 @@ class GitHubClient:
         """Return the pull request ``number`` (``GET .../pulls/{number}``) as a ``PullInfo``."""
         data = await self._call("GET", "/repos/{owner}/{repo}/pulls/{number}",
                                 {"owner": owner, "repo": repo, "number": number})
-        head, base = _field(data, "head"), _field(data, "base")
-        head_repo = head.get("repo") if isinstance(head, dict) else None
-        return PullInfo(
-            head_sha=str(_field(head, "sha")), base_sha=str(_field(base, "sha")),
-            base_ref=str(_field(base, "ref")),
-            head_repo_full_name=str(head_repo["full_name"]) if head_repo else None,
-            clone_url=str(_field(_field(base, "repo"), "clone_url")),
-            state=str(_field(data, "state")),
-            head_clone_url=str(head_repo["clone_url"]) if head_repo else None,
-            author_login=str((data.get("user") or {}).get("login") or ""),
-        )
+        return _pull_info(data)
+
+    async def list_open_pulls(self, owner: str, repo: str) -> list[OpenPull]:
+        """Return every open pull request of the repository (``GET .../pulls?state=open``, 100
+        per page, all pages), newest first."""
+        token = await self.installation_token()
+        url = api_url(self._api_url, "/repos/{owner}/{repo}/pulls?state=open&per_page=100")
+        pulls = []
+        async with self._errors(f"GET open pull requests of {owner}/{repo}", token):
+            async for item in self._gh.getiter(url, {"owner": owner, "repo": repo},
+                                               oauth_token=token):
+                pulls.append(OpenPull(int(_field(item, "number")), _pull_info(item),
+                                      item.get("draft") is True))
+        return pulls
+
+    async def list_installation_ids(self) -> list[int]:
+        """Return the ids of every installation of the App (``GET /app/installations``, with
+        an App JWT; 100 per page, all pages)."""
+        url = api_url(self._api_url, "/app/installations?per_page=100")
+        async with self._errors("GET /app/installations"):
+            return [int(_field(item, "id")) async for item in
+                    self._gh.getiter(url, jwt=app_jwt(self._creds))]
+
+    async def list_repositories(self) -> list[tuple[str, str, str]]:
+        """Return ``(owner, name, clone_url)`` of every repository this installation may
+        reach (``GET /installation/repositories``, 100 per page, all pages)."""
+        token = await self.installation_token()
+        url = api_url(self._api_url, "/installation/repositories?per_page=100")
+        async with self._errors("GET /installation/repositories", token):
+            return [(str(_field(_field(item, "owner"), "login")), str(_field(item, "name")),
+                     str(_field(item, "clone_url"))) async for item in self._gh.getiter(
+                         url, oauth_token=token, iterable_key="repositories")]
 
     async def get_permission(self, owner: str, repo: str, username: str) -> str:
         """Return ``username``'s legacy permission on the repository.
@@ -306,11 +419,24 @@ class GitHubClient:
                     title=str(output.get("title") or ""), summary=str(output.get("summary") or ""),
                     text=str(output.get("text") or ""))
 
-    async def create_issue_comment(self, owner: str, repo: str, number: int, body: str) -> int:
-        """Post a comment on issue/PR ``number``; return the new comment's id."""
-        data = await self._call("POST", "/repos/{owner}/{repo}/issues/{number}/comments",
-                                {"owner": owner, "repo": repo, "number": number}, {"body": body})
-        return int(_field(data, "id"))
+    async def create_issue_comment(self, owner: str, repo: str, number: int, body: str, *,
+                                   find: Finder | None = None) -> int:
+        """Post a comment on issue/PR ``number``; return the new comment's id.
+
+        Idempotent (class docstring): ``find`` looks for the comment a failed try may have
+        made (the sticky comment: `worker.github.comments`); by default, the newest comment
+        of a bot with exactly this body.
+        """
+        async def newest_same() -> int | None:
+            found = None
+            async for comment in self.list_issue_comments(owner, repo, number):
+                if comment.user_type == "Bot" and comment.body == body:
+                    found = comment.id
+            return found
+
+        return await self._create("/repos/{owner}/{repo}/issues/{number}/comments",
+                                  {"owner": owner, "repo": repo, "number": number},
+                                  {"body": body}, "comment", find or newest_same)
 
     async def update_issue_comment(self, owner: str, repo: str, comment_id: int,
                                    body: str) -> None:

@@ -56,7 +56,9 @@ async def upsert_sticky_comment(client: GitHubClient, owner: str, repo: str, num
     ``bot_login`` is this App's bot login (`is_sticky`).
 
     The body gets the marker as its first line when it lacks one. An existing comment whose body
-    is already identical is left alone (no request).
+    is already identical is left alone (no request). A create that failed but may have been
+    performed (a 502 after GitHub acted) adopts the sticky comment it made instead of posting a
+    second one (`GitHubClient.create_issue_comment`).
 
     Raises:
         GitHubError: GitHub refused a request (see ``GitHubClient``).
@@ -64,7 +66,11 @@ async def upsert_sticky_comment(client: GitHubClient, owner: str, repo: str, num
     body = with_marker(body)
     existing = await find_sticky_comment(client, owner, repo, number, bot_login)
     if existing is None:
-        return await client.create_issue_comment(owner, repo, number, body)
+        async def made() -> int | None:  # a create that failed but may have been performed
+            found = await find_sticky_comment(client, owner, repo, number, bot_login)
+            return None if found is None else found.id
+
+        return await client.create_issue_comment(owner, repo, number, body, find=made)
     if existing.body != body:
         await client.update_issue_comment(owner, repo, existing.id, body)
     return existing.id

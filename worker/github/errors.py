@@ -41,6 +41,14 @@ class GitHubUnavailable(GitHubError):
     """
 
 
+class GitHubOutcomeUnknown(GitHubUnavailable):
+    """A create (POST) failed in a way that may hide its success: a 5xx answer, a timeout or a
+    connection lost after the request was sent (a gateway answers 502/504 while GitHub goes on
+    and performs it). The transport never repeats such a request blindly: the caller first
+    looks for what it may have created and adopts it (`worker.github.client`).
+    """
+
+
 class GitHubRateLimited(GitHubError):
     """The installation is rate limited until ``reset_at`` (timezone-aware UTC).
 

@@ -15,6 +15,11 @@ Redis, so one worker's rate limit pauses all of them (no request storm):
   requests refilled one per ``write_interval_s``): a few writes go at once (a gate run makes
   about three), a large number go one per second. Over any minute at most
   ``WRITE_BURST + 60 / write_interval_s`` = 70 writes start, under GitHub's 80.
+- ``writes-hour``: a second GCRA pacer for GitHub's hourly secondary limit ("no more than 500
+  content-generating requests per hour"): `HOURLY_WRITE_BURST` at once, then one per
+  `HOURLY_WRITE_INTERVAL_S`, so over any hour at most 100 + 3600 / 9.5 = 478 writes start.
+  A write waits for the later of the two pacers and is charged to both at the time it goes
+  (GCRA with several limits), so each bound holds for the writes actually sent.
 
 Both use the Redis server's clock (``TIME``, ``PTTL``), so workers' clocks may disagree.
 Inside one process, mutating requests of a bucket are also serial (an ``asyncio.Lock``).
@@ -42,6 +47,10 @@ DEFAULT_MAX_WAIT_S = 60.0
 DEFAULT_WRITE_INTERVAL_S = 1.0
 #: Mutating requests an idle installation may make at once before the pacing applies.
 WRITE_BURST = 10
+#: The hourly pacer (module docstring): writes at once, then seconds between writes. Source:
+#: GitHub docs "Rate limits for the REST API", "About secondary rate limits" (500 per hour).
+HOURLY_WRITE_BURST = 100
+HOURLY_WRITE_INTERVAL_S = 9.5
 #: Wait after a secondary rate limit that names no time (GitHub: "at least one minute").
 SECONDARY_WAIT_S = 60.0
 #: Added to an ``x-ratelimit-reset`` wait: the reset is in whole seconds and clocks drift.
@@ -59,7 +68,8 @@ class GitHubLimits:
         max_wait_s: ``LLMGATE_GITHUB_MAX_WAIT_S``; longest rate-limit pause slept before a
             request, seconds (default 60); a longer one raises ``GitHubRateLimited``.
         write_interval_s: ``LLMGATE_GITHUB_WRITE_INTERVAL_S``; seconds between mutating requests
-            of one installation after a burst of `WRITE_BURST` (default 1; 0 turns pacing off).
+            of one installation after a burst of `WRITE_BURST` (default 1; 0 turns pacing off,
+            the hourly pacer's too).
     """
 
     max_wait_s: float = DEFAULT_MAX_WAIT_S
@@ -146,9 +156,13 @@ _RNG = random.Random()  # noqa: S311 (jitter, not a secret)
 class LimitStore(Protocol):
     """Where pauses and the write pacer live (Redis for workers, memory for one process)."""
 
-    async def reserve(self, bucket: str, mutating: bool, interval_ms: int,
-                      burst: int) -> tuple[int, int]:
-        """Return ``(pause_ms, delay_ms)``; reserve a write slot only when not paused."""
+    async def reserve(self, bucket: str, mutating: bool, interval_ms: int, burst: int,
+                      hour_interval_ms: int = 0, hour_burst: int = 1) -> tuple[int, int]:
+        """Return ``(pause_ms, delay_ms)``; reserve a write slot only when not paused.
+
+        ``interval_ms``/``burst`` shape the minute pacer (``interval_ms`` 0: no pacing at
+        all), ``hour_interval_ms``/``hour_burst`` the hourly one (0: none).
+        """
 
     async def pause(self, bucket: str, pause_ms: int) -> int:
         """Extend the pause to at least ``pause_ms``; return the pause now in force, ms."""
@@ -160,10 +174,18 @@ if pause > 0 then return {pause, 0} end
 if ARGV[1] == '0' or ARGV[2] == '0' then return {0, 0} end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local interval = tonumber(ARGV[2])
-local tat = math.max(tonumber(redis.call('GET', KEYS[2]) or '0'), now) + interval
-redis.call('SET', KEYS[2], tat, 'PX', tat - now + 1)
-return {0, math.max(0, tat - interval * tonumber(ARGV[3]) - now)}
+local pacers = {{KEYS[2], tonumber(ARGV[2]), tonumber(ARGV[3])}}
+if ARGV[4] ~= '0' then pacers[2] = {KEYS[3], tonumber(ARGV[4]), tonumber(ARGV[5])} end
+local allowed = now
+for _, p in ipairs(pacers) do
+  local tat = math.max(tonumber(redis.call('GET', p[1]) or '0'), now)
+  allowed = math.max(allowed, tat - p[2] * (p[3] - 1))
+end
+for _, p in ipairs(pacers) do
+  local tat = math.max(tonumber(redis.call('GET', p[1]) or '0'), allowed) + p[2]
+  redis.call('SET', p[1], tat, 'PX', tat - now + 1)
+end
+return {0, allowed - now}
 """
 _PAUSE = """
 local current = redis.call('PTTL', KEYS[1])
@@ -182,11 +204,13 @@ class RedisLimitStore:
         self._reserve = redis.register_script(_RESERVE)
         self._pause = redis.register_script(_PAUSE)
 
-    async def reserve(self, bucket: str, mutating: bool, interval_ms: int,
-                      burst: int) -> tuple[int, int]:
+    async def reserve(self, bucket: str, mutating: bool, interval_ms: int, burst: int,
+                      hour_interval_ms: int = 0, hour_burst: int = 1) -> tuple[int, int]:
         """See `LimitStore.reserve`."""
-        keys = [f"{KEY_PREFIX}pause:{bucket}", f"{KEY_PREFIX}writes:{bucket}"]
-        pause_ms, delay_ms = await self._reserve(keys, [int(mutating), interval_ms, burst])
+        keys = [f"{KEY_PREFIX}pause:{bucket}", f"{KEY_PREFIX}writes:{bucket}",
+                f"{KEY_PREFIX}writes-hour:{bucket}"]
+        pause_ms, delay_ms = await self._reserve(keys, [int(mutating), interval_ms, burst,
+                                                        hour_interval_ms, hour_burst])
         return int(pause_ms), int(delay_ms)
 
     async def pause(self, bucket: str, pause_ms: int) -> int:
@@ -201,23 +225,29 @@ class MemoryLimitStore:
         """Keep pauses and pacers in dictionaries; ``clock`` returns seconds."""
         self._clock = clock
         self._paused_until_ms: dict[str, int] = {}
-        self._tat_ms: dict[str, int] = {}
+        self._tat_ms: dict[tuple[str, str], int] = {}
 
     def _now_ms(self) -> int:
         return int(self._clock() * 1000)
 
-    async def reserve(self, bucket: str, mutating: bool, interval_ms: int,
-                      burst: int) -> tuple[int, int]:
-        """See `LimitStore.reserve`."""
+    async def reserve(self, bucket: str, mutating: bool, interval_ms: int, burst: int,
+                      hour_interval_ms: int = 0, hour_burst: int = 1) -> tuple[int, int]:
+        """See `LimitStore.reserve` (the same GCRA as the Redis script)."""
         now = self._now_ms()
         pause = self._paused_until_ms.get(bucket, 0) - now
         if pause > 0:
             return pause, 0
         if not mutating or interval_ms == 0:
             return 0, 0
-        tat = max(self._tat_ms.get(bucket, 0), now) + interval_ms
-        self._tat_ms[bucket] = tat
-        return 0, max(0, tat - interval_ms * burst - now)
+        pacers = [("minute", interval_ms, burst)]
+        if hour_interval_ms:
+            pacers.append(("hour", hour_interval_ms, hour_burst))
+        allowed = max([now] + [max(self._tat_ms.get((bucket, name), 0), now) - every * (n - 1)
+                               for name, every, n in pacers])
+        for name, every, _ in pacers:
+            key = (bucket, name)
+            self._tat_ms[key] = max(self._tat_ms.get(key, 0), allowed) + every
+        return 0, allowed - now
 
     async def pause(self, bucket: str, pause_ms: int) -> int:
         """See `LimitStore.pause`."""
@@ -260,8 +290,9 @@ class GitHubLimiter:
         waited_s = 0.0
         interval_ms = round(self.limits.write_interval_s * 1000)
         while True:
-            pause_ms, delay_ms = await self.store.reserve(bucket, mutating, interval_ms,
-                                                          WRITE_BURST)
+            pause_ms, delay_ms = await self.store.reserve(
+                bucket, mutating, interval_ms, WRITE_BURST,
+                round(HOURLY_WRITE_INTERVAL_S * 1000) if interval_ms else 0, HOURLY_WRITE_BURST)
             if pause_ms <= 0:
                 if delay_ms > 0:
                     await self._sleep(delay_ms / 1000)

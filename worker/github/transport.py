@@ -8,8 +8,11 @@ Per request (one page of a list included):
 2. A rate-limited answer (403/429, see `rate_limit_wait_s`) pauses the installation for every
    worker and is retried after the pause, at most `MAX_RATE_LIMIT_RETRIES` times.
 3. A 5xx answer or a connection error is retried after an exponential full-jitter backoff
-   (and after its ``retry-after``, if any). POSTs too: GitHub's 5xx rarely hides a success,
-   and a duplicated sticky comment is still found and edited, oldest first.
+   (and after its ``retry-after``, if any). Not a create sent under `single_try`: a 5xx, a
+   timeout or a connection lost once the request was sent may hide its success (a gateway
+   answers 502/504 while GitHub performs the POST), so it raises `GitHubOutcomeUnknown` for
+   the caller to look for what it may have created before it sends it again
+   (`worker.github.client`); only a request that never left (no connection) is repeated.
 4. A redirect of a renamed or transferred repository (301/302/307/308 with a ``Location`` on
    the API's own origin) is repeated verbatim at the new URL, at most `MAX_REDIRECTS` times
    (`worker.github.redirects`; gidgethub itself does not follow redirects).
@@ -22,15 +25,23 @@ headers and never reach a log line, a ``repr`` or an exception.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextvars import ContextVar
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 import gidgethub.abc
 import httpx
 
-from worker.github.errors import GitHubError, GitHubRateLimited, GitHubUnavailable, in_seconds
+from worker.github.errors import (
+    GitHubError,
+    GitHubOutcomeUnknown,
+    GitHubRateLimited,
+    GitHubUnavailable,
+    in_seconds,
+)
 from worker.github.ratelimit import (
     MUTATING_METHODS,
     GitHubLimiter,
@@ -47,6 +58,22 @@ log = logging.getLogger("worker.github.client")
 REQUESTER = "llmgate"
 #: Rate-limited answers of one request retried before `GitHubRateLimited` is raised.
 MAX_RATE_LIMIT_RETRIES = 2
+#: Connection errors raised before a byte of the request left: repeating it is always safe.
+UNSENT_ERRORS: tuple[type[httpx.TransportError], ...] = (httpx.ConnectError,
+                                                         httpx.ConnectTimeout, httpx.PoolTimeout)
+_SINGLE_TRY: ContextVar[bool] = ContextVar("llmgate_github_single_try", default=False)
+
+
+@contextlib.contextmanager
+def single_try() -> Iterator[None]:
+    """Send the mutating requests of this block at most once where they may have been
+    performed: a 5xx answer or a connection error after sending raises `GitHubOutcomeUnknown`
+    instead of a blind retry (rate limits and unsent requests are still retried)."""
+    token = _SINGLE_TRY.set(True)
+    try:
+        yield
+    finally:
+        _SINGLE_TRY.reset(token)
 
 
 @dataclass
@@ -59,6 +86,7 @@ class _Tries:
     limit_hits: int = 0  # rate-limited answers
     status: int | None = None  # the status that caused the last wait
     server_error: bool = False  # the last wait was a 5xx's retry-after, not a rate limit
+    single: bool = False  # a create under `single_try`: never repeated once it may have acted
 
 
 class LimitedHttpxAPI(gidgethub.abc.GitHubAPI):
@@ -82,6 +110,11 @@ class LimitedHttpxAPI(gidgethub.abc.GitHubAPI):
         self._installation = installation
         self.limiter = limiter or GitHubLimiter()
 
+    @property
+    def bucket(self) -> str:
+        """The limit bucket of this installation's requests, ``installation:<id>``."""
+        return f"installation:{self._installation}"
+
     async def _request(
         self, method: str, url: str, headers: Mapping[str, str], body: bytes = b""
     ) -> tuple[int, Mapping[str, str], bytes]:
@@ -92,6 +125,7 @@ class LimitedHttpxAPI(gidgethub.abc.GitHubAPI):
         Raises:
             GitHubRateLimited: paused or rate limited for longer than the client waits.
             GitHubUnavailable: no answer after every retry, or a 5xx asking for a long wait.
+            GitHubOutcomeUnknown: a create under `single_try` may have been performed.
         """
         for _ in range(MAX_REDIRECTS):
             status, resp_headers, content = await self._request_once(method, url, headers, body)
@@ -108,29 +142,45 @@ class LimitedHttpxAPI(gidgethub.abc.GitHubAPI):
         """Send one request (one URL, no redirect followed) under the limits, with retries."""
         as_app = headers.get("authorization", "").lower().startswith("bearer ")
         tries = _Tries(f"{method} {urlsplit(url).path}",
-                       "app" if as_app else f"installation:{self._installation}")
+                       "app" if as_app else self.bucket)
         mutating = method in MUTATING_METHODS and not as_app
+        tries.single = mutating and _SINGLE_TRY.get()
         async with self.limiter.serial(tries.bucket, mutating):
             while True:
                 blocked_s = await self.limiter.acquire(tries.bucket, mutating)
                 if blocked_s is not None:
                     raise _blocked(tries, blocked_s)
-                resp, error = await self._send(method, url, headers, body)
+                resp, error, unsent = await self._send(method, url, headers, body)
+                if tries.single and not unsent and (resp is None or resp.status_code >= 500):
+                    raise self._outcome_unknown(tries, resp, error)
                 wait_s = await self._wait_before_retry(tries, resp, error)
                 if wait_s is None and resp is not None:
                     return resp.status_code, resp.headers, resp.content
                 if wait_s:
                     await self.sleep(wait_s)
 
+    @staticmethod
+    def _outcome_unknown(tries: _Tries, resp: httpx.Response | None,
+                         error: str) -> GitHubOutcomeUnknown:
+        """The error of a `single_try` create that may have been performed; a 5xx's
+        ``retry-after`` becomes its ``retry_at`` (the caller pauses the bucket once it has
+        looked for what the create made)."""
+        hinted_s = retry_after_s(resp.headers) if resp is not None else None
+        return GitHubOutcomeUnknown(f"{tries.what}: {error}; it may have been performed",
+                                    None if resp is None else resp.status_code,
+                                    None if hinted_s is None else in_seconds(hinted_s))
+
     async def _send(self, method: str, url: str, headers: Mapping[str, str],
-                    body: bytes) -> tuple[httpx.Response | None, str]:
+                    body: bytes) -> tuple[httpx.Response | None, str, bool]:
+        """Send once; return the answer (None: none), its short description, and whether the
+        request certainly never left (`UNSENT_ERRORS`)."""
         try:
             resp = await self._session.request(method, url, headers=dict(headers), content=body)
         except httpx.TransportError as exc:
             record_github_response(method, None, {}, self._installation)
-            return None, type(exc).__name__
+            return None, type(exc).__name__, isinstance(exc, UNSENT_ERRORS)
         record_github_response(method, resp.status_code, resp.headers, self._installation)
-        return resp, f"HTTP {resp.status_code}"
+        return resp, f"HTTP {resp.status_code}", False
 
     async def _wait_before_retry(self, tries: _Tries, resp: httpx.Response | None,
                                  error: str) -> float | None:

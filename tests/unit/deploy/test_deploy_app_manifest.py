@@ -35,6 +35,9 @@ EVENT_PERMISSION = {
 PATH_PERMISSION: dict[str, tuple[str, str] | None] = {
     "/app": None,  # app JWT
     "/app/installations/{installation_id}/access_tokens": None,  # app JWT
+    "/app/installations": None,  # app JWT (the reconciler, worker/gate/reconcile.py)
+    "/installation/repositories": ("metadata", "read"),
+    "/repos/{owner}/{repo}/pulls": ("pull_requests", "read"),
     "/repos/{owner}/{repo}/check-runs": ("checks", "write"),
     "/repos/{owner}/{repo}/check-runs/{check_run_id}": ("checks", "write"),
     "/repos/{owner}/{repo}/commits/{ref}/check-runs": ("checks", "read"),

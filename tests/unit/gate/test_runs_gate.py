@@ -35,7 +35,7 @@ from worker.contract import RepoRef, gate_job_id, pr_head_key, pr_head_value
 from worker.gate import check_run as gate_check
 from worker.gate import supersede
 from worker.gate.drafts import SKIPPED_TITLE
-from worker.gate.registry import RunRegistry
+from worker.gate.registry import RunRegistry, new_entry
 from worker.gate.sweeper import sweep
 from worker.runtime import lease, locks
 from worker.runtime.lease import JobLimits
@@ -117,23 +117,47 @@ def _runs(server: FakeGitHubServer, head_sha: str) -> list[dict[str, Any]]:
     ("pr/docs", "open", "Superseded by a push of {docs}."),
     ("closed", "closed", "The pull request was closed."),
 ])
-async def test_a_queued_job_of_an_older_head_is_cancelled_at_once(
+async def test_a_queued_job_of_an_older_head_is_dropped_without_a_check_run(
         github, tiny_repo, redis_url, recorded, state, reason):
+    """Issue 14 (a burst of pushes): a head superseded before its job starts costs no check
+    run write at all; GitHub shows the newest head's check."""
     repo, shas = tiny_repo
     payload = gate_payload(repo.as_uri(), shas["pr/drop"], shas["main"])
     github.setup({"pulls": [_pull(shas, repo.as_uri(), "pr/docs", state)]})
     await _record(redis_url, payload["repo"], shas.get(recorded, recorded))
     worker = await run_jobs([payload])
-    [run] = _runs(github, shas["pr/drop"])
-    assert (run["status"], run["conclusion"]) == ("completed", "cancelled")
-    assert _title_summary(run) == {"title": "llmgate: cancelled",
-                             "summary": reason.format(docs=shas["pr/docs"][:7])}
     state_now = github.state()
-    assert state_now["comments"] == []
+    assert state_now["check_runs"] == [] and state_now["comments"] == []
     assert [r["operation"] for r in state_now["requests"]] == [
-        "apps/create-installation-access-token", "pulls/get", "checks/create", "checks/update"]
+        "apps/create-installation-access-token", "pulls/get"]
+    assert await _result(redis_url, gate_job_id(payload["repo"], 1, shas["pr/drop"])) == {
+        "conclusion": "cancelled", "head_sha": shas["pr/drop"],
+        "reason": reason.format(docs=shas["pr/docs"][:7])}
     assert worker.jobs_complete == 1 and await _registered(redis_url) == []
     assert state_now["violations"] == []
+
+
+async def test_a_retried_job_of_an_older_head_concludes_the_check_run_it_opened(
+        github, tiny_repo, redis_url):
+    """The check run an earlier try registered is concluded ``cancelled``, nothing created."""
+    repo, shas = tiny_repo
+    payload = gate_payload(repo.as_uri(), shas["pr/drop"], shas["main"])
+    github.setup({"pulls": [_pull(shas, repo.as_uri(), "pr/docs")]})
+    job_id = gate_job_id(payload["repo"], 1, shas["pr/drop"])
+    async with github_client(github) as gh:
+        check_run_id = await gh.create_check_run(OWNER, REPO, shas["pr/drop"])
+    redis = Redis.from_url(redis_url)
+    await RunRegistry(redis).put(new_entry(job_id, check_run_id, 7, OWNER, REPO, 1,
+                                           shas["pr/drop"], 1))
+    await redis.aclose()
+    await _record(redis_url, payload["repo"], pr_head_value(shas["pr/docs"], "main"))
+    await run_jobs([payload])
+    [run] = github.state()["check_runs"]
+    assert (run["id"], run["status"], run["conclusion"]) == (check_run_id, "completed",
+                                                              "cancelled")
+    assert _title_summary(run) == {"title": "llmgate: cancelled",
+                                   "summary": f"Superseded by a push of {shas['pr/docs'][:7]}."}
+    assert await _registered(redis_url) == []
 
 
 async def test_a_stale_record_github_contradicts_does_not_stop_the_run(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import re
 import time
 
 import httpx
@@ -58,7 +59,9 @@ async def test_create_check_run_uses_the_contract_name(client: GitHubClient,
         OWNER, REPO, HEAD_SHA, output={"title": "llmgate", "summary": "running"})
     run = fake_gh.state()["check_runs"][0]
     assert (run["id"], run["name"], run["head_sha"]) == (check_run_id, CHECK_NAME, HEAD_SHA)
-    assert (run["status"], run["output"]["summary"]) == ("in_progress", "running")
+    assert run["status"] == "in_progress"  # the summary, then the create's hidden nonce line
+    assert re.fullmatch(r"running\n\n<!-- llmgate:create [0-9a-f]{16} -->",
+                        run["output"]["summary"])
     await client.update_check_run(OWNER, REPO, check_run_id,
                                   {"status": "completed", "conclusion": "neutral"})
     run = fake_gh.state()["check_runs"][0]

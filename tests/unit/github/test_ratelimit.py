@@ -10,6 +10,8 @@ import pytest
 from redis.asyncio import Redis
 
 from worker.github.ratelimit import (
+    HOURLY_WRITE_BURST,
+    HOURLY_WRITE_INTERVAL_S,
     WRITE_BURST,
     GitHubLimiter,
     GitHubLimits,
@@ -86,6 +88,47 @@ async def test_memory_pacer_lets_a_burst_through_then_one_write_a_second() -> No
     clock[0] += 60  # an idle minute refills the bucket
     assert await store.reserve("installation:1", True, 1000, WRITE_BURST) == (0, 0)
     assert await store.reserve("installation:1", True, 0, WRITE_BURST) == (0, 0)  # pacing off
+
+
+def _most_in(times_ms: list[int], window_ms: int) -> int:
+    most, start = 0, 0
+    for end, t in enumerate(times_ms):
+        while times_ms[start] <= t - window_ms:
+            start += 1
+        most = max(most, end - start + 1)
+    return most
+
+
+HOURLY = (round(HOURLY_WRITE_INTERVAL_S * 1000), HOURLY_WRITE_BURST)
+
+
+async def test_writes_stay_under_githubs_secondary_limits_per_minute_and_per_hour() -> None:
+    """Issue 14: 80 content-creating requests a minute *and* 500 an hour (GitHub docs); 1,200
+    writes, each sent as soon as the pacers let it, on a simulated clock."""
+    clock = [0.0]
+    store = MemoryLimitStore(lambda: clock[0])
+    sent: list[int] = []
+    for _ in range(1200):
+        _, delay_ms = await store.reserve("installation:9", True, 1000, WRITE_BURST, *HOURLY)
+        sent.append(round(clock[0] * 1000) + delay_ms)
+        clock[0] = sent[-1] / 1000  # the write goes when allowed; the next asks then
+    assert _most_in(sent, 60_000) <= 70 < 80
+    assert _most_in(sent, 3_600_000) <= 479 < 500
+    assert sent[WRITE_BURST] == 1000  # the minute pacer first, then the hourly one's spacing
+    assert sent[-1] - sent[-2] == HOURLY[0]
+
+
+async def test_the_redis_pacer_keeps_the_hourly_one_too(redis: Redis) -> None:
+    store = RedisLimitStore(redis)
+    delays = [(await store.reserve("installation:9", True, 1000, WRITE_BURST, *HOURLY))[1]
+              for _ in range(WRITE_BURST + 2)]
+    assert delays[:WRITE_BURST] == [0] * WRITE_BURST
+    assert 900 < delays[WRITE_BURST] <= 1000 and 1900 < delays[WRITE_BURST + 1] <= 2000
+    assert await redis.get("llmgate:github:writes-hour:installation:9") is not None
+    for _ in range(HOURLY_WRITE_BURST):  # the hourly burst spent: its spacing decides
+        _, last_ms = await store.reserve("installation:9", True, 1, 1000, *HOURLY)
+    _, next_ms = await store.reserve("installation:9", True, 1, 1000, *HOURLY)
+    assert HOURLY[0] - 50 <= next_ms - last_ms <= HOURLY[0]
 
 
 async def test_redis_pacer_matches_the_memory_one(redis: Redis) -> None:

@@ -1,0 +1,306 @@
+"""The reconciler: GitHub is the source of truth, Redis is not (issue 14).
+
+Redis holds the queue, the run registry (`worker.gate.registry`) and each pull request's
+newest head; a restart without persistence, an eviction or a flush loses them, and with them queued
+gates and the entries the sweeper (`worker.gate.sweeper`) needs to conclude an abandoned check run.
+Every ``LLMGATE_RECONCILE_S`` seconds (default 300, on the clock's multiples; one worker per tick,
+by a Redis key) the reconciler asks GitHub instead: for each installation of the App (``GET
+/app/installations``), each repository it may reach (``GET /installation/repositories``), each
+open pull request (``GET .../pulls?state=open``), the ``llmgate`` check runs on its head
+(external_id ``pr:<number>``). Every request goes through the installation's shared limiter
+(`worker.github.ratelimit`), so the reconciler is paced like any job. It runs as a task of each
+worker process (`start_reconciling`), not as an arq job: a cron job waits for a free job slot,
+and when every slot runs a long gate (a burst, ``LLMGATE_MAX_JOBS=1``) the pass that would
+re-queue the lost gates would wait behind them.
+
+A head is *live* while arq has one of its gate jobs (``gate:owner/name#N@<head>``, with any
+suffix) running or queued, or while a check run on it is registered to a job that is; a live
+head is left to its job. For a head that is not:
+
+- a check run not completed (its job was lost: killed worker, wiped Redis) is concluded
+  ``timed_out`` with the reason and a Re-run button;
+- a head without any ``llmgate`` check run (its delivery's job was lost, or never queued) gets a
+  gate job queued, as the delivery's would have been (the pull request's newest-head record is
+  restored too, when Redis lost it).
+
+Each decision is confirmed after `confirm_s` (a third of the job lease, plus a second): a live
+job whose lease key went with the data takes it back within that time (`worker.runtime.lease`), so a
+running job's check run is never concluded under it. A Redis wiped since the last pass
+(`check_epoch`) is logged once, with what the pass reconciled.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from arq.connections import ArqRedis
+from arq.constants import default_queue_name, in_progress_key_prefix
+from redis.asyncio import Redis
+from redis.exceptions import RedisError
+
+from worker.contract import (
+    CHECK_NAME,
+    JOB_GATE_PULL_REQUEST,
+    PR_HEAD_TTL_S,
+    GatePayload,
+    RepoRef,
+    gate_job_id,
+    pr_head_key,
+    pr_head_value,
+)
+from worker.gate.accept import RERUN_BUTTON
+from worker.gate.check_run import conclusion_body
+from worker.gate.registry import RunRegistry, job_state
+from worker.github.client import CheckRunInfo, GitHubClient, GitHubError, OpenPull
+from worker.runtime.epoch import check_epoch
+from worker.runtime.lease import CTX_KEY, JobLimits
+from worker.runtime.settings import SettingsError
+
+log = logging.getLogger(__name__)
+
+#: The setting and its default, seconds between passes (divides 60, or whole minutes
+#: dividing an hour, so passes fall on the same seconds of every worker's clock).
+RECONCILE_ENV = "LLMGATE_RECONCILE_S"
+DEFAULT_RECONCILE_S = 300
+#: Time limit of one pass, seconds (GitHub reads per open pull request, one confirmation wait).
+RECONCILE_TIMEOUT_S = 600
+#: The prefix of each tick's claim.
+TICK_KEY = "llmgate:reconcile:tick:"
+_TASK = "reconciler_task"
+#: Installation id -> a client acting as it (`worker.gate.services.Services.github`).
+ClientFor = Callable[[int], GitHubClient]
+ORPHAN_REASON = ("No llmgate job owns this check run any more: its job was lost (llmgate's "
+                 "Redis lost its data, or the worker running it stopped and the job was not "
+                 "queued again), so it was concluded by the reconciler.")
+
+
+def reconcile_interval_s(environ: Mapping[str, str]) -> int:
+    """Read ``LLMGATE_RECONCILE_S`` (unset or empty: `DEFAULT_RECONCILE_S`).
+
+    Raises:
+        SettingsError: not a whole number of seconds that divides 60 (e.g. 5, 15, 30) or whole
+            minutes dividing an hour (60, 300, 600), one line naming the variable.
+    """
+    raw = environ.get(RECONCILE_ENV, "").strip()
+    if not raw:
+        return DEFAULT_RECONCILE_S
+    value = int(raw) if raw.isascii() and raw.isdigit() else 0
+    if value < 1 or not (60 % value == 0 if value < 60 else
+                         value % 60 == 0 and 3600 % value == 0):
+        raise SettingsError(f"{RECONCILE_ENV} must divide 60 (e.g. 5, 15, 30) or be whole "
+                            f"minutes dividing an hour (60, 300, 600), got {raw[:20]!r}")
+    return value
+
+
+def start_reconciling(ctx: dict[str, Any], environ: Mapping[str, str] | None = None) -> None:
+    """Start this worker's reconciler task (module docstring); ``ctx`` is arq's worker context
+    after start-up (its ``redis`` and ``services``). Nothing starts without them.
+
+    Raises:
+        SettingsError: a malformed ``LLMGATE_RECONCILE_S`` (`reconcile_interval_s`).
+    """
+    interval_s = reconcile_interval_s(os.environ if environ is None else environ)
+    if ctx.get("redis") is not None and ctx.get("services") is not None:
+        ctx[_TASK] = asyncio.create_task(_reconcile_forever(ctx, interval_s))
+
+
+async def stop_reconciling(ctx: dict[str, Any]) -> None:
+    """Stop the task `start_reconciling` started (a pass under way is cancelled)."""
+    task: asyncio.Task[None] | None = ctx.pop(_TASK, None)
+    if task is not None:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+
+async def _reconcile_forever(ctx: dict[str, Any], interval_s: int) -> None:
+    """On every multiple of ``interval_s`` of the clock, run a pass unless another worker
+    took that tick (``SET NX`` of `TICK_KEY`); never let an error end the loop."""
+    while True:
+        await asyncio.sleep(interval_s - time.time() % interval_s)
+        tick = int(time.time() // interval_s)
+        try:
+            if await ctx["redis"].set(f"{TICK_KEY}{tick}", b"1", nx=True, ex=2 * interval_s):
+                async with asyncio.timeout(RECONCILE_TIMEOUT_S):
+                    await reconcile_runs(ctx)
+        except (RedisError, OSError, TimeoutError) as err:
+            log.warning("reconciler: no pass at this tick (%s)", type(err).__name__)
+        except Exception:  # the loop outlives any one pass
+            log.exception("reconciler: the pass failed")
+
+
+@dataclass(frozen=True)
+class Head:
+    """One open pull request's head as GitHub shows it, and its ``llmgate`` check runs."""
+
+    installation_id: int
+    repo: RepoRef
+    open_pull: OpenPull
+    runs: tuple[CheckRunInfo, ...]
+
+    @property
+    def job_prefix(self) -> str:
+        """What every gate job id of this head starts with (`worker.contract.gate_job_id`)."""
+        return gate_job_id(self.repo, self.open_pull.number, self.open_pull.pull.head_sha)
+
+
+@dataclass
+class Counts:
+    """What one pass found and did."""
+
+    heads: int = 0
+    live: int = 0
+    concluded: int = 0
+    queued: int = 0
+    errors: list[str] = field(default_factory=list)
+
+    def as_dict(self) -> dict[str, int]:
+        """The counts (errors counted), the cron job's result."""
+        return {"heads": self.heads, "live": self.live, "concluded": self.concluded,
+                "queued": self.queued, "errors": len(self.errors)}
+
+
+async def _jobs_alive(redis: Redis) -> tuple[set[str], set[int]]:
+    """Return arq's running and queued job ids, and the check run ids registered to them."""
+    live = {m.decode() if isinstance(m, bytes) else str(m)
+            for m in await redis.zrange(default_queue_name, 0, -1)}
+    async for key in redis.scan_iter(match=f"{in_progress_key_prefix}*", count=500):
+        text = key.decode() if isinstance(key, bytes) else str(key)
+        live.add(text.removeprefix(in_progress_key_prefix))
+    registry, owned = RunRegistry(redis), set()
+    for rid in await registry.run_ids():
+        entry = await registry.get_run(rid)
+        if entry is not None and await job_state(redis, entry.job_id) != "gone":
+            owned.add(entry.check_run_id)
+    return live, owned
+
+
+def _is_live(head: Head, jobs: set[str], owned: set[int]) -> bool:
+    prefix = head.job_prefix
+    return any(j == prefix or j.startswith(prefix + ":") for j in jobs) or any(
+        r.id in owned for r in head.runs)
+
+
+async def open_heads(github: GitHubClient, client_for: ClientFor) -> list[Head]:
+    """List every open pull request head of every installation, with its llmgate check runs.
+
+    ``github`` asks App-level questions; ``client_for(installation_id)`` returns the client
+    of an installation (`worker.gate.services.Services.github`).
+
+    Raises:
+        GitHubError: GitHub refused a listing (transient ones included).
+    """
+    heads = []
+    for installation_id in await github.list_installation_ids():
+        gh = client_for(installation_id)
+        for owner, name, clone_url in await gh.list_repositories():
+            repo = RepoRef(owner=owner, name=name, clone_url=clone_url)
+            for open_pull in await gh.list_open_pulls(owner, name):
+                ours = f"pr:{open_pull.number}"
+                runs = tuple([r async for r in gh.list_check_runs(
+                    owner, name, open_pull.pull.head_sha, CHECK_NAME)
+                    if r.external_id in (ours, "")])
+                heads.append(Head(installation_id, repo, open_pull, runs))
+    return heads
+
+
+def gate_payload(head: Head) -> GatePayload:
+    """The payload of the gate job a head without any check run gets (as its delivery's)."""
+    pull = head.open_pull.pull
+    return GatePayload(
+        delivery_id=f"reconcile:{int(time.time())}", installation_id=head.installation_id,
+        repo=head.repo, pr_number=head.open_pull.number, head_sha=pull.head_sha,
+        base_sha=pull.base_sha, base_ref=pull.base_ref, head_repo=pull.head_repo_full_name,
+        author=pull.author_login, draft=head.open_pull.draft)
+
+
+async def _conclude_orphans(gh: GitHubClient, head: Head, counts: Counts) -> None:
+    body = {**conclusion_body("timed_out", ORPHAN_REASON), "actions": [dict(RERUN_BUTTON)]}
+    for run in head.runs:
+        if run.status == "completed":
+            continue
+        try:
+            await gh.update_check_run(head.repo["owner"], head.repo["name"], run.id, body)
+        except GitHubError as err:
+            counts.errors.append(f"check run {run.id}: {err}")
+            continue
+        counts.concluded += 1
+        log.info("reconciler: concluded check run %s of %s/%s#%s timed_out (no job owns it)",
+                 run.id, head.repo["owner"], head.repo["name"], head.open_pull.number)
+
+
+async def _queue_gate(arq: ArqRedis, head: Head, counts: Counts) -> None:
+    payload = gate_payload(head)
+    await arq.set(pr_head_key(head.repo, payload["pr_number"]),
+                  pr_head_value(payload["head_sha"], payload["base_ref"]), nx=True,
+                  ex=PR_HEAD_TTL_S)
+    job = await arq.enqueue_job(JOB_GATE_PULL_REQUEST, payload, _job_id=head.job_prefix)
+    if job is None:  # a result of an earlier run (say, dropped as superseded) holds the id
+        job = await arq.enqueue_job(JOB_GATE_PULL_REQUEST, payload,
+                                    _job_id=f"{head.job_prefix}:reconciled:{time.time_ns()}")
+    counts.queued += job is not None
+    log.info("reconciler: queued a gate of %s/%s#%s @%s (no llmgate check run on it)",
+             head.repo["owner"], head.repo["name"], payload["pr_number"],
+             payload["head_sha"][:7])
+
+
+async def reconcile(arq: ArqRedis, github: GitHubClient, client_for: ClientFor,
+                    confirm_s: float) -> Counts:
+    """Run one pass (module docstring): conclude orphaned check runs, queue missing gates.
+
+    Args:
+        arq: the worker's arq Redis (the queue).
+        github: a client for App-level requests; ``client_for``: installation id -> client.
+        confirm_s: seconds between finding a head not live and acting on it, so that a job
+            whose lease key Redis lost has taken it back (`worker.runtime.lease.hold_lease`).
+
+    Raises:
+        redis.exceptions.RedisError, GitHubError: Redis or a GitHub listing failed (the next
+            pass starts over); a refused conclusion is counted in ``errors`` instead.
+    """
+    counts = Counts()
+    heads = await open_heads(github, client_for)
+    counts.heads = len(heads)
+    jobs, owned = await _jobs_alive(arq)
+    todo = [h for h in heads if not _is_live(h, jobs, owned) and (
+        not h.runs or any(r.status != "completed" for r in h.runs))]
+    if todo:
+        await asyncio.sleep(confirm_s)
+        jobs, owned = await _jobs_alive(arq)
+    counts.live = sum(_is_live(h, jobs, owned) for h in heads)
+    for head in todo:
+        if _is_live(head, jobs, owned):
+            continue
+        if head.runs:
+            await _conclude_orphans(client_for(head.installation_id), head, counts)
+        else:
+            await _queue_gate(arq, head, counts)
+    return counts
+
+
+async def reconcile_runs(ctx: dict[str, Any]) -> dict[str, int]:
+    """One pass: `reconcile` with the worker's services (arq's worker ``ctx``); logs a wiped
+    Redis once. Redis and GitHub errors end the pass with a warning."""
+    services, arq = ctx["services"], ctx["redis"]
+    limits = ctx.get(CTX_KEY)
+    lease_s = (limits if isinstance(limits, JobLimits) else JobLimits()).lease_s
+    try:
+        wiped = await check_epoch(services.redis)
+        counts = await reconcile(arq, services.github(0), services.github, lease_s / 3 + 1)
+    except (RedisError, GitHubError) as err:  # GitHub: transient ones too
+        log.warning("reconciler: the pass stopped (%s: %s); the next one starts over",
+                    type(err).__name__, err)
+        return {"heads": 0, "live": 0, "concluded": 0, "queued": 0, "errors": 1}
+    if wiped:
+        log.warning("reconciler: llmgate's Redis lost its data since the last pass; "
+                    "reconciled %s", counts.as_dict())
+    for error in counts.errors:
+        log.warning("reconciler: %s", error)
+    return counts.as_dict()
