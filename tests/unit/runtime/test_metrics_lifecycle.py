@@ -14,7 +14,7 @@ from arq.worker import Retry
 from redis.asyncio import Redis
 
 from tests.conftest import free_port
-from worker.cli.main import healthcheck
+from worker.cli import healthcheck
 from worker.runtime import lifecycle
 from worker.runtime import metrics as worker_metrics
 from worker.runtime.lifecycle import observed, shutdown_grace_s, start_publishing, stop_publishing
