@@ -17,7 +17,7 @@ from collections.abc import Awaitable, Callable
 
 from redis.asyncio import Redis
 
-from worker import accept, locks
+from worker import accept, locks, shared_head
 from worker.contract import COMMENT_MARKER, AcceptPayload
 from worker.github.checks import CheckOutput
 from worker.github.client import CheckRunInfo, GitHubClient, GitHubError
@@ -89,9 +89,12 @@ async def accept_regression(redis: Redis, gh: GitHubClient, payload: AcceptPaylo
     output = CheckOutput(f"llmgate: pass ({what} by {accept.safe(who, 100)})",
                          f"{line}\n\n---\n\n{run.summary}", run.text)
     try:
-        await gh.update_check_run(owner, name, run_id, {
-            "status": "completed", "conclusion": "success", "output": output.to_json(),
-            "actions": [dict(accept.RERUN_BUTTON)]})
+        async with shared_head.held(redis, repo, head_sha):  # other PRs of this head
+            conclusion, output = await shared_head.accepted(redis, gh, repo, head_sha,
+                                                            payload["pr_number"], run_id, output)
+            await gh.update_check_run(owner, name, run_id, {
+                "status": "completed", "conclusion": conclusion, "output": output.to_json(),
+                "actions": [dict(accept.RERUN_BUTTON)]})
     except BaseException:
         await accept.release_acceptance(redis, repo_key, run_id)
         raise
