@@ -19,8 +19,15 @@ from redis.asyncio import Redis
 from tests.fakes.fake_github import FakeGitHubServer
 from tests.unit import worker_support
 from tests.unit.events_support import run_burst
-from tests.unit.worker_support import (INSTALLATION_ID, OWNER, REPO, WRITER, build_tiny_repo,
-                                       gate_payload, git)
+from tests.unit.worker_support import (
+    INSTALLATION_ID,
+    OWNER,
+    REPO,
+    WRITER,
+    build_tiny_repo,
+    gate_payload,
+    git,
+)
 from worker import shared_head
 from worker.contract import gate_job_id, pr_closed_value, pr_head_key
 from worker.github.checks import CheckOutput
