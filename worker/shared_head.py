@@ -57,6 +57,9 @@ _WHICH = {"failure": "which failed", "action_required": "which is undecided",
 _BEGIN, _END = "<!-- llmgate:shared-head -->", "<!-- /llmgate:shared-head -->"
 _SECTION = re.compile(re.escape(_BEGIN) + r".*?" + re.escape(_END) + r"\n*", re.S)
 _LOCK_TTL_S = 60
+#: Delete a hash field only if it still holds the value read (KEYS[1], ARGV: field, value).
+_DELETE_IF_SAME = """if redis.call('HGET', KEYS[1], ARGV[1]) == ARGV[2] then
+  return redis.call('HDEL', KEYS[1], ARGV[1]) end return 0"""
 
 
 @dataclass(frozen=True)
@@ -130,14 +133,14 @@ async def entries(redis: Redis, gh: GitHubClient, repo: RepoRef, head_sha: str) 
         GitHubError: confirming a pull request's move or close failed.
     """
     key = head_key(repo, head_sha)
-    stored_raw = await redis.hgetall(key)  # type: ignore[misc]  # redis-py: Awaitable | value
-    stored = [_parse(f, raw) for f, raw in stored_raw.items()]
+    stored = await redis.hgetall(key)  # type: ignore[misc]  # redis-py: Awaitable | value
     kept = []
-    for entry in sorted(stored, key=lambda e: e.pr_number):
+    for field, raw in sorted(stored.items(), key=lambda item: int(item[0])):
+        entry = _parse(field, raw)
         if await _still_open(redis, gh, repo, head_sha, entry):
             kept.append(entry)
-        else:
-            await redis.hdel(key, str(entry.pr_number))  # type: ignore[misc]
+        else:  # unless a newer run of that PR wrote its entry meanwhile
+            await redis.eval(_DELETE_IF_SAME, 1, key, field, raw)  # type: ignore[misc]
     return kept
 
 
