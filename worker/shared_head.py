@@ -189,7 +189,7 @@ def shared_output(own: Entry, all_entries: list[Entry],
         base = f" into {safe(top.base_ref, 100)}" if top.base_ref else ""
         title = (f"llmgate: blocked: this commit is also the head of #{top.pr_number}{base}, "
                  f"{_WHICH.get(top.conclusion, 'which failed')}")
-    rows = "\n".join(f"| #{e.pr_number} | `{safe(e.base_ref) or '?'}` | {e.conclusion} | "
+    rows = "\n".join(f"| #{e.pr_number} | `{safe(e.base_ref) or '?'}` | {safe(e.conclusion, 20)} | "
                      f"{safe(e.title, 120)} |"
                      for e in sorted([own, *others], key=lambda e: e.pr_number))
     section = (f"{_BEGIN}\n**This commit is the head of {len(others) + 1} open pull requests.** "
