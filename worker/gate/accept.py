@@ -26,7 +26,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
-import re
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -35,11 +34,13 @@ from redis.asyncio import Redis
 
 from worker.contract import ACCEPT_ACTION, COMMENT_MARKER, RERUN_ACTION, AcceptPayload
 from worker.evals.types import GateReport, RuleOutcome
+from worker.gate import shared_head
 from worker.gate.request import GateRequest
 from worker.gate.trust import WRITE_PERMISSIONS
 from worker.github.checks import CheckOutput
 from worker.github.client import CheckRunInfo, GitHubClient, GitHubError
 from worker.github.comments import find_sticky_comment, with_marker
+from worker.report.markdown import safe
 from worker.runtime import locks
 
 log = logging.getLogger("llmgate.worker")
@@ -59,7 +60,6 @@ LET_THROUGH_BUTTON = {"label": "Let through",
 BUTTONS = {"failure": ACCEPT_BUTTON, "action_required": LET_THROUGH_BUTTON}
 #: Rules named in one audit line; more are counted.
 MAX_RULES_SHOWN = 10
-_UNSAFE = re.compile(r"[`\r\n|<>@\\]")
 
 
 def failed_key(repo_key: str, check_run_id: int) -> str:
@@ -94,10 +94,6 @@ def check_actions(request: GateRequest, report: GateReport) -> list[dict[str, st
     return [dict(RERUN_BUTTON)]
 
 
-def safe(text: str, limit: int = 80) -> str:
-    """Return ``text`` fit for a markdown code span: no backticks, pipes, newlines, ``@``."""
-    cleaned = _UNSAFE.sub(" ", text).strip()
-    return cleaned if len(cleaned) <= limit else cleaned[: limit - 1] + "\u2026"
 
 
 def failed_rules(report: GateReport) -> list[str]:
@@ -283,9 +279,12 @@ async def accept_regression(redis: Redis, gh: GitHubClient, payload: AcceptPaylo
     output = CheckOutput(f"llmgate: pass ({what} by {safe(who, 100)})",
                          f"{line}\n\n---\n\n{run.summary}", run.text)
     try:
-        await gh.update_check_run(owner, name, run_id, {
-            "status": "completed", "conclusion": "success", "output": output.to_json(),
-            "actions": [dict(RERUN_BUTTON)]})
+        async with shared_head.held(redis, repo, head_sha):  # other PRs of this head
+            conclusion, output = await shared_head.accepted(redis, gh, repo, head_sha,
+                                                            payload["pr_number"], run_id, output)
+            await gh.update_check_run(owner, name, run_id, {
+                "status": "completed", "conclusion": conclusion, "output": output.to_json(),
+                "actions": [dict(RERUN_BUTTON)]})
     except BaseException:
         await release_acceptance(redis, repo_key, run_id)
         raise

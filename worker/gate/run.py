@@ -24,7 +24,7 @@ import asyncio
 import logging
 
 from worker.errors import ExecutionError
-from worker.gate import accept, drafts, untrusted
+from worker.gate import accept, drafts, shared_head, untrusted
 from worker.gate.calibration import with_calibration_note
 from worker.gate.check_run import (
     TRANSIENT_ERRORS,
@@ -42,7 +42,7 @@ from worker.gate.request import GateRequest
 from worker.gate.services import Services
 from worker.gate.supersede import Supersede, Superseded, supervise
 from worker.gate.trust import Verdict
-from worker.github.checks import complete_check_run
+from worker.github.checks import CheckOutput, complete_check_run
 from worker.github.client import GitHubClient, GitHubError
 from worker.github.comments import upsert_sticky_comment
 from worker.pipeline.multi import NO_CONFIG_HEADLINE, unconfigured_report
@@ -84,6 +84,7 @@ async def run_gate(services: Services, gh: GitHubClient, request: GateRequest) -
             reason = await watch.reason()
             if reason is not None:
                 return await _cancel_unstarted(registry, gh, request, job, reason)
+            await _record(services, request, shared_head.PENDING)  # blocks the head's others
             run = await open_run(registry, gh, request, job)
     except TRANSIENT_ERRORS as err:  # no check run of this try to conclude (LockError too)
         if job is None or job.last_try:
@@ -162,14 +163,16 @@ async def _gate(services: Services, gh: GitHubClient, request: GateRequest, chec
     if request.draft and await drafts.read_base_drafts(
             services.checkouts, repo, request.base_sha, await gh.installation_token()) == "skip":
         await drafts.conclude_skipped(gh, repo, check_run_id, request.base_sha)
+        await _record(services, request, "skipped", check_run_id)
         return {"conclusion": "skipped", "head_sha": head_sha}
     verdict = TRUSTED if request.trusted else await untrusted.verdict_for(
         gh, services.checkouts, services.approvals, repo, pr_number, head_sha,
         request.base_sha, request.facts)
     if await unconfigured(services, gh, request, head_runs=verdict.decision == "run"):
-        return await _conclude_unconfigured(gh, request, check_run_id)  # no red PRs org-wide
+        return await _conclude_unconfigured(services, gh, request, check_run_id)  # no red PRs
     if verdict.decision != "run":  # untrusted and not approved: nothing of the head runs
         await untrusted.conclude_waiting(gh, repo, check_run_id, pr_number, head_sha, verdict)
+        await _record(services, request, "action_required", check_run_id)
         return {"conclusion": "action_required", "head_sha": head_sha}
     multi = services.redactor.redact_value(await evaluate_configs(services, gh, request))
     gate_report = multi.merged()  # every config's verdict in one report
@@ -184,22 +187,51 @@ async def _gate(services: Services, gh: GitHubClient, request: GateRequest, chec
         await _write_comment(services, gh, request, body, watch)
     await publish_config_checks(RunRegistry(services.redis), gh, request, job, multi,
                                 services.reports)  # settings.checks: per_config only
-    output = report_multi.check_output(multi, head_sha)
-    await complete_check_run(
-        gh, owner, name, check_run_id, gate_report.conclusion, output,
-        report_multi.check_annotations(multi), accept.check_actions(request, gate_report),
-        details_url=await store_report(services.reports, output))  # LLMGATE_PUBLIC_URL only
-    return {"conclusion": gate_report.conclusion, "head_sha": head_sha}
+    async with shared_head.held(services.redis, repo, head_sha):  # one head, several PRs
+        conclusion, output = await _shared(services, gh, request, check_run_id,
+                                           gate_report.conclusion,
+                                           report_multi.check_output(multi, head_sha))
+        await complete_check_run(
+            gh, owner, name, check_run_id, conclusion, output,
+            report_multi.check_annotations(multi), accept.check_actions(request, gate_report),
+            details_url=await store_report(services.reports, output))  # LLMGATE_PUBLIC_URL
+    return {"conclusion": conclusion, "head_sha": head_sha}
 
-async def _conclude_unconfigured(gh: GitHubClient, request: GateRequest,
+
+async def _record(services: Services, request: GateRequest, conclusion: str,
+                  check_run_id: int = 0) -> None:
+    """Record a pull request's own verdict on its head (`worker.gate.shared_head`) without
+    publishing the head's shared one; a merge group's run (no pull request) records none."""
+    if request.comment and request.pr_number > 0:
+        await shared_head.record(services.redis, request.repo, request.head_sha, shared_head.Entry(
+            request.pr_number, conclusion, request.base_ref, check_run_id=check_run_id))
+
+
+async def _shared(services: Services, gh: GitHubClient, request: GateRequest,
+                  check_run_id: int, conclusion: str,
+                  output: CheckOutput) -> tuple[str, CheckOutput]:
+    """Return the conclusion and output of the ``llmgate`` check run: the most blocking
+    verdict of the open pull requests with this head (`worker.gate.shared_head.settle`, under its
+    lock); a merge group's run (no pull request) keeps its own."""
+    if not request.comment or request.pr_number <= 0:
+        return conclusion, output
+    own = shared_head.Entry(request.pr_number, conclusion, request.base_ref, output.title,
+                            check_run_id)
+    return await shared_head.settle(services.redis, gh, request.repo, request.head_sha, own,
+                                    output)
+
+async def _conclude_unconfigured(services: Services, gh: GitHubClient, request: GateRequest,
                                  check_run_id: int) -> dict[str, str]:
     """Conclude the check run ``neutral`` ("no llmgate config"), writing no comment."""
-    output = report_multi.check_output(unconfigured_report(), request.head_sha)
-    await complete_check_run(gh, request.repo["owner"], request.repo["name"], check_run_id,
-                             "neutral", output, [])
+    async with shared_head.held(services.redis, request.repo, request.head_sha):
+        conclusion, output = await _shared(services, gh, request, check_run_id, "neutral",
+                                           report_multi.check_output(unconfigured_report(),
+                                                                     request.head_sha))
+        await complete_check_run(gh, request.repo["owner"], request.repo["name"],
+                                 check_run_id, conclusion, output, [])
     log.info("PR #%s @%s: no llmgate config at base or head (neutral)", request.pr_number,
              request.head_sha[:7])
-    return {"conclusion": "neutral", "head_sha": request.head_sha, "reason": NO_CONFIG_HEADLINE}
+    return {"conclusion": conclusion, "head_sha": request.head_sha, "reason": NO_CONFIG_HEADLINE}
 
 
 async def _write_comment(services: Services, gh: GitHubClient, request: GateRequest, body: str,

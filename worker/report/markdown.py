@@ -91,6 +91,16 @@ def fenced(value: Any, limit: int) -> str:
     return f"{fence}text\n{text}\n{fence}"
 
 
+#: What `safe` removes: what could end a code span, a table cell or a line, or mention someone.
+_UNSAFE = re.compile(r"[`\r\n|<>@\\]")
+
+
+def safe(text: str, limit: int = 80) -> str:
+    """Return ``text`` fit for a markdown code span: no backticks, pipes, newlines, ``@``."""
+    cleaned = _UNSAFE.sub(" ", text).strip()
+    return cleaned if len(cleaned) <= limit else cleaned[: limit - 1] + "\u2026"
+
+
 def short_sha(sha: str) -> str:
     """Return a commit SHA as 7 characters in code, or escaped text ("working tree" for "")."""
     if re.fullmatch(r"[0-9a-f]{7,64}", sha):
