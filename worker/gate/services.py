@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass, field
 
 import httpx
@@ -42,6 +43,7 @@ class Services:
     cache_redis: Redis | None = None
     #: The App's bot login once `bot_login` asked GitHub (one App per worker process).
     _bot_login: str | None = field(default=None, init=False, repr=False)
+    _bot_login_lock: asyncio.Lock = field(default_factory=asyncio.Lock, init=False, repr=False)
 
     def __post_init__(self) -> None:
         """Share the GitHub limits through this worker's Redis unless given; keep the cache
@@ -68,8 +70,9 @@ class Services:
         Raises:
             GitHubError: GitHub refused ``GET /app`` (nothing is cached then).
         """
-        if self._bot_login is None:
-            self._bot_login = (await gh.get_app()).bot_login
+        async with self._bot_login_lock:  # two jobs of one process ask GitHub once
+            if self._bot_login is None:
+                self._bot_login = (await gh.get_app()).bot_login
         return self._bot_login
 
     def github(self, installation_id: int) -> GitHubClient:
