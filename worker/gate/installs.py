@@ -10,8 +10,11 @@ that is still queued ends at once without calling GitHub; a running one whose Gi
 then fail with 401/403/404 (or whose git fetch fails) ends with one log line and a normal
 result, never a traceback or an arq retry. When Redis has no record yet (the event's own job
 may still be queued behind), the worker asks GitHub for a fresh installation token: GitHub's
-401/403/404 to that means the installation is gone (deleted, or suspended: "Create an
-installation access token for an app").
+403/404 to that means the installation is gone (deleted, or suspended: "Create an
+installation access token for an app"). A 401 there is not: that endpoint is called with the
+App's own JWT, so GitHub refused the App itself (a wrong ``GITHUB_APP_ID`` or private key, a
+rotated key, the clock): the job fails loudly, with an error log naming the settings, instead
+of ending quietly on every pull request.
 """
 
 from __future__ import annotations
@@ -105,6 +108,11 @@ async def probe(ctx: dict[str, Any], installation_id: int) -> str | None:
     try:
         await ctx["services"].github(installation_id).installation_token()
     except GitHubError as err:
+        if err.status_code == 401:  # the App's JWT was refused: llmgate's setup, not a removal
+            log.error("GitHub refused the App's own credentials (401 on the installation token "
+                      "of %s): check GITHUB_APP_ID, the private key and the clock",
+                      installation_id)
+            return None
         if err.status_code in GONE_STATUSES and not isinstance(err, GitHubRateLimited):
             return f"installation {installation_id} is gone (GitHub answered {err.status_code})"
     return None

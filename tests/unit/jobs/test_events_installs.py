@@ -101,6 +101,27 @@ async def test_a_job_whose_installation_is_gone_at_github_ends_quietly(
                                       "reason": "installation 7 is gone (GitHub answered 404)"}]
 
 
+async def test_a_refused_app_jwt_is_an_error_not_an_uninstall(monkeypatch, redis_url, tmp_path,
+                                                              caplog):
+    """Case from the field (fresh-clone tester): a wrong App key made GitHub answer 401 to the
+    installation token (called with the App's own JWT), and every pull request's job "ended
+    quietly: installation 7 is gone" at INFO, with no check run: a silent error."""
+    repo = tmp_path / "tiny"
+    shas = build_tiny_repo(repo)
+    caplog.set_level(logging.INFO)
+    with worker_env(monkeypatch, redis_url, tmp_path / "work") as github:
+        github.fake.setup({"faults": [{"operation": "apps/create-installation-access-token",
+                                       "status": 401, "times": 99,
+                                       "body": {"message": "A JSON web token could not be "
+                                                           "decoded"}}]})
+        result = await run_burst([_gate(repo, shas, "9")])
+    [outcome] = result.values()
+    assert isinstance(outcome, Exception)  # the job failed: arq logs it, nothing is quiet
+    assert not any("quietly" in r.getMessage() for r in caplog.records)
+    assert any(r.levelno == logging.ERROR and "GITHUB_APP_ID" in r.getMessage()
+               for r in caplog.records)
+
+
 def _flag_repo(dest: Path, flag: Path, started: Path) -> dict[str, str]:
     """A repository whose target waits for ``flag``: ``main`` and ``head`` (a README change)."""
     dest.mkdir(parents=True)
