@@ -244,10 +244,18 @@ def issue_comment_payload(*, owner: str, repo: str, clone_url: str, number: int,
 
 
 def build_example_repo(dest: Path) -> dict[str, str]:
-    """Build examples/support-bot into a git repository at ``dest``; return branch -> SHA."""
+    """Build examples/support-bot into a git repository at ``dest``; return branch -> SHA.
+
+    Raises:
+        RuntimeError: the build failed (e.g. git is not installed), with its last output.
+    """
     script = SOURCE_ROOT / "examples" / "support-bot" / "build_repo.py"
-    out = subprocess.run([sys.executable, str(script), str(dest)], check=True,
+    out = subprocess.run([sys.executable, str(script), str(dest)], check=False,
                          capture_output=True, text=True)
+    if out.returncode:
+        tail = (out.stderr or out.stdout).strip().splitlines()[-3:]
+        raise RuntimeError("building the example repository failed (is git installed?): "
+                           + " / ".join(tail))
     shas: dict[str, str] = json.loads(out.stdout)
     return shas
 
@@ -263,9 +271,9 @@ def run_demo() -> int:
         return 1
     with tempfile.TemporaryDirectory(prefix="llmgate-demo-") as tmp:
         work = Path(tmp)
-        shas = build_example_repo(work / "support-bot")
         clone_url = (work / "support-bot").as_uri()
         try:
+            shas = build_example_repo(work / "support-bot")
             with Stack(work) as stack:
                 return _demo_steps(stack, shas, clone_url)
         except (RuntimeError, TimeoutError) as err:
