@@ -48,7 +48,9 @@ def build_env(names: Iterable[str], home: Path) -> dict[str, str]:
             copied when set and not one of llmgate's own (`is_allowed_env_name`).
         home: the command's scratch directory, its HOME and TMPDIR.
 
-    PATH and LANG (default ``C.UTF-8``) and LC_ALL come from the worker.
+    PATH and LANG (default ``C.UTF-8``) and LC_ALL come from the worker;
+    ``PYTHONDONTWRITEBYTECODE=1`` keeps a Python target from writing ``__pycache__/`` into the
+    checkout (with ``llmgate run`` on the working tree, the user's own files).
     """
     env = {name: os.environ[name] for name in names
            if name in os.environ and is_allowed_env_name(name)}
@@ -57,6 +59,7 @@ def build_env(names: Iterable[str], home: Path) -> dict[str, str]:
     if "LC_ALL" in os.environ:
         env["LC_ALL"] = os.environ["LC_ALL"]
     env["HOME"] = env["TMPDIR"] = str(home)
+    env["PYTHONDONTWRITEBYTECODE"] = "1"
     return env
 
 

@@ -156,10 +156,21 @@ async def test_environment_is_scrubbed(tmp_path: Path, monkeypatch: pytest.Monke
         assert name not in env
     assert "ghs_secret" not in json.dumps(env)
     # LC_CTYPE may be added by Python's own C-locale coercion (PEP 538) in the child.
-    allowed = {"PATH", "HOME", "TMPDIR", "LANG", "LC_ALL", "LC_CTYPE", "MY_API_KEY"}
+    allowed = {"PATH", "HOME", "TMPDIR", "LANG", "LC_ALL", "LC_CTYPE", "MY_API_KEY",
+               "PYTHONDONTWRITEBYTECODE"}
     assert set(env) <= allowed
     assert env["HOME"] == env["TMPDIR"] != os.environ.get("HOME")
     assert env["PATH"] == os.environ["PATH"]
+
+
+async def test_a_python_target_leaves_no_bytecode_in_the_checkout(tmp_path: Path) -> None:
+    """Case from the field (fresh-clone tester): ``llmgate run`` on the working tree left
+    ``__pycache__/`` in the user's repository (the target imports the repository's modules)."""
+    (tmp_path / "helper.py").write_text("VALUE = 'from the checkout'\n")
+    out = await run(tmp_path, "import helper\n"
+                              "json.dump({'output': helper.VALUE}, open(out, 'w'))\n")
+    assert out.output == "from the checkout"
+    assert list(tmp_path.rglob("__pycache__")) == []
 
 
 async def test_command_that_cannot_start(tmp_path: Path) -> None:
