@@ -191,7 +191,7 @@ def test_fork_waits_for_a_writer_runs_once_and_its_code_finds_nothing(world):
     findings = dict(item.split("=", 1) for item in
                     note["message"].split("actual: ", 1)[1].split("\n")[0].split(";"))
     assert set(findings["env"].split(",")) <= {"HOME", "LANG", "LC_ALL", "PATH", "PROBE_KEY",
-                                               "TMPDIR"}
+                                               "PYTHONDONTWRITEBYTECODE", "TMPDIR"}
     denied = ("parent_environ", "parent_mem", "key_file", "worktrees", "mirror")
     assert {k: findings[k] for k in denied} == dict.fromkeys(denied, "denied")
     assert findings["base"] == "none"  # glob() finds nothing where it may not look
