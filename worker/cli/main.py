@@ -45,8 +45,8 @@ RUN_DESCRIPTION = ("Gate locally, as the worker does, and print the report. Insi
                    "--allow-undecided).")
 #: What ``llmgate --help`` says above the commands (plain text: argparse shows it verbatim).
 DESCRIPTION = ("Gate LLM quality regressions: run the eval suites at a base and a head, compare "
-               "them with paired statistics and report. Commands: run (gate locally), serve, "
-               "worker, demo, setup (register the GitHub App), healthcheck and calibrate.")
+               "them with paired statistics and report. `llmgate COMMAND --help` explains each "
+               "command; docs/local-run.md has the exit codes.")
 
 #: On SIGTERM the web process stops accepting connections and lets requests in flight finish
 #: for up to this many seconds (GitHub itself waits 10 s for a delivery's answer).
@@ -104,13 +104,25 @@ def _parser() -> argparse.ArgumentParser:
     cache.add_argument("--refresh-cache", action="store_true",
                        help="send every model call again and store the new answers")
     run.set_defaults(func=cmd_run)
-    serve = sub.add_parser("serve", help="start the webhook receiver (uvicorn app.main:app)")
-    serve.add_argument("--host", default=os.environ.get("HOST", "127.0.0.1"))
-    serve.add_argument("--port", type=int, default=os.environ.get("PORT", "8000"))
+    serve = sub.add_parser("serve", help="start the webhook receiver (uvicorn app.main:app)",
+                           description="Start the web process: verifies GitHub's deliveries, "
+                                       "de-duplicates and queues them in Redis (REDIS_URL). "
+                                       "docs/operations.md lists its settings.")
+    serve.add_argument("--host", default=os.environ.get("HOST", "127.0.0.1"),
+                       help="address to listen on (default: $HOST or 127.0.0.1)")
+    serve.add_argument("--port", type=int, default=os.environ.get("PORT", "8000"),
+                       help="TCP port to listen on (default: $PORT or 8000)")
     serve.set_defaults(func=cmd_serve)
-    worker = sub.add_parser("worker", help="start an arq worker (arq worker.main.WorkerSettings)")
+    worker = sub.add_parser("worker", help="start an arq worker (arq worker.main.WorkerSettings)",
+                            description="Start a worker: takes gate jobs from Redis (REDIS_URL), "
+                                        "checks out, runs the suites and publishes to GitHub. "
+                                        "docs/operations.md lists its settings.")
     worker.set_defaults(func=cmd_worker)
-    demo = sub.add_parser("demo", help="gate the example PR end to end on this machine")
+    demo = sub.add_parser("demo", help="gate the example PR end to end on this machine",
+                          description="Gate examples/support-bot's pull request on this machine: "
+                                      "starts redis-server, the web process, a worker, a fake "
+                                      "GitHub and a fake model provider on loopback, and prints "
+                                      "the check run and the PR comment. No account or key.")
     demo.set_defaults(func=cmd_demo)
     add_setup_command(sub)
     add_healthcheck_command(sub)

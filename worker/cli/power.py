@@ -24,10 +24,15 @@ from worker.evals.verdict.power import DEFAULT_POWER, mdd_binary, n_needed_binar
 EXIT_OK, EXIT_USAGE = 0, 2
 
 
+def _plain(doc: str | None) -> str | None:
+    """The module docstring's first two paragraphs without reST's double backquotes, for --help."""
+    return "\n\n".join(doc.split("\n\n")[:2]).replace("``", "") if doc else None
+
+
 def add_power_command(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Register ``llmgate power`` on the CLI's subcommands."""
     parser = sub.add_parser("power", help="examples needed to detect a drop, from measured noise",
-                            description=__doc__.split("\n\n")[0] if __doc__ else None)
+                            description=_plain(__doc__))
     parser.add_argument("--n", type=int, required=True, help="paired examples in the suite")
     parser.add_argument("--drop", type=float, default=0.05, help="drop to detect (0-1)")
     parser.add_argument("--alpha", type=float, default=0.05, help="the gate's alpha")
