@@ -6,6 +6,7 @@ Several workers may share one Redis: arq hands each job to one worker, and job i
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import datetime
 import os
@@ -20,6 +21,7 @@ from redis.asyncio import Redis
 
 from worker.baselines.store import BaselineSettings
 from worker.checkout import Checkouts
+from worker.evals.llm.client import litellm_module
 from worker.gate.calibration import CalibrationSchedule
 from worker.gate.installs import quiet_when_uninstalled
 from worker.gate.reconcile import reconcile_interval_s, start_reconciling, stop_reconciling
@@ -132,7 +134,7 @@ class StartupSettings:
 
 
 async def startup(ctx: dict[str, Any], settings: StartupSettings | None = None) -> None:
-    """Harden the process and make the clients every job shares, from ``settings``.
+    """Harden the process, load litellm, and make the clients every job shares, from ``settings``.
 
     Args:
         ctx: arq's worker context; gets ``services`` and the job limits.
@@ -154,6 +156,11 @@ async def startup(ctx: dict[str, Any], settings: StartupSettings | None = None) 
         redactor = harden(settings.config)  # sandbox, log redaction, non-dumpable process
     except SettingsError as err:
         raise SystemExit(f"llmgate worker: {err}") from None
+    # litellm's import takes 3-4 s idle and ~27 s at load 10. Done in a job (the estimate prices
+    # and counts tokens with it) it held the event loop, so the lease went unrenewed and another
+    # worker ran the same job: duplicate annotations, a live check run concluded timed_out.
+    # Here, in a thread before arq takes any job, it blocks nothing.
+    await asyncio.to_thread(litellm_module)
     ctx[CTX_KEY] = settings.job_limits
     ctx["services"] = make_services(settings, redactor)
     start_publishing(ctx)

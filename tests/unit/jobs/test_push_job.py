@@ -119,3 +119,28 @@ async def test_baseline_settings_are_the_ones_read_at_start_up(github, tmp_path,
         assert 7000 < await redis.ttl(old) <= 7200  # the replaced latest expires as started
     finally:
         await shutdown(ctx)
+
+
+async def test_start_up_loads_litellm_in_a_thread_before_any_job(github, monkeypatch):
+    """litellm's import (3-4 s idle, ~27 s at load 10) must not run on the event loop during a
+    job: it held the loop past the lease, and another worker ran the same gate (duplicate
+    annotations, a live check run concluded timed_out, seen in CI under load)."""
+    import threading
+
+    import worker.main
+
+    loaded_in: list[threading.Thread] = []
+    real = worker.main.litellm_module
+
+    def recording() -> object:
+        loaded_in.append(threading.current_thread())
+        return real()
+
+    monkeypatch.setattr(worker.main, "litellm_module", recording)
+    ctx: dict = {}
+    await startup(ctx)
+    try:
+        assert len(loaded_in) == 1
+        assert loaded_in[0] is not threading.main_thread()
+    finally:
+        await shutdown(ctx)
