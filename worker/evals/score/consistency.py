@@ -34,6 +34,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
 import numpy as np
+from numpy.typing import NDArray
 from scipy import stats
 
 from worker.evals.types import ExampleResult
@@ -200,27 +201,63 @@ def question_value(result: ExampleResult, metric: str) -> float | None:
     return float(value) if isinstance(value, int | float) else None
 
 
-def bootstrap_interval(found: Sequence[Question], statistic: Callable[[list[Question]], float],
-                       seed: int = 0, resamples: int = 1000,
-                       level: float = 0.95) -> tuple[float, float]:
-    """Return the bootstrap percentile interval of ``statistic`` over questions resampled with
+_Statistic = Callable[[NDArray[np.float64], NDArray[np.float64]], NDArray[np.float64]]
+
+
+def _axis_last(statistic: _Statistic) -> Callable[..., NDArray[np.float64]]:
+    """scipy passes ``axis``; the statistics here always reduce the last axis."""
+    def call(c: NDArray[np.float64], a: NDArray[np.float64], axis: int = -1) -> NDArray[np.float64]:
+        return statistic(np.moveaxis(c, axis, -1), np.moveaxis(a, axis, -1))
+    return call
+
+
+def core_closed(rc_correct: NDArray[np.float64]) -> NDArray[np.float64]:
+    """CORE of each row of RC_correct values (shape (..., N)), normDTW in closed form (see
+    `intervals`)."""
+    grid = np.array(THRESHOLDS)
+    ys = (rc_correct[..., None, :] >= grid[:, None]).mean(axis=-1)
+    area = ((ys[..., 1:] + ys[..., :-1]) / 2 * np.diff(grid)).sum(axis=-1)
+    return np.asarray(area * (1 - (1 - ys).sum(axis=-1) / (len(grid) - 1)))
+
+
+def intervals(found: Sequence[Question], mca_threshold: float, agreement: float,
+              seed: int = 0, resamples: int = 1000,
+              level: float = 0.95) -> dict[str, tuple[float, float]]:
+    """Return the bootstrap percentile interval of each metric over questions resampled with
     replacement (Efron & Tibshirani, 1993; scipy.stats.bootstrap, seeded: reruns repeat).
 
-    Returns ``(value, value)`` for fewer than two questions or a constant statistic.
+    On a resample the CAR curve's normDTW is computed in closed form: against the constant
+    ideal curve every alignment covers each point at least once and the diagonal covers each
+    exactly once, so DTW(curve, ideal) = sum(1 - MCA(c_k)) and DTW(ideal, worst) = K - 1
+    (`core` computes the DTW itself; the tests check the two agree).
+
+    Returns:
+        Metric name (``rc_correct``, ``rc_agree``, ``mca``, ``core``, ``aga``) -> (low, high);
+        ``(value, value)`` for every metric with fewer than two questions.
     """
-    if len(found) < 2:
-        value = statistic(list(found))
-        return value, value
-    index = np.arange(len(found))
+    correct = np.array([q.rc_correct for q in found], dtype=np.float64)
+    agree = np.array([q.rc_agree for q in found], dtype=np.float64)
 
-    def of(sample: np.ndarray) -> float:
-        return statistic([found[int(i)] for i in sample])
+    def aga_of(c: NDArray[np.float64], a: NDArray[np.float64]) -> NDArray[np.float64]:
+        kept = a >= agreement
+        count = kept.sum(axis=-1)
+        return np.where(count > 0, (c * kept).sum(axis=-1) / np.maximum(count, 1), 0.0)
 
-    result = stats.bootstrap((index,), of, vectorized=False, n_resamples=resamples,
-                             confidence_level=level, method="percentile",
-                             random_state=np.random.default_rng(seed))
-    low, high = float(result.confidence_interval.low), float(result.confidence_interval.high)
-    if np.isnan(low) or np.isnan(high):
-        value = statistic(list(found))
-        return value, value
-    return low, high
+    statistics: dict[str, _Statistic] = {
+        "rc_correct": lambda c, a: c.mean(axis=-1), "rc_agree": lambda c, a: a.mean(axis=-1),
+        "mca": lambda c, a: (c >= mca_threshold).mean(axis=-1),
+        "core": lambda c, a: core_closed(c), "aga": aga_of}
+    out = {}
+    for name, statistic in statistics.items():
+        value = float(statistic(correct, agree))
+        if len(found) < 2:
+            out[name] = (value, value)
+            continue
+        result = stats.bootstrap(
+            (correct, agree), _axis_last(statistic), paired=True, vectorized=True,
+            n_resamples=resamples, confidence_level=level, method="percentile",
+            random_state=np.random.default_rng(seed))
+        low, high = result.confidence_interval
+        out[name] = (value, value) if np.isnan(low) or np.isnan(high) \
+            else (min(float(low), value), max(float(high), value))
+    return out
