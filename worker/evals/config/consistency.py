@@ -94,6 +94,9 @@ def suite_type(reader: Reader, entries: _Entries, suite: SuiteConfig) -> SuiteCo
         if "consistency" in entries:
             raise reader.error(entries["consistency"][0], "`consistency` belongs to a suite "
                                "with `type: consistency`")
+        if any(spec.type == "mc_answer" for spec in suite.assertions):
+            raise reader.error(entries["assertions"][1], "`mc_answer` is the assertion of "
+                               "`type: consistency` suites, which give it its options")
         return suite
     for key in ("assertions", "traps"):
         if key in entries:

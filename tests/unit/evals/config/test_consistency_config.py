@@ -150,3 +150,10 @@ def test_load_suite_dataset_reads_the_checkout(tmp_path: Path) -> None:
     (suite,) = parse_config(CONFIG).suites
     examples = load_suite_dataset(tmp_path, suite)
     assert len(examples) == 1 + 3 + 1
+
+
+def test_mc_answer_belongs_to_consistency_suites() -> None:
+    text = CONFIG.replace("    type: consistency\n", "    assertions: [{type: mc_answer}]\n")
+    text = text[:text.index("    consistency:")]
+    with pytest.raises(ConfigError, match="`mc_answer` is the assertion of"):
+        parse_config(text)
