@@ -72,7 +72,10 @@ def check(params: dict[str, Any], output: Any, example: Example,
     details = {"answer": answer, "shown": shown}
     if answer == right:
         return True, "", details
-    return False, f"answered {shown} (option {answer}), the right option is {right}", details
+    texts = dict(options)
+    return False, (f"answered {shown} ({_clip(texts[shown], 60)}), the right option here is "
+                   f"{example.expected} ({_clip(texts.get(str(example.expected), ''), 60)})"), \
+        details
 
 
 def _clip(text: str, limit: int = 120) -> str:
