@@ -201,16 +201,6 @@ def question_value(result: ExampleResult, metric: str) -> float | None:
     return float(value) if isinstance(value, int | float) else None
 
 
-_Statistic = Callable[[NDArray[np.float64], NDArray[np.float64]], NDArray[np.float64]]
-
-
-def _axis_last(statistic: _Statistic) -> Callable[..., NDArray[np.float64]]:
-    """scipy passes ``axis``; the statistics here always reduce the last axis."""
-    def call(c: NDArray[np.float64], a: NDArray[np.float64], axis: int = -1) -> NDArray[np.float64]:
-        return statistic(np.moveaxis(c, axis, -1), np.moveaxis(a, axis, -1))
-    return call
-
-
 def core_closed(rc_correct: NDArray[np.float64]) -> NDArray[np.float64]:
     """CORE of each row of RC_correct values (shape (..., N)), normDTW in closed form (see
     `intervals`)."""
@@ -218,6 +208,17 @@ def core_closed(rc_correct: NDArray[np.float64]) -> NDArray[np.float64]:
     ys = (rc_correct[..., None, :] >= grid[:, None]).mean(axis=-1)
     area = ((ys[..., 1:] + ys[..., :-1]) / 2 * np.diff(grid)).sum(axis=-1)
     return np.asarray(area * (1 - (1 - ys).sum(axis=-1) / (len(grid) - 1)))
+
+
+_Array = NDArray[np.float64]
+_Statistic = Callable[[_Array, _Array, _Array], _Array]
+
+
+def _axis_last(statistic: _Statistic) -> Callable[..., _Array]:
+    """scipy passes ``axis``; the statistics here always reduce the last axis."""
+    def call(c: _Array, a: _Array, o: _Array, axis: int = -1) -> _Array:
+        return statistic(*(np.moveaxis(x, axis, -1) for x in (c, a, o)))
+    return call
 
 
 def intervals(found: Sequence[Question], mca_threshold: float, agreement: float,
@@ -232,29 +233,32 @@ def intervals(found: Sequence[Question], mca_threshold: float, agreement: float,
     (`core` computes the DTW itself; the tests check the two agree).
 
     Returns:
-        Metric name (``rc_correct``, ``rc_agree``, ``mca``, ``core``, ``aga``) -> (low, high);
-        ``(value, value)`` for every metric with fewer than two questions.
+        Metric name (``original_accuracy``, ``rc_correct``, ``rc_agree``, ``mca``, ``core``,
+        ``aga``) -> (low, high); ``(value, value)`` with fewer than two questions.
     """
     correct = np.array([q.rc_correct for q in found], dtype=np.float64)
     agree = np.array([q.rc_agree for q in found], dtype=np.float64)
+    original = np.array([float(q.answers[0].right) for q in found], dtype=np.float64)
 
-    def aga_of(c: NDArray[np.float64], a: NDArray[np.float64]) -> NDArray[np.float64]:
+    def aga_of(c: _Array, a: _Array, o: _Array) -> _Array:
         kept = a >= agreement
         count = kept.sum(axis=-1)
         return np.where(count > 0, (c * kept).sum(axis=-1) / np.maximum(count, 1), 0.0)
 
     statistics: dict[str, _Statistic] = {
-        "rc_correct": lambda c, a: c.mean(axis=-1), "rc_agree": lambda c, a: a.mean(axis=-1),
-        "mca": lambda c, a: (c >= mca_threshold).mean(axis=-1),
-        "core": lambda c, a: core_closed(c), "aga": aga_of}
+        "original_accuracy": lambda c, a, o: o.mean(axis=-1),
+        "rc_correct": lambda c, a, o: c.mean(axis=-1),
+        "rc_agree": lambda c, a, o: a.mean(axis=-1),
+        "mca": lambda c, a, o: (c >= mca_threshold).mean(axis=-1),
+        "core": lambda c, a, o: core_closed(c), "aga": aga_of}
     out = {}
     for name, statistic in statistics.items():
-        value = float(statistic(correct, agree))
+        value = float(statistic(correct, agree, original))
         if len(found) < 2:
             out[name] = (value, value)
             continue
         result = stats.bootstrap(
-            (correct, agree), _axis_last(statistic), paired=True, vectorized=True,
+            (correct, agree, original), _axis_last(statistic), paired=True, vectorized=True,
             n_resamples=resamples, confidence_level=level, method="percentile",
             random_state=np.random.default_rng(seed))
         low, high = result.confidence_interval
