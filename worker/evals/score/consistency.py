@@ -29,6 +29,7 @@ a wrong answer that agrees with nothing. With ``repeats``, each draw is its own 
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
@@ -45,6 +46,7 @@ CONSISTENCY_METRICS = ("original_accuracy", "rc_correct", "rc_agree", "mca", "co
 PER_QUESTION = ("original_accuracy", "rc_correct", "rc_agree")
 #: The CAR curve's thresholds c_k (the paper's grid).
 THRESHOLDS = tuple(k / 10 for k in range(11))
+_CLASSIFICATION = re.compile(r"accuracy|(f1|precision|recall)_.+")
 
 
 @dataclass(frozen=True)
@@ -70,6 +72,12 @@ class Question:
     answers: tuple[Answer, ...]
     rc_correct: float
     rc_agree: float
+
+
+def is_classification_metric(name: str) -> bool:
+    """Return True for the classification metrics a consistency suite does not have (its
+    ``expected`` values are option labels, which the answers' free text is not compared with)."""
+    return _CLASSIFICATION.fullmatch(name) is not None
 
 
 def is_consistency(result: ExampleResult) -> bool:

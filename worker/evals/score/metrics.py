@@ -5,7 +5,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from worker.evals.score.assertions import KNOWN_ASSERTIONS
-from worker.evals.score.consistency import CONSISTENCY_METRICS, consistency_metrics
+from worker.evals.score.consistency import (
+    CONSISTENCY_METRICS,
+    consistency_metrics,
+    is_classification_metric,
+)
 from worker.evals.score.metrics_llm import LLM_METRICS, LOWER_IS_BETTER, is_llm_metric, llm_metrics
 from worker.evals.types import ExampleResult
 
@@ -64,5 +68,8 @@ def suite_metrics(results: Sequence[ExampleResult]) -> dict[str, float]:
     for name in sorted(ran):
         metrics[f"assertion.{name}.pass_rate"] = passed[name] / ran[name]
     metrics.update(llm_metrics(results))
-    metrics.update(consistency_metrics(results))
+    consistency = consistency_metrics(results)
+    if consistency:  # its expected labels are the options' labels, not classes
+        metrics = {k: v for k, v in metrics.items() if not is_classification_metric(k)}
+    metrics.update(consistency)
     return metrics
