@@ -157,3 +157,11 @@ def test_mc_answer_belongs_to_consistency_suites() -> None:
     text = text[:text.index("    consistency:")]
     with pytest.raises(ConfigError, match="`mc_answer` is the assertion of"):
         parse_config(text)
+
+
+def test_the_manuals_config_parses() -> None:
+    text = (Path(__file__).resolve().parents[4] / "docs" / "consistency.md").read_text()
+    block = text.split("```yaml\n", 1)[1].split("```", 1)[0]
+    (suite,) = parse_config(block).suites
+    assert suite.consistency is not None and len(suite.consistency.perturbations) == 3
+    assert suite.gate["unparseable_rate"].max == 0.02
