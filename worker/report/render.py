@@ -115,7 +115,7 @@ def check_text(report: GateReport, limit: int = CHECK_OUTPUT_MAX_CHARS) -> str:
     """
     items = [_detail_item(r) for r in (*_ordered(report), *_errored_only(report))]
     consistency = consistency_markdown(report)  # bounded: a few questions per suite
-    consistency = consistency + "\n" if len(consistency) < limit // 2 else ""
+    consistency = consistency + "\n" if consistency and len(consistency) < limit // 2 else ""
 
     def render(k: int) -> str:
         return render_template("details.md.j2", config_error=_config_error_block(report),
