@@ -69,6 +69,9 @@ def test_order_dependent_answers_fail_and_the_fix_passes(
     assert "accuracy" not in head and "f1_macro" not in head  # options are no classes
     failed = {(o["metric"], o["status"]) for o in order["outcomes"] if o["status"] == "fail"}
     assert ("rc_agree", "fail") in failed and ("core", "fail") in failed
+    paired = [o for o in order["outcomes"] if o["metric"] == "rc_agree"
+              and o["rule"].startswith("regression")]  # question by question
+    assert [o["status"] for o in paired] == ["regression"]  # a significant drop
     assert not any(o["metric"] == "original_accuracy" and o["status"] == "fail"
                    for o in order["outcomes"])
     assert (fixed, fix["conclusion"]) == (0, "success")
