@@ -32,13 +32,13 @@ from __future__ import annotations
 
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, Protocol
 
 from yaml.nodes import Node
 
 from worker.errors import ConfigError
 from worker.evals.config import perturbations
 from worker.evals.config.dataset import load_dataset, parse_dataset
+from worker.evals.config.gate_rules import Reader
 from worker.evals.config.mc_dataset import MCQuestion, load_questions, parse_questions
 from worker.evals.types import (
     AssertionSpec,
@@ -55,28 +55,6 @@ PERTURBATION_KEYS = ("type", "num_variants")
 MAX_VARIANTS = 50
 DEFAULT = ConsistencySpec(tuple(PerturbationSpec(name, 2) for name in perturbations.BUILTIN))
 _Entries = dict[str, tuple[Node, Node]]
-
-
-class Reader(Protocol):
-    """The parts of the config reader used here (see worker/evals/config/load.py)."""
-
-    def error(self, node: Node, message: str) -> ConfigError:
-        """Return a ConfigError at ``node``'s line."""
-
-    def value(self, node: Node) -> Any:
-        """Return the plain value of ``node``."""
-
-    def mapping(self, node: Node, what: str, known: tuple[str, ...] = ()) -> _Entries:
-        """Return the entries of a mapping node, refusing unknown keys."""
-
-    def sequence(self, node: Node, what: str) -> list[Node]:
-        """Return the items of a sequence node."""
-
-    def string(self, node: Node, what: str) -> str:
-        """Return a non-empty string value."""
-
-    def fraction(self, node: Node, what: str) -> float:
-        """Return a number from 0 to 1."""
 
 
 def suite_type(reader: Reader, entries: _Entries, suite: SuiteConfig) -> SuiteConfig:
