@@ -19,6 +19,13 @@ question i with V_i answered variants (the original and its perturbations):
 - ``AGA(tau)`` = mean RC_correct of the questions with RC_agree >= tau, 0.0 when none (the
   package's extension, not in the paper).
 
+Package and paper: for MCA, the CAR grid, AUCAR, normDTW and CORE the package's formulas are
+the paper's equations as it cites them, and llmgate's values equal the package's to 1e-9 on the
+same answers (tests/unit/evals/score/test_consistency_reference.py); no difference was found to
+follow the paper over. Two deliberate differences from the package, neither in the paper: an
+unparseable answer agrees with nothing (above), and the original question is asked too, as
+variant 0 (the package asks only the perturbed variants), so every RC counts it.
+
 Suite metrics (fractions 0-1): ``original_accuracy`` (questions whose original variant is
 answered right), ``rc_correct`` and ``rc_agree`` (means over questions), ``mca`` (MCA at the
 suite's ``mca_threshold``), ``core``, ``aga`` (at the suite's ``agreement``) and
