@@ -37,7 +37,7 @@ from yaml.nodes import Node
 
 from worker.errors import ConfigError
 from worker.evals.config import perturbations
-from worker.evals.config.dataset import load_dataset, parse_dataset
+from worker.evals.config.dataset import MAX_EXAMPLES, load_dataset, parse_dataset
 from worker.evals.config.gate_rules import Reader
 from worker.evals.config.mc_dataset import MCQuestion, load_questions, parse_questions
 from worker.evals.types import (
@@ -162,6 +162,10 @@ def expand(questions: tuple[MCQuestion, ...], spec: ConsistencySpec,
             shown.extend((p.name, v) for v in made)
         examples.extend(_example(question, index, name, variant, spec)
                         for index, (name, variant) in enumerate(shown))
+        if len(examples) > MAX_EXAMPLES:
+            raise ConfigError(path, question.line, f"the questions' variants make more than "
+                              f"{MAX_EXAMPLES} examples (the limit of a suite): ask fewer "
+                              "variants or split the dataset")
     return tuple(examples)
 
 

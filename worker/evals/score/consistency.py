@@ -274,7 +274,7 @@ def intervals(found: Sequence[Question], mca_threshold: float, agreement: float,
             continue
         result = stats.bootstrap(
             (correct, agree, original), _axis_last(statistic), paired=True, vectorized=True,
-            n_resamples=resamples, confidence_level=level, method="percentile",
+            n_resamples=resamples, confidence_level=level, method="percentile", batch=100,
             random_state=np.random.default_rng(seed))
         low, high = result.confidence_interval
         out[name] = (value, value) if np.isnan(low) or np.isnan(high) \

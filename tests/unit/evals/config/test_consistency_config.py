@@ -165,3 +165,15 @@ def test_the_manuals_config_parses() -> None:
     (suite,) = parse_config(block).suites
     assert suite.consistency is not None and len(suite.consistency.perturbations) == 3
     assert suite.gate["unparseable_rate"].max == 0.02
+
+
+def test_variants_x_questions_are_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
+    from worker.evals.config import consistency
+
+    monkeypatch.setattr(consistency, "MAX_EXAMPLES", 10)
+    many = tuple(MCQuestion(f"q{i}", "?", _question().options, i + 1) for i in range(3))
+    spec = ConsistencySpec((PerturbationSpec("option_reorder", 3),))
+    assert len(expand(many[:2], spec, "q.jsonl")) == 8
+    with pytest.raises(ConfigError, match="more than 10 examples") as caught:
+        expand(many, spec, "q.jsonl")
+    assert caught.value.line == 3
