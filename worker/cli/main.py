@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING
 from worker.checkout import GitError, local_merge_base, local_worktree, resolve_ref
 from worker.cli.calibrate import add_calibrate_command
 from worker.cli.healthcheck import add_healthcheck_command
+from worker.cli.perturbations import add_perturbations_command
 from worker.cli.power import add_power_command
 from worker.cli.setup import add_setup_command
 from worker.errors import ExecutionError
@@ -128,6 +129,7 @@ def _parser() -> argparse.ArgumentParser:
     add_healthcheck_command(sub)
     add_calibrate_command(sub)
     add_power_command(sub)
+    add_perturbations_command(sub)
     return parser
 
 

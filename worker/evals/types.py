@@ -246,6 +246,8 @@ class SuiteConfig:
             traps) is read from when that is not the checkout its target runs in: base's,
             when head's target is scored on base's contract (worker/evals/verdict/contract.py);
             None (a parsed config) for the run's own checkout. Not part of any key.
+        consistency: how a ``type: consistency`` suite perturbs its multiple-choice
+            questions (worker/evals/config/consistency.py); None for an ordinary suite.
     """
 
     name: str
@@ -258,6 +260,34 @@ class SuiteConfig:
     traps: str | None = None
     on_paths: tuple[str, ...] = ()
     contract_root: Path | None = None
+    consistency: ConsistencySpec | None = None
+
+
+@dataclass(frozen=True)
+class PerturbationSpec:
+    """One perturbation of a consistency suite: its registered name and variants per question."""
+
+    name: str
+    num_variants: int = 2
+
+
+@dataclass(frozen=True)
+class ConsistencySpec:
+    """The perturbations and metric parameters of a ``type: consistency`` suite.
+
+    Attributes:
+        perturbations: the perturbations applied to every question, in order; each adds up
+            to its ``num_variants`` variants after the original (variant 0).
+        seed: the seed of every perturbation (the same seed gives the same variants).
+        mca_threshold: c of the ``mca`` metric, MCA(c) (fraction 0-1; default 1.0, the
+            strictest: every variant right).
+        agreement: tau of the ``aga`` metric, AGA(tau) (fraction 0-1, default 1.0).
+    """
+
+    perturbations: tuple[PerturbationSpec, ...]
+    seed: int = 0
+    mca_threshold: float = 1.0
+    agreement: float = 1.0
 
 
 @dataclass(frozen=True)

@@ -32,6 +32,7 @@ from worker.contract import COMMENT_MARKER, RERUN_COMMAND
 from worker.github.checks import CheckOutput
 from worker.pipeline.multi import SEVERITY, ConfigReport, MultiReport
 from worker.report import render as report
+from worker.report.consistency import consistency_markdown
 from worker.report.markdown import VERDICT, clip, inline, render_template, short_sha
 from worker.report.render import CHECK_OUTPUT_MAX_CHARS, COMMENT_MAX_CHARS, TITLE_MAX_CHARS
 
@@ -103,7 +104,10 @@ def render_markdown(multi: MultiReport, head_sha: str = "", base_sha: str | None
     """Return the comment's content for ``llmgate run``: no marker and no re-run footer."""
     if not multi.several:
         return report.render_markdown(multi.merged(), head_sha, base_sha)
-    return _comment(multi, head_sha, base_sha, marker=False)
+    text = _comment(multi, head_sha, base_sha, marker=False)
+    extra = "\n".join(part for part in (consistency_markdown(c.report) for c in multi.configs)
+                      if part)
+    return f"{text}\n{extra}" if extra else text
 
 
 def render_json(multi: MultiReport, head_sha: str = "", base_sha: str | None = None) -> str:

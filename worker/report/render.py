@@ -27,6 +27,7 @@ from worker.evals.verdict.contract_verdict import contract_line
 from worker.report import model_calls as report_llm
 from worker.report import stats_table as report_stats
 from worker.report import suites as report_suites
+from worker.report.consistency import consistency_markdown
 from worker.report.decision import decision_sentence
 from worker.report.markdown import (
     VERDICT,
@@ -113,12 +114,14 @@ def check_text(report: GateReport, limit: int = CHECK_OUTPUT_MAX_CHARS) -> str:
     head outputs in code blocks (clipped to 2000 characters each).
     """
     items = [_detail_item(r) for r in (*_ordered(report), *_errored_only(report))]
+    consistency = consistency_markdown(report)  # bounded: a few questions per suite
+    consistency = consistency + "\n" if consistency and len(consistency) < limit // 2 else ""
 
     def render(k: int) -> str:
         return render_template("details.md.j2", config_error=_config_error_block(report),
                                items=items[:k], more=len(items) - k)
 
-    return _fit_rows(render, len(items), limit)
+    return consistency + _fit_rows(render, len(items), limit - len(consistency))
 
 
 def summary_section(report: GateReport, name: str, limit: int) -> str | None:
@@ -200,7 +203,9 @@ def render_markdown(report: GateReport, head_sha: str = "", base_sha: str | None
         head_sha = report.head.sha
     if base_sha is None and report.base is not None:
         base_sha = report.base.sha
-    return _comment(report, head_sha, base_sha, None, marker=False, local=True) or ""
+    text = _comment(report, head_sha, base_sha, None, marker=False, local=True) or ""
+    consistency = consistency_markdown(report)
+    return f"{text}\n{consistency}" if consistency else text
 
 
 def render_json(report: GateReport, head_sha: str = "", base_sha: str | None = None) -> str:

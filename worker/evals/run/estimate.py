@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from worker.errors import ConfigError
-from worker.evals.config.dataset import load_dataset
+from worker.evals.config.consistency import load_suite_dataset
 from worker.evals.config.prompts import PromptTemplate, load_prompt, render
 from worker.evals.llm import client as llm
 from worker.evals.llm import local_embed
@@ -192,7 +192,7 @@ async def _suite(tally: _Tally, suite: SuiteConfig, root: Path, config: Config,
     the cache may answer) for the caller to look up at once."""
     settings = config.settings
     contract = suite.contract_root or root
-    examples = load_dataset(contract, suite.dataset)
+    examples = load_suite_dataset(contract, suite)
     answers: list[str | None] = [None] * len(examples)
     answer_tokens = settings.estimate_output_tokens
     if isinstance(suite.target, ModelTarget):

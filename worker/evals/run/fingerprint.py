@@ -39,7 +39,8 @@ from pathlib import Path
 from typing import Any
 
 from worker.errors import ConfigError
-from worker.evals.config.dataset import MAX_DATASET_BYTES, parse_dataset
+from worker.evals.config.consistency import parse_suite_dataset
+from worker.evals.config.dataset import MAX_DATASET_BYTES
 from worker.evals.config.files import decode_utf8, read_repo_file
 from worker.evals.llm import local_embed
 from worker.evals.llm.endpoints import parse_endpoint
@@ -86,7 +87,7 @@ def suite_fingerprint(suite: SuiteConfig, settings: Settings, root: Path) -> Sui
     evaluation contract, worker/evals/verdict/contract.py).
     """
     contract = suite.contract_root or root
-    inputs, expected, example_specs = _dataset(contract, suite.dataset)
+    inputs, expected, example_specs = _dataset(contract, suite)
     outputs = {"target": digest([_target(suite), settings.repeats]),
                "target_files": digest(_command_files(suite, root)),
                "prompt": _file(root, getattr(suite.target, "prompt", None)),
@@ -221,12 +222,13 @@ def _file(root: Path, rel_path: str | None) -> str:
     return digest(["missing", rel_path]) if data is None else hashlib.sha256(data).hexdigest()
 
 
-def _dataset(root: Path, rel_path: str) -> tuple[str, str, list[AssertionSpec]]:
+def _dataset(root: Path, suite: SuiteConfig) -> tuple[str, str, list[AssertionSpec]]:
     """Return the digests of the inputs and of the expectations (each in id order), and the
     examples' own assertions."""
+    rel_path = suite.dataset
     data = _read(root, rel_path)
     try:
-        examples = parse_dataset(decode_utf8(data, rel_path), rel_path) \
+        examples = parse_suite_dataset(decode_utf8(data, rel_path), suite) \
             if data is not None else None
     except ConfigError:  # not UTF-8, an LFS pointer, a bad line: the run reports it
         examples = None

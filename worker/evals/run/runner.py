@@ -29,7 +29,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from worker.errors import ConfigError
-from worker.evals.config.dataset import load_dataset
+from worker.evals.config.consistency import load_suite_dataset
 from worker.evals.config.prompts import PromptTemplate, load_prompt
 from worker.evals.config.schemas import load_schema_file
 from worker.evals.context import CallEvent, EvalContext
@@ -161,7 +161,7 @@ async def run_suite(suite: SuiteConfig, root: Path, settings: Settings,
     state = state or RunState(settings)
     before = state.caller.total
     contract = suite.contract_root or root  # where its dataset and scoring files are
-    examples = load_dataset(contract, suite.dataset)
+    examples = load_suite_dataset(contract, suite)
     specs = tuple(load_schema_file(spec, contract) for spec in suite.assertions)
     results: list[ExampleResult] = []
     use_cache = settings.repeats == 1

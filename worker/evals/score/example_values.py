@@ -10,7 +10,9 @@ mean of these values, so base and head can be compared example by example:
   target did not error); none when it has none, or when the example has no answer;
 - ``mean_score`` / ``assertion.<type>.mean_score``: the mean score (0-1) of the scored
   assertions (of that type), 0.0 when the target errored; none when unscored;
-- ``cost_mean`` (USD, answered examples), ``tokens_in_mean``, ``tokens_out_mean``.
+- ``cost_mean`` (USD, answered examples), ``tokens_in_mean``, ``tokens_out_mean``;
+- ``rc_correct``, ``rc_agree``, ``original_accuracy`` (consistency suites): the question's value
+  on its original variant, none on the others (worker/evals/score/consistency.py).
 
 Percentiles, totals and classification metrics have no per-example value. Extraction walks each
 example's assertions once (10,000 examples x 10 metrics in a few tens of milliseconds).
@@ -25,6 +27,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 from numpy.typing import NDArray
 
+from worker.evals.score.consistency import PER_QUESTION, question_value
 from worker.evals.types import ExampleResult
 
 _ASSERTION_METRIC = re.compile(r"assertion\.(?P<type>.+)\.(?P<kind>pass_rate|mean_score)\Z")
@@ -85,6 +88,8 @@ def extractor(metric: str) -> Extractor | None:
         return lambda result, _: NAN if result.unscored else float(result.passed)
     if metric == "mean_score":
         return _mean_of_all
+    if metric in PER_QUESTION:  # consistency suites: one value per question, on its original
+        return lambda result, _: _or_nan(question_value(result, metric))
     match = _ASSERTION_METRIC.match(metric)
     if match is None:
         return None
@@ -92,6 +97,10 @@ def extractor(metric: str) -> Extractor | None:
     if match["kind"] == "mean_score":
         return lambda result, checks: _mean_score(result, checks[0].get(kind))
     return lambda result, checks: _pass(result, checks, kind)
+
+
+def _or_nan(value: float | None) -> float:
+    return NAN if value is None else value
 
 
 def _checks(result: ExampleResult) -> _Checks:

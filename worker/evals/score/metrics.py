@@ -5,6 +5,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from worker.evals.score.assertions import KNOWN_ASSERTIONS
+from worker.evals.score.consistency import (
+    CONSISTENCY_METRICS,
+    consistency_metrics,
+    is_classification_metric,
+)
 from worker.evals.score.metrics_llm import LLM_METRICS, LOWER_IS_BETTER, is_llm_metric, llm_metrics
 from worker.evals.types import ExampleResult
 
@@ -13,7 +18,7 @@ from worker.evals.types import ExampleResult
 #: and ``assertion.<type>.mean_score``).
 KNOWN_METRICS: tuple[str, ...] = ("pass_rate", "error_rate") + tuple(
     f"assertion.{name}.pass_rate" for name in KNOWN_ASSERTIONS
-) + LLM_METRICS
+) + LLM_METRICS + CONSISTENCY_METRICS
 __all__ = ["KNOWN_METRICS", "LOWER_IS_BETTER", "is_known_metric", "suite_metrics"]
 
 
@@ -32,7 +37,8 @@ def suite_metrics(results: Sequence[ExampleResult]) -> dict[str, float]:
         ``assertion.<type>.pass_rate``: over the scored examples where an assertion of that
             type ran (and did not error), the fraction where every assertion of that type
             passed. An errored example counts as failed for each assertion type it carries.
-        and those of `worker.evals.score.metrics_llm.llm_metrics`.
+        and those of `worker.evals.score.metrics_llm.llm_metrics`, and for a consistency
+        suite those of `worker.evals.score.consistency.consistency_metrics`.
 
     Args:
         results: the suite's example results, in any order.
@@ -62,4 +68,8 @@ def suite_metrics(results: Sequence[ExampleResult]) -> dict[str, float]:
     for name in sorted(ran):
         metrics[f"assertion.{name}.pass_rate"] = passed[name] / ran[name]
     metrics.update(llm_metrics(results))
+    consistency = consistency_metrics(results)
+    if consistency:  # its expected labels are the options' labels, not classes
+        metrics = {k: v for k, v in metrics.items() if not is_classification_metric(k)}
+    metrics.update(consistency)
     return metrics

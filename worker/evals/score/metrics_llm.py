@@ -50,7 +50,7 @@ MAX_LABELS = 20
 #: Metrics where lower is better: gate them with ``max`` and ``max_increase``.
 LOWER_IS_BETTER: tuple[str, ...] = (
     "error_rate", "judge_error_rate", "latency_p50", "latency_p90", "latency_p99",
-    "cost_total", "cost_mean", "tokens_in_mean", "tokens_out_mean")
+    "cost_total", "cost_mean", "tokens_in_mean", "tokens_out_mean", "unparseable_rate")
 _PATTERN = re.compile(r"(precision|recall)_.+|assertion\..+\.mean_score\Z")
 
 

@@ -26,6 +26,7 @@ from worker.errors import ConfigError
 from worker.evals.llm.provider import ModelCaller
 from worker.evals.llm_types import UNSCORED_KINDS, RunUsage
 from worker.evals.score import assertions, structured
+from worker.evals.score.consistency import annotate
 from worker.evals.score.custom import run_python
 from worker.evals.score.judges import judge_spec, run_judge
 from worker.evals.score.kinds import RUN_TYPES
@@ -65,8 +66,8 @@ async def score_items(suite_specs: Sequence[AssertionSpec], items: Sequence[Item
     partial = await asyncio.gather(*(
         _score_one(suite_specs, item, settings, caller, dataset) for item in items))
     await _fill_python(suite_specs, items, partial, root, settings)
-    return [_finish(item, results, spend) for item, (results, spend) in zip(items, partial,
-                                                                            strict=True)]
+    return annotate([_finish(item, results, spend)
+                     for item, (results, spend) in zip(items, partial, strict=True)])
 
 
 def specs_of(suite_specs: Sequence[AssertionSpec], example: Example) -> list[AssertionSpec]:

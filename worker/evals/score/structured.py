@@ -11,6 +11,8 @@ draft the schema's ``$schema`` names, else 2020-12; remote ``$ref``s are never f
 path) equals ``expected``; it may be limited to ``labels``. Its label feeds accuracy and F1.
 ``latency``: the target took at most ``max_ms`` milliseconds.
 ``cost``: the example cost at most ``max_usd`` USD.
+``mc_answer``: the answer names the right option (consistency suites,
+worker/evals/score/mc_answer.py).
 Text options ``case_sensitive`` default to false, as for ``contains``.
 """
 
@@ -24,17 +26,19 @@ from typing import Any
 import jsonschema
 
 from worker.errors import ConfigError
+from worker.evals.score import mc_answer
 from worker.evals.types import AssertionSpec, Example, TargetOutput
 
 #: The assertion types of this module.
 STRUCTURED_TYPES = ("json_valid", "json_schema", "starts_with", "length", "is_one_of",
-                    "classification", "latency", "cost")
+                    "classification", "latency", "cost", "mc_answer")
 PARAMS: dict[str, tuple[str, ...]] = {
     "json_valid": (), "json_schema": ("schema", "file"),
     "starts_with": ("value", "case_sensitive"), "length": ("min", "max"),
     "is_one_of": ("values", "case_sensitive"),
     "classification": ("field", "labels", "case_sensitive"),
     "latency": ("max_ms",), "cost": ("max_usd",),
+    "mc_answer": (),
 }
 Fail = Callable[[str], ConfigError]
 Outcome = tuple[bool, str, dict[str, Any]]
@@ -242,4 +246,5 @@ _CHECKS: dict[str, Callable[[dict[str, Any], Any, Example, TargetOutput | None],
     "json_valid": _c_json_valid, "json_schema": _c_json_schema,
     "starts_with": _c_starts_with, "length": _c_length, "is_one_of": _c_is_one_of,
     "classification": _c_classification, "latency": _c_latency, "cost": _c_cost,
+    "mc_answer": mc_answer.check,
 }

@@ -35,7 +35,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from worker.errors import ConfigError, ExecutionError
-from worker.evals.config.dataset import load_dataset
+from worker.evals.config.consistency import load_suite_dataset
 from worker.evals.config.schemas import load_schema_file
 from worker.evals.context import EvalContext
 from worker.evals.run.fingerprint import changed, describe, digest
@@ -142,7 +142,7 @@ async def rescore(suite: SuiteConfig, settings: Settings, head_root: Path, head:
         return NO_OUTPUTS + (f" ({base.stopped})" if base.stopped else "")
     root = suite.contract_root or head_root  # where the scoring's files are
     try:
-        at_head = {e.id: e for e in load_dataset(root, suite.dataset)}
+        at_head = {e.id: e for e in load_suite_dataset(root, suite)}
         specs = tuple(load_schema_file(spec, root) for spec in suite.assertions)
         items = [Item(_example(r, at_head.get(r.id), root), _output(r), r.repeat,
                       settings.repeats == 1) for r in base.examples]

@@ -39,7 +39,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from worker.errors import ConfigError
-from worker.evals.config.dataset import load_dataset
+from worker.evals.config.consistency import load_suite_dataset
 from worker.evals.run.fingerprint import DESCRIPTIONS as PARTS
 from worker.evals.run.fingerprint import digest, suite_fingerprint
 from worker.evals.types import Config, Settings, SuiteConfig
@@ -109,13 +109,14 @@ def contract_components(suite: SuiteConfig, settings: Settings, root: Path) -> d
     files; never raises: an unreadable file gets a digest of its error)."""
     fingerprint = suite_fingerprint(suite, settings, root)
     return {"dataset_inputs": fingerprint.outputs["dataset_inputs"], **fingerprint.scoring,
-            "labels": _labels(root, suite.dataset)}
+            "labels": _labels(root, suite)}
 
 
-def _labels(root: Path, dataset: str) -> str:
+def _labels(root: Path, suite: SuiteConfig) -> str:
     """Digest of every example's tags and metadata, in id order."""
+    dataset = suite.dataset
     try:
-        examples = load_dataset(root, dataset)
+        examples = load_suite_dataset(root, suite)
     except ConfigError as err:
         return digest(["unreadable", dataset, err.message])
     return digest(sorted([e.id, list(e.tags), e.metadata] for e in examples))

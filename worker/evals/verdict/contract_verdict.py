@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from worker.errors import ConfigError
-from worker.evals.config.dataset import load_dataset
+from worker.evals.config.consistency import load_suite_dataset
 from worker.evals.types import (
     Config,
     ContractChange,
@@ -27,6 +27,7 @@ from worker.evals.types import (
     RuleOutcome,
     RunError,
     SuiteComparability,
+    SuiteConfig,
 )
 from worker.evals.verdict.contract import describe
 
@@ -150,7 +151,7 @@ def at_head_lines(report: GateReport, gating: Config, head: Config,
         head, head_root: head's config and checkout.
     """
     on_base = {s.name for s in gating.suites if s.contract_root is not None}
-    lines = {s.name: (s.dataset, _lines(head_root, s.dataset)) for s in head.suites
+    lines = {s.name: (s.dataset, _lines(head_root, s)) for s in head.suites
              if s.name in on_base}
 
     def moved(item: Regression) -> Regression:
@@ -167,8 +168,8 @@ def at_head_lines(report: GateReport, gating: Config, head: Config,
                    errored=tuple(moved(r) for r in report.errored))
 
 
-def _lines(root: Path, dataset: str) -> dict[str, int]:
+def _lines(root: Path, suite: SuiteConfig) -> dict[str, int]:
     try:
-        return {e.id: e.line for e in load_dataset(root, dataset)}
+        return {e.id: e.line for e in load_suite_dataset(root, suite)}
     except ConfigError:
         return {}
