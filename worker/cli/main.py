@@ -135,6 +135,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     """
     # scipy via the statistics: only when a gate runs
     from worker.report import multi as report_multi
+    from worker.report.pii import redact_pii
 
     refused = _refusal(args)
     if refused is not None:
@@ -148,6 +149,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         return EXIT_EXECUTION_ERROR
     # CI logs are often public: no provider key of the environment may appear in the report
     multi = Redactor(secrets_from_environ(os.environ)).redact_value(multi)
+    multi = redact_pii(multi)  # nor what a `pii` assertion found
     gate_report = multi.merged()
     rendered = (report_multi.render_json(multi, head_sha, base_sha or None)
                 if args.format == "json"
