@@ -11,8 +11,8 @@ Categories (`CATEGORIES`) and how each is recognised:
 - ``phone``: an international number (``+`` and 8-15 digits, ITU-T E.164's maximum, with
   spaces, dots, dashes or an area code in parentheses) or a national one of 10-11 digits in
   groups (``(555) 123-4567``, ``555-123-4567``, ``020 7946 0958``).
-- ``card``: 13-19 digits (ISO/IEC 7812 lengths), optionally grouped by spaces or dashes, that
-  pass the Luhn check (ISO/IEC 7812-1 annex B).
+- ``card``: 13-19 digits (ISO/IEC 7812 lengths), optionally in groups of 3 or more digits
+  split by spaces or by dashes (one kind), that pass the Luhn check (ISO/IEC 7812-1 annex B).
 - ``national_id``: by country (`COUNTRIES`): ``us`` Social Security number ``AAA-GG-SSSS``
   (SSA: no area 000, 666 or 9xx, no group 00, no serial 0000); ``uk`` National Insurance
   number (HMRC NIM39110: two prefix letters, six digits, suffix A-D, the excluded prefixes);
@@ -20,7 +20,8 @@ Categories (`CATEGORIES`) and how each is recognised:
   (13 characters, Corsica 2A/2B, and its key 97 - n mod 97); ``es`` DNI (8 digits and the
   letter of n mod 23) and NIE (X/Y/Z, 7 digits, the same letter).
 - ``ip``: IPv4 dotted quads (each 0-255, not part of a longer dotted number) and IPv6
-  addresses (validated by :mod:`ipaddress`).
+  addresses (validated by :mod:`ipaddress`) with at least 3 hex digits, so ``::1`` and a
+  slice such as ``x[1::2]`` are not reported.
 - ``api_key``: credential shapes the issuers document: AWS access key ids (``AKIA``/``ASIA``
   and 16 characters), GitHub tokens (``ghp_`` ... ``github_pat_``), OpenAI/Anthropic style
   ``sk-`` keys, Slack ``xox?-`` tokens, Google ``AIza`` keys, Stripe ``sk_live_``/``rk_test_``.
@@ -121,8 +122,9 @@ def _phones(text: str) -> Iterable[Finding]:
 
 def _cards(text: str) -> Iterable[Finding]:
     for m in _CARD.finditer(text):
-        digits = _digits(m.group())
-        if 13 <= len(digits) <= 19 and luhn_ok(digits) and len(set(digits)) > 1:
+        digits, groups = _digits(m.group()), re.split(r"[ -]", m.group())
+        grouped = len({c for c in m.group() if not c.isdigit()}) <= 1 and min(map(len, groups)) >= 3
+        if grouped and 13 <= len(digits) <= 19 and luhn_ok(digits) and len(set(digits)) > 1:
             yield Finding("card", "card", m.start(), m.end())
 
 
