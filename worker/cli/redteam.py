@@ -140,6 +140,9 @@ def add_redteam_command(sub: argparse._SubParsersAction[argparse.ArgumentParser]
     gen.add_argument("--api-key-env", help="environment variable holding the model's key")
     gen.add_argument("--max-cost-usd", type=float, default=None,
                      help="refuse to start (and stop) above this cost, USD")
+    gen.add_argument("--input-usd-per-mtok", type=float, help="the model's input price, "
+                     "USD per million tokens (default: litellm's price table)")
+    gen.add_argument("--output-usd-per-mtok", type=float, help="its output price")
     gen.set_defaults(action="generate")
 
 
