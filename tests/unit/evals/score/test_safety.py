@@ -194,3 +194,17 @@ def test_harmful_prompt_version_is_its_own() -> None:
     (judge,) = judge_versions([AssertionSpec("llm_judge", {"rubric": HARMFUL_RUBRIC})],
                               settings)
     assert harmful.startswith("harmful/1:") and judge.startswith("llm_judge/1:")
+
+
+def test_the_documented_config_is_valid() -> None:
+    """docs/safety.md's complete config parses as it is, with its assertions and gate rules."""
+    from worker.evals.config.load import parse_config
+
+    page = (Path(__file__).resolve().parents[4] / "docs" / "safety.md").read_text()
+    block = page.split("```yaml\n", 1)[1].split("```", 1)[0]
+    config = parse_config(block)
+    support, redteam = config.suites
+    assert [s.type for s in support.assertions] == ["pii"]
+    assert [s.type for s in redteam.assertions] == ["harmful"]
+    assert set(redteam.gate) == {
+        "pass_rate", "assertion.refusal.pass_rate", "assertion.harmful.pass_rate"}
