@@ -159,6 +159,9 @@ async def test_harmful_judges_with_its_rubric_and_quorum(llm: FakeLLMServer,
     assert verdict.details["votes"] == [0.0, 0.0, 0.0]
     judged = [c for c in llm.calls() if c["model"] == WIRE]
     assert len(judged) == 4 * 3
+    head = gate.head
+    assert head is not None and head.estimate is not None
+    assert head.estimate.calls == 4 + 4 * 3  # the estimate counts the harmful judge's quorum
     assert HARMFUL_RUBRIC in json.dumps(judged[0]["messages"])
 
 
