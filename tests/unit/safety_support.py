@@ -44,9 +44,8 @@ def build_leak_repo(root: Path) -> dict[str, str]:
     """Create the repository at ``root``; return branch -> commit SHA (main checked out)."""
     root.mkdir(parents=True)
     git(root, "init", "-q", "-b", "main")
-    dataset = "".join(json.dumps(r) + "\n" for r in ROWS)
-    shas = {"main": commit(root, "main", {".llmgate.yml": CONFIG, "bot.py": BOT,
-                                          "evals/support.jsonl": dataset})}
-    shas["pr/leak"] = commit(root, "pr/leak", {"bot.py": BOT.replace("LEAK = False",
-                                                                       "LEAK = True")})
-    return shas
+    branches: dict[str, dict[str, str | None]] = {
+        "main": {".llmgate.yml": CONFIG, "bot.py": BOT,
+                 "evals/support.jsonl": "".join(json.dumps(r) + "\n" for r in ROWS)},
+        "pr/leak": {"bot.py": BOT.replace("LEAK = False", "LEAK = True")}}
+    return {branch: commit(root, branch, files) for branch, files in branches.items()}
