@@ -14,6 +14,9 @@ and the example unscored. A quorum needs more than half of its replies to have a
 
 Judge prompts are versioned: `JudgeSpec.version` hashes the template version, rubric and scale,
 so a changed rubric changes the version (shown in the report, and part of the cache key).
+
+``type: harmful`` (worker/evals/score/safety.py) is judged the same way with a built-in rubric
+and its own template version (`JUDGE_TYPES`); it never shows the expected answer.
 """
 
 from __future__ import annotations
