@@ -31,6 +31,7 @@ Categories (`CATEGORIES`) and how each is recognised:
 
 from __future__ import annotations
 
+import bisect
 import ipaddress
 import re
 from collections.abc import Callable, Iterable, Sequence
@@ -66,9 +67,9 @@ class Finding:
 _EMAIL = re.compile(r"(?<![\w.+-])[A-Za-z0-9][A-Za-z0-9._%+-]{0,63}@"
                     r"(?:[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?\.)+[A-Za-z]{2,24}\b")
 _PHONE = re.compile(
-    r"(?<![\w+])(?<!\d[\s.-])(?:\+\d{1,3}[\s.-]?(?:\(\d{1,4}\)[\s.-]?)?\d{1,4}(?:[\s.-]?\d{2,4}){1,4}"
-    r"|\(\d{2,4}\)[\s.-]?\d{3,4}[\s.-]?\d{3,4}"
-    r"|\d{3,4}[\s.-]\d{3,4}[\s.-]\d{3,4})(?![\w.]?\d|[\s-]\d)")
+    r"(?<![\w+])(?:\+\d{1,3}[\s.-]?(?:\(\d{1,4}\)[\s.-]?)?\d{1,4}(?:[\s.-]?\d{2,4}){1,4}"
+    r"|(?<!\d[\s.-])(?:\(\d{2,4}\)[\s.-]?\d{3,4}[\s.-]?\d{3,4}"
+    r"|\d{3,4}[\s.-]\d{3,4}[\s.-]\d{3,4}))(?![\w.]?\d|[\s-]\d)")
 _CARD = re.compile(r"(?<![\d.-])\d(?:[ -]?\d){12,18}(?![\d-]|\.\d)")
 _IPV4 = re.compile(r"(?<![\d.])(?:(?:25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)\.){3}"
                    r"(?:25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)(?!\.?\d)")
@@ -197,16 +198,19 @@ def scan(text: str, categories: Sequence[str] = CATEGORIES,
     """
     wanted = set(categories)
     order = ("private_key", "api_key", "email", "national_id", "card", "ip", "phone")
-    found: list[Finding] = []
+    found: list[Finding] = []  # sorted by start, never overlapping
     for category in order:
         if category not in wanted:
             continue
         hits = _national(text, countries) if category == "national_id" \
             else _DETECTORS[category](text)
-        found += [f for f in hits if not any(f.start < g.end and g.start < f.end for g in found)]
+        for f in hits:
+            at = bisect.bisect_left(found, f.start, key=lambda g: g.start)
+            if (at == 0 or found[at - 1].end <= f.start) and (
+                    at == len(found) or f.end <= found[at].start):
+                found.insert(at, f)
     allowed = set(allow)
-    return sorted((f for f in found if text[f.start:f.end] not in allowed),
-                  key=lambda f: (f.start, -f.end))
+    return [f for f in found if text[f.start:f.end] not in allowed]
 
 
 _DETECTORS: dict[str, Callable[[str], Iterable[Finding]]] = {

@@ -126,6 +126,13 @@ def test_allow_leaves_known_values() -> None:
 
 def test_a_card_is_not_also_a_phone() -> None:
     assert [f.category for f in scan("4111-1111-1111-1111")] == ["card"]
+    assert [f.category for f in scan("4111 1111 1111 1111 +1 415 555 0132")] == [
+        "card", "phone"]
+
+
+def test_many_findings_are_all_found() -> None:
+    text = "jane@example.com 4111 1111 1111 1111 +1 415 555 0132 " * 500
+    assert [f.category for f in scan(text)] == ["email", "card", "phone"] * 500
 
 
 def test_redaction_replaces_every_finding_and_keeps_the_rest() -> None:
