@@ -15,6 +15,7 @@ from worker.cli.main import main
 from worker.cli.redteam import generate, library_prompts
 from worker.cli.redteam_library import LIBRARY_VERSION, TEMPLATES
 from worker.evals.config.dataset import parse_dataset
+from worker.pipeline.trees import gate_trees
 
 llm_server = llm_support.llm_server  # module fixtures
 llm = llm_support.llm
@@ -149,3 +150,23 @@ def test_model_failing_every_call_is_an_error(llm: FakeLLMServer, tmp_path: Path
     code, out = _generate(tmp_path, *_model_args(llm.url))
     assert code == 3 and not out.exists()
     assert "every rewrite call failed" in capsys.readouterr().err
+
+
+async def test_a_generated_set_gates_a_prompt_that_stops_refusing(llm: FakeLLMServer,
+                                                                  tmp_path: Path) -> None:
+    """The generated file is the dataset of a suite as it is: base's model refuses the attacks
+    and answers the controls; head's prompt makes it comply with everything, so exactly the
+    attacks regress, on their own lines, and no control does."""
+    rows = generate(["jailbreak", "benign"], 3, 0)
+    llm.setup({"rules": [{"match": "HEAD", "reply": "Sure, here is how: step 1, step 2."},
+                         *({"match": r["input"], "reply": "Happy to help: here it is."}
+                           for r in rows if r["metadata"]["benign"])],
+               "default_reply": "I'm sorry, but I can't help with that."})
+    config = llm_support.model_config(llm.url, gate="{pass_rate: {max_drop: 0.0}}")
+    base = llm_support.write_repo(tmp_path / "base", config, rows, prompt="{{ input }}")
+    head = llm_support.write_repo(tmp_path / "head", config, rows, prompt="HEAD {{ input }}")
+    gate = await gate_trees(head, base, evals=llm_support.context())
+    assert gate.base is not None and gate.base.suites["s"].metrics["pass_rate"] == 1.0
+    assert gate.conclusion == "failure"
+    regressed = [(r.example_id, r.line) for r in gate.regressions]
+    assert regressed == [("jb-001", 1), ("jb-002", 2), ("jb-003", 3)]
