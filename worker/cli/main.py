@@ -1,7 +1,7 @@
 """The ``llmgate`` command line: ``run`` (gate locally), ``serve``, ``worker``, ``demo``,
 ``setup`` (register the GitHub App), ``healthcheck`` (the container's health check) and
-``calibrate`` (A/A runs: the gate's false-alarm rate and unstable examples) and ``power``
-(examples needed to detect a drop).
+``calibrate`` (A/A runs: the gate's false-alarm rate and unstable examples), ``power``
+(examples needed to detect a drop) and ``redteam`` (an adversarial dataset).
 
 The engine, numpy and scipy are imported only by the commands that run them, so ``--help`` and
 the container's ``healthcheck`` start in a fraction of a second.
@@ -25,6 +25,7 @@ from worker.cli.calibrate import add_calibrate_command
 from worker.cli.healthcheck import add_healthcheck_command
 from worker.cli.perturbations import add_perturbations_command
 from worker.cli.power import add_power_command
+from worker.cli.redteam import add_redteam_command
 from worker.cli.setup import add_setup_command
 from worker.errors import ExecutionError
 from worker.evals.types import CONFIG_FILENAME
@@ -130,6 +131,7 @@ def _parser() -> argparse.ArgumentParser:
     add_calibrate_command(sub)
     add_power_command(sub)
     add_perturbations_command(sub)
+    add_redteam_command(sub)
     return parser
 
 
@@ -149,6 +151,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     """
     # scipy via the statistics: only when a gate runs
     from worker.report import multi as report_multi
+    from worker.report.pii import redact_pii
 
     refused = _refusal(args)
     if refused is not None:
@@ -162,6 +165,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         return EXIT_EXECUTION_ERROR
     # CI logs are often public: no provider key of the environment may appear in the report
     multi = Redactor(secrets_from_environ(os.environ)).redact_value(multi)
+    multi = redact_pii(multi)  # nor what a `pii` assertion found
     gate_report = multi.merged()
     rendered = (report_multi.render_json(multi, head_sha, base_sha or None)
                 if args.format == "json"

@@ -47,6 +47,7 @@ from worker.github.client import GitHubClient, GitHubError
 from worker.github.comments import upsert_sticky_comment
 from worker.pipeline.multi import NO_CONFIG_HEADLINE, unconfigured_report
 from worker.report import multi as report_multi
+from worker.report.pii import redact_pii
 from worker.report.store import store_report
 from worker.runtime import locks
 from worker.runtime.lease import JobRef, current_job
@@ -175,6 +176,7 @@ async def _gate(services: Services, gh: GitHubClient, request: GateRequest, chec
         await _record(services, request, "action_required", check_run_id)
         return {"conclusion": "action_required", "head_sha": head_sha}
     multi = services.redactor.redact_value(await evaluate_configs(services, gh, request))
+    multi = redact_pii(multi)  # no report quotes what a `pii` assertion found
     gate_report = multi.merged()  # every config's verdict in one report
     record_gate_report(gate_report)
     gate_report = services.redactor.redact_value(

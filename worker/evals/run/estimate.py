@@ -39,7 +39,7 @@ from worker.evals.llm.provider import ModelCaller
 from worker.evals.llm_types import CostEstimate, Endpoint, TokenUsage
 from worker.evals.run.model_target import answer_family
 from worker.evals.run.traps import load_traps
-from worker.evals.score.judges import judge_messages, judge_spec
+from worker.evals.score.judges import JUDGE_TYPES, judge_messages, judge_spec
 from worker.evals.score.pairwise import PAIRWISE_TEMPLATE_VERSION
 from worker.evals.score.similar import embed_texts
 from worker.evals.types import AssertionSpec, Config, Example, ModelTarget, Settings, SuiteConfig
@@ -208,7 +208,7 @@ async def _suite(tally: _Tally, suite: SuiteConfig, root: Path, config: Config,
     if suite.traps is not None:
         for example, output in load_traps(contract, suite.traps):
             for spec in suite.assertions:
-                if spec.type == "llm_judge":
+                if spec.type in JUDGE_TYPES:
                     calls += await _judge(tally, spec, example, 1, settings, caller,
                                           output, config.path, cacheable=True)
     return calls
@@ -273,7 +273,7 @@ async def _assertion(tally: _Tally, spec: AssertionSpec, example: Example, known
     placeholder = "x " * answer_tokens
     answer = placeholder if known is None else known
     cacheable = known is not None and settings.repeats == 1
-    if spec.type == "llm_judge":
+    if spec.type in JUDGE_TYPES:
         return await _judge(tally, spec, example, settings.repeats, settings, caller, answer,
                             path, cacheable=cacheable)
     if spec.type == "pairwise" and with_base:

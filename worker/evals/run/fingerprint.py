@@ -69,7 +69,7 @@ DESCRIPTIONS = {
     "assertions": "assertions", "assertion_files": "assertion files (schemas, python)",
     "judges": "judge models", "judge_prompts": "judge prompts (rubric, scale)",
     "expected": "expected values or the set of examples", "traps": "trap cases"}
-_JUDGED = ("llm_judge", "pairwise")
+_JUDGED = ("llm_judge", "pairwise", "harmful")
 
 
 def digest(value: Any) -> str:

@@ -43,7 +43,7 @@ from worker.evals.run.estimate import ModelUse, estimate_configs
 from worker.evals.run.model_target import run_model
 from worker.evals.run.targets import run_command
 from worker.evals.run.traps import judge_traps
-from worker.evals.score.judges import judge_spec
+from worker.evals.score.judges import JUDGE_TYPES, judge_spec
 from worker.evals.score.metrics import suite_metrics
 from worker.evals.score.pairwise import add_pairwise
 from worker.evals.score.scoring import Item, score_items
@@ -281,7 +281,7 @@ def _judge_versions(suite: SuiteConfig, settings: Settings) -> tuple[str, ...]:
 
     versions = []
     for spec in suite.assertions:
-        if spec.type == "llm_judge":
+        if spec.type in JUDGE_TYPES:
             versions.append(judge_spec(spec, settings.judge, fail).version)
     return tuple(versions)
 

@@ -3,9 +3,9 @@
 A suite's ``traps:`` names a JSONL file (relative to the repository root) with one trap a line:
 ``{"id"?, "input", "output", "expected"?, "vars"?}``, where ``output`` is an answer known to be
 wrong (a byte-order mark only at the start of the file, as in datasets). Each of the suite's
-``llm_judge`` assertions judges each trap; a trap is caught when every judge fails it (an
-errored judge does not catch it). ``judge_trap_accuracy`` (caught / traps) is a metric like any
-other, so a gate can require it (``min: 1.0``), and the report shows it.
+``llm_judge`` (and ``harmful``) assertions judges each trap; a trap is caught when every judge
+fails it (an errored judge does not catch it). ``judge_trap_accuracy`` (caught / traps) is a
+metric like any other, so a gate can require it (``min: 1.0``), and the report shows it.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from worker.errors import ConfigError
 from worker.evals.config.files import decode_utf8, refuse_stray_bom
 from worker.evals.llm.provider import ModelCaller
 from worker.evals.llm_types import RunUsage, TrapSummary
-from worker.evals.score.judges import judge_spec, run_judge
+from worker.evals.score.judges import JUDGE_TYPES, judge_spec, run_judge
 from worker.evals.types import Example, Settings, SuiteConfig
 
 TRAP_KEYS = ("id", "input", "output", "expected", "vars")
@@ -68,7 +68,7 @@ def load_traps(root: Path, rel_path: str) -> list[tuple[Example, object]]:
 
 async def judge_traps(suite: SuiteConfig, root: Path, settings: Settings,
                       caller: ModelCaller) -> tuple[TrapSummary | None, RunUsage]:
-    """Judge the suite's traps with its ``llm_judge`` assertions.
+    """Judge the suite's traps with its ``llm_judge`` (and ``harmful``) assertions.
 
     Returns:
         The summary (None when the suite has no traps) and what the judge calls spent.
@@ -78,7 +78,7 @@ async def judge_traps(suite: SuiteConfig, root: Path, settings: Settings,
     """
     if suite.traps is None:
         return None, RunUsage()
-    specs = [s for s in suite.assertions if s.type == "llm_judge"]
+    specs = [s for s in suite.assertions if s.type in JUDGE_TYPES]
     if not specs:
         raise ConfigError(suite.traps, None, f"suite {suite.name!r} has `traps` but no "
                           "`llm_judge` assertion to test with them")

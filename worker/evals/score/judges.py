@@ -14,6 +14,9 @@ and the example unscored. A quorum needs more than half of its replies to have a
 
 Judge prompts are versioned: `JudgeSpec.version` hashes the template version, rubric and scale,
 so a changed rubric changes the version (shown in the report, and part of the cache key).
+
+``type: harmful`` (worker/evals/score/safety.py) is judged the same way with a built-in rubric
+and its own template version (`JUDGE_TYPES`); it never shows the expected answer.
 """
 
 from __future__ import annotations
@@ -31,12 +34,16 @@ from worker.evals.llm.endpoints import ENDPOINT_KEYS, parse_endpoint
 from worker.evals.llm.provider import ModelCaller
 from worker.evals.llm_types import Endpoint, RunUsage
 from worker.evals.score.judge_parse import SCALES, Scale, parse_verdict
+from worker.evals.score.safety import HARMFUL_RUBRIC, HARMFUL_VERSION
 from worker.evals.types import AssertionResult, AssertionSpec, Example
 
 #: Bumped whenever the judge prompt template below changes.
 JUDGE_TEMPLATE_VERSION = "llm_judge/1"
 JUDGE_KEYS = ("rubric", "criteria", "scale", "threshold", "n", "include_expected",
               *ENDPOINT_KEYS)
+#: Assertion types judged per example by `run_judge` (``harmful``: a built-in rubric,
+#: worker/evals/score/safety.py).
+JUDGE_TYPES = ("llm_judge", "harmful")
 #: Largest quorum.
 MAX_N = 9
 SYSTEM = ("You are a strict evaluator. You grade one answer of an AI system against a rubric. "
@@ -114,6 +121,9 @@ def judge_spec(spec: AssertionSpec, default: Endpoint | None, fail: Fail,
         endpoint = default
     else:
         raise fail("no judge model: set `model` here or `settings.judge.model`")
+    if spec.type == "harmful":  # the built-in, versioned rubric; never the expected answer
+        return JudgeSpec(HARMFUL_RUBRIC, endpoint, n=int(p.get("n", 1)), include_expected=False,
+                         kind=HARMFUL_VERSION)
     scale: Scale = "1-5" if p.get("scale") == "1-5" else "pass_fail"
     return JudgeSpec(str(p.get("rubric", p.get("criteria", ""))).strip(), endpoint, scale,
                      float(p.get("threshold", 0.75)), int(p.get("n", 1)),
@@ -184,6 +194,9 @@ def combine(js: JudgeSpec, scores: list[float], errors: list[str],
         score = statistics.median(scores)
         passed = score >= js.threshold - 1e-9
         details["disagreement"] = max(scores) - min(scores)
+    if assertion_type == "harmful" and not passed:
+        return AssertionResult(assertion_type, False, float(score), "the safety judge found the "
+                               f"answer harmful ({js.version})", details=details)
     message = "" if passed else (f"the judge failed it ({js.rubric[:120]})" if js.scale ==
                                  "pass_fail" else f"judge score {score:.2f} < {js.threshold:g}")
     return AssertionResult(assertion_type, passed, float(score), message, details=details)

@@ -3,6 +3,8 @@ runs.
 
 - structured (worker/evals/score/structured.py): ``json_valid``, ``json_schema``, ``starts_with``,
   ``length``, ``is_one_of``, ``classification``, ``latency``, ``cost``: pure, per example.
+- safety (worker/evals/score/safety.py): ``pii``, ``refusal``: pure, per example; ``harmful``:
+  a judge with a built-in rubric.
 - ``llm_judge`` (worker/evals/score/judges.py) and ``similar`` (worker/evals/score/similar.py): a
   model call per example.
 - ``python`` (worker/evals/score/custom.py): one batch per suite and assertion.
@@ -15,16 +17,18 @@ from __future__ import annotations
 from worker.errors import ConfigError
 from worker.evals.score.custom import validate_python
 from worker.evals.score.judges import validate_judge
+from worker.evals.score.safety import SAFETY_TYPES, validate_safety
 from worker.evals.score.similar import validate_similar
 from worker.evals.score.structured import STRUCTURED_TYPES
 from worker.evals.score.structured import validate as validate_structured
 from worker.evals.types import AssertionSpec
 
-MODEL_TYPES = ("llm_judge", "similar")
+MODEL_TYPES = ("llm_judge", "similar", "harmful")
 BATCH_TYPES = ("python",)
 RUN_TYPES = ("pairwise",)
 #: Every added type, in the order the config reference lists them.
-EXTRA_TYPES: tuple[str, ...] = (*STRUCTURED_TYPES, *MODEL_TYPES, *BATCH_TYPES, *RUN_TYPES)
+EXTRA_TYPES: tuple[str, ...] = (*STRUCTURED_TYPES, *SAFETY_TYPES, *MODEL_TYPES, *BATCH_TYPES,
+                                *RUN_TYPES)
 
 
 def validate_extra(spec: AssertionSpec, path: str) -> None:
@@ -50,3 +54,5 @@ def validate_extra(spec: AssertionSpec, path: str) -> None:
         validate_similar(spec, fail)
     elif spec.type == "python":
         validate_python(spec, fail)
+    elif spec.type in (*SAFETY_TYPES, "harmful"):
+        validate_safety(spec, fail)

@@ -25,10 +25,10 @@ from pathlib import Path
 from worker.errors import ConfigError
 from worker.evals.llm.provider import ModelCaller
 from worker.evals.llm_types import UNSCORED_KINDS, RunUsage
-from worker.evals.score import assertions, structured
+from worker.evals.score import assertions, safety, structured
 from worker.evals.score.consistency import annotate
 from worker.evals.score.custom import run_python
-from worker.evals.score.judges import judge_spec, run_judge
+from worker.evals.score.judges import JUDGE_TYPES, judge_spec, run_judge
 from worker.evals.score.kinds import RUN_TYPES
 from worker.evals.score.similar import check_similar
 from worker.evals.types import (
@@ -100,9 +100,10 @@ async def _check(spec: AssertionSpec, item: Item, settings: Settings, caller: Mo
         path = dataset if spec in example.assertions else CONFIG_FILENAME
         return ConfigError(path, spec.line, f"assertion `{spec.type}`: {message}")
 
-    if spec.type == "llm_judge":
+    if spec.type in JUDGE_TYPES:
         js = judge_spec(spec, settings.judge, fail)
-        return await run_judge(js, caller, example, output.output, use_cache=item.use_cache)
+        return await run_judge(js, caller, example, output.output, use_cache=item.use_cache,
+                               assertion_type=spec.type)
     if spec.type == "similar":
         return await check_similar(spec, settings.embedding, caller, example, output.output,
                                    fail, use_cache=item.use_cache)
@@ -110,6 +111,10 @@ async def _check(spec: AssertionSpec, item: Item, settings: Settings, caller: Mo
         return None, RunUsage()
     if spec.type in structured.STRUCTURED_TYPES:
         passed, message, details = structured.check(spec, output.output, example, output)
+        return AssertionResult(spec.type, passed, 1.0 if passed else 0.0,
+                               "" if passed else message, details=details), RunUsage()
+    if spec.type in safety.SAFETY_TYPES:
+        passed, message, details = safety.check_safety(spec, assertions.as_text(output.output))
         return AssertionResult(spec.type, passed, 1.0 if passed else 0.0,
                                "" if passed else message, details=details), RunUsage()
     return assertions.check(spec, output.output, example), RunUsage()
