@@ -30,7 +30,7 @@ from worker.errors import ConfigError
 from worker.evals.llm.endpoints import ENDPOINT_KEYS, parse_endpoint
 from worker.evals.llm.provider import ModelCaller
 from worker.evals.llm_types import Endpoint, RunUsage
-from worker.evals.score.judge_parse import SCALES, Scale, parse_verdict
+from worker.evals.score.judge_parse import SCALES, Scale, explanation, parse_verdict
 from worker.evals.types import AssertionResult, AssertionSpec, Example
 
 #: Bumped whenever the judge prompt template below changes.
@@ -145,6 +145,7 @@ async def run_judge(js: JudgeSpec, caller: ModelCaller, example: Example, output
     """
     messages = judge_messages(js, example, output)
     scores: list[float] = []
+    reasons: list[str] = []
     errors: list[str] = []
     spend = RunUsage()
     outcomes = await asyncio.gather(*(
@@ -160,15 +161,20 @@ async def run_judge(js: JudgeSpec, caller: ModelCaller, example: Example, output
             errors.append(verdict.error)
         else:
             scores.append(verdict.score)
-    return combine(js, scores, errors, assertion_type), spend
+            reasons.append(explanation(outcome.answer.text))
+    return combine(js, scores, errors, assertion_type, reasons), spend
 
 
 def combine(js: JudgeSpec, scores: list[float], errors: list[str],
-            assertion_type: str = "llm_judge") -> AssertionResult:
+            assertion_type: str = "llm_judge",
+            reasons: list[str] | None = None) -> AssertionResult:
     """Combine a quorum's scores (pure): median, pass rule, disagreement, judge errors.
 
     Disagreement is the share of votes that differ from the combined pass/fail verdict
-    (pass/fail scale) or the spread max - min of the scores (1-5 scale).
+    (pass/fail scale) or the spread max - min of the scores (1-5 scale). ``reasons`` (one per
+    score: the judge's explanation, worker/evals/score/judge_parse.explanation) gives the
+    failure message and ``details["reason"]``: the first reason of a vote on the combined
+    side of the pass rule.
     """
     details: dict[str, Any] = {"votes": scores, "prompt_version": js.version,
                                "judge_errors": len(errors)}
@@ -184,6 +190,18 @@ def combine(js: JudgeSpec, scores: list[float], errors: list[str],
         score = statistics.median(scores)
         passed = score >= js.threshold - 1e-9
         details["disagreement"] = max(scores) - min(scores)
-    message = "" if passed else (f"the judge failed it ({js.rubric[:120]})" if js.scale ==
-                                 "pass_fail" else f"judge score {score:.2f} < {js.threshold:g}")
+    reason = _reason(js, scores, reasons or [], passed)
+    details["reason"] = reason
+    said = f": {reason}" if reason else " (the judge gave no reason)"
+    message = "" if passed else (f"the judge failed it{said}" if js.scale == "pass_fail"
+                                 else f"judge score {score:.2f} < {js.threshold:g}{said}")
     return AssertionResult(assertion_type, passed, float(score), message, details=details)
+
+
+def _reason(js: JudgeSpec, scores: list[float], reasons: list[str], passed: bool) -> str:
+    """The first non-empty reason of a vote that agrees with the combined verdict."""
+    for score, reason in zip(scores, reasons, strict=False):
+        if reason and (score >= js.threshold - 1e-9 if js.scale == "1-5"
+                       else score >= 1.0) == passed:
+            return reason
+    return ""
