@@ -4,7 +4,7 @@ runs.
 - structured (worker/evals/score/structured.py): ``json_valid``, ``json_schema``, ``starts_with``,
   ``length``, ``is_one_of``, ``classification``, ``latency``, ``cost``: pure, per example.
 - ``llm_judge`` (worker/evals/score/judges.py) and ``similar`` (worker/evals/score/similar.py): a
-  model call per example.
+  model call per example; ``composite`` (worker/evals/score/composite.py): one per criterion.
 - ``python`` (worker/evals/score/custom.py): one batch per suite and assertion.
 - ``pairwise`` (worker/evals/score/pairwise.py): once both base and head ran; a suite-level
   assertion only, it scores ``win_rate`` and no example's pass/fail.
@@ -13,6 +13,7 @@ runs.
 from __future__ import annotations
 
 from worker.errors import ConfigError
+from worker.evals.score.composite import validate_composite
 from worker.evals.score.custom import validate_python
 from worker.evals.score.judges import validate_judge
 from worker.evals.score.similar import validate_similar
@@ -20,7 +21,7 @@ from worker.evals.score.structured import STRUCTURED_TYPES
 from worker.evals.score.structured import validate as validate_structured
 from worker.evals.types import AssertionSpec
 
-MODEL_TYPES = ("llm_judge", "similar")
+MODEL_TYPES = ("llm_judge", "similar", "composite")
 BATCH_TYPES = ("python",)
 RUN_TYPES = ("pairwise",)
 #: Every added type, in the order the config reference lists them.
@@ -50,3 +51,5 @@ def validate_extra(spec: AssertionSpec, path: str) -> None:
         validate_similar(spec, fail)
     elif spec.type == "python":
         validate_python(spec, fail)
+    elif spec.type == "composite":
+        validate_composite(spec, fail)

@@ -74,6 +74,6 @@ def test_bootstrap_interval_is_seeded_and_covers_the_value() -> None:
     again = agreement.bootstrap(human, judge, agreement.agreement)
     assert first == again
     assert first.low < first.value < first.high
-    assert 0.0 <= first.low and first.high <= 1.0
+    assert first.low >= 0.0 and first.high <= 1.0
     one = agreement.bootstrap([1], [1], agreement.agreement)
     assert one.value == 1.0 and math.isnan(one.low)
