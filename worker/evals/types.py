@@ -246,6 +246,8 @@ class SuiteConfig:
             traps) is read from when that is not the checkout its target runs in: base's,
             when head's target is scored on base's contract (worker/evals/verdict/contract.py);
             None (a parsed config) for the run's own checkout. Not part of any key.
+        judge: the suite's ``judge:`` rules on its judge (labels, min agreement, max drift;
+            worker/pipeline/judge_trust.py), or None.
     """
 
     name: str
@@ -258,6 +260,24 @@ class SuiteConfig:
     traps: str | None = None
     on_paths: tuple[str, ...] = ()
     contract_root: Path | None = None
+    judge: JudgeRules | None = None
+
+
+@dataclass(frozen=True)
+class JudgeRules:
+    """A suite's rules on its judge, read from base (worker/pipeline/judge_trust.py).
+
+    Attributes:
+        labels: the human labels file (JSONL, relative POSIX path; its snapshot sits beside).
+        min_agreement: least agreement with the labels (fraction 0-1), or None.
+        max_drift: largest drop in agreement from the snapshot (fraction 0-1), or None.
+        line: 1-based line of the ``judge:`` key.
+    """
+
+    labels: str
+    min_agreement: float | None = None
+    max_drift: float | None = None
+    line: int | None = None
 
 
 @dataclass(frozen=True)

@@ -30,6 +30,7 @@ from yaml.constructor import SafeConstructor
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
 from worker.errors import ConfigError
+from worker.evals.config import judge_rules as config_judge
 from worker.evals.config import layout as config_layout
 from worker.evals.config import llm_suites as config_llm
 from worker.evals.config import paths as config_paths
@@ -69,7 +70,7 @@ UNDECIDED_POLICIES = ("action_required", "neutral")
 SETTINGS_KEYS = ("timeout", "concurrency", "env", *config_llm.LLM_SETTINGS_KEYS,
                  *config_paths.PATH_SETTINGS_KEYS, "drafts", "undecided",
                  *config_layout.LAYOUT_SETTINGS_KEYS, *config_stats.STATS_SETTINGS_KEYS)
-SUITE_KEYS = ("name", "dataset", "target", "assertions", "gate", "traps", "on_paths")
+SUITE_KEYS = ("name", "dataset", "target", "assertions", "gate", "traps", "on_paths", "judge")
 TARGET_KEYS = ("command", "batch")
 PLACEHOLDERS = ("{input_file}", "{output_file}")
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
@@ -293,8 +294,10 @@ class _Reader:
             if "traps" in entries else None
         paths = config_paths.on_paths(self, entries["on_paths"][1]) if "on_paths" in entries \
             else ()
+        judge = config_judge.judge_rules(self, entries["judge"][1], what) \
+            if "judge" in entries else None
         return SuiteConfig(name, dataset, target, assertions, gate, int(node.start_mark.line) + 1,
-                           options, traps=traps, on_paths=paths)
+                           options, traps=traps, on_paths=paths, judge=judge)
 
     def dataset(self, node: Node) -> str:
         raw = self.string(node, "`dataset`")
