@@ -1,7 +1,7 @@
 """The ``llmgate`` command line: ``run`` (gate locally), ``serve``, ``worker``, ``demo``,
 ``setup`` (register the GitHub App), ``healthcheck`` (the container's health check) and
-``calibrate`` (A/A runs: the gate's false-alarm rate and unstable examples) and ``power``
-(examples needed to detect a drop).
+``calibrate`` (A/A runs: the gate's false-alarm rate and unstable examples), ``power``
+(examples needed to detect a drop) and ``judge calibrate`` (judges against human labels).
 
 The engine, numpy and scipy are imported only by the commands that run them, so ``--help`` and
 the container's ``healthcheck`` start in a fraction of a second.
@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING
 from worker.checkout import GitError, local_merge_base, local_worktree, resolve_ref
 from worker.cli.calibrate import add_calibrate_command
 from worker.cli.healthcheck import add_healthcheck_command
+from worker.cli.judge import add_judge_command
 from worker.cli.power import add_power_command
 from worker.cli.setup import add_setup_command
 from worker.errors import ExecutionError
@@ -46,7 +47,8 @@ RUN_DESCRIPTION = ("Gate locally, as the worker does, and print the report. Insi
 #: What ``llmgate --help`` says above the commands (plain text: argparse shows it verbatim).
 DESCRIPTION = ("Gate LLM quality regressions: run the eval suites at a base and a head, compare "
                "them with paired statistics and report. Commands: run (gate locally), serve, "
-               "worker, demo, setup (register the GitHub App), healthcheck and calibrate.")
+               "worker, demo, setup (register the GitHub App), healthcheck, calibrate, power and "
+               "judge calibrate (judges against human labels).")
 
 #: On SIGTERM the web process stops accepting connections and lets requests in flight finish
 #: for up to this many seconds (GitHub itself waits 10 s for a delivery's answer).
@@ -116,6 +118,7 @@ def _parser() -> argparse.ArgumentParser:
     add_healthcheck_command(sub)
     add_calibrate_command(sub)
     add_power_command(sub)
+    add_judge_command(sub)
     return parser
 
 

@@ -11,7 +11,8 @@ from tests.unit.llm_support import endpoint_yaml, model_config, write_repo
 #: The judge base trusts, and one that passes everything (wire names: litellm strips openai/).
 GOOD, LAX = "openai/judge-good", "openai/judge-lax"
 RULES: list[dict[str, Any]] = [
-    {"model": "judge-good", "match": "bad answer", "reply": "It dodges the question.\nVERDICT: FAIL"},
+    {"model": "judge-good", "match": "bad answer",
+     "reply": "It dodges the question.\nVERDICT: FAIL"},
     {"model": "judge-good", "match": "", "reply": "VERDICT: PASS"},
     {"model": "judge-lax", "match": "", "reply": "Looks fine to me.\nVERDICT: PASS"},
     {"match": "Customer says", "reply": "Refund sent."}]
