@@ -271,7 +271,7 @@ class JudgeRules:
         labels: the human labels file (JSONL, relative POSIX path; its snapshot sits beside).
         min_agreement: least agreement with the labels (fraction 0-1), or None.
         max_drift: largest drop in agreement from the snapshot (fraction 0-1), or None.
-        line: 1-based line of the ``judge:`` key.
+        line: 1-based line where the ``judge:`` rules start.
     """
 
     labels: str
