@@ -1,16 +1,18 @@
 """LLM judges: ``llm_judge`` assertions with a rubric, a scale and an optional quorum.
 
 Options of ``type: llm_judge``: ``rubric`` (or ``criteria``): what a good answer does;
-``scale``: ``pass_fail`` (default) or ``1-5`` (mapped to 0-1 as (s - 1) / 4); ``threshold``
-(1-5 only, fraction 0-1, default 0.75, i.e. a 4): the mapped score that passes; ``n``: judge
-calls per example (a quorum, default 1), combined by the median (for pass/fail the lower median,
-so a tie fails) with the disagreement reported; ``include_expected`` (default true): show the
-example's ``expected`` value as a reference; and the model fields of worker/evals/llm/endpoints.py
-(default: ``settings.judge``). A judge call that fails, an answer with no usable text (empty,
-null, withheld by a content filter, cut at the token limit: never cached,
-worker/evals/llm/provider.py), or a reply that does not commit to one verdict or one score on the
-scale (worker/evals/score/judge_parse.py) is a judge error: the assertion is errored (never a pass)
-and the example unscored. A quorum needs more than half of its replies to have a verdict.
+``scale``: ``pass_fail`` (default) or ``1-5`` (mapped to 0-1 as (s - 1) / 4); ``threshold`` (1-5
+only, fraction 0-1, default 0.75, i.e. a 4): the mapped score that passes; ``n``: judge calls
+per example (a quorum, default 1), combined by the median (for pass/fail the lower median, so a
+tie fails) with the disagreement reported; ``include_expected`` (default true): show the
+example's ``expected`` value as a reference; ``name``: the criterion it is in judge calibration
+(worker/evals/run/judge_calibration.py, default ``llm_judge``); and the model fields of
+worker/evals/llm/endpoints.py (default: ``settings.judge``). A judge call that fails, an answer
+with no usable text (empty, null, withheld by a content filter, cut at the token limit: never
+cached, worker/evals/llm/provider.py), or a reply that does not commit to one verdict or one
+score on the scale (worker/evals/score/judge_parse.py) is a judge error: the assertion is
+errored (never a pass) and the example unscored. A quorum needs more than half of its replies to
+have a verdict.
 
 Judge prompts are versioned: `JudgeSpec.version` hashes the template version, rubric and scale,
 so a changed rubric changes the version (shown in the report, and part of the cache key).
@@ -36,7 +38,7 @@ from worker.evals.types import AssertionResult, AssertionSpec, Example
 #: Bumped whenever the judge prompt template below changes.
 JUDGE_TEMPLATE_VERSION = "llm_judge/1"
 JUDGE_KEYS = ("rubric", "criteria", "scale", "threshold", "n", "include_expected",
-              *ENDPOINT_KEYS)
+              *ENDPOINT_KEYS, "name")
 #: Largest quorum.
 MAX_N = 9
 SYSTEM = ("You are a strict evaluator. You grade one answer of an AI system against a rubric. "
@@ -96,8 +98,14 @@ def validate_judge(spec: AssertionSpec, fail: Fail, extra: tuple[str, ...] = ())
         raise fail("`threshold` must be a number from 0 to 1 (the mapped score that passes)")
     if not isinstance(p.get("include_expected", True), bool):
         raise fail("`include_expected` must be true or false")
+    _validate_name(p, fail)
     if "model" in p:
         parse_endpoint(p, fail)
+
+
+def _validate_name(p: dict[str, Any], fail: Fail) -> None:
+    if "name" in p and (not isinstance(p["name"], str) or not p["name"].strip()):
+        raise fail("`name` must be non-empty text (the criterion's name in calibration)")
 
 
 def judge_spec(spec: AssertionSpec, default: Endpoint | None, fail: Fail,

@@ -13,11 +13,13 @@ from tests.unit import llm_support
 from tests.unit.llm_support import context, endpoint_yaml, model_config, write_repo
 from worker.errors import ConfigError
 from worker.evals.config.labels import parse_labels
+from worker.evals.config.load import parse_config
 from worker.evals.run.judge_calibration import (
     calibrate_suite,
     drift,
     load_snapshot,
     snapshot_path,
+    suite_criteria,
     to_snapshot,
     write_snapshot,
 )
@@ -126,3 +128,19 @@ def test_labels_parse() -> None:
                         '{"id": "b", "output": "y", "score": 4, "criterion": "c"}\n', "l")
     assert [(r.id, r.line, r.rating, r.graded, r.criterion) for r in rows] == [
         ("1", 1, 1, False, ""), ("b", 3, 4, True, "c")]
+
+
+def test_named_llm_judges_are_criteria() -> None:
+    text = ("version: 1\nsettings: {judge: {model: openai/j}}\nsuites:\n  - name: s\n"
+            "    dataset: d.jsonl\n    target: {command: 'x {input_file} {output_file}'}\n"
+            "    assertions:\n      - {type: llm_judge, rubric: a, name: facts}\n"
+            "      - {type: llm_judge, rubric: b, name: tone, model: openai/k}\n")
+    config = parse_config(text)
+    judges = suite_criteria(config.suites[0], config.settings)
+    assert {n: j.endpoint.model for n, j in judges.items()} == {"facts": "openai/j",
+                                                                "tone": "openai/k"}
+    twice = text.replace("name: tone", "name: facts")
+    with pytest.raises(ConfigError, match="two judges of the suite have this name"):
+        suite_criteria(parse_config(twice).suites[0], config.settings)
+    with pytest.raises(ConfigError, match="`name` must be non-empty text"):
+        parse_config(text.replace("name: tone", "name: ''"))
