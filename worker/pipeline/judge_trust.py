@@ -24,6 +24,7 @@ from pathlib import Path
 
 from worker.errors import ConfigError
 from worker.evals.context import EvalContext
+from worker.evals.llm_types import RunUsage
 from worker.evals.run.judge_calibration import (
     JudgeCalibration,
     calibrate_suite,
@@ -93,25 +94,35 @@ async def _check_suite(base_suite: SuiteConfig, rules: JudgeRules, base: Config,
     try:
         calibration = await calibrate_suite(head_suite, head.settings, base_root, rules.labels,
                                             evals, path=head.path)
-        reference, source = await _reference(base_suite, base, base_root, rules, evals)
+        reference, source, spend = await _reference(base_suite, base, base_root, rules, evals)
     except ConfigError as err:
         return [_undecided(base_suite.name, f"the labelled set cannot be used: {err}")], []
-    notes = [_change_note(calibration, base_judges, reference, source)]
+    notes = [_change_note(calibration, base_judges, reference, source)
+             + _spend(calibration.spend + spend)]
     notes += _disagreement_notes(calibration)
     return list(check_rules(calibration, rules, reference)), notes
 
 
 async def _reference(suite: SuiteConfig, base: Config, base_root: Path, rules: JudgeRules,
-                     evals: EvalContext | None) -> tuple[dict[str, float], str]:
-    """Criterion -> agreement to compare with: base's snapshot, else base's judges now."""
+                     evals: EvalContext | None) -> tuple[dict[str, float], str, RunUsage]:
+    """Criterion -> agreement to compare with: base's snapshot, else base's judges now; where
+    it came from; what measuring it spent."""
     snapshot = load_snapshot(base_root, rules.labels)
     if snapshot is not None:
         return {name: float(doc["agreement"]) for name, doc in snapshot.items()
-                if isinstance(doc.get("agreement"), int | float)}, "the snapshot at base"
+                if isinstance(doc.get("agreement"), int | float)}, "the snapshot at base", \
+            RunUsage()
     measured = await calibrate_suite(suite, base.settings, base_root, rules.labels, evals,
                                      path=base.path)
     return {c.name: c.agreement.value for c in measured.criteria if c.decided}, \
-        "base's judge, measured now (no snapshot at base)"
+        "base's judge, measured now (no snapshot at base)", measured.spend
+
+
+def _spend(spend: RunUsage) -> str:
+    """The calibration's model calls, for the note (they are outside the runs' totals)."""
+    unpriced = f", {spend.unpriced_calls} of unknown cost" if spend.unpriced_calls else ""
+    return (f" (judge calibration: {spend.provider_calls} provider calls, {spend.cache_hits} "
+            f"cache hits, ${spend.cost_usd:.4f}{unpriced})")
 
 
 def _change_note(calibration: JudgeCalibration, base_judges: Mapping[str, JudgeSpec],

@@ -37,6 +37,8 @@ async def test_a_lax_judge_fails_the_gate_and_shows_the_agreement_drop(
     note = next(n for n in gate.notes if "head changes the judge" in n)
     assert "judge-good -> openai/judge-lax" in note and "agreement 100% -> 50%" in note
     assert "base's judge, measured now" in note
+    assert note.endswith("(judge calibration: 16 provider calls, 0 cache hits, $0.0000, "
+                         "16 of unknown cost)")
     listed = next(n for n in gate.notes if n.startswith("judge disagreements"))
     assert "b0: human fail, judge pass (Looks fine to me.)" in listed
     text = report.comment_body(gate, head_sha="", base_sha=None)
