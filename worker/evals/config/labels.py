@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from worker.errors import ConfigError
-from worker.evals.config.files import decode_utf8, read_repo_file
+from worker.evals.config.files import decode_utf8, read_repo_file, refuse_stray_bom
 
 #: Largest labels file read, bytes (16 MiB), and most rows.
 MAX_LABELS_BYTES = 16 << 20
@@ -89,6 +89,7 @@ def parse_labels(text: str, path: str) -> tuple[LabelRow, ...]:
 
 
 def _row(raw: str, line: int, path: str) -> LabelRow:
+    refuse_stray_bom(raw, path, line)
     try:
         doc = json.loads(raw)
     except (ValueError, RecursionError) as exc:
