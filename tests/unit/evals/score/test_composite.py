@@ -66,6 +66,8 @@ async def test_a_criterion_judge_error_leaves_the_example_unscored(llm: FakeLLMS
     assert example.unscored and not example.passed
     assert example.assertions[0].message.startswith("criterion accuracy: judge error:")
     assert gate.conclusion != "success"
+    estimate = gate.head.estimate  # type: ignore[union-attr]
+    assert estimate is not None and estimate.calls == 3  # the target, then each criterion
 
 
 @pytest.mark.parametrize(("criteria", "error"), [
