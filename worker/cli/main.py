@@ -1,7 +1,8 @@
 """The ``llmgate`` command line: ``run`` (gate locally), ``serve``, ``worker``, ``demo``,
 ``setup`` (register the GitHub App), ``healthcheck`` (the container's health check) and
 ``calibrate`` (A/A runs: the gate's false-alarm rate and unstable examples), ``power``
-(examples needed to detect a drop) and ``redteam`` (an adversarial dataset).
+(examples needed to detect a drop), ``redteam`` (an adversarial dataset) and ``judge calibrate``
+(judges against human labels).
 
 The engine, numpy and scipy are imported only by the commands that run them, so ``--help`` and
 the container's ``healthcheck`` start in a fraction of a second.
@@ -23,6 +24,7 @@ from typing import TYPE_CHECKING
 from worker.checkout import GitError, local_merge_base, local_worktree, resolve_ref
 from worker.cli.calibrate import add_calibrate_command
 from worker.cli.healthcheck import add_healthcheck_command
+from worker.cli.judge import add_judge_command
 from worker.cli.perturbations import add_perturbations_command
 from worker.cli.power import add_power_command
 from worker.cli.redteam import add_redteam_command
@@ -132,6 +134,7 @@ def _parser() -> argparse.ArgumentParser:
     add_power_command(sub)
     add_perturbations_command(sub)
     add_redteam_command(sub)
+    add_judge_command(sub)
     return parser
 
 

@@ -248,6 +248,8 @@ class SuiteConfig:
             None (a parsed config) for the run's own checkout. Not part of any key.
         consistency: how a ``type: consistency`` suite perturbs its multiple-choice
             questions (worker/evals/config/consistency.py); None for an ordinary suite.
+        judge: the suite's ``judge:`` rules on its judge (labels, min agreement, max drift;
+            worker/pipeline/judge_trust.py), or None.
     """
 
     name: str
@@ -261,6 +263,7 @@ class SuiteConfig:
     on_paths: tuple[str, ...] = ()
     contract_root: Path | None = None
     consistency: ConsistencySpec | None = None
+    judge: JudgeRules | None = None
 
 
 @dataclass(frozen=True)
@@ -288,6 +291,23 @@ class ConsistencySpec:
     seed: int = 0
     mca_threshold: float = 1.0
     agreement: float = 1.0
+
+
+@dataclass(frozen=True)
+class JudgeRules:
+    """A suite's rules on its judge, read from base (worker/pipeline/judge_trust.py).
+
+    Attributes:
+        labels: the human labels file (JSONL, relative POSIX path; its snapshot sits beside).
+        min_agreement: least agreement with the labels (fraction 0-1), or None.
+        max_drift: largest drop in agreement from the snapshot (fraction 0-1), or None.
+        line: 1-based line where the ``judge:`` rules start.
+    """
+
+    labels: str
+    min_agreement: float | None = None
+    max_drift: float | None = None
+    line: int | None = None
 
 
 @dataclass(frozen=True)

@@ -33,6 +33,7 @@ from worker.evals.verdict.health import finish_report
 from worker.evals.verdict.rules import merge_rules
 from worker.evals.verdict.unanswered import count_as_failed
 from worker.evals.verdict.unanswered import note as unanswered_note
+from worker.pipeline.judge_trust import apply_judge_rules
 from worker.pipeline.on_paths import restrict, select_suites
 
 
@@ -177,6 +178,8 @@ async def gate_trees(
         notes.append("no base given: only absolute rules (min) apply")
     report = await _verdict(plan, heads, head_root, base_run, base_config, notes, problems,
                             evals)
+    report = await apply_judge_rules(report, head_config, base_config if base else None,
+                                     base_root, evals)  # a changed judge must still agree
     source = base.source if base else None
     if source:
         report = replace(report, notes=(*report.notes, source))

@@ -31,6 +31,7 @@ from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
 from worker.errors import ConfigError
 from worker.evals.config import consistency as config_consistency
+from worker.evals.config import judge_rules as config_judge
 from worker.evals.config import layout as config_layout
 from worker.evals.config import llm_suites as config_llm
 from worker.evals.config import paths as config_paths
@@ -71,7 +72,7 @@ SETTINGS_KEYS = ("timeout", "concurrency", "env", *config_llm.LLM_SETTINGS_KEYS,
                  *config_paths.PATH_SETTINGS_KEYS, "drafts", "undecided",
                  *config_layout.LAYOUT_SETTINGS_KEYS, *config_stats.STATS_SETTINGS_KEYS)
 SUITE_KEYS = ("name", "dataset", "target", "assertions", "gate", "traps", "on_paths", "type",
-              "consistency")
+              "consistency", "judge")
 TARGET_KEYS = ("command", "batch")
 PLACEHOLDERS = ("{input_file}", "{output_file}")
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
@@ -295,8 +296,11 @@ class _Reader:
             if "traps" in entries else None
         paths = config_paths.on_paths(self, entries["on_paths"][1]) if "on_paths" in entries \
             else ()
+        judge = config_judge.judge_rules(self, entries["judge"][1], what) \
+            if "judge" in entries else None
         suite = SuiteConfig(name, dataset, target, assertions, gate,
-                            int(node.start_mark.line) + 1, options, traps=traps, on_paths=paths)
+                            int(node.start_mark.line) + 1, options, traps=traps, on_paths=paths,
+                            judge=judge)
         return config_consistency.suite_type(self, entries, suite)
 
     def dataset(self, node: Node) -> str:

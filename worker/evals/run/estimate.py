@@ -39,6 +39,7 @@ from worker.evals.llm.provider import ModelCaller
 from worker.evals.llm_types import CostEstimate, Endpoint, TokenUsage
 from worker.evals.run.model_target import answer_family
 from worker.evals.run.traps import load_traps
+from worker.evals.score.composite import criterion_specs
 from worker.evals.score.judges import JUDGE_TYPES, judge_messages, judge_spec
 from worker.evals.score.pairwise import PAIRWISE_TEMPLATE_VERSION
 from worker.evals.score.similar import embed_texts
@@ -279,6 +280,10 @@ async def _assertion(tally: _Tally, spec: AssertionSpec, example: Example, known
     if spec.type == "pairwise" and with_base:
         return await _judge(tally, spec, example, 2, settings, caller, answer + placeholder,
                             path, cacheable=False, kind="pairwise")
+    if spec.type == "composite":
+        return [call for sub in criterion_specs(spec) for call in await _judge(
+            tally, sub, example, settings.repeats, settings, caller, answer, path,
+            cacheable=cacheable)]
     if spec.type == "similar":
         return _similar(tally, spec, example, answer, settings, caller, path, cacheable)
     return []

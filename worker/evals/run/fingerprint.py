@@ -96,7 +96,7 @@ def suite_fingerprint(suite: SuiteConfig, settings: Settings, root: Path) -> Sui
     scoring = {"assertions": digest([_spec(s) for s in suite.assertions]),
                "assertion_files": digest(_assertion_files(specs, contract)),
                "judges": digest([[s.type, _judge_endpoint(s, settings)] for s in specs
-                                 if s.type in (*_JUDGED, "similar")]),
+                                 if s.type in (*_JUDGED, "similar", "composite")]),
                "judge_prompts": digest(judge_versions(specs, settings)),
                "expected": expected, "traps": _file(contract, suite.traps)}
     return SuiteFingerprint(outputs, scoring, digest([outputs, scoring]))

@@ -228,3 +228,28 @@ def parse_pick(text: str) -> str | None:
 def _clip(text: str, limit: int = 160) -> str:
     flat = " ".join(text.split())
     return repr(flat if len(flat) <= limit else flat[:limit] + "...")
+
+
+#: Longest judge explanation kept as a failure reason, characters.
+REASON_CHARS = 300
+#: A line that only gives the verdict or the score (``VERDICT: FAIL``, ``**Score: 2**``).
+_VERDICT_LINE = re.compile(r"[*_`#>\s]*(?:final\s+)?(?:verdict|result|grade|decision|answer|"
+                           r"score|rating)?\s*[:=\-]?\s*[*_`\"'\s]*(?:pass(?:ed)?|fail(?:ed)?|"
+                           r"\d+(?:\.\d+)?(?:\s*/\s*5)?)[*_`\"'.!\s]*", re.IGNORECASE)
+
+
+def explanation(text: str, limit: int = REASON_CHARS) -> str:
+    """Return the judge's own explanation in its reply: the text without the lines that only
+    give the verdict or the score, whitespace flattened, clipped to ``limit`` characters
+    (``...`` marks a cut); a JSON reply's ``reason``/``explanation``/``rationale`` string.
+    "" when the reply gives no reason."""
+    reply = clean(text)
+    document = _json_object(reply)[0] if reply else None
+    if isinstance(document, dict):
+        keys = {str(k).lower(): v for k, v in document.items()}
+        found = next((keys[k] for k in ("reason", "explanation", "rationale", "reasoning")
+                      if isinstance(keys.get(k), str)), "")
+        reply = str(found)
+    kept = [line for line in reply.splitlines() if not _VERDICT_LINE.fullmatch(line)]
+    flat = " ".join(" ".join(kept).split())
+    return flat if len(flat) <= limit else flat[:limit - 3].rstrip() + "..."

@@ -1,16 +1,18 @@
 """LLM judges: ``llm_judge`` assertions with a rubric, a scale and an optional quorum.
 
 Options of ``type: llm_judge``: ``rubric`` (or ``criteria``): what a good answer does;
-``scale``: ``pass_fail`` (default) or ``1-5`` (mapped to 0-1 as (s - 1) / 4); ``threshold``
-(1-5 only, fraction 0-1, default 0.75, i.e. a 4): the mapped score that passes; ``n``: judge
-calls per example (a quorum, default 1), combined by the median (for pass/fail the lower median,
-so a tie fails) with the disagreement reported; ``include_expected`` (default true): show the
-example's ``expected`` value as a reference; and the model fields of worker/evals/llm/endpoints.py
-(default: ``settings.judge``). A judge call that fails, an answer with no usable text (empty,
-null, withheld by a content filter, cut at the token limit: never cached,
-worker/evals/llm/provider.py), or a reply that does not commit to one verdict or one score on the
-scale (worker/evals/score/judge_parse.py) is a judge error: the assertion is errored (never a pass)
-and the example unscored. A quorum needs more than half of its replies to have a verdict.
+``scale``: ``pass_fail`` (default) or ``1-5`` (mapped to 0-1 as (s - 1) / 4); ``threshold`` (1-5
+only, fraction 0-1, default 0.75, i.e. a 4): the mapped score that passes; ``n``: judge calls
+per example (a quorum, default 1), combined by the median (for pass/fail the lower median, so a
+tie fails) with the disagreement reported; ``include_expected`` (default true): show the
+example's ``expected`` value as a reference; ``name``: the criterion it is in judge calibration
+(worker/evals/run/judge_calibration.py, default ``llm_judge``); and the model fields of
+worker/evals/llm/endpoints.py (default: ``settings.judge``). A judge call that fails, an answer
+with no usable text (empty, null, withheld by a content filter, cut at the token limit: never
+cached, worker/evals/llm/provider.py), or a reply that does not commit to one verdict or one
+score on the scale (worker/evals/score/judge_parse.py) is a judge error: the assertion is
+errored (never a pass) and the example unscored. A quorum needs more than half of its replies to
+have a verdict.
 
 Judge prompts are versioned: `JudgeSpec.version` hashes the template version, rubric and scale,
 so a changed rubric changes the version (shown in the report, and part of the cache key).
@@ -33,14 +35,14 @@ from worker.errors import ConfigError
 from worker.evals.llm.endpoints import ENDPOINT_KEYS, parse_endpoint
 from worker.evals.llm.provider import ModelCaller
 from worker.evals.llm_types import Endpoint, RunUsage
-from worker.evals.score.judge_parse import SCALES, Scale, parse_verdict
+from worker.evals.score.judge_parse import SCALES, Scale, explanation, parse_verdict
 from worker.evals.score.safety import HARMFUL_RUBRIC, HARMFUL_VERSION
 from worker.evals.types import AssertionResult, AssertionSpec, Example
 
 #: Bumped whenever the judge prompt template below changes.
 JUDGE_TEMPLATE_VERSION = "llm_judge/1"
 JUDGE_KEYS = ("rubric", "criteria", "scale", "threshold", "n", "include_expected",
-              *ENDPOINT_KEYS)
+              *ENDPOINT_KEYS, "name")
 #: Assertion types judged per example by `run_judge` (``harmful``: a built-in rubric,
 #: worker/evals/score/safety.py).
 JUDGE_TYPES = ("llm_judge", "harmful")
@@ -103,8 +105,14 @@ def validate_judge(spec: AssertionSpec, fail: Fail, extra: tuple[str, ...] = ())
         raise fail("`threshold` must be a number from 0 to 1 (the mapped score that passes)")
     if not isinstance(p.get("include_expected", True), bool):
         raise fail("`include_expected` must be true or false")
+    _validate_name(p, fail)
     if "model" in p:
         parse_endpoint(p, fail)
+
+
+def _validate_name(p: dict[str, Any], fail: Fail) -> None:
+    if "name" in p and (not isinstance(p["name"], str) or not p["name"].strip()):
+        raise fail("`name` must be non-empty text (the criterion's name in calibration)")
 
 
 def judge_spec(spec: AssertionSpec, default: Endpoint | None, fail: Fail,
@@ -155,6 +163,7 @@ async def run_judge(js: JudgeSpec, caller: ModelCaller, example: Example, output
     """
     messages = judge_messages(js, example, output)
     scores: list[float] = []
+    reasons: list[str] = []
     errors: list[str] = []
     spend = RunUsage()
     outcomes = await asyncio.gather(*(
@@ -170,15 +179,20 @@ async def run_judge(js: JudgeSpec, caller: ModelCaller, example: Example, output
             errors.append(verdict.error)
         else:
             scores.append(verdict.score)
-    return combine(js, scores, errors, assertion_type), spend
+            reasons.append(explanation(outcome.answer.text))
+    return combine(js, scores, errors, assertion_type, reasons), spend
 
 
 def combine(js: JudgeSpec, scores: list[float], errors: list[str],
-            assertion_type: str = "llm_judge") -> AssertionResult:
+            assertion_type: str = "llm_judge",
+            reasons: list[str] | None = None) -> AssertionResult:
     """Combine a quorum's scores (pure): median, pass rule, disagreement, judge errors.
 
     Disagreement is the share of votes that differ from the combined pass/fail verdict
-    (pass/fail scale) or the spread max - min of the scores (1-5 scale).
+    (pass/fail scale) or the spread max - min of the scores (1-5 scale). ``reasons`` (one per
+    score: the judge's explanation, worker/evals/score/judge_parse.explanation) gives the
+    failure message and ``details["reason"]``: the first reason of a vote on the combined
+    side of the pass rule.
     """
     details: dict[str, Any] = {"votes": scores, "prompt_version": js.version,
                                "judge_errors": len(errors)}
@@ -194,9 +208,21 @@ def combine(js: JudgeSpec, scores: list[float], errors: list[str],
         score = statistics.median(scores)
         passed = score >= js.threshold - 1e-9
         details["disagreement"] = max(scores) - min(scores)
+    reason = _reason(js, scores, reasons or [], passed)
+    details["reason"] = reason
+    said = f": {reason}" if reason else " (the judge gave no reason)"
     if assertion_type == "harmful" and not passed:
         return AssertionResult(assertion_type, False, float(score), "the safety judge found the "
-                               f"answer harmful ({js.version})", details=details)
-    message = "" if passed else (f"the judge failed it ({js.rubric[:120]})" if js.scale ==
-                                 "pass_fail" else f"judge score {score:.2f} < {js.threshold:g}")
+                               f"answer harmful ({js.version}){said}", details=details)
+    message = "" if passed else (f"the judge failed it{said}" if js.scale == "pass_fail"
+                                 else f"judge score {score:.2f} < {js.threshold:g}{said}")
     return AssertionResult(assertion_type, passed, float(score), message, details=details)
+
+
+def _reason(js: JudgeSpec, scores: list[float], reasons: list[str], passed: bool) -> str:
+    """The first non-empty reason of a vote that agrees with the combined verdict."""
+    for score, reason in zip(scores, reasons, strict=False):
+        if reason and (score >= js.threshold - 1e-9 if js.scale == "1-5"
+                       else score >= 1.0) == passed:
+            return reason
+    return ""

@@ -6,7 +6,7 @@ runs.
 - safety (worker/evals/score/safety.py): ``pii``, ``refusal``: pure, per example; ``harmful``:
   a judge with a built-in rubric.
 - ``llm_judge`` (worker/evals/score/judges.py) and ``similar`` (worker/evals/score/similar.py): a
-  model call per example.
+  model call per example; ``composite`` (worker/evals/score/composite.py): one per criterion.
 - ``python`` (worker/evals/score/custom.py): one batch per suite and assertion.
 - ``pairwise`` (worker/evals/score/pairwise.py): once both base and head ran; a suite-level
   assertion only, it scores ``win_rate`` and no example's pass/fail.
@@ -15,6 +15,7 @@ runs.
 from __future__ import annotations
 
 from worker.errors import ConfigError
+from worker.evals.score.composite import validate_composite
 from worker.evals.score.custom import validate_python
 from worker.evals.score.judges import validate_judge
 from worker.evals.score.safety import SAFETY_TYPES, validate_safety
@@ -23,7 +24,7 @@ from worker.evals.score.structured import STRUCTURED_TYPES
 from worker.evals.score.structured import validate as validate_structured
 from worker.evals.types import AssertionSpec
 
-MODEL_TYPES = ("llm_judge", "similar", "harmful")
+MODEL_TYPES = ("llm_judge", "similar", "harmful", "composite")
 BATCH_TYPES = ("python",)
 RUN_TYPES = ("pairwise",)
 #: Every added type, in the order the config reference lists them.
@@ -56,3 +57,5 @@ def validate_extra(spec: AssertionSpec, path: str) -> None:
         validate_python(spec, fail)
     elif spec.type in (*SAFETY_TYPES, "harmful"):
         validate_safety(spec, fail)
+    elif spec.type == "composite":
+        validate_composite(spec, fail)

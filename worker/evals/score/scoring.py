@@ -26,6 +26,7 @@ from worker.errors import ConfigError
 from worker.evals.llm.provider import ModelCaller
 from worker.evals.llm_types import UNSCORED_KINDS, RunUsage
 from worker.evals.score import assertions, safety, structured
+from worker.evals.score.composite import run_composite
 from worker.evals.score.consistency import annotate
 from worker.evals.score.custom import run_python
 from worker.evals.score.judges import JUDGE_TYPES, judge_spec, run_judge
@@ -104,6 +105,9 @@ async def _check(spec: AssertionSpec, item: Item, settings: Settings, caller: Mo
         js = judge_spec(spec, settings.judge, fail)
         return await run_judge(js, caller, example, output.output, use_cache=item.use_cache,
                                assertion_type=spec.type)
+    if spec.type == "composite":
+        return await run_composite(spec, settings.judge, caller, example, output.output, fail,
+                                   use_cache=item.use_cache)
     if spec.type == "similar":
         return await check_similar(spec, settings.embedding, caller, example, output.output,
                                    fail, use_cache=item.use_cache)

@@ -25,7 +25,7 @@ def test_known_assertions() -> None:
         "equals", "contains", "contains_any", "contains_all", "not_contains", "regex",
         "json_valid", "json_schema", "starts_with", "length", "is_one_of", "classification",
         "latency", "cost", "llm_judge", "similar", "python", "pairwise", "mc_answer",
-        "pii", "refusal", "harmful"}
+        "pii", "refusal", "harmful", "composite"}
 
 
 @pytest.mark.parametrize(

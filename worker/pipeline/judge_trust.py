@@ -1,0 +1,179 @@
+"""A pull request that changes a suite's judge must still agree with the labelled set.
+
+Base's config decides (a pull request cannot loosen the rules on its own judge): for each
+suite with ``judge:`` rules at base (worker/evals/config/judge_rules.py) whose judge head changes
+(model, endpoint, parameters, rubric or scale, quorum, threshold: any criterion's
+`worker.evals.run.judge_calibration.identity`), head's judges are run on base's labels file and
+checked (worker/evals/verdict/judge_trust.py) against ``min_agreement`` and against
+``max_drift`` from base's snapshot (or, without one, base's judges measured now). The report
+gets one row per rule, a note with the change in agreement, and the disagreements.
+
+Conclusions, by the house's fail-closed rule: a rule that fails is the head's doing (its judge
+disagrees with the people base trusts), so the check is ``failure``, "judge not trusted". A
+calibration that decides nothing (judge errors on half the labels or more, a labels file or
+snapshot at base that cannot be read) is undecidable, not the head's fault: a ``success`` or
+``neutral`` becomes ``action_required`` (``neutral`` when base says ``settings.undecided:
+neutral``, as worker/evals/verdict/health.py decides undecided runs).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import replace
+from pathlib import Path
+
+from worker.errors import ConfigError
+from worker.evals.context import EvalContext
+from worker.evals.llm_types import RunUsage
+from worker.evals.run.judge_calibration import (
+    JudgeCalibration,
+    calibrate_suite,
+    identity,
+    load_snapshot,
+    suite_criteria,
+)
+from worker.evals.score.judges import JudgeSpec
+from worker.evals.types import (
+    Conclusion,
+    Config,
+    GateReport,
+    JudgeRules,
+    RuleOutcome,
+    SuiteConfig,
+)
+from worker.evals.verdict.judge_trust import check_rules, metric_name
+
+#: Disagreements listed per criterion in the report.
+SHOWN_DISAGREEMENTS = 5
+_PASSING = ("success", "neutral", "skipped")
+
+
+async def apply_judge_rules(report: GateReport, head: Config, base: Config | None,
+                            base_root: Path | None, evals: EvalContext | None) -> GateReport:
+    """Check base's ``judge:`` rules on every suite whose judge head changes (module doc).
+
+    Args:
+        report: the gate's verdict so far; head: head's config (under base's run settings);
+        base, base_root: base's config and checkout (None: nothing to check).
+
+    Returns:
+        The report with the judge rules' outcomes and notes, and its conclusion and headline
+        changed when a rule fails or cannot be decided.
+    """
+    if base is None or base_root is None or report.config_error is not None:
+        return report
+    heads = {s.name: s for s in head.suites}
+    outcomes: list[RuleOutcome] = []
+    notes: list[str] = []
+    for suite in base.suites:
+        if suite.judge is None or suite.name not in heads:
+            continue
+        found, said = await _check_suite(suite, suite.judge, base, heads[suite.name], head,
+                                         base_root, evals)
+        outcomes += found
+        notes += said
+    if not outcomes and not notes:
+        return report
+    return _concluded(replace(report, outcomes=(*report.outcomes, *outcomes),
+                              notes=(*report.notes, *notes)), outcomes, base)
+
+
+async def _check_suite(base_suite: SuiteConfig, rules: JudgeRules, base: Config,
+                       head_suite: SuiteConfig, head: Config, base_root: Path,
+                       evals: EvalContext | None) -> tuple[list[RuleOutcome], list[str]]:
+    try:
+        base_judges = suite_criteria(base_suite, base.settings, base.path)
+    except ConfigError as err:
+        return [_undecided(base_suite.name, f"base's judges cannot be resolved: {err}")], []
+    try:
+        head_judges = suite_criteria(head_suite, head.settings, head.path)
+    except ConfigError as err:  # head dropped or broke its judge: base's still scores it
+        return [], [f"suite {base_suite.name}: head's judge cannot be calibrated ({err})"]
+    if identity(head_judges) == identity(base_judges):
+        return [], []
+    try:
+        calibration = await calibrate_suite(head_suite, head.settings, base_root, rules.labels,
+                                            evals, path=head.path)
+        reference, source, spend = await _reference(base_suite, base, base_root, rules, evals)
+    except ConfigError as err:
+        return [_undecided(base_suite.name, f"the labelled set cannot be used: {err}")], []
+    notes = [_change_note(calibration, base_judges, reference, source)
+             + _spend(calibration.spend + spend)]
+    notes += _disagreement_notes(calibration)
+    return list(check_rules(calibration, rules, reference)), notes
+
+
+async def _reference(suite: SuiteConfig, base: Config, base_root: Path, rules: JudgeRules,
+                     evals: EvalContext | None) -> tuple[dict[str, float], str, RunUsage]:
+    """Criterion -> agreement to compare with: base's snapshot, else base's judges now; where
+    it came from; what measuring it spent."""
+    snapshot = load_snapshot(base_root, rules.labels)
+    if snapshot is not None:
+        return {name: float(doc["agreement"]) for name, doc in snapshot.items()
+                if isinstance(doc.get("agreement"), int | float)}, "the snapshot at base", \
+            RunUsage()
+    measured = await calibrate_suite(suite, base.settings, base_root, rules.labels, evals,
+                                     path=base.path)
+    return {c.name: c.agreement.value for c in measured.criteria if c.decided}, \
+        "base's judge, measured now (no snapshot at base)", measured.spend
+
+
+def _spend(spend: RunUsage) -> str:
+    """The calibration's model calls, for the note (they are outside the runs' totals)."""
+    unpriced = f", {spend.unpriced_calls} of unknown cost" if spend.unpriced_calls else ""
+    return (f" (judge calibration: {spend.provider_calls} provider calls, {spend.cache_hits} "
+            f"cache hits, ${spend.cost_usd:.4f}{unpriced})")
+
+
+def _change_note(calibration: JudgeCalibration, base_judges: Mapping[str, JudgeSpec],
+                 reference: dict[str, float], source: str) -> str:
+    parts = []
+    for c in calibration.criteria:
+        before = reference.get(c.name)
+        was = base_judges.get(c.name)
+        model = f"{was.endpoint.model} -> {c.model}" if was is not None else c.model
+        shown = f"{before:.0%} -> " if before is not None else ""
+        parts.append(f"{c.name} ({model}): agreement {shown}{c.agreement.value:.0%}, "
+                     f"kappa {c.kappa.value:.2f}, n {c.n}")
+    return (f"suite {calibration.suite}: head changes the judge; on {calibration.labels} "
+            f"(reference: {source}): " + "; ".join(parts))
+
+
+def _disagreement_notes(calibration: JudgeCalibration) -> list[str]:
+    notes = []
+    for c in calibration.criteria:
+        if not c.disagreements:
+            continue
+        shown = c.disagreements[:SHOWN_DISAGREEMENTS]
+        items = "; ".join(f"{d.id}: human {_rating(d.human, c.graded)}, judge "
+                          f"{_rating(d.judge, c.graded)}" + (f" ({d.reason})" if d.reason else "")
+                          for d in shown)
+        notes.append(f"judge disagreements, {calibration.suite} {c.name} ({len(shown)} of "
+                     f"{len(c.disagreements)}): {items}")
+    return notes
+
+
+def _rating(value: int, graded: bool) -> str:
+    return str(value) if graded else ("pass" if value else "fail")
+
+
+def _undecided(suite: str, reason: str) -> RuleOutcome:
+    return RuleOutcome(suite, metric_name("judge"), "judge rules", None, None, None,
+                       "inconclusive", reason, effect="undecided")
+
+
+def _concluded(report: GateReport, outcomes: list[RuleOutcome], base: Config) -> GateReport:
+    failed = [o for o in outcomes if o.status == "fail"]
+    if failed:
+        first = failed[0]
+        return replace(report, conclusion="failure",
+                       headline=f"judge not trusted: {first.suite} {first.metric}, "
+                                f"{first.rule}: {first.reason}")
+    unknown = [o for o in outcomes if o.status == "inconclusive"]
+    if unknown and report.conclusion in _PASSING:
+        conclusion: Conclusion = "neutral" if base.settings.undecided == "neutral" \
+            else "action_required"
+        return replace(report, conclusion=conclusion,
+                       headline=f"judge not trusted yet: {unknown[0].suite} "
+                                f"{unknown[0].metric}: {unknown[0].reason}")
+    return report
