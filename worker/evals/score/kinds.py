@@ -8,6 +8,8 @@ runs.
 - ``python`` (worker/evals/score/custom.py): one batch per suite and assertion.
 - ``pairwise`` (worker/evals/score/pairwise.py): once both base and head ran; a suite-level
   assertion only, it scores ``win_rate`` and no example's pass/fail.
+- retrieval (worker/evals/score/retrieval.py): ``recall_at_k``, ``precision_at_k``,
+  ``hit_at_k``, ``mrr``, ``ndcg_at_k``: pure, per example, on the target's ``retrieved_ids``.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from __future__ import annotations
 from worker.errors import ConfigError
 from worker.evals.score.custom import validate_python
 from worker.evals.score.judges import validate_judge
+from worker.evals.score.retrieval import RETRIEVAL_TYPES, validate_retrieval
 from worker.evals.score.similar import validate_similar
 from worker.evals.score.structured import STRUCTURED_TYPES
 from worker.evals.score.structured import validate as validate_structured
@@ -24,7 +27,8 @@ MODEL_TYPES = ("llm_judge", "similar")
 BATCH_TYPES = ("python",)
 RUN_TYPES = ("pairwise",)
 #: Every added type, in the order the config reference lists them.
-EXTRA_TYPES: tuple[str, ...] = (*STRUCTURED_TYPES, *MODEL_TYPES, *BATCH_TYPES, *RUN_TYPES)
+EXTRA_TYPES: tuple[str, ...] = (*STRUCTURED_TYPES, *MODEL_TYPES, *BATCH_TYPES, *RUN_TYPES,
+                                *RETRIEVAL_TYPES)
 
 
 def validate_extra(spec: AssertionSpec, path: str) -> None:
@@ -50,3 +54,5 @@ def validate_extra(spec: AssertionSpec, path: str) -> None:
         validate_similar(spec, fail)
     elif spec.type == "python":
         validate_python(spec, fail)
+    elif spec.type in RETRIEVAL_TYPES:
+        validate_retrieval(spec, fail)

@@ -29,6 +29,7 @@ from worker.evals.score import assertions, structured
 from worker.evals.score.custom import run_python
 from worker.evals.score.judges import judge_spec, run_judge
 from worker.evals.score.kinds import RUN_TYPES
+from worker.evals.score.retrieval import RETRIEVAL_TYPES, check_retrieval
 from worker.evals.score.similar import check_similar
 from worker.evals.types import (
     CONFIG_FILENAME,
@@ -101,12 +102,15 @@ async def _check(spec: AssertionSpec, item: Item, settings: Settings, caller: Mo
 
     if spec.type == "llm_judge":
         js = judge_spec(spec, settings.judge, fail)
-        return await run_judge(js, caller, example, output.output, use_cache=item.use_cache)
+        return await run_judge(js, caller, example, output.output, use_cache=item.use_cache,
+                               contexts=output.contexts)
     if spec.type == "similar":
         return await check_similar(spec, settings.embedding, caller, example, output.output,
                                    fail, use_cache=item.use_cache)
     if spec.type == "python":
         return None, RunUsage()
+    if spec.type in RETRIEVAL_TYPES:
+        return check_retrieval(spec, output.retrieved_ids, example), RunUsage()
     if spec.type in structured.STRUCTURED_TYPES:
         passed, message, details = structured.check(spec, output.output, example, output)
         return AssertionResult(spec.type, passed, 1.0 if passed else 0.0,

@@ -24,7 +24,8 @@ def test_known_assertions() -> None:
     assert set(KNOWN_ASSERTIONS) == {
         "equals", "contains", "contains_any", "contains_all", "not_contains", "regex",
         "json_valid", "json_schema", "starts_with", "length", "is_one_of", "classification",
-        "latency", "cost", "llm_judge", "similar", "python", "pairwise"}
+        "latency", "cost", "llm_judge", "similar", "python", "pairwise",
+        "recall_at_k", "precision_at_k", "hit_at_k", "mrr", "ndcg_at_k"}
 
 
 @pytest.mark.parametrize(
