@@ -3,18 +3,20 @@
 Endpoints (also served without the ``/v1`` prefix):
 
 - ``POST /v1/chat/completions``: answers by rule. The text of a request is its messages'
-  contents joined with newlines; the first rule ``{"match": substring or [substrings],
-  "model"?: name, "reply": text or null, "finish_reason"?: str, "usage"?: {...} or null}``
-  whose ``match`` occurs in that text (every one of a list) and whose ``model``, when given,
-  equals the request's gives the reply; else ``default_reply`` when set; else ``"echo: "`` +
-  the last user message. A ``reply`` of null answers ``"content": null``; ``finish_reason``
-  defaults to ``stop``. ``usage`` counts whitespace-separated words (``prompt_tokens``: all
-  message contents, ``completion_tokens``: the reply), or, with ``"token_counts": true`` in the
-  setup, tokens as OpenAI counts them (tiktoken's ``cl100k_base``, 3 tokens per message plus its
-  role, 3 to prime the reply: OpenAI cookbook, "How to count tokens with tiktoken"); a rule's
-  ``usage`` (``prompt_tokens``, ``completion_tokens``, ``cached_tokens``, ``cache_write_tokens``
-  in ``prompt_tokens_details``, and Anthropic's ``cache_creation_input_tokens`` at the top, as
-  Anthropic-compatible gateways send it) overrides them; ``"usage": null`` sends no usage.
+  contents joined with newlines; the first rule ``{"match": substring or [substrings], "model"?:
+  name, "reply": text or null, "finish_reason"?: str, "usage"?: {...} or null}`` whose ``match``
+  occurs in that text (every one of a list) and whose ``model``, when given, equals the
+  request's gives the reply; else ``default_reply`` when set; else ``"echo: "`` + the last user
+  message (a rule with ``"rag_judge": true`` instead judges llmgate's built-in RAG criteria by
+  word overlap: tests/fakes/fake_rag_judge.py). A ``reply`` of null answers ``"content": null``;
+  ``finish_reason`` defaults to ``stop``. ``usage`` counts whitespace-separated words
+  (``prompt_tokens``: all message contents, ``completion_tokens``: the reply), or, with
+  ``"token_counts": true`` in the setup, tokens as OpenAI counts them (tiktoken's
+  ``cl100k_base``, 3 tokens per message plus its role, 3 to prime the reply: OpenAI cookbook,
+  "How to count tokens with tiktoken"); a rule's ``usage`` (``prompt_tokens``,
+  ``completion_tokens``, ``cached_tokens``, ``cache_write_tokens`` in ``prompt_tokens_details``,
+  and Anthropic's ``cache_creation_input_tokens`` at the top, as Anthropic-compatible gateways
+  send it) overrides them; ``"usage": null`` sends no usage.
 - ``POST /v1/embeddings``: a deterministic 64-dimension unit vector per input text (words hashed
   with SHA-256 into buckets), so texts sharing words have a high cosine similarity; ``usage``
   counts the texts' words (their tokens with ``token_counts``).
@@ -60,6 +62,8 @@ from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
+
+from tests.fakes.fake_rag_judge import rag_reply
 
 #: Dimensions of the fake embedding vectors.
 EMBEDDING_DIMS = 64
@@ -268,6 +272,8 @@ class FakeLLM:
         return None
 
     def _reply_text(self, rule: dict[str, Any] | None, messages: Any) -> str | None:
+        if rule is not None and rule.get("rag_judge"):
+            return rag_reply(_text_of(messages))
         if rule is not None:
             return None if rule["reply"] is None else str(rule["reply"])
         with self._lock:

@@ -114,8 +114,8 @@ def _text(value: Any) -> str:
 def missing_input(criterion: Criterion, example: Example, contexts: Sequence[Any]) -> str:
     """Return why ``criterion`` cannot be judged for this example ("" when it can)."""
     if criterion.needs_contexts and not contexts:
-        return (f"the target reported no `contexts`: {criterion.name} judges an answer "
-                "against its retrieved passages")
+        return (f"the target reported no `contexts` (retrieved passages) to judge "
+                f"{criterion.name} by")
     if criterion.needs_expected and example.expected is None:
         return "the example has no `expected` answer, which context_recall looks for"
     return ""

@@ -1,4 +1,4 @@
-"""Retrieval assertions: hand-computed values, trec_eval (pytrec_eval) on the same data, messages."""
+"""Retrieval assertions: hand-computed values, trec_eval (pytrec_eval) on the same data."""
 
 from __future__ import annotations
 
