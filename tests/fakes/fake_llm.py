@@ -3,26 +3,27 @@
 Endpoints (also served without the ``/v1`` prefix):
 
 - ``POST /v1/chat/completions``: answers by rule. The text of a request is its messages'
-  contents joined with newlines; the first rule ``{"match": substring or [substrings], "model"?:
-  name, "reply": text or null, "finish_reason"?: str, "usage"?: {...} or null}`` whose ``match``
-  occurs in that text (every one of a list) and whose ``model``, when given, equals the
-  request's gives the reply; else ``default_reply`` when set; else ``"echo: "`` + the last user
-  message (a rule with ``"rag_judge": true`` instead judges llmgate's built-in RAG criteria by
-  word overlap: tests/fakes/fake_rag_judge.py). A ``reply`` of null answers ``"content": null``;
-  ``finish_reason`` defaults to ``stop``. ``usage`` counts whitespace-separated words
-  (``prompt_tokens``: all message contents, ``completion_tokens``: the reply), or, with
-  ``"token_counts": true`` in the setup, tokens as OpenAI counts them (tiktoken's
-  ``cl100k_base``, 3 tokens per message plus its role, 3 to prime the reply: OpenAI cookbook,
-  "How to count tokens with tiktoken"); a rule's ``usage`` (``prompt_tokens``,
-  ``completion_tokens``, ``cached_tokens``, ``cache_write_tokens`` in ``prompt_tokens_details``,
-  and Anthropic's ``cache_creation_input_tokens`` at the top, as Anthropic-compatible gateways
-  send it) overrides them; ``"usage": null`` sends no usage.
+  contents joined with newlines; the first rule ``{"match": substring or [substrings],
+  "model"?: name, "reply": text or null, "finish_reason"?: str, "usage"?: {...} or null}``
+  whose ``match`` occurs in that text (every one of a list) and whose ``model``, when given,
+  equals the request's gives the reply; else ``default_reply`` when set; else ``"echo: "`` +
+  the last user message. A ``reply`` of null answers ``"content": null``; ``finish_reason``
+  defaults to ``stop``. ``usage`` counts whitespace-separated words (``prompt_tokens``: all
+  message contents, ``completion_tokens``: the reply), or, with ``"token_counts": true`` in the
+  setup, tokens as OpenAI counts them (tiktoken's ``cl100k_base``, 3 tokens per message plus its
+  role, 3 to prime the reply: OpenAI cookbook, "How to count tokens with tiktoken"); a rule's
+  ``usage`` (``prompt_tokens``, ``completion_tokens``, ``cached_tokens``, ``cache_write_tokens``
+  in ``prompt_tokens_details``, and Anthropic's ``cache_creation_input_tokens`` at the top, as
+  Anthropic-compatible gateways send it) overrides them; ``"usage": null`` sends no usage.
 - ``POST /v1/embeddings``: a deterministic 64-dimension unit vector per input text (words hashed
   with SHA-256 into buckets), so texts sharing words have a high cosine similarity; ``usage``
   counts the texts' words (their tokens with ``token_counts``).
 - Control, never recorded: ``GET /_fake/state`` (``calls``, ``faults`` left, ``config``),
   ``POST /_fake/setup`` (merges ``rules``, ``default_reply``, ``latency_ms``, ``token_counts``,
   ``faults``; lists are replaced), ``POST /_fake/reset`` (forget calls and faults).
+
+A rule with ``"rag_judge": true`` ignores ``reply`` and judges llmgate's built-in RAG criteria
+by word overlap instead (tests/fakes/fake_rag_judge.py).
 
 Faults are consumed in order: the first fault ``{"match"?, "model"?, "path"?: "chat" |
 "embeddings", "times"?: n (default 1; null = forever), "status"?: code, "headers"?: {...},
