@@ -12,9 +12,10 @@ cache key, hashes it with the template `RAG_TEMPLATE_VERSION`):
 - ``context_recall``: every statement of the example's ``expected`` answer can be found in the
   contexts (``MISSING: ...``).
 
-The prompt shows the input, the contexts (numbered, each as JSON text when it is not a string)
-and, as the criterion needs, the ``expected`` reference and the answer, so the cache key, which
-hashes the rendered messages (worker/evals/llm/provider.py), changes with the contexts. A
+The prompt shows the input, the contexts (numbered, each as JSON text when it is not a string;
+the first `MAX_CONTEXTS`) and, as the criterion needs, the ``expected`` reference and the
+answer, so the cache key, which hashes the rendered messages (worker/evals/llm/provider.py),
+changes with the contexts. A
 criterion that needs contexts fails without a judge call when the target reported none, and
 ``context_recall`` fails likewise on an example without ``expected``: neither can be grounded.
 The criteria follow the definitions popularised by Ragas (Es et al., "RAGAS: Automated
@@ -33,6 +34,8 @@ from worker.evals.types import Example
 
 #: Bumped whenever the prompt template below changes.
 RAG_TEMPLATE_VERSION = "rag_judge/1"
+#: Most contexts shown to the judge (the first ones, in the target's order).
+MAX_CONTEXTS = 50
 #: Most findings (unsupported claims, missing statements) kept per assertion.
 MAX_FINDINGS = 10
 #: Longest finding kept, characters.
@@ -136,7 +139,7 @@ def rag_messages(criterion: Criterion, instructions: str, example: Example, outp
              f"Input:\n<input>\n{_text(example.input)}\n</input>"]
     if criterion.needs_contexts or contexts:
         shown = "\n".join(f'<context n="{n}">\n{_text(c)}\n</context>'
-                          for n, c in enumerate(contexts, start=1))
+                          for n, c in enumerate(contexts[:MAX_CONTEXTS], start=1))
         parts.append(f"Retrieved contexts:\n{shown or '(none)'}")
     if criterion.needs_expected:
         parts.append(f"Reference answer:\n<reference>\n{_text(example.expected)}\n</reference>")
