@@ -68,7 +68,8 @@ def build(dest: Path, judge_api_base: str | None = None) -> dict[str, str]:
         FileExistsError: ``dest`` exists and is not an empty directory.
         RuntimeError: a git command failed (its stderr is in the message).
     """
-    if dest.exists() and (not dest.is_dir() or any(dest.iterdir())):
+    used = dest.exists() and (not dest.is_dir() or any(dest.iterdir()))
+    if used:
         raise FileExistsError(f"{dest} exists and is not an empty directory")
     dest.mkdir(parents=True, exist_ok=True)
     git(dest, COMMITS[0][3], "init", "-q", "-b", "main")

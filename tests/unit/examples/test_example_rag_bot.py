@@ -2,16 +2,15 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import subprocess
 import sys
 from pathlib import Path
-from types import ModuleType
 
 import pytest
 
 from tests.fakes.fake_rag_judge import rag_reply
+from tests.unit.examples.example_support import load_module
 from worker.evals.config.dataset import parse_dataset
 from worker.evals.llm_types import Endpoint
 from worker.evals.score.judges import judge_messages, judge_spec
@@ -25,14 +24,6 @@ EXAMPLE = Path(__file__).resolve().parents[3] / "examples" / "rag-bot"
 #: whose answer the fake judge finds unfaithful to the contexts.
 DESIGNED = {"main": ([], []), "pr/retrieval": (["q05", "q06", "q07", "q08", "q11", "q13"], []),
             "pr/grounding": ([], ["q01", "q02", "q03", "q04", "q14"]), "pr/fix": ([], [])}
-
-
-def _load(path: Path, name: str) -> ModuleType:
-    spec = importlib.util.spec_from_file_location(name, path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 @pytest.fixture(scope="module")
@@ -53,7 +44,7 @@ def test_each_branch_breaks_what_it_was_made_to_break(built: tuple[Path, dict[st
         tree = tmp_path / branch.replace("/", "-")
         subprocess.run(["git", "-C", str(repo), "worktree", "add", "-q", "--detach", str(tree),
                         shas[branch]], check=True, capture_output=True)
-        rag = _load(tree / "rag.py", f"rag_{tree.name.replace('-', '_')}")
+        rag = load_module(tree / "rag.py", f"rag_{tree.name.replace('-', '_')}")
         settings = json.loads((tree / "rag.json").read_text())
         docs = rag.load_docs(tree / "docs")
         examples = parse_dataset((tree / "evals/questions.jsonl").read_text(), "q.jsonl")
