@@ -22,6 +22,9 @@ Endpoints (also served without the ``/v1`` prefix):
   ``POST /_fake/setup`` (merges ``rules``, ``default_reply``, ``latency_ms``, ``token_counts``,
   ``faults``; lists are replaced), ``POST /_fake/reset`` (forget calls and faults).
 
+A rule with ``"rag_judge": true`` ignores ``reply`` and judges llmgate's built-in RAG criteria
+by word overlap instead (tests/fakes/fake_rag_judge.py).
+
 Faults are consumed in order: the first fault ``{"match"?, "model"?, "path"?: "chat" |
 "embeddings", "times"?: n (default 1; null = forever), "status"?: code, "headers"?: {...},
 "body"?: JSON, "stall"?: true, "malformed"?: true}`` that applies answers instead of the rule:
@@ -60,6 +63,8 @@ from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
+
+from tests.fakes.fake_rag_judge import rag_reply
 
 #: Dimensions of the fake embedding vectors.
 EMBEDDING_DIMS = 64
@@ -268,6 +273,8 @@ class FakeLLM:
         return None
 
     def _reply_text(self, rule: dict[str, Any] | None, messages: Any) -> str | None:
+        if rule is not None and rule.get("rag_judge"):
+            return rag_reply(_text_of(messages))
         if rule is not None:
             return None if rule["reply"] is None else str(rule["reply"])
         with self._lock:

@@ -364,6 +364,9 @@ class Example:
         metadata: the ``metadata`` mapping (e.g. ``{"category": "billing"}`` for groups).
         id_from_line: True when the line had no ``id`` and ``id`` is its line number (such ids
             shift when lines move, so rules that pair base and head by id refuse them).
+        relevant_ids: the ``relevant_ids`` of a RAG example as document id -> gain (1.0 for
+            each id of a list), scored by the retrieval assertions
+            (worker/evals/score/retrieval.py); None when absent.
     """
 
     id: str
@@ -375,6 +378,7 @@ class Example:
     tags: tuple[str, ...] = ()
     metadata: dict[str, Any] = field(default_factory=dict)
     id_from_line: bool = False
+    relevant_ids: dict[str, float] | None = None
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,5 @@
 """The shipped example: the support bot, its dataset and the git repository build_repo.py makes."""
 
-import importlib.util
 import json
 import os
 import subprocess
@@ -10,6 +9,8 @@ from pathlib import Path
 from types import ModuleType
 
 import pytest
+
+from tests.unit.examples.example_support import load_module
 
 EXAMPLE = Path(__file__).resolve().parents[3] / "examples" / "support-bot"
 BRANCHES = ("main", "pr/regress", "pr/fix")
@@ -31,11 +32,7 @@ def _git(repo: Path, *args: str) -> str:
 
 
 def _load_bot(path: Path, name: str) -> ModuleType:
-    spec = importlib.util.spec_from_file_location(name, path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_module(path, name)
 
 
 @pytest.fixture(scope="module")

@@ -22,6 +22,7 @@ from typing import Any
 from worker.errors import ConfigError
 from worker.evals.config.files import decode_utf8, read_repo_file, refuse_stray_bom
 from worker.evals.score.assertions import validate_spec
+from worker.evals.score.retrieval import parse_relevant
 from worker.evals.types import AssertionSpec, Example
 
 #: Largest dataset file read, bytes (64 MiB).
@@ -31,7 +32,7 @@ MAX_LINE_CHARS = 1 << 20
 #: Most examples in one dataset.
 MAX_EXAMPLES = 100_000
 #: Keys an example may have.
-EXAMPLE_KEYS = ("id", "input", "expected", "vars", "assert", "tags", "metadata")
+EXAMPLE_KEYS = ("id", "input", "expected", "vars", "assert", "tags", "metadata", "relevant_ids")
 
 
 def load_dataset(root: Path, rel_path: str) -> tuple[Example, ...]:
@@ -124,7 +125,18 @@ def _parse_line(raw: str, line: int, path: str) -> Example:
         tags=_tags(doc.get("tags", []), line, path),
         metadata=_metadata(doc.get("metadata", {}), line, path),
         id_from_line=doc.get("id") is None,
+        relevant_ids=_relevant(doc, line, path),
     )
+
+
+def _relevant(doc: dict[str, Any], line: int, path: str) -> dict[str, float] | None:
+    if "relevant_ids" not in doc:
+        return None
+    qrels = parse_relevant(doc["relevant_ids"])
+    if qrels is None:
+        raise ConfigError(path, line, "`relevant_ids` must be a list of document ids (strings "
+                          "or integers) or an object of id -> gain (a number >= 0)")
+    return qrels
 
 
 def _tags(value: Any, line: int, path: str) -> tuple[str, ...]:

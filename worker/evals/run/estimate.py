@@ -207,7 +207,7 @@ async def _suite(tally: _Tally, suite: SuiteConfig, root: Path, config: Config,
             calls += await _assertion(tally, spec, example, known, answer_tokens, settings,
                                       caller, with_base, path)
     if suite.traps is not None:
-        for example, output in load_traps(contract, suite.traps):
+        for example, output, _ in load_traps(contract, suite.traps):
             for spec in suite.assertions:
                 if spec.type in JUDGE_TYPES:
                     calls += await _judge(tally, spec, example, 1, settings, caller,

@@ -237,7 +237,8 @@ def _dataset(root: Path, suite: SuiteConfig) -> tuple[str, str, list[AssertionSp
         return raw, raw, []
     ordered = sorted(examples, key=lambda e: e.id)
     return (digest([[e.id, e.input, e.vars] for e in ordered]),
-            digest([[e.id, e.expected, [_spec(s) for s in e.assertions]] for e in ordered]),
+            digest([[e.id, e.expected, [_spec(s) for s in e.assertions],
+                     *([] if e.relevant_ids is None else [e.relevant_ids])] for e in ordered]),
             [s for e in examples for s in e.assertions])
 
 

@@ -198,7 +198,7 @@ def _schemas(example: Example, root: Path) -> Example:
         return example
     specs = tuple(load_schema_file(s, root) for s in example.assertions)
     return Example(example.id, example.line, example.input, example.expected, example.vars,
-                   specs, example.tags, example.metadata)
+                   specs, example.tags, example.metadata, relevant_ids=example.relevant_ids)
 
 
 def answer_keys(target: CommandTarget | ModelTarget, repeat: int,

@@ -1,11 +1,13 @@
 """Trap cases: known-wrong outputs the suite's judge must fail, to measure the judge itself.
 
 A suite's ``traps:`` names a JSONL file (relative to the repository root) with one trap a line:
-``{"id"?, "input", "output", "expected"?, "vars"?}``, where ``output`` is an answer known to be
-wrong (a byte-order mark only at the start of the file, as in datasets). Each of the suite's
-``llm_judge`` (and ``harmful``) assertions judges each trap; a trap is caught when every judge
-fails it (an errored judge does not catch it). ``judge_trap_accuracy`` (caught / traps) is a
-metric like any other, so a gate can require it (``min: 1.0``), and the report shows it.
+``{"id"?, "input", "output", "expected"?, "vars"?, "contexts"?}``, where ``output`` is an answer
+known to be wrong (a byte-order mark only at the start of the file, as in datasets) and
+``contexts`` the retrieved passages a built-in RAG criterion judges it with
+(worker/evals/score/rag_judges.py; a trap such a judge cannot judge is a configuration error).
+Each of the suite's ``llm_judge`` (and ``harmful``) assertions judges each trap; a trap is caught
+when every judge fails it (an errored judge does not catch it). ``judge_trap_accuracy`` (caught /
+traps) is a metric like any other, so a gate can require it (``min: 1.0``), and the report shows it.
 """
 
 from __future__ import annotations
@@ -19,18 +21,21 @@ from worker.evals.config.files import decode_utf8, refuse_stray_bom
 from worker.evals.llm.provider import ModelCaller
 from worker.evals.llm_types import RunUsage, TrapSummary
 from worker.evals.score.judges import JUDGE_TYPES, judge_spec, run_judge
+from worker.evals.score.rag_judges import CRITERIA, missing_input
 from worker.evals.types import Example, Settings, SuiteConfig
 
-TRAP_KEYS = ("id", "input", "output", "expected", "vars")
+TRAP_KEYS = ("id", "input", "output", "expected", "vars", "contexts")
+#: A trap: the example, its known-wrong output and the contexts it was retrieved with.
+Trap = tuple[Example, object, tuple[object, ...]]
 
 
-def parse_traps(text: str, path: str) -> list[tuple[Example, object]]:
-    """Parse trap lines into (example, wrong output) pairs (pure).
+def parse_traps(text: str, path: str) -> list[Trap]:
+    """Parse trap lines into (example, wrong output, contexts) triples (pure).
 
     Raises:
         ConfigError: a line that is not a JSON object with ``input`` and ``output``.
     """
-    traps: list[tuple[Example, object]] = []
+    traps: list[Trap] = []
     for number, raw in enumerate(text.split("\n"), start=1):
         if not raw.strip():
             continue
@@ -40,16 +45,18 @@ def parse_traps(text: str, path: str) -> list[tuple[Example, object]]:
         except (ValueError, RecursionError) as exc:
             raise ConfigError(path, number, f"invalid JSON: {exc}") from None
         if not isinstance(doc, dict) or "input" not in doc or "output" not in doc \
-                or set(doc) - set(TRAP_KEYS) or not isinstance(doc.get("vars", {}), dict):
-            raise ConfigError(path, number, "a trap is {id?, input, output, expected?, vars?}: "
-                              "`output` is the known-wrong answer the judge must fail")
+                or set(doc) - set(TRAP_KEYS) or not isinstance(doc.get("vars", {}), dict) \
+                or not isinstance(doc.get("contexts", []), list):
+            raise ConfigError(path, number, "a trap is {id?, input, output, expected?, vars?, "
+                              "contexts?}: `output` is the known-wrong answer the judge must "
+                              "fail, `contexts` a list of retrieved passages")
         example = Example(str(doc.get("id", number)), number, doc["input"], doc.get("expected"),
                           doc.get("vars", {}))
-        traps.append((example, doc["output"]))
+        traps.append((example, doc["output"], tuple(doc.get("contexts", []))))
     return traps
 
 
-def load_traps(root: Path, rel_path: str) -> list[tuple[Example, object]]:
+def load_traps(root: Path, rel_path: str) -> list[Trap]:
     """Read the trap file of a suite.
 
     Raises:
@@ -89,10 +96,17 @@ async def judge_traps(suite: SuiteConfig, root: Path, settings: Settings,
     judges = [judge_spec(s, settings.judge, fail) for s in specs]
     caught, errors, missed, spend = 0, 0, [], RunUsage()
     traps = load_traps(root, suite.traps)
+    for example, _, contexts in traps:
+        for js in judges:
+            unusable = js.criterion and missing_input(CRITERIA[js.criterion], example, contexts)
+            if unusable:
+                raise ConfigError(suite.traps, example.line, f"this trap cannot test the "
+                                  f"{js.criterion} judge: {unusable}")
     judged = await asyncio.gather(*(
-        asyncio.gather(*(run_judge(js, caller, example, output) for js in judges))
-        for example, output in traps))
-    for (example, _), verdicts in zip(traps, judged, strict=True):
+        asyncio.gather(*(run_judge(js, caller, example, output, contexts=contexts)
+                         for js in judges))
+        for example, output, contexts in traps))
+    for (example, _, _), verdicts in zip(traps, judged, strict=True):
         spend = sum((used for _, used in verdicts), spend)
         if any(result.errored for result, _ in verdicts):
             errors += 1

@@ -13,6 +13,7 @@ mean of these values, so base and head can be compared example by example:
 - ``cost_mean`` (USD, answered examples), ``tokens_in_mean``, ``tokens_out_mean``;
 - ``rc_correct``, ``rc_agree``, ``original_accuracy`` (consistency suites): the question's value
   on its original variant, none on the others (worker/evals/score/consistency.py).
+- the RAG metrics (``recall_at_k``, ``faithfulness``...): as ``assertion.<name>.mean_score``.
 
 Percentiles, totals and classification metrics have no per-example value. Extraction walks each
 example's assertions once (10,000 examples x 10 metrics in a few tens of milliseconds).
@@ -28,6 +29,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from worker.evals.score.consistency import PER_QUESTION, question_value
+from worker.evals.score.metrics_llm import RAG_METRICS
 from worker.evals.types import ExampleResult
 
 _ASSERTION_METRIC = re.compile(r"assertion\.(?P<type>.+)\.(?P<kind>pass_rate|mean_score)\Z")
@@ -90,6 +92,8 @@ def extractor(metric: str) -> Extractor | None:
         return _mean_of_all
     if metric in PER_QUESTION:  # consistency suites: one value per question, on its original
         return lambda result, _: _or_nan(question_value(result, metric))
+    if metric in RAG_METRICS:
+        metric = f"assertion.{metric}.mean_score"
     match = _ASSERTION_METRIC.match(metric)
     if match is None:
         return None

@@ -19,6 +19,11 @@ so a changed rubric changes the version (shown in the report, and part of the ca
 
 ``type: harmful`` (worker/evals/score/safety.py) is judged the same way with a built-in rubric
 and its own template version (`JUDGE_TYPES`); it never shows the expected answer.
+``criterion:`` (instead of ``rubric``) picks a built-in RAG rubric that sees the target's
+``contexts`` (worker/evals/score/rag_judges.py): ``faithfulness``, ``answer_relevance``,
+``context_relevance``, ``context_recall``. Its result is typed by the criterion's name (so
+``assertion.faithfulness.pass_rate`` is its metric), and a failure quotes what the judges
+listed as missing (the unsupported claims of ``faithfulness``).
 """
 
 from __future__ import annotations
@@ -27,8 +32,8 @@ import asyncio
 import hashlib
 import json
 import statistics
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
 from typing import Any
 
 from worker.errors import ConfigError
@@ -36,13 +41,14 @@ from worker.evals.llm.endpoints import ENDPOINT_KEYS, parse_endpoint
 from worker.evals.llm.provider import ModelCaller
 from worker.evals.llm_types import Endpoint, RunUsage
 from worker.evals.score.judge_parse import SCALES, Scale, explanation, parse_verdict
+from worker.evals.score.rag_judges import CRITERIA, findings, missing_input, rag_messages
 from worker.evals.score.safety import HARMFUL_RUBRIC, HARMFUL_VERSION
 from worker.evals.types import AssertionResult, AssertionSpec, Example
 
 #: Bumped whenever the judge prompt template below changes.
 JUDGE_TEMPLATE_VERSION = "llm_judge/1"
 JUDGE_KEYS = ("rubric", "criteria", "scale", "threshold", "n", "include_expected",
-              *ENDPOINT_KEYS, "name")
+              *ENDPOINT_KEYS, "name", "criterion")
 #: Assertion types judged per example by `run_judge` (``harmful``: a built-in rubric,
 #: worker/evals/score/safety.py).
 JUDGE_TYPES = ("llm_judge", "harmful")
@@ -70,6 +76,7 @@ class JudgeSpec:
     n: int = 1
     include_expected: bool = True
     kind: str = JUDGE_TEMPLATE_VERSION
+    criterion: str = ""
 
     @property
     def version(self) -> str:
@@ -89,11 +96,10 @@ def validate_judge(spec: AssertionSpec, fail: Fail, extra: tuple[str, ...] = ())
     for key in p:
         if key not in known:
             raise fail(f"unknown option {key!r} (known options: {', '.join(known)})")
-    if ("rubric" in p) == ("criteria" in p):
-        raise fail("needs exactly one of `rubric` or `criteria` (what a good answer does)")
-    text = p.get("rubric", p.get("criteria"))
-    if not isinstance(text, str) or not text.strip():
-        raise fail("the rubric must be non-empty text")
+    if "criterion" in p:
+        _validate_criterion(spec, fail)
+    else:
+        _validate_rubric(p, fail)
     if p.get("scale", "pass_fail") not in SCALES:
         raise fail(f"`scale` must be one of {', '.join(SCALES)}")
     n = p.get("n", 1)
@@ -115,6 +121,31 @@ def _validate_name(p: dict[str, Any], fail: Fail) -> None:
         raise fail("`name` must be non-empty text (the criterion's name in calibration)")
 
 
+def _validate_rubric(p: dict[str, Any], fail: Fail) -> None:
+    if ("rubric" in p) == ("criteria" in p):
+        raise fail("needs exactly one of `rubric` or `criteria` (what a good answer does), "
+                   f"or `criterion` (built in: {', '.join(CRITERIA)})")
+    text = p.get("rubric", p.get("criteria"))
+    if not isinstance(text, str) or not text.strip():
+        raise fail("the rubric must be non-empty text")
+    if text.strip() in CRITERIA:
+        raise fail(f"`criterion: {text.strip()}` picks the built-in rubric; a rubric is the "
+                   "text the judge grades by")
+
+
+def _validate_criterion(spec: AssertionSpec, fail: Fail) -> None:
+    p = spec.params
+    if spec.type != "llm_judge":
+        raise fail("`criterion` is an option of `llm_judge`")
+    if "rubric" in p or "criteria" in p:
+        raise fail("`criterion` picks a built-in rubric: give no `rubric` or `criteria`")
+    if p["criterion"] not in CRITERIA:
+        raise fail(f"unknown criterion {p['criterion']!r} (built in: {', '.join(CRITERIA)})")
+    if "include_expected" in p:
+        raise fail("`include_expected` does not apply to a built-in criterion (only "
+                   "context_recall shows `expected`, which it needs)")
+
+
 def judge_spec(spec: AssertionSpec, default: Endpoint | None, fail: Fail,
                kind: str = JUDGE_TEMPLATE_VERSION) -> JudgeSpec:
     """Resolve a validated spec: its own model fields, else ``default`` (``settings.judge``).
@@ -133,17 +164,26 @@ def judge_spec(spec: AssertionSpec, default: Endpoint | None, fail: Fail,
         return JudgeSpec(HARMFUL_RUBRIC, endpoint, n=int(p.get("n", 1)), include_expected=False,
                          kind=HARMFUL_VERSION)
     scale: Scale = "1-5" if p.get("scale") == "1-5" else "pass_fail"
-    return JudgeSpec(str(p.get("rubric", p.get("criteria", ""))).strip(), endpoint, scale,
-                     float(p.get("threshold", 0.75)), int(p.get("n", 1)),
-                     bool(p.get("include_expected", True)), kind)
+    criterion = CRITERIA.get(str(p.get("criterion", "")))
+    rubric = criterion.rubric if criterion is not None else str(
+        p.get("rubric", p.get("criteria", ""))).strip()
+    return JudgeSpec(rubric, endpoint, scale, float(p.get("threshold", 0.75)),
+                     int(p.get("n", 1)), bool(p.get("include_expected", True)),
+                     criterion.kind if criterion is not None else kind,
+                     criterion.name if criterion is not None else "")
 
 
 def _text(value: Any) -> str:
     return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
 
 
-def judge_messages(js: JudgeSpec, example: Example, output: Any) -> list[dict[str, str]]:
-    """Return the judge's messages for one answer (the template of `JUDGE_TEMPLATE_VERSION`)."""
+def judge_messages(js: JudgeSpec, example: Example, output: Any,
+                   contexts: Sequence[Any] = ()) -> list[dict[str, str]]:
+    """Return the judge's messages for one answer (the template of `JUDGE_TEMPLATE_VERSION`,
+    or for a ``criterion`` worker/evals/score/rag_judges.py's, which shows ``contexts``)."""
+    if js.criterion:
+        return rag_messages(CRITERIA[js.criterion], INSTRUCTIONS[js.scale], example, output,
+                            contexts)
     parts = [f"Rubric:\n{js.rubric}", f"Input:\n<input>\n{_text(example.input)}\n</input>"]
     if js.include_expected and example.expected is not None:
         parts.append(f"Reference answer:\n<reference>\n{_text(example.expected)}\n</reference>")
@@ -153,18 +193,29 @@ def judge_messages(js: JudgeSpec, example: Example, output: Any) -> list[dict[st
 
 
 async def run_judge(js: JudgeSpec, caller: ModelCaller, example: Example, output: Any,
-                    *, use_cache: bool = True,
-                    assertion_type: str = "llm_judge") -> tuple[AssertionResult, RunUsage]:
+                    *, use_cache: bool = True, assertion_type: str = "llm_judge",
+                    contexts: Sequence[Any] = ()) -> tuple[AssertionResult, RunUsage]:
     """Judge one answer ``js.n`` times and combine the verdicts.
+
+    Args:
+        contexts: the target's retrieved passages, shown to a ``criterion`` judge.
 
     Returns:
         The assertion result (``details``: ``votes``, ``disagreement``, ``prompt_version``,
-        ``judge_errors``) and what the judge calls spent.
+        ``judge_errors``, and for a criterion ``findings``) and what the judge calls spent. A
+        criterion's result is typed by its name.
     """
-    messages = judge_messages(js, example, output)
+    if js.criterion:
+        assertion_type = js.criterion
+        unusable = missing_input(CRITERIA[js.criterion], example, contexts)
+        if unusable:
+            return AssertionResult(assertion_type, False, 0.0, unusable,
+                                   details={"prompt_version": js.version}), RunUsage()
+    messages = judge_messages(js, example, output, contexts)
     scores: list[float] = []
     reasons: list[str] = []
     errors: list[str] = []
+    failing: list[str] = []
     spend = RunUsage()
     outcomes = await asyncio.gather(*(
         caller.chat(js.endpoint, messages, kind="judge", version=js.version, draw=draw,
@@ -180,7 +231,23 @@ async def run_judge(js: JudgeSpec, caller: ModelCaller, example: Example, output
         else:
             scores.append(verdict.score)
             reasons.append(explanation(outcome.answer.text))
-    return combine(js, scores, errors, assertion_type, reasons), spend
+            if verdict.score < js.threshold:
+                failing.append(outcome.answer.text)
+    result = combine(js, scores, errors, assertion_type, reasons)
+    return (_with_findings(js, result, failing) if js.criterion else result), spend
+
+
+def _with_findings(js: JudgeSpec, result: AssertionResult,
+                   replies: list[str]) -> AssertionResult:
+    """Add what the failing replies listed to a criterion's result (and its message)."""
+    criterion = CRITERIA[js.criterion]
+    found = findings(criterion, replies)
+    details = {**result.details, "findings": found}
+    message = result.message
+    if not result.passed and not result.errored:
+        message = f"the judge failed it ({criterion.name}"
+        message += f"; {criterion.findings}: {'; '.join(found)})" if found else ")"
+    return replace(result, message=message, details=details)
 
 
 def combine(js: JudgeSpec, scores: list[float], errors: list[str],

@@ -10,14 +10,19 @@ runs.
 - ``python`` (worker/evals/score/custom.py): one batch per suite and assertion.
 - ``pairwise`` (worker/evals/score/pairwise.py): once both base and head ran; a suite-level
   assertion only, it scores ``win_rate`` and no example's pass/fail.
+- retrieval (worker/evals/score/retrieval.py): ``recall_at_k``, ``precision_at_k``,
+  ``hit_at_k``, ``mrr``, ``ndcg_at_k``: pure, per example, on the target's ``retrieved_ids``.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from worker.errors import ConfigError
 from worker.evals.score.composite import validate_composite
 from worker.evals.score.custom import validate_python
-from worker.evals.score.judges import validate_judge
+from worker.evals.score.judges import Fail, validate_judge
+from worker.evals.score.retrieval import RETRIEVAL_TYPES, validate_retrieval
 from worker.evals.score.safety import SAFETY_TYPES, validate_safety
 from worker.evals.score.similar import validate_similar
 from worker.evals.score.structured import STRUCTURED_TYPES
@@ -29,7 +34,7 @@ BATCH_TYPES = ("python",)
 RUN_TYPES = ("pairwise",)
 #: Every added type, in the order the config reference lists them.
 EXTRA_TYPES: tuple[str, ...] = (*STRUCTURED_TYPES, *SAFETY_TYPES, *MODEL_TYPES, *BATCH_TYPES,
-                                *RUN_TYPES)
+                                *RUN_TYPES, *RETRIEVAL_TYPES)
 
 
 def validate_extra(spec: AssertionSpec, path: str) -> None:
@@ -42,20 +47,26 @@ def validate_extra(spec: AssertionSpec, path: str) -> None:
     def fail(message: str) -> ConfigError:
         return ConfigError(path, spec.line, f"assertion `{spec.type}`: {message}")
 
-    if spec.type in STRUCTURED_TYPES:
-        validate_structured(spec, fail)
-    elif spec.type == "llm_judge":
-        validate_judge(spec, fail)
-    elif spec.type == "pairwise":
-        validate_judge(spec, fail)
-        if spec.params.get("scale", "pass_fail") != "pass_fail" or "n" in spec.params \
-                or "threshold" in spec.params:
-            raise fail("`pairwise` picks a winner: it takes no `scale`, `n` or `threshold`")
-    elif spec.type == "similar":
-        validate_similar(spec, fail)
-    elif spec.type == "python":
-        validate_python(spec, fail)
-    elif spec.type in (*SAFETY_TYPES, "harmful"):
-        validate_safety(spec, fail)
-    elif spec.type == "composite":
-        validate_composite(spec, fail)
+    validator = _VALIDATORS.get(spec.type)
+    if validator is not None:
+        validator(spec, fail)
+
+
+def _validate_pairwise(spec: AssertionSpec, fail: Fail) -> None:
+    validate_judge(spec, fail)
+    if spec.params.get("scale", "pass_fail") != "pass_fail" or "n" in spec.params \
+            or "threshold" in spec.params:
+        raise fail("`pairwise` picks a winner: it takes no `scale`, `n` or `threshold`")
+
+
+#: The option check of each added assertion type (types not listed take no options).
+_VALIDATORS: dict[str, Callable[[AssertionSpec, Fail], None]] = {
+    **dict.fromkeys(STRUCTURED_TYPES, validate_structured),
+    "llm_judge": validate_judge,
+    "pairwise": _validate_pairwise,
+    "similar": validate_similar,
+    "python": validate_python,
+    **dict.fromkeys((*SAFETY_TYPES, "harmful"), validate_safety),
+    "composite": validate_composite,
+    **dict.fromkeys(RETRIEVAL_TYPES, validate_retrieval),
+}

@@ -11,6 +11,7 @@ from worker.evals.score.consistency import (
     is_classification_metric,
 )
 from worker.evals.score.metrics_llm import LLM_METRICS, LOWER_IS_BETTER, is_llm_metric, llm_metrics
+from worker.evals.score.rag_judges import CRITERIA
 from worker.evals.types import ExampleResult
 
 #: Every metric a gate rule may name: the two suite rates, one pass rate per assertion type and
@@ -18,7 +19,7 @@ from worker.evals.types import ExampleResult
 #: and ``assertion.<type>.mean_score``).
 KNOWN_METRICS: tuple[str, ...] = ("pass_rate", "error_rate") + tuple(
     f"assertion.{name}.pass_rate" for name in KNOWN_ASSERTIONS
-) + LLM_METRICS + CONSISTENCY_METRICS
+) + LLM_METRICS + CONSISTENCY_METRICS + tuple(f"assertion.{name}.pass_rate" for name in CRITERIA)
 __all__ = ["KNOWN_METRICS", "LOWER_IS_BETTER", "is_known_metric", "suite_metrics"]
 
 

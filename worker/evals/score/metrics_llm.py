@@ -23,6 +23,11 @@ Over the scored results (``unscored`` ones, i.e. provider and judge errors, left
   ``tokens_out_mean`` over examples reporting usage.
 - ``judge_error_rate``: examples with an errored judge (or other errored assertion) over all
   examples (errored targets included in the denominator).
+- RAG (`RAG_METRICS`): ``recall_at_k``, ``precision_at_k``, ``hit_at_k``, ``mrr``,
+  ``ndcg_at_k`` (worker/evals/score/retrieval.py) and ``faithfulness``, ``answer_relevance``,
+  ``context_relevance``, ``context_recall`` (worker/evals/score/rag_judges.py): each the same
+  value as ``assertion.<name>.mean_score``, the mean over scored examples of that assertion's
+  score.
 
 A metric that cannot be computed (no example it applies to) is absent: unavailable.
 """
@@ -41,6 +46,10 @@ LLM_METRICS: tuple[str, ...] = (
     "mean_score", "accuracy", "f1_macro", "f1_micro", "f1_weighted", "precision_macro",
     "recall_macro", "latency_p50", "latency_p90", "latency_p99", "cost_total", "cost_mean",
     "tokens_in_mean", "tokens_out_mean", "judge_error_rate", "win_rate", "judge_trap_accuracy")
+#: Names of the RAG assertions' mean scores (module docstring).
+RAG_METRICS: tuple[str, ...] = (
+    "recall_at_k", "precision_at_k", "hit_at_k", "mrr", "ndcg_at_k", "faithfulness",
+    "answer_relevance", "context_relevance", "context_recall")
 #: Metrics that compare head with base: without a base a rule on them is skipped, not failed.
 NEEDS_BASE: tuple[str, ...] = ("win_rate",)
 #: What makes ``expected`` values labels (`is_classification`).
@@ -56,7 +65,7 @@ _PATTERN = re.compile(r"(precision|recall)_.+|assertion\..+\.mean_score\Z")
 
 def is_llm_metric(name: str) -> bool:
     """Return True for a metric of this module, including ``precision_<label>`` names."""
-    return name in LLM_METRICS or _PATTERN.fullmatch(name) is not None
+    return name in LLM_METRICS or name in RAG_METRICS or _PATTERN.fullmatch(name) is not None
 
 
 def lower_is_better(name: str) -> bool:
@@ -73,6 +82,8 @@ def llm_metrics(results: Sequence[ExampleResult]) -> dict[str, float]:
         any(a.errored for a in r.assertions) for r in results) / len(results)
     scored = [r for r in results if not r.unscored]
     metrics.update(score_metrics(scored))
+    metrics.update({name: metrics[f"assertion.{name}.mean_score"] for name in RAG_METRICS
+                    if f"assertion.{name}.mean_score" in metrics})
     if is_classification(results):
         metrics.update(classification_metrics(scored))
     answered = [r.latency_ms for r in results if not r.errored]

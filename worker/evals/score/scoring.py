@@ -31,6 +31,7 @@ from worker.evals.score.consistency import annotate
 from worker.evals.score.custom import run_python
 from worker.evals.score.judges import JUDGE_TYPES, judge_spec, run_judge
 from worker.evals.score.kinds import RUN_TYPES
+from worker.evals.score.retrieval import RETRIEVAL_TYPES, check_retrieval
 from worker.evals.score.similar import check_similar
 from worker.evals.types import (
     CONFIG_FILENAME,
@@ -104,7 +105,7 @@ async def _check(spec: AssertionSpec, item: Item, settings: Settings, caller: Mo
     if spec.type in JUDGE_TYPES:
         js = judge_spec(spec, settings.judge, fail)
         return await run_judge(js, caller, example, output.output, use_cache=item.use_cache,
-                               assertion_type=spec.type)
+                               assertion_type=spec.type, contexts=output.contexts)
     if spec.type == "composite":
         return await run_composite(spec, settings.judge, caller, example, output.output, fail,
                                    use_cache=item.use_cache)
@@ -113,6 +114,8 @@ async def _check(spec: AssertionSpec, item: Item, settings: Settings, caller: Mo
                                    fail, use_cache=item.use_cache)
     if spec.type == "python":
         return None, RunUsage()
+    if spec.type in RETRIEVAL_TYPES:
+        return check_retrieval(spec, output.retrieved_ids, example), RunUsage()
     if spec.type in structured.STRUCTURED_TYPES:
         passed, message, details = structured.check(spec, output.output, example, output)
         return AssertionResult(spec.type, passed, 1.0 if passed else 0.0,

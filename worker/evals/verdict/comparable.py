@@ -213,7 +213,8 @@ def _example(result: ExampleResult, head: Example | None, root: Path) -> Example
                        result.tags, result.metadata, result.id_from_line)
     own = tuple(load_schema_file(spec, root) for spec in head.assertions)
     return Example(result.id, result.line, result.input, head.expected, head.vars, own,
-                   result.tags, result.metadata, result.id_from_line)
+                   result.tags, result.metadata, result.id_from_line,
+                   relevant_ids=head.relevant_ids)
 
 
 def _output(result: ExampleResult) -> TargetOutput:

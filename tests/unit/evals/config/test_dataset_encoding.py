@@ -106,7 +106,7 @@ def test_a_bom_only_at_the_start_of_a_dataset(tmp_path):
 
 def test_a_bom_only_at_the_start_of_a_trap_file(tmp_path):
     line = '{"id": "t", "input": "q", "output": "wrong"}\n'
-    [(trap, output)] = load_traps(tmp_path, _write(tmp_path, "t.jsonl", BOM + line))
+    [(trap, output, _)] = load_traps(tmp_path, _write(tmp_path, "t.jsonl", BOM + line))
     assert (trap.id, output) == ("t", "wrong")
     with pytest.raises(ConfigError) as caught:
         load_traps(tmp_path, _write(tmp_path, "u.jsonl", line + BOM + line))

@@ -25,7 +25,8 @@ def test_known_assertions() -> None:
         "equals", "contains", "contains_any", "contains_all", "not_contains", "regex",
         "json_valid", "json_schema", "starts_with", "length", "is_one_of", "classification",
         "latency", "cost", "llm_judge", "similar", "python", "pairwise", "mc_answer",
-        "pii", "refusal", "harmful", "composite"}
+        "pii", "refusal", "harmful", "composite",
+        "recall_at_k", "precision_at_k", "hit_at_k", "mrr", "ndcg_at_k"}
 
 
 @pytest.mark.parametrize(
