@@ -69,6 +69,11 @@ class GateRule:
             (absolute, metric units), or None.
         primary: ``primary: true``: the metric's ``regression`` tests get most of the gate's
             alpha (``settings.statistics.primary_share``; worker/evals/verdict/signflip.py).
+        max_increase_pct: for lower-is-better metrics: head may rise at most this many percent
+            above base (100 * (head - base) / base), or None.
+        max_example_drop: ``max_example_drop: {by}``: an example whose value falls by more than
+            this (metric units, a rise for lower-is-better metrics) from base to head counts as
+            dropped, or None; ``max_example_drops`` is the ``count`` of dropped examples allowed.
     """
 
     metric: str
@@ -83,6 +88,9 @@ class GateRule:
     max: float | None = None
     max_increase: float | None = None
     primary: bool = False
+    max_increase_pct: float | None = None
+    max_example_drop: float | None = None
+    max_example_drops: int | None = None
 
 
 @dataclass(frozen=True)
@@ -99,6 +107,8 @@ class GateOptions:
             ``settings.undecided: neutral``; worker/evals/verdict/health.py).
         quarantine: example ids left out of per-example rules (still counted in means).
         line: 1-based line where the suite's ``gate:`` mapping starts.
+        critical_max_failures: ``critical: {max_failures}``: how many critical examples may
+            fail at head (0: every one must pass).
     """
 
     critical_tags: tuple[str, ...] = ()
@@ -107,6 +117,7 @@ class GateOptions:
     on_inconclusive: Literal["pass", "neutral", "undecided", "fail"] = "undecided"
     quarantine: tuple[str, ...] = ()
     line: int | None = None
+    critical_max_failures: int = 0
 
 
 @dataclass(frozen=True)
