@@ -116,24 +116,27 @@ def _rule(reader: Reader, metric: str, key_node: Node, node: Node) -> GateRule:
         if key in PAIRED_KEYS and not has_example_values(metric):
             raise reader.error(rule_node, f"{label} compares examples one by one, but {metric} "
                                f"is not a mean over examples; use `{own[0]}`/`{own[1]}` for it")
-        if key in HIGHER_KEYS or (key in LOWER_KEYS and metric.endswith("_rate")):
-            values[key] = reader.fraction(value_node, label)
-        elif key in LOWER_KEYS:
-            values[key] = _number(reader, value_node, label, positive=False)
-        elif key == "regression":
-            values["regression_alpha"] = _alpha(reader, value_node, label)
-        elif key == "non_inferiority_margin":
-            values[key] = _number(reader, value_node, label, positive=False)
-        elif key == "max_new_failures":
-            values[key] = _count(reader, value_node, label, 0)
-        elif key == "max_increase_pct":
-            values[key] = _percent(reader, metric, value_node, label)
-        elif key == "max_example_drop":
-            values[key], values["max_example_drops"] = _example_drop(reader, value_node, label)
-        else:
-            values["min_detectable"], values["min_detectable_action"] = \
-                _min_detectable(reader, value_node, label)
+        values.update(_rule_value(reader, metric, key, value_node, label))
     return GateRule(metric, line=int(key_node.start_mark.line) + 1, **values, primary=primary)
+
+
+def _rule_value(reader: Reader, metric: str, key: str, node: Node, label: str) -> dict[str, Any]:
+    """Return the `GateRule` fields of one rule key of ``metric``."""
+    if key in HIGHER_KEYS or (key in LOWER_KEYS and metric.endswith("_rate")):
+        return {key: reader.fraction(node, label)}
+    if key in LOWER_KEYS or key == "non_inferiority_margin":
+        return {key: _number(reader, node, label, positive=False)}
+    if key == "regression":
+        return {"regression_alpha": _alpha(reader, node, label)}
+    if key == "max_new_failures":
+        return {key: _count(reader, node, label, 0)}
+    if key == "max_increase_pct":
+        return {key: _percent(reader, metric, node, label)}
+    if key == "max_example_drop":
+        by, count = _example_drop(reader, node, label)
+        return {key: by, "max_example_drops": count}
+    drop, action = _min_detectable(reader, node, label)
+    return {"min_detectable": drop, "min_detectable_action": action}
 
 
 def _primary(reader: Reader, entry: tuple[Node, Node] | None, metric: str,

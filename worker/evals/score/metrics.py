@@ -6,14 +6,15 @@ from collections.abc import Sequence
 
 from worker.evals.score.assertions import KNOWN_ASSERTIONS
 from worker.evals.score.metrics_llm import LLM_METRICS, LOWER_IS_BETTER, is_llm_metric, llm_metrics
+from worker.evals.score.metrics_order import ORDER_METRICS, order_metrics
 from worker.evals.types import ExampleResult
 
 #: Every metric a gate rule may name: the two suite rates, one pass rate per assertion type and
 #: the metrics of worker/evals/score/metrics_llm.py (plus ``precision_<label>``/``recall_<label>``
-#: and ``assertion.<type>.mean_score``).
+#: and ``assertion.<type>.mean_score``) and of worker/evals/score/metrics_order.py.
 KNOWN_METRICS: tuple[str, ...] = ("pass_rate", "error_rate") + tuple(
     f"assertion.{name}.pass_rate" for name in KNOWN_ASSERTIONS
-) + LLM_METRICS
+) + LLM_METRICS + ORDER_METRICS
 __all__ = ["KNOWN_METRICS", "LOWER_IS_BETTER", "is_known_metric", "suite_metrics"]
 
 
@@ -32,7 +33,8 @@ def suite_metrics(results: Sequence[ExampleResult]) -> dict[str, float]:
         ``assertion.<type>.pass_rate``: over the scored examples where an assertion of that
             type ran (and did not error), the fraction where every assertion of that type
             passed. An errored example counts as failed for each assertion type it carries.
-        and those of `worker.evals.score.metrics_llm.llm_metrics`.
+        and those of `worker.evals.score.metrics_llm.llm_metrics` and
+        `worker.evals.score.metrics_order.order_metrics`.
 
     Args:
         results: the suite's example results, in any order.
@@ -62,4 +64,5 @@ def suite_metrics(results: Sequence[ExampleResult]) -> dict[str, float]:
     for name in sorted(ran):
         metrics[f"assertion.{name}.pass_rate"] = passed[name] / ran[name]
     metrics.update(llm_metrics(results))
+    metrics.update(order_metrics(results))
     return metrics

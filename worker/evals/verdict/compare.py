@@ -5,8 +5,8 @@ lower-is-better metrics ``max`` when head <= max and ``max_increase`` when head 
 max_increase; all with a tolerance against float noise (worker/evals/verdict/thresholds.py,
 upper_rules.py); they end ``pass``, ``fail`` or ``skipped`` (a relative rule without a base).
 Statistical and per-example rules (``regression``, ``non_inferiority_margin``,
-``max_new_failures``, ``max_example_drop``, ``min_detectable``, ``critical``) end ``pass``, ``regression`` or
-``inconclusive`` (worker/evals/verdict/outcomes.py), on the examples paired by id
+``max_new_failures``, ``max_example_drop``, ``min_detectable``, ``critical``) end ``pass``,
+``regression`` or ``inconclusive`` (worker/evals/verdict/outcomes.py), on the examples paired by id
 (worker/evals/verdict/paired.py; ids taken from line numbers are refused, unless head ran base's
 very examples: worker/evals/verdict/contract.py) and, with ``groups``, in each group too. The
 ``regression`` tests of the whole gate form one family (a sign-flip step-down min-P family,
@@ -55,6 +55,7 @@ from worker.evals.verdict.example_drops import (
     example_drop_outcome,
     rule_text,
 )
+from worker.evals.verdict.group_rules import group_threshold_outcomes
 from worker.evals.verdict.outcomes import (
     comparison_outcomes,
     critical_outcomes,
@@ -247,6 +248,7 @@ def _suite_outcomes(suite: _Suite, comparisons: _Found) -> list[RuleOutcome]:
         outcomes.extend(check_thresholds(name, rule, suite.head, suite.base))
         outcomes.extend(check_upper(name, rule, suite.head, suite.base))
         outcomes.extend(_paired_rules(suite, rule, comparisons.get((name, rule.metric), [])))
+    outcomes.extend(group_threshold_outcomes(suite.config, suite.head, suite.base))
     head_examples: Sequence[ExampleResult] = suite.head.examples if suite.head else ()
     outcomes.extend(critical_outcomes(name, options, suite.paired, head_examples))
     return outcomes

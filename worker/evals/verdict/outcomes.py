@@ -189,7 +189,8 @@ def critical_outcomes(suite: str, options: GateOptions, paired: PairedSuite | No
 
     An example passes when every scored repeat of it passes; one missing at head does not
     pass; one whose every repeat is unscored (provider or judge error) makes the rule
-    inconclusive when counting it as failed would exceed the allowance. Quarantined examples are left out. Needs no base (``paired`` may be None).
+    inconclusive when counting it as failed would exceed the allowance. Quarantined examples
+    are left out. Needs no base (``paired`` may be None).
     """
     if not options.critical_tags:
         return []
@@ -214,7 +215,7 @@ def critical_outcomes(suite: str, options: GateOptions, paired: PairedSuite | No
     if len(failing) > allowed:
         return [RuleOutcome(suite, "critical examples", text, None, share, None, "regression",
                             f"{len(failing)} of {len(critical)} critical examples do not pass "
-                            f"at head (failed or missing{f'; allowed {allowed}' if allowed else ''}): "
+                            f"at head (failed or missing{_allowed(allowed)}): "
                             f"{_ids(failing)}")]
     if len(failing) + len(unconfirmed) > allowed:
         effect = ON_INCONCLUSIVE[options.on_inconclusive]
@@ -223,6 +224,10 @@ def critical_outcomes(suite: str, options: GateOptions, paired: PairedSuite | No
                             f"(provider or judge errors): {_ids(unconfirmed)}"
                             f"{_effect_text(effect)}", effect=effect)]
     return [RuleOutcome(suite, "critical examples", text, None, share, None, "pass")]
+
+
+def _allowed(allowed: int) -> str:
+    return f"; allowed {allowed}" if allowed else ""
 
 
 def _ids(ids: Sequence[str]) -> str:

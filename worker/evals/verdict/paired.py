@@ -108,8 +108,9 @@ def rules_needing_ids(config: SuiteConfig) -> list[str]:
     """Return the suite's rules that pair base and head example by example, as text.
 
     ``regression``, ``non_inferiority_margin``, ``max_new_failures``, ``min_detectable``,
-    ``max_example_drop`` and ``critical`` compare or look up examples by id, so an id that is only a line number (which
-    shifts when a line is added above it) would pair the wrong examples; ``min``, ``max_drop``,
+    ``max_example_drop`` and ``critical`` compare or look up examples by id, so an id that is
+    only a line number (which shifts when a line is added above it) would pair the wrong
+    examples; ``min``, ``max_drop``,
     ``max`` and ``max_increase`` compare suite means and need no ids.
     """
     found = [f"{metric}: {key}" for metric, rule in config.gate.items()
