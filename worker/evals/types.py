@@ -239,6 +239,26 @@ class Settings:
 
 
 @dataclass(frozen=True)
+class MetricSpec:
+    """A custom metric of a suite (``metrics:``; worker/evals/score/custom_metrics.py).
+
+    Attributes:
+        name: the metric's name; gate rules name it ``custom.<name>``.
+        function: ``path/to/file.py:fn`` in the repository (run confined), or None.
+        entry_point: a name in the entry-point group ``llmgate.metrics``, or None.
+        per_example: True: ``fn(result)`` gives one value per example and the metric is
+            their mean (paired rules apply); False: ``fn(results)`` gives the suite's value.
+        line: 1-based line of the metric in the config.
+    """
+
+    name: str
+    function: str | None = None
+    entry_point: str | None = None
+    per_example: bool = False
+    line: int | None = None
+
+
+@dataclass(frozen=True)
 class SuiteConfig:
     """One suite: a dataset, a target, assertions and gate rules.
 
@@ -257,6 +277,7 @@ class SuiteConfig:
             traps) is read from when that is not the checkout its target runs in: base's,
             when head's target is scored on base's contract (worker/evals/verdict/contract.py);
             None (a parsed config) for the run's own checkout. Not part of any key.
+        metrics: the suite's custom metrics (``metrics:``), in file order.
     """
 
     name: str
@@ -269,6 +290,7 @@ class SuiteConfig:
     traps: str | None = None
     on_paths: tuple[str, ...] = ()
     contract_root: Path | None = None
+    metrics: tuple[MetricSpec, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -423,6 +445,8 @@ class ExampleResult:
         input: the example's input (for pairwise judging and the report), or None.
         id_from_line: as in `Example`.
         error_field: as in `TargetOutput`.
+        custom: per-example custom metric name -> this example's value
+            (worker/evals/score/custom_metrics.py).
     """
 
     id: str
@@ -449,6 +473,7 @@ class ExampleResult:
     input: Any = None
     id_from_line: bool = False
     error_field: str = ""
+    custom: dict[str, float] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

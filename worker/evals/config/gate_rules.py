@@ -37,9 +37,10 @@ from typing import Any, Literal, Protocol
 from yaml.nodes import Node, ScalarNode
 
 from worker.errors import ConfigError
+from worker.evals.config.metric_specs import CUSTOM_PREFIX, custom_names
 from worker.evals.score.example_values import has_example_values
 from worker.evals.score.metrics import KNOWN_METRICS, LOWER_IS_BETTER, is_known_metric
-from worker.evals.types import GateOptions, GateRule
+from worker.evals.types import GateOptions, GateRule, MetricSpec
 
 #: Rule keys of one metric.
 RULE_KEYS = ("min", "max_drop", "max", "max_increase", "regression", "non_inferiority_margin",
@@ -80,26 +81,35 @@ class Reader(Protocol):
         """Return a number from 0 to 1."""
 
 
-def parse_gate(reader: Reader, node: Node, what: str) -> tuple[dict[str, GateRule], GateOptions]:
+def parse_gate(reader: Reader, node: Node, what: str, metrics: tuple[MetricSpec, ...] = ()
+               ) -> tuple[dict[str, GateRule], GateOptions]:
     """Parse a suite's ``gate:`` mapping into rules by metric and the suite-wide options.
+
+    ``metrics``: the suite's custom metrics, which rules name ``custom.<name>`` (higher is
+    better; the paired rules only on ``per_example`` ones).
 
     Raises:
         ConfigError: an unknown metric or key, a rule value out of range, an empty rule.
     """
     rules: dict[str, GateRule] = {}
     options: dict[str, Any] = {}
+    custom = custom_names(metrics)
     for key, (key_node, value_node) in reader.mapping(node, f"{what}: `gate`").items():
         if key in OPTION_KEYS:
             options.update(_option(reader, key, value_node))
-        elif is_known_metric(key):
-            rules[key] = _rule(reader, key, key_node, value_node)
+        elif is_known_metric(key) or key in custom:
+            paired = custom[key].per_example if key in custom else has_example_values(key)
+            rules[key] = _rule(reader, key, key_node, value_node, paired)
+        elif key.startswith(CUSTOM_PREFIX):
+            raise reader.error(key_node, f"{key!r} names no metric of this suite's `metrics:` "
+                               f"(defined: {', '.join(custom) or 'none'})")
         else:
             raise reader.error(key_node, f"unknown metric {key!r} in `gate` (known metrics: "
                                f"{', '.join(KNOWN_METRICS)}; options: {', '.join(OPTION_KEYS)})")
     return rules, GateOptions(**options, line=int(node.start_mark.line) + 1)
 
 
-def _rule(reader: Reader, metric: str, key_node: Node, node: Node) -> GateRule:
+def _rule(reader: Reader, metric: str, key_node: Node, node: Node, paired: bool) -> GateRule:
     entries = reader.mapping(node, f"gate metric {metric!r}", RULE_KEYS)
     own, other = (LOWER_KEYS, HIGHER_KEYS) if metric in LOWER_IS_BETTER else (HIGHER_KEYS,
                                                                              LOWER_KEYS)
@@ -113,7 +123,7 @@ def _rule(reader: Reader, metric: str, key_node: Node, node: Node) -> GateRule:
         label = f"`{key}` of {metric!r}"
         if key in other or (key == "max_increase_pct" and metric not in LOWER_IS_BETTER):
             raise reader.error(rule_node, _direction_error(metric, key))
-        if key in PAIRED_KEYS and not has_example_values(metric):
+        if key in PAIRED_KEYS and not paired:
             raise reader.error(rule_node, f"{label} compares examples one by one, but {metric} "
                                f"is not a mean over examples; use `{own[0]}`/`{own[1]}` for it")
         values.update(_rule_value(reader, metric, key, value_node, label))

@@ -10,7 +10,9 @@ mean of these values, so base and head can be compared example by example:
   target did not error); none when it has none, or when the example has no answer;
 - ``mean_score`` / ``assertion.<type>.mean_score``: the mean score (0-1) of the scored
   assertions (of that type), 0.0 when the target errored; none when unscored;
-- ``cost_mean`` (USD, answered examples), ``tokens_in_mean``, ``tokens_out_mean``.
+- ``cost_mean`` (USD, answered examples), ``tokens_in_mean``, ``tokens_out_mean``;
+- ``custom.<name>``: the value a per-example custom metric gave the example
+  (worker/evals/score/custom_metrics.py), none without one.
 
 Percentiles, totals and classification metrics have no per-example value. Extraction walks each
 example's assertions once (10,000 examples x 10 metrics in a few tens of milliseconds).
@@ -85,6 +87,9 @@ def extractor(metric: str) -> Extractor | None:
         return lambda result, _: NAN if result.unscored else float(result.passed)
     if metric == "mean_score":
         return _mean_of_all
+    if metric.startswith("custom."):  # a per-example custom metric's own values
+        name = metric.removeprefix("custom.")
+        return lambda result, _: result.custom.get(name, NAN)
     match = _ASSERTION_METRIC.match(metric)
     if match is None:
         return None

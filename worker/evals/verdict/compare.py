@@ -189,7 +189,8 @@ def _suite(config: SuiteConfig, head: RunResult, base: RunResult | None) -> _Sui
                           f"base and head are not paired example by example: the {side} "
                           f"dataset {found.dataset} has no `id` at line {line}")
     options = config.gate_options
-    metrics = [m for m in config.gate if has_example_values(m)]
+    whole = {f"custom.{m.name}" for m in config.metrics if not m.per_example}
+    metrics = [m for m in config.gate if has_example_values(m) and m not in whole]
     return _Suite(config, head_suite, base_suite,
                   pair_suite(base_suite, head_suite, metrics, options.group_by,
                              options.critical_tags))
