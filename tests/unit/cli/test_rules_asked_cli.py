@@ -156,3 +156,44 @@ def test_a_bad_rule_at_head_is_a_config_error_naming_its_line(repo, capsys, monk
     assert code == EXIT_CONFIG_ERROR
     assert f".llmgate.yml:{line}" in err
     assert "`max_increase_pct` of 'tokens_out_mean' must be a number of percent" in err
+
+
+#: Custom metrics of the tiny echo repository: each output's length, and the share passed.
+CUSTOM = """\
+def length(result):
+    return None if result["errored"] else len(result["output"])
+
+def share(results):
+    return sum(r["passed"] for r in results) / len(results)
+"""
+
+
+@pytest.mark.slow
+def test_custom_metrics_gate_through_llmgate_run(tmp_path, capsys, monkeypatch):
+    from tests.unit.worker_support import CONFIG, ECHO, build_tiny_repo
+
+    root = tmp_path / "repo"
+    build_tiny_repo(root)
+    gated = CONFIG.replace("    gate:\n", """\
+    metrics:
+      - {name: length, type: python, function: "evals/custom.py:length", per_example: true}
+      - {name: share, type: python, function: "evals/custom.py:share"}
+    gate:
+      custom.length:
+        max_example_drop: {by: 0.5, count: 0}
+      custom.share:
+        min: 0.9
+""")
+    commit(root, "main", {".llmgate.yml": gated, "evals/custom.py": CUSTOM})
+    commit(root, "pr/bravo", {"echo.py": ECHO.replace('BROKEN = ""', 'BROKEN = "bravo"')})
+    monkeypatch.chdir(root)
+    code = main(["run", "--base", "main", "--head", "pr/bravo", "--format", "json"])
+    report = json.loads(capsys.readouterr().out)
+    assert (code, report["conclusion"]) == (EXIT_GATE_FAILED, "failure")
+    found = {(o["metric"], o["rule"]): (o["status"], o["reason"]) for o in report["outcomes"]}
+    # bravo answers "nope": length 5 -> 4; the share passed 1.0 -> 0.75
+    assert found[("custom.length", "max_example_drop 0.5 count 0")] == (
+        "regression", "1 examples' custom.length fell by more than 0.5 (allowed 0): "
+                      "bravo (5 -> 4)")
+    assert found[("custom.share", "min 0.90")] == ("fail", "0.75 is below the minimum 0.90")
+    assert report["metrics"]["echo"]["base"]["custom.length"] == (5 + 5 + 7 + 5) / 4
