@@ -276,8 +276,8 @@ def _paired_rules(suite: _Suite, rule: GateRule,
         outcomes.append(new_failures_outcome(name, rule, suite.paired,
                                              suite.config.gate_options.quarantine))
     if rule.max_example_drop is not None:
-        outcomes.append(example_drop_outcome(name, rule, dropped(
-            rule, suite.paired, suite.config.gate_options.quarantine)))
+        outcomes.append(example_drop_outcome(name, rule, suite.paired,
+                                             suite.config.gate_options))
     return outcomes
 
 

@@ -4,7 +4,8 @@ The per-example rule for scores, beside ``max_new_failures`` for pass/fail: an e
 *dropped* when its value of the metric (the mean over its repeats,
 worker/evals/score/example_values.py) falls by more than ``by`` from base to head (rises by more
 than ``by`` for a lower-is-better metric), both sides having a value; the rule is a regression
-when more than ``count`` examples dropped. Quarantined examples are left out. The dropped
+when more than ``count`` examples dropped, inconclusive when no example has a value on both
+sides. Quarantined examples are left out. The dropped
 examples become `Regression` entries, so each is annotated on its line of the head dataset.
 """
 
@@ -15,7 +16,15 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from worker.evals.types import GateRule, Regression, RuleOutcome, RuleStatus, SuiteResult
+from worker.evals.types import (
+    GateOptions,
+    GateRule,
+    Regression,
+    RuleOutcome,
+    RuleStatus,
+    SuiteResult,
+)
+from worker.evals.verdict.outcomes import inconclusive_outcome
 from worker.evals.verdict.paired import PairedSuite, lower_is_better, mean_over_repeats
 from worker.evals.verdict.thresholds import EPSILON, failure_reason
 
@@ -37,21 +46,34 @@ def dropped(rule: GateRule, paired: PairedSuite, quarantine: Sequence[str]) -> l
 
     In head order; quarantined examples and those without a value on either side left out.
     """
+    return _dropped(rule, paired, quarantine)[0]
+
+
+def _dropped(rule: GateRule, paired: PairedSuite,
+             quarantine: Sequence[str]) -> tuple[list[Drop], int]:
+    """`dropped`, and how many examples have a value on both sides."""
     by = rule.max_example_drop or 0.0
     j = paired.metrics.index(rule.metric)
     base, head = mean_over_repeats(paired.base[:, j, :]), mean_over_repeats(paired.head[:, j, :])
     worse = (head - base) if lower_is_better(rule.metric) else (base - head)
-    known = ~np.isnan(worse)
-    hits = np.flatnonzero(known & (np.where(known, worse, 0.0) > by + EPSILON))
     excluded = set(quarantine)
-    return [Drop(paired.ids[k], float(base[k]), float(head[k])) for k in hits
-            if paired.ids[k] not in excluded]
+    known = ~np.isnan(worse) & np.array([i not in excluded for i in paired.ids], dtype=bool)
+    hits = np.flatnonzero(known & (np.where(known, worse, 0.0) > by + EPSILON))
+    return ([Drop(paired.ids[k], float(base[k]), float(head[k])) for k in hits],
+            int(np.sum(known)))
 
 
-def example_drop_outcome(suite: str, rule: GateRule, drops: Sequence[Drop]) -> RuleOutcome:
-    """Return the ``max_example_drop`` outcome: a regression when more than ``count`` dropped."""
+def example_drop_outcome(suite: str, rule: GateRule, paired: PairedSuite,
+                         options: GateOptions) -> RuleOutcome:
+    """Return the ``max_example_drop`` outcome: a regression when more than ``count`` dropped;
+    inconclusive (its effect by ``on_inconclusive``) when no example has a value of the
+    metric at both base and head, since then nothing was compared."""
+    drops, known = _dropped(rule, paired, options.quarantine)
     limit = rule.max_example_drops or 0
     text = rule_text(rule)
+    if known == 0:
+        return inconclusive_outcome(suite, rule.metric, text, f"no example has a value of "
+                                    f"{rule.metric} at both base and head", options)
     status: RuleStatus = "regression" if len(drops) > limit else "pass"
     word = "rose" if lower_is_better(rule.metric) else "fell"
     shown = ", ".join(f"{d.example_id} ({d.base:.3g} -> {d.head:.3g})" for d in drops[:MAX_IDS])

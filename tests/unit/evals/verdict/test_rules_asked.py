@@ -309,3 +309,12 @@ def test_bad_rules_are_config_errors_on_their_line(gate_text, line, message):
     err = error_of(gate_text)
     assert (err.path, err.line) == (".llmgate.yml", line)
     assert message in err.message
+
+
+def test_max_example_drop_with_no_value_on_both_sides_decides_nothing():
+    cfg = config("      assertion.regex.mean_score: {max_example_drop: {by: 0.05}}\n"
+                 "      on_inconclusive: fail\n")
+    [outcome] = gate(cfg, scored(BASE), scored(BASE)).outcomes  # no example ran a regex
+    assert (outcome.status, outcome.effect) == ("inconclusive", "failure")
+    assert outcome.reason.startswith("no example has a value of assertion.regex.mean_score at "
+                                     "both base and head")
