@@ -9,12 +9,14 @@ threshold rule of the suite is checked on them exactly as on the whole suite
 gated on their own, as for the paired rules. The paired rules already run per group
 (worker/evals/verdict/comparisons.py); the per-example counts (``max_new_failures``,
 ``max_example_drop``, ``critical``) need no group of their own: a group holds no more broken
-examples than its suite. Metrics not computed from the examples (``win_rate``,
-``judge_trap_accuracy``) are gated on the whole suite only.
+examples than its suite. A per-example custom metric's group value is the mean of the group's
+values; metrics not computed from the examples (``win_rate``, ``judge_trap_accuracy``, a
+suite-level custom metric) are gated on the whole suite only.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import replace
 
@@ -37,7 +39,10 @@ def group_threshold_outcomes(config: SuiteConfig, head: SuiteResult | None,
         or without a head result.
     """
     key = config.gate_options.group_by
-    rules = [r for r in config.gate.values() if _has_threshold(r) and r.metric not in SUITE_ONLY]
+    whole = {f"custom.{m.name}" for m in config.metrics if not m.per_example}
+    rules = [r for r in config.gate.values() if _has_threshold(r)
+             and r.metric not in SUITE_ONLY and r.metric not in whole]
+    custom = [m.name for m in config.metrics if m.per_example]
     if key is None or head is None or not rules:
         return []
     head_groups = _split(head.examples, key)
@@ -47,8 +52,9 @@ def group_threshold_outcomes(config: SuiteConfig, head: SuiteResult | None,
         examples = head_groups[label]
         if len({r.id for r in examples}) < config.gate_options.group_min_items:
             continue
-        head_part = _part(head, examples)
-        base_part = _part(base, base_groups.get(label, ())) if base is not None else None
+        head_part = _part(head, examples, custom)
+        base_part = _part(base, base_groups.get(label, ()), custom) if base is not None \
+            else None
         for rule in rules:
             found = [*check_thresholds(config.name, rule, head_part, base_part),
                      *check_upper(config.name, rule, head_part, base_part)]
@@ -69,5 +75,13 @@ def _split(examples: Sequence[ExampleResult], key: str) -> dict[str, list[Exampl
     return groups
 
 
-def _part(suite: SuiteResult, examples: Sequence[ExampleResult]) -> SuiteResult:
-    return replace(suite, examples=tuple(examples), metrics=suite_metrics(examples))
+def _part(suite: SuiteResult, examples: Sequence[ExampleResult],
+          custom: Sequence[str]) -> SuiteResult:
+    """The group's examples as a suite result, with their metrics (per-example custom ones:
+    the mean of the group's values)."""
+    metrics = suite_metrics(examples)
+    for name in custom:
+        values = [r.custom[name] for r in examples if name in r.custom]
+        if values:
+            metrics[f"custom.{name}"] = math.fsum(values) / len(values)
+    return replace(suite, examples=tuple(examples), metrics=metrics)

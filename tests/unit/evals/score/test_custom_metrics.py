@@ -184,3 +184,20 @@ def test_per_example_custom_metrics_get_the_paired_rules_and_suite_ones_the_thre
     assert [c.metric for c in report.comparisons] == ["custom.tone"]
     assert report.comparisons[0].n == 4 and report.comparisons[0].delta == pytest.approx(-0.1)
     assert [r.line for r in report.regressions] == [2]
+
+
+def test_groups_floor_per_example_custom_metrics_and_leave_suite_ones_to_the_suite():
+    results = [replace(ex(f"{cat}{k}", 1.0, cat=cat), custom={"tone": v})
+               for cat, values in (("a", [0.9, 0.9, 0.9]), ("b", [0.6, 0.6, 0.9]))
+               for k, v in enumerate(values)]
+    metrics = suite_metrics(results) | {"custom.tone": 0.8, "custom.share": 0.5}
+    head = RunResult("h", {"s": SuiteResult("s", "evals/s.jsonl", tuple(results), metrics)})
+    cfg = custom_config("      custom.tone: {min: 0.75}\n"
+                        "      custom.share: {min: 0.4}\n"
+                        "      groups: {by: category, min_items: 3}\n")
+    report = compare(cfg, head, None)
+    # group b: (0.6 + 0.6 + 0.9) / 3 = 0.7 < 0.75; custom.share has no group value
+    assert [(o.metric, o.group, o.status) for o in report.outcomes] == [
+        ("custom.tone", "", "pass"), ("custom.share", "", "pass"),
+        ("custom.tone", "category=a", "pass"), ("custom.tone", "category=b", "fail")]
+    assert report.outcomes[3].head == pytest.approx(0.7)
