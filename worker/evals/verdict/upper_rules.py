@@ -31,29 +31,26 @@ def check_upper(suite: str, rule: GateRule, head: SuiteResult | None,
         outcomes.append(outcome(text, False, unavailable) if head_value is None else outcome(
             text, head_value <= rule.max + EPSILON,
             f"{head_value:.4g} is above the maximum {rule.max:g}"))
-    if rule.max_increase is not None:
-        text = f"max_increase {rule.max_increase:g}"
+    relative = [("max_increase", rule.max_increase, _absolute_rise),
+                ("max_increase_pct", rule.max_increase_pct, _percent_rise)]
+    for name, allowed, check in relative:
+        if allowed is None:
+            continue
+        text = f"{name} {allowed:g}"
         if base is None or base_value is None:
             reason = NO_BASE if base is None else f"{rule.metric} is unavailable at base"
             outcomes.append(outcome(text, None, reason))
         elif head_value is None:
             outcomes.append(outcome(text, False, unavailable))
         else:
-            rise = head_value - base_value
-            outcomes.append(outcome(text, rise <= rule.max_increase + EPSILON,
-                                    f"rose {rise:.4g} from base {base_value:.4g} "
-                                    f"(allowed {rule.max_increase:g})"))
-    if rule.max_increase_pct is not None:
-        text = f"max_increase_pct {rule.max_increase_pct:g}"
-        if base is None or base_value is None:
-            reason = NO_BASE if base is None else f"{rule.metric} is unavailable at base"
-            outcomes.append(outcome(text, None, reason))
-        elif head_value is None:
-            outcomes.append(outcome(text, False, unavailable))
-        else:
-            outcomes.append(outcome(text, *_percent_rise(head_value, base_value,
-                                                         rule.max_increase_pct)))
+            outcomes.append(outcome(text, *check(head_value, base_value, allowed)))
     return outcomes
+
+
+def _absolute_rise(head: float, base: float, allowed: float) -> tuple[bool, str]:
+    """Return whether head rose at most ``allowed`` (metric units) above base, and the reason."""
+    rise = head - base
+    return rise <= allowed + EPSILON, f"rose {rise:.4g} from base {base:.4g} (allowed {allowed:g})"
 
 
 def _percent_rise(head: float, base: float, allowed: float) -> tuple[bool, str]:
