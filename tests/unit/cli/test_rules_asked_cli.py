@@ -80,6 +80,8 @@ def repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
         "pr/tokens": {k: (s, 125) for k, (s, _) in MAIN.items()},
         # login fails 2 of 3 (pass_rate 1/3) while the suite stays at 3/6 = 0.5
         "pr/group": {**MAIN, "d": (0.45, 100), "e": (0.45, 100)},
+        # c, the other critical example, fails too: 2 critical failures, 1 allowed
+        "pr/critical": {**MAIN, "c": (0.3, 100)},
     }
     for branch, table in changes.items():
         commit(root, branch, {"bot.py": BOT.format(table=table)})
@@ -146,6 +148,16 @@ def test_a_group_below_its_floor_fails_while_the_suite_holds(repo, capsys, monke
     assert report["metrics"]["s"]["head"]["min_score"] == 0.4
     median = report["metrics"]["s"]["head"]["median_score"]
     assert median == pytest.approx((0.45 + 0.7) / 2)
+
+
+@pytest.mark.slow
+def test_critical_failures_over_the_allowance_fail(repo, capsys, monkeypatch):
+    code, report, _ = gate(repo, capsys, monkeypatch, "pr/critical")
+    assert code == EXIT_GATE_FAILED
+    [critical] = [o for o in report["outcomes"] if o["metric"] == "critical examples"]
+    assert (critical["status"], critical["reason"]) == (
+        "regression", "2 of 2 critical examples do not pass at head (failed or missing; "
+                      "allowed 1): a, c")
 
 
 def test_a_bad_rule_at_head_is_a_config_error_naming_its_line(repo, capsys, monkeypatch):
