@@ -201,3 +201,13 @@ def test_groups_floor_per_example_custom_metrics_and_leave_suite_ones_to_the_sui
         ("custom.tone", "", "pass"), ("custom.share", "", "pass"),
         ("custom.tone", "category=a", "pass"), ("custom.tone", "category=b", "fail")]
     assert report.outcomes[3].head == pytest.approx(0.7)
+
+
+def test_stored_baselines_keep_each_examples_custom_values():
+    from worker.evals.serialize import suite_result_from_json, suite_result_to_json
+
+    results = (replace(ex("a", 0.5), custom={"tone": 0.25}), ex("b", 1.0))
+    suite = SuiteResult("s", "evals/s.jsonl", results, {"custom.tone": 0.25})
+    again = suite_result_from_json(suite_result_to_json(suite))
+    assert [r.custom for r in again.examples] == [{"tone": 0.25}, {}]
+    assert again == suite
