@@ -572,3 +572,51 @@ async def local_worktree(repo_dir: Path, ref: str) -> AsyncIterator[Path]:
             await _remove_worktree(repo_dir, path, env)
     finally:
         remove_tree(parent)
+
+
+async def local_default_branch(repo_dir: Path) -> str | None:
+    """Return the default branch of the user's repository ``repo_dir``: the branch
+    ``refs/remotes/origin/HEAD`` points at, else a local ``main`` or ``master``; None when
+    none is known.
+
+    Raises:
+        GitError: a git command ran longer than its time limit.
+    """
+    env = _local_env()
+    code, out, _ = await _exec(["symbolic-ref", "--quiet", "--short",
+                                "refs/remotes/origin/HEAD"], cwd=repo_dir, env=env,
+                               timeout_s=LOCAL_TIMEOUT_S)
+    if code == 0 and out.strip().startswith("origin/"):
+        return out.strip().removeprefix("origin/")
+    for branch in ("main", "master"):
+        code, _, _ = await _exec(["rev-parse", "--verify", "--quiet", f"refs/heads/{branch}"],
+                                 cwd=repo_dir, env=env, timeout_s=LOCAL_TIMEOUT_S)
+        if code == 0:
+            return branch
+    return None
+
+
+async def local_is_ancestor(repo_dir: Path, sha: str, ref: str) -> bool:
+    """Return whether commit ``sha`` is ``ref`` or one of its ancestors (``git merge-base
+    --is-ancestor``) in the user's repository ``repo_dir``.
+
+    Raises:
+        ValueError: ``sha`` is not a full SHA.
+        GitError: git failed otherwise (exit status other than 0 and 1).
+    """
+    args = ["merge-base", "--is-ancestor", check_sha(sha), await resolve_ref(repo_dir, ref)]
+    code, _, err = await _exec(args, cwd=repo_dir, env=_local_env(), timeout_s=LOCAL_TIMEOUT_S)
+    if code not in (0, 1):
+        raise GitError(["git", *args], err or f"git merge-base exited {code}")
+    return code == 0
+
+
+async def local_origin(repo_dir: Path) -> str | None:
+    """Return ``owner/name`` of the user's repository from its ``origin`` remote's URL
+    (``https://host/owner/name.git`` or ``git@host:owner/name``), or None without one."""
+    code, out, _ = await _exec(["remote", "get-url", "origin"], cwd=repo_dir,
+                               env=_local_env(), timeout_s=LOCAL_TIMEOUT_S)
+    parts = out.strip().removesuffix("/").removesuffix(".git").replace(":", "/").split("/")
+    if code != 0 or len(parts) < 2 or not parts[-1] or not parts[-2]:
+        return None
+    return f"{parts[-2]}/{parts[-1]}"

@@ -16,7 +16,7 @@ import importlib.metadata
 import os
 import posixpath
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from contextlib import AsyncExitStack
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -25,16 +25,18 @@ from worker.checkout import GitError, local_merge_base, local_worktree, resolve_
 from worker.cli.calibrate import add_calibrate_command
 from worker.cli.healthcheck import add_healthcheck_command
 from worker.cli.judge import add_judge_command
+from worker.cli.named_args import add_named_arguments, named_refusal
 from worker.cli.perturbations import add_perturbations_command
 from worker.cli.power import add_power_command
 from worker.cli.redteam import add_redteam_command
 from worker.cli.setup import add_setup_command
-from worker.errors import ExecutionError
+from worker.errors import ConfigError, ExecutionError
 from worker.evals.types import CONFIG_FILENAME
 from worker.security.redact import Redactor, secrets_from_environ
 
 if TYPE_CHECKING:
     from worker.pipeline.multi import MultiReport
+    from worker.pipeline.trees import BaseRunner
 
 #: What ``llmgate run --help`` says above its options.
 RUN_DESCRIPTION = ("Gate locally, as the worker does, and print the report. Inside a git "
@@ -107,6 +109,7 @@ def _parser() -> argparse.ArgumentParser:
                        help="neither read nor write the model response cache")
     cache.add_argument("--refresh-cache", action="store_true",
                        help="send every model call again and store the new answers")
+    add_named_arguments(run)
     run.set_defaults(func=cmd_run)
     serve = sub.add_parser("serve", help="start the webhook receiver (uvicorn app.main:app)",
                            description="Start the web process: verifies GitHub's deliveries, "
@@ -157,10 +160,13 @@ def cmd_run(args: argparse.Namespace) -> int:
     from worker.report.pii import redact_pii
 
     refused = _refusal(args)
-    if refused is not None:
-        code, message = refused
+    named = named_refusal(args) if refused is None else None
+    if refused is not None or named is not None:
+        code, message = refused or (EXIT_EXECUTION_ERROR, str(named))
         print(f"llmgate: {message}", file=sys.stderr)
         return code
+    if args.promote is not None:
+        return _promote(args)
     try:
         multi, head_sha, base_sha = asyncio.run(_run_local(args))
     except (GitError, ExecutionError, OSError) as err:
@@ -185,6 +191,28 @@ def cmd_run(args: argparse.Namespace) -> int:
         print(f"llmgate: configuration error: {gate_report.config_error}", file=sys.stderr)
         return EXIT_CONFIG_ERROR
     return exit_code(gate_report.conclusion, allow_undecided=args.allow_undecided)
+
+
+def _promote(args: argparse.Namespace) -> int:
+    """``llmgate run --promote NAME`` (worker/cli/named.py): 0 promoted, 2 configuration
+    error at the head commit, 3 execution error (not on the default branch, git, the run)."""
+    from worker.cli.named import run_promote
+    from worker.evals.llm.cli_cache import eval_context
+
+    async def promoted() -> str:
+        async with eval_context(args) as evals:
+            return await run_promote(args, args.repo or repo_root(Path.cwd()), evals)
+
+    try:
+        line = asyncio.run(promoted())
+    except ConfigError as err:
+        print(f"llmgate: configuration error: {err}", file=sys.stderr)
+        return EXIT_CONFIG_ERROR
+    except (GitError, ExecutionError, OSError) as err:
+        print(f"llmgate: {err}", file=sys.stderr)
+        return EXIT_EXECUTION_ERROR
+    print(f"llmgate: {line}", file=sys.stderr)
+    return EXIT_PASS
 
 
 def exit_code(conclusion: str, *, allow_undecided: bool = False) -> int:
@@ -306,8 +334,13 @@ async def _run_local(args: argparse.Namespace) -> tuple[MultiReport, str, str]:
             head_sha = await _resolve(repo, args.head, "--head")
             head_root = await stack.enter_async_context(local_worktree(repo, head_sha))
         base_root, base_sha, base_note = None, "", ""
+        runner_for: Callable[[str], BaseRunner] = _run_base_now
         if args.base:
             base_root, base_sha, base_note = await _base_side(stack, repo, args, head_sha)
+        elif args.compare_to:  # a named baseline (worker/cli/named.py)
+            from worker.cli.named import compare_to_side
+            base_root, base_sha, base_note, runner_for = await compare_to_side(
+                stack, repo, args.compare_to)
         evals = await stack.enter_async_context(eval_context(args))
         args.config = in_folder(head_root, args.config)  # a folder: at head, not the tree
         if args.config == CONFIG_FILENAME and nothing_to_gate(head_root, base_root):
@@ -316,12 +349,20 @@ async def _run_local(args: argparse.Namespace) -> tuple[MultiReport, str, str]:
             else folder_plan(args.config, head_root, base_root)  # a folder's: as the worker
         if plan is not None:  # every config of the repository, or one folder's
             multi = await gate_plan(plan, head_root, base_root, head_sha=head_sha,
-                                    base_sha=base_sha, evals=evals)
+                                    base_sha=base_sha, evals=evals, base_runner_for=runner_for)
         else:
             report = await gate_trees(head_root, base_root, head_sha=head_sha,
-                                      base_sha=base_sha, config_path=args.config, evals=evals)
+                                      base_sha=base_sha, config_path=args.config, evals=evals,
+                                      base_runner=runner_for(""))
             multi = MultiReport((ConfigReport(args.config, "", report),))
         return (multi.with_notes([base_note]) if base_note else multi), head_sha, base_sha
+
+
+def _run_base_now(folder: str) -> BaseRunner:
+    """The base runner of every config without a named baseline: run base now."""
+    from worker.pipeline.trees import run_base_now
+
+    return run_base_now
 
 
 async def _base_side(stack: AsyncExitStack, repo: Path, args: argparse.Namespace,

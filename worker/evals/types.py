@@ -69,6 +69,11 @@ class GateRule:
             (absolute, metric units), or None.
         primary: ``primary: true``: the metric's ``regression`` tests get most of the gate's
             alpha (``settings.statistics.primary_share``; worker/evals/verdict/signflip.py).
+        max_increase_pct: for lower-is-better metrics: head may rise at most this many percent
+            above base (100 * (head - base) / base), or None.
+        max_example_drop: ``max_example_drop: {by}``: an example whose value falls by more than
+            this (metric units, a rise for lower-is-better metrics) from base to head counts as
+            dropped, or None; ``max_example_drops`` is the ``count`` of dropped examples allowed.
     """
 
     metric: str
@@ -83,6 +88,9 @@ class GateRule:
     max: float | None = None
     max_increase: float | None = None
     primary: bool = False
+    max_increase_pct: float | None = None
+    max_example_drop: float | None = None
+    max_example_drops: int | None = None
 
 
 @dataclass(frozen=True)
@@ -99,6 +107,8 @@ class GateOptions:
             ``settings.undecided: neutral``; worker/evals/verdict/health.py).
         quarantine: example ids left out of per-example rules (still counted in means).
         line: 1-based line where the suite's ``gate:`` mapping starts.
+        critical_max_failures: ``critical: {max_failures}``: how many critical examples may
+            fail at head (0: every one must pass).
     """
 
     critical_tags: tuple[str, ...] = ()
@@ -107,6 +117,7 @@ class GateOptions:
     on_inconclusive: Literal["pass", "neutral", "undecided", "fail"] = "undecided"
     quarantine: tuple[str, ...] = ()
     line: int | None = None
+    critical_max_failures: int = 0
 
 
 @dataclass(frozen=True)
@@ -228,6 +239,26 @@ class Settings:
 
 
 @dataclass(frozen=True)
+class MetricSpec:
+    """A custom metric of a suite (``metrics:``; worker/evals/score/custom_metrics.py).
+
+    Attributes:
+        name: the metric's name; gate rules name it ``custom.<name>``.
+        function: ``path/to/file.py:fn`` in the repository (run confined), or None.
+        entry_point: a name in the entry-point group ``llmgate.metrics``, or None.
+        per_example: True: ``fn(result)`` gives one value per example and the metric is
+            their mean (paired rules apply); False: ``fn(results)`` gives the suite's value.
+        line: 1-based line of the metric in the config.
+    """
+
+    name: str
+    function: str | None = None
+    entry_point: str | None = None
+    per_example: bool = False
+    line: int | None = None
+
+
+@dataclass(frozen=True)
 class SuiteConfig:
     """One suite: a dataset, a target, assertions and gate rules.
 
@@ -250,6 +281,7 @@ class SuiteConfig:
             questions (worker/evals/config/consistency.py); None for an ordinary suite.
         judge: the suite's ``judge:`` rules on its judge (labels, min agreement, max drift;
             worker/pipeline/judge_trust.py), or None.
+        metrics: the suite's custom metrics (``metrics:``), in file order.
     """
 
     name: str
@@ -264,6 +296,7 @@ class SuiteConfig:
     contract_root: Path | None = None
     consistency: ConsistencySpec | None = None
     judge: JudgeRules | None = None
+    metrics: tuple[MetricSpec, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -466,6 +499,8 @@ class ExampleResult:
         input: the example's input (for pairwise judging and the report), or None.
         id_from_line: as in `Example`.
         error_field: as in `TargetOutput`.
+        custom: per-example custom metric name -> this example's value
+            (worker/evals/score/custom_metrics.py).
     """
 
     id: str
@@ -492,6 +527,7 @@ class ExampleResult:
     input: Any = None
     id_from_line: bool = False
     error_field: str = ""
+    custom: dict[str, float] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

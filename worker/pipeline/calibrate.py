@@ -30,7 +30,7 @@ from worker.pipeline.trees import read_config
 EXIT_OK, EXIT_CONFIG_ERROR, EXIT_EXECUTION_ERROR = 0, 2, 3
 #: Rules whose failure in an A/A run is a false alarm (absolute rules fail on both sides alike).
 RELATIVE_RULES = ("max_drop", "max_increase", "regression", "non_inferiority_margin",
-                  "max_new_failures")
+                  "max_new_failures", "max_example_drop")
 
 
 @dataclass(frozen=True)

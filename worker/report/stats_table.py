@@ -18,7 +18,7 @@ from worker.evals.verdict.stats import DEFAULT_RESAMPLES, ZERO_METHOD
 #: Comparison rows shown; the rest are counted ("... N more rows").
 MAX_ROWS = 80
 #: Threshold rules, whose status is shown in the metric table, not here.
-THRESHOLD_RULES = ("min ", "max_drop ", "max ", "max_increase ")
+THRESHOLD_RULES = ("min ", "max_drop ", "max ", "max_increase ", "max_increase_pct ")
 _VERDICT = {"regression": "❌ regression", "inconclusive": "❔ inconclusive", "pass": "✅ pass",
             "skipped": "⏭ skipped", "fail": "❌ fail"}
 _ORDER = ("fail", "regression", "inconclusive", "pass", "skipped")

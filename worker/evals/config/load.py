@@ -39,6 +39,7 @@ from worker.evals.config import safe_yaml
 from worker.evals.config import stats_settings as config_stats
 from worker.evals.config.files import decode_utf8, read_repo_file
 from worker.evals.config.gate_rules import parse_gate
+from worker.evals.config.metric_specs import parse_metrics
 from worker.evals.score.assertions import validate_spec
 from worker.evals.types import (
     CONFIG_FILENAME,
@@ -72,7 +73,7 @@ SETTINGS_KEYS = ("timeout", "concurrency", "env", *config_llm.LLM_SETTINGS_KEYS,
                  *config_paths.PATH_SETTINGS_KEYS, "drafts", "undecided",
                  *config_layout.LAYOUT_SETTINGS_KEYS, *config_stats.STATS_SETTINGS_KEYS)
 SUITE_KEYS = ("name", "dataset", "target", "assertions", "gate", "traps", "on_paths", "type",
-              "consistency", "judge")
+              "consistency", "judge", "metrics")
 TARGET_KEYS = ("command", "batch")
 PLACEHOLDERS = ("{input_file}", "{output_file}")
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
@@ -290,8 +291,9 @@ class _Reader:
         dataset = self.dataset(self.required(entries, "dataset", node, what))
         target = self.target(self.required(entries, "target", node, what), what)
         assertions = self.assertions(entries["assertions"][1]) if "assertions" in entries else ()
-        gate, options = self.gate(entries["gate"][1], what) if "gate" in entries \
-            else ({}, GateOptions())
+        metrics = parse_metrics(self, entries["metrics"][1]) if "metrics" in entries else ()
+        gate, options = parse_gate(self, entries["gate"][1], what, metrics) \
+            if "gate" in entries else ({}, GateOptions())
         traps = config_llm.repo_path(self, entries["traps"][1], "`traps`") \
             if "traps" in entries else None
         paths = config_paths.on_paths(self, entries["on_paths"][1]) if "on_paths" in entries \
@@ -300,7 +302,7 @@ class _Reader:
             if "judge" in entries else None
         suite = SuiteConfig(name, dataset, target, assertions, gate,
                             int(node.start_mark.line) + 1, options, traps=traps, on_paths=paths,
-                            judge=judge)
+                            judge=judge, metrics=metrics)
         return config_consistency.suite_type(self, entries, suite)
 
     def dataset(self, node: Node) -> str:

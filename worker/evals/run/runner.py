@@ -43,6 +43,7 @@ from worker.evals.run.estimate import ModelUse, estimate_configs
 from worker.evals.run.model_target import run_model
 from worker.evals.run.targets import run_command
 from worker.evals.run.traps import judge_traps
+from worker.evals.score.custom_metrics import apply_metrics
 from worker.evals.score.judges import JUDGE_TYPES, judge_spec
 from worker.evals.score.metrics import suite_metrics
 from worker.evals.score.pairwise import add_pairwise
@@ -173,7 +174,8 @@ async def run_suite(suite: SuiteConfig, root: Path, settings: Settings,
                                          suite.dataset))
     results.sort(key=lambda r: (r.line, r.repeat))
     traps, _ = await judge_traps(suite, contract, settings, state.caller)
-    metrics = suite_metrics(results)
+    results, custom = await apply_metrics(suite.metrics, results, contract, settings)
+    metrics = suite_metrics(results) | custom  # custom: worker/evals/score/custom_metrics.py
     if traps is not None and traps.total:
         metrics["judge_trap_accuracy"] = traps.caught / traps.total
     return SuiteResult(suite.name, suite.dataset, tuple(results), metrics,

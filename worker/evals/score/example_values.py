@@ -14,6 +14,8 @@ mean of these values, so base and head can be compared example by example:
 - ``rc_correct``, ``rc_agree``, ``original_accuracy`` (consistency suites): the question's value
   on its original variant, none on the others (worker/evals/score/consistency.py).
 - the RAG metrics (``recall_at_k``, ``faithfulness``...): as ``assertion.<name>.mean_score``.
+- ``custom.<name>``: the value a per-example custom metric gave the example
+  (worker/evals/score/custom_metrics.py), none without one.
 
 Percentiles, totals and classification metrics have no per-example value. Extraction walks each
 example's assertions once (10,000 examples x 10 metrics in a few tens of milliseconds).
@@ -94,6 +96,9 @@ def extractor(metric: str) -> Extractor | None:
         return lambda result, _: _or_nan(question_value(result, metric))
     if metric in RAG_METRICS:
         metric = f"assertion.{metric}.mean_score"
+    if metric.startswith("custom."):  # a per-example custom metric's own values
+        name = metric.removeprefix("custom.")
+        return lambda result, _: result.custom.get(name, NAN)
     match = _ASSERTION_METRIC.match(metric)
     if match is None:
         return None

@@ -11,15 +11,17 @@ from worker.evals.score.consistency import (
     is_classification_metric,
 )
 from worker.evals.score.metrics_llm import LLM_METRICS, LOWER_IS_BETTER, is_llm_metric, llm_metrics
+from worker.evals.score.metrics_order import ORDER_METRICS, order_metrics
 from worker.evals.score.rag_judges import CRITERIA
 from worker.evals.types import ExampleResult
 
 #: Every metric a gate rule may name: the two suite rates, one pass rate per assertion type and
 #: the metrics of worker/evals/score/metrics_llm.py (plus ``precision_<label>``/``recall_<label>``
-#: and ``assertion.<type>.mean_score``).
+#: and ``assertion.<type>.mean_score``) and of worker/evals/score/metrics_order.py.
 KNOWN_METRICS: tuple[str, ...] = ("pass_rate", "error_rate") + tuple(
     f"assertion.{name}.pass_rate" for name in KNOWN_ASSERTIONS
-) + LLM_METRICS + CONSISTENCY_METRICS + tuple(f"assertion.{name}.pass_rate" for name in CRITERIA)
+) + LLM_METRICS + CONSISTENCY_METRICS + tuple(f"assertion.{name}.pass_rate" for name in CRITERIA) \
+    + ORDER_METRICS
 __all__ = ["KNOWN_METRICS", "LOWER_IS_BETTER", "is_known_metric", "suite_metrics"]
 
 
@@ -38,8 +40,9 @@ def suite_metrics(results: Sequence[ExampleResult]) -> dict[str, float]:
         ``assertion.<type>.pass_rate``: over the scored examples where an assertion of that
             type ran (and did not error), the fraction where every assertion of that type
             passed. An errored example counts as failed for each assertion type it carries.
-        and those of `worker.evals.score.metrics_llm.llm_metrics`, and for a consistency
-        suite those of `worker.evals.score.consistency.consistency_metrics`.
+        and those of `worker.evals.score.metrics_llm.llm_metrics` and
+        `worker.evals.score.metrics_order.order_metrics`, and for a consistency suite those of
+        `worker.evals.score.consistency.consistency_metrics`.
 
     Args:
         results: the suite's example results, in any order.
@@ -69,6 +72,7 @@ def suite_metrics(results: Sequence[ExampleResult]) -> dict[str, float]:
     for name in sorted(ran):
         metrics[f"assertion.{name}.pass_rate"] = passed[name] / ran[name]
     metrics.update(llm_metrics(results))
+    metrics.update(order_metrics(results))
     consistency = consistency_metrics(results)
     if consistency:  # its expected labels are the options' labels, not classes
         metrics = {k: v for k, v in metrics.items() if not is_classification_metric(k)}

@@ -40,6 +40,7 @@ from worker.evals.config.schemas import load_schema_file
 from worker.evals.context import EvalContext
 from worker.evals.run.fingerprint import changed, describe, digest
 from worker.evals.run.runner import RunState, difference
+from worker.evals.score.custom_metrics import apply_metrics
 from worker.evals.score.metrics import suite_metrics
 from worker.evals.score.scoring import Item, score_items
 from worker.evals.types import (
@@ -132,7 +133,8 @@ async def rescore(suite: SuiteConfig, settings: Settings, head_root: Path, head:
 
     Each base example takes head's ``expected``, ``vars`` and own assertions when head has its
     id (examples only at base keep their ``expected`` and no own assertions). Errored and
-    unscored target answers stay so. Metrics are recomputed; ``judge_trap_accuracy``, trap
+    unscored target answers stay so. Metrics are recomputed (custom metrics too, by head's
+    ``metrics:``); ``judge_trap_accuracy``, trap
     results and judge versions are head's (the same judge on the same traps).
 
     Returns:
@@ -148,9 +150,10 @@ async def rescore(suite: SuiteConfig, settings: Settings, head_root: Path, head:
                       settings.repeats == 1) for r in base.examples]
         results = await score_items(specs, items, root, settings, state.caller,
                                     suite.dataset)
+        results, custom = await apply_metrics(suite.metrics, results, root, settings)
     except (ConfigError, ExecutionError, OSError) as err:
         return f"head's assertions cannot score base's outputs: {err}"
-    metrics = suite_metrics(results)
+    metrics = suite_metrics(results) | custom
     if "judge_trap_accuracy" in head.metrics:
         metrics["judge_trap_accuracy"] = head.metrics["judge_trap_accuracy"]
     fingerprint = base.fingerprint

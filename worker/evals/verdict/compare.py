@@ -5,8 +5,8 @@ lower-is-better metrics ``max`` when head <= max and ``max_increase`` when head 
 max_increase; all with a tolerance against float noise (worker/evals/verdict/thresholds.py,
 upper_rules.py); they end ``pass``, ``fail`` or ``skipped`` (a relative rule without a base).
 Statistical and per-example rules (``regression``, ``non_inferiority_margin``,
-``max_new_failures``, ``min_detectable``, ``critical``) end ``pass``, ``regression`` or
-``inconclusive`` (worker/evals/verdict/outcomes.py), on the examples paired by id
+``max_new_failures``, ``max_example_drop``, ``min_detectable``, ``critical``) end ``pass``,
+``regression`` or ``inconclusive`` (worker/evals/verdict/outcomes.py), on the examples paired by id
 (worker/evals/verdict/paired.py; ids taken from line numbers are refused, unless head ran base's
 very examples: worker/evals/verdict/contract.py) and, with ``groups``, in each group too. The
 ``regression`` tests of the whole gate form one family (a sign-flip step-down min-P family,
@@ -49,6 +49,13 @@ from worker.evals.verdict.comparisons import (
     gated_groups,
     scope_counts,
 )
+from worker.evals.verdict.example_drops import (
+    drop_regressions,
+    dropped,
+    example_drop_outcome,
+    rule_text,
+)
+from worker.evals.verdict.group_rules import group_threshold_outcomes
 from worker.evals.verdict.outcomes import (
     comparison_outcomes,
     critical_outcomes,
@@ -124,7 +131,8 @@ def compare(
         outcomes.extend(_suite_outcomes(suite, comparisons))
         extra.extend(_suite_notes(suite))
         if suite.head is not None and suite.base is not None:
-            regressions.extend(find_regressions(suite.head, suite.base))
+            found = find_regressions(suite.head, suite.base)
+            regressions.extend(found + _drop_regressions(suite, {r.example_id for r in found}))
     flat = tuple(c for found in comparisons.values() for c in found)
     return GateReport(
         conclusion=conclude(outcomes), outcomes=tuple(outcomes),
@@ -181,7 +189,8 @@ def _suite(config: SuiteConfig, head: RunResult, base: RunResult | None) -> _Sui
                           f"base and head are not paired example by example: the {side} "
                           f"dataset {found.dataset} has no `id` at line {line}")
     options = config.gate_options
-    metrics = [m for m in config.gate if has_example_values(m)]
+    whole = {f"custom.{m.name}" for m in config.metrics if not m.per_example}
+    metrics = [m for m in config.gate if has_example_values(m) and m not in whole]
     return _Suite(config, head_suite, base_suite,
                   pair_suite(base_suite, head_suite, metrics, options.group_by,
                              options.critical_tags))
@@ -240,6 +249,7 @@ def _suite_outcomes(suite: _Suite, comparisons: _Found) -> list[RuleOutcome]:
         outcomes.extend(check_thresholds(name, rule, suite.head, suite.base))
         outcomes.extend(check_upper(name, rule, suite.head, suite.base))
         outcomes.extend(_paired_rules(suite, rule, comparisons.get((name, rule.metric), [])))
+    outcomes.extend(group_threshold_outcomes(suite.config, suite.head, suite.base))
     head_examples: Sequence[ExampleResult] = suite.head.examples if suite.head else ()
     outcomes.extend(critical_outcomes(name, options, suite.paired, head_examples))
     return outcomes
@@ -265,7 +275,26 @@ def _paired_rules(suite: _Suite, rule: GateRule,
     if rule.max_new_failures is not None:
         outcomes.append(new_failures_outcome(name, rule, suite.paired,
                                              suite.config.gate_options.quarantine))
+    if rule.max_example_drop is not None:
+        outcomes.append(example_drop_outcome(name, rule, suite.paired,
+                                             suite.config.gate_options))
     return outcomes
+
+
+def _drop_regressions(suite: _Suite, listed: set[str]) -> list[Regression]:
+    """The examples ``max_example_drop`` rules found dropped, not already in ``listed``."""
+    if suite.paired is None or suite.head is None or suite.base is None:
+        return []
+    found: list[Regression] = []
+    for rule in suite.config.gate.values():
+        if rule.max_example_drop is None or rule.metric not in suite.paired.metrics:
+            continue
+        drops = dropped(rule, suite.paired, suite.config.gate_options.quarantine)
+        for entry in drop_regressions(rule, drops, suite.head, suite.base):
+            if entry.example_id not in listed:
+                listed.add(entry.example_id)
+                found.append(entry)
+    return found
 
 
 def _paired_rule_texts(rule: GateRule) -> list[str]:
@@ -278,6 +307,8 @@ def _paired_rule_texts(rule: GateRule) -> list[str]:
         texts.append(f"max_new_failures {rule.max_new_failures}")
     if rule.min_detectable is not None:
         texts.append(f"min_detectable {rule.min_detectable:g}")
+    if rule.max_example_drop is not None:
+        texts.append(rule_text(rule))
     return texts
 
 

@@ -8,7 +8,10 @@ One sentence per rule (docs/statistics.md, "Gate rules"):
   regression when it lies wholly below -m, inconclusive when it straddles -m.
 - ``max_new_failures: k``: regression when more than k examples pass at base and fail at head.
 - ``min_detectable: d``: inconclusive when the set cannot detect a drop of d at 80% power.
-- ``critical: {tag}``: regression when an example with the tag does not pass at head.
+- ``critical: {tag, max_failures}``: regression when more than ``max_failures`` (default 0)
+  examples with the tag do not pass at head.
+- ``max_example_drop: {by, count}``: regression when more than ``count`` examples' values drop
+  by more than ``by`` (worker/evals/verdict/example_drops.py).
 
 Quarantined examples are left out of the two per-example rules. With no shared example id the
 statistical rules are inconclusive (a change cannot escape its gate by renaming ids).
@@ -181,11 +184,13 @@ def new_failures_outcome(suite: str, rule: GateRule, paired: PairedSuite,
 
 def critical_outcomes(suite: str, options: GateOptions, paired: PairedSuite | None,
                       head: Sequence[ExampleResult]) -> list[RuleOutcome]:
-    """Check ``critical``: every example with a critical tag (at base or head) passes at head.
+    """Check ``critical``: every example with a critical tag (at base or head) passes at head,
+    but for ``options.critical_max_failures`` of them.
 
     An example passes when every scored repeat of it passes; one missing at head does not
     pass; one whose every repeat is unscored (provider or judge error) makes the rule
-    inconclusive. Quarantined examples are left out. Needs no base (``paired`` may be None).
+    inconclusive when counting it as failed would exceed the allowance. Quarantined examples
+    are left out. Needs no base (``paired`` may be None).
     """
     if not options.critical_tags:
         return []
@@ -199,23 +204,30 @@ def critical_outcomes(suite: str, options: GateOptions, paired: PairedSuite | No
     scored = {i: [r.passed for r in results.get(i, []) if not r.unscored] for i in critical}
     failing = [i for i in critical if i not in results or not all(scored[i])]
     unconfirmed = [i for i in critical if i in results and not scored[i]]
-    text = f"critical tag {', '.join(options.critical_tags)}"
+    allowed = options.critical_max_failures
+    text = f"critical tag {', '.join(options.critical_tags)}" + (
+        f" max_failures {allowed}" if allowed else "")
     share = (len(critical) - len(failing)) / len(critical) if critical else None
     if not tagged:  # a misspelt tag must not switch the rule off silently: fail closed
         return [RuleOutcome(suite, "critical examples", text, None, None, None, "fail",
                             "no example carries this tag at base or head: check its spelling "
                             "against the dataset's `tags`")]
-    if failing:
+    if len(failing) > allowed:
         return [RuleOutcome(suite, "critical examples", text, None, share, None, "regression",
                             f"{len(failing)} of {len(critical)} critical examples do not pass "
-                            f"at head (failed or missing): {_ids(failing)}")]
-    if unconfirmed:
+                            f"at head (failed or missing{_allowed(allowed)}): "
+                            f"{_ids(failing)}")]
+    if len(failing) + len(unconfirmed) > allowed:
         effect = ON_INCONCLUSIVE[options.on_inconclusive]
         return [RuleOutcome(suite, "critical examples", text, None, share, None, "inconclusive",
                             f"{len(unconfirmed)} critical examples could not be scored at head "
                             f"(provider or judge errors): {_ids(unconfirmed)}"
                             f"{_effect_text(effect)}", effect=effect)]
     return [RuleOutcome(suite, "critical examples", text, None, share, None, "pass")]
+
+
+def _allowed(allowed: int) -> str:
+    return f"; allowed {allowed}" if allowed else ""
 
 
 def _ids(ids: Sequence[str]) -> str:

@@ -107,16 +107,18 @@ def pair_suite(
 def rules_needing_ids(config: SuiteConfig) -> list[str]:
     """Return the suite's rules that pair base and head example by example, as text.
 
-    ``regression``, ``non_inferiority_margin``, ``max_new_failures``, ``min_detectable`` and
-    ``critical`` compare or look up examples by id, so an id that is only a line number (which
-    shifts when a line is added above it) would pair the wrong examples; ``min``, ``max_drop``,
+    ``regression``, ``non_inferiority_margin``, ``max_new_failures``, ``min_detectable``,
+    ``max_example_drop`` and ``critical`` compare or look up examples by id, so an id that is
+    only a line number (which shifts when a line is added above it) would pair the wrong
+    examples; ``min``, ``max_drop``,
     ``max`` and ``max_increase`` compare suite means and need no ids.
     """
     found = [f"{metric}: {key}" for metric, rule in config.gate.items()
              for key, value in (("regression", rule.regression_alpha),
                                 ("non_inferiority_margin", rule.non_inferiority_margin),
                                 ("max_new_failures", rule.max_new_failures),
-                                ("min_detectable", rule.min_detectable))
+                                ("min_detectable", rule.min_detectable),
+                                ("max_example_drop", rule.max_example_drop))
              if value is not None]
     return found + (["critical"] if config.gate_options.critical_tags else [])
 

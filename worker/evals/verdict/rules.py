@@ -2,7 +2,7 @@
 
 A pull request must not loosen its own gate, so the rules come from the base commit's config.
 When head changes them, each rule takes the stricter of the two values (a higher ``min``, a
-smaller ``max_drop``, margin or allowance, a larger ``alpha``, more critical tags, fewer
+smaller ``max_drop``, margin, percent or allowance, a larger ``alpha``, more critical tags, fewer
 quarantined examples ...), a rule present on one side only applies, and a suite removed at
 head keeps its base rules; the report lists every difference. ``primary`` and
 ``settings.statistics`` (how alpha is split and tests are decided) are base's alone. The rules
@@ -18,7 +18,7 @@ from typing import Any
 from worker.evals.types import Config, GateOptions, GateRule, SuiteConfig
 
 _LOWEST = ("max_drop", "non_inferiority_margin", "max_new_failures", "min_detectable", "max",
-           "max_increase")
+           "max_increase", "max_increase_pct", "max_example_drop", "max_example_drops")
 _HIGHEST = ("min", "regression_alpha")
 _INCONCLUSIVE_ORDER = ("pass", "neutral", "undecided", "fail")
 
@@ -88,6 +88,7 @@ def stricter_options(base: GateOptions, head: GateOptions) -> GateOptions:
     ``on_inconclusive`` and only the examples both sides quarantine."""
     group_by = base.group_by or head.group_by
     sizes = [o.group_min_items for o in (base, head) if o.group_by == group_by]
+    allowances = [o.critical_max_failures for o in (base, head) if o.critical_tags]
     return GateOptions(
         critical_tags=tuple(dict.fromkeys((*base.critical_tags, *head.critical_tags))),
         group_by=group_by,
@@ -95,7 +96,7 @@ def stricter_options(base: GateOptions, head: GateOptions) -> GateOptions:
         on_inconclusive=max(base.on_inconclusive, head.on_inconclusive,
                             key=_INCONCLUSIVE_ORDER.index),
         quarantine=tuple(i for i in base.quarantine if i in set(head.quarantine)),
-        line=head.line)
+        line=head.line, critical_max_failures=min(allowances, default=0))
 
 
 def describe_changes(base: SuiteConfig, head: SuiteConfig) -> list[str]:

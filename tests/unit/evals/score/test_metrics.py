@@ -39,7 +39,8 @@ def test_errored_example_fails_its_assertions_even_if_marked_passed() -> None:
     metrics = suite_metrics([result(False, ("regex", True), errored=True)])
     assert metrics == {"pass_rate": 0.0, "error_rate": 1.0, "assertion.regex.pass_rate": 0.0,
                        "judge_error_rate": 0.0, "mean_score": 0.0,
-                       "assertion.regex.mean_score": 0.0}
+                       "assertion.regex.mean_score": 0.0, "median_score": 0.0,
+                       "min_score": 0.0, "max_score": 0.0, "p10_score": 0.0}
 
 
 def test_known_metrics() -> None:

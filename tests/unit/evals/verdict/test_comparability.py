@@ -214,3 +214,24 @@ async def test_unknown_base_scoring_is_rescored_and_broken_scoring_is_not_compar
     assert "head's assertions cannot score base's outputs: evals/d.jsonl: file not found" \
         in verdicts[0].reason
     assert rescored.suites["s"] is base_run.suites["s"]
+
+
+async def test_rescoring_base_under_heads_contract_recomputes_custom_metrics(
+        llm: FakeLLMServer, tmp_path: Path) -> None:
+    """A per-example custom metric survives the re-scoring of base under head's own contract
+    (the PR relabels t02), so its paired rule compares ten pairs, not none."""
+    config = model_config(
+        llm.url, gate="{custom.long: {max_example_drop: {by: 0.5, count: 0}}}",
+        assertions="      - type: equals\n",
+        suite_extra="    metrics:\n      - {name: long, type: python, "
+                    "function: 'm.py:long', per_example: true}\n")
+    relabelled = [dict(r, expected="billing") if r["id"] == "t02" else r for r in ROWS]
+    head, base = repos(tmp_path, config, config, rows=relabelled, base_rows=ROWS)
+    for root in (head, base):
+        (root / "m.py").write_text("def long(result):\n    return len(result['output'] or '')\n")
+    gate = await gate_trees(head, base, evals=context())
+    assert gate.comparability[1].status == "rescored"
+    assert [(o.suite, o.rule, o.status) for o in gate.outcomes] == [
+        ("s", "max_example_drop 0.5 count 0", "pass"),
+        ("s (head's contract)", "max_example_drop 0.5 count 0", "pass")]
+    assert gate.conclusion == "success"
