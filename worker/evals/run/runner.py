@@ -18,14 +18,21 @@ A suite's examples are answered concurrently, each repeat an independent draw (n
 results are ordered by dataset line, then repeat. Suites run one after another in config order.
 When the budget or time limit is reached, calls not yet sent are not sent: their examples are
 unscored with error kind ``budget``, and the run and suite record why they stopped.
+
+With `Looks` (``settings.sequential``, worker/pipeline/sequential.py) the examples are answered
+in batches: every suite's examples in a fixed order that depends only on their ids
+(`look_order`), ``count`` equal batches, and after each batch but the last ``decide`` is asked
+whether the gate is settled; if so, no further call is made and the results hold the examples
+answered so far. The estimate is the full run's; the spend is what was called.
 """
 
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
-from collections.abc import Sequence
-from dataclasses import replace
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from worker.errors import ConfigError
@@ -81,9 +88,44 @@ class RunState:
         self.answers: dict[tuple[str, int, str, str], TargetOutput] = {}
 
 
+@dataclass(frozen=True)
+class Looks:
+    """Answer a run in batches and ask after each whether to go on (module docstring).
+
+    Attributes:
+        count: batches (2-10).
+        decide: called with the runs so far (one per config, as `run_suites` returns them)
+            and the 1-based look after each batch but the last; True stops the run.
+    """
+
+    count: int
+    decide: Callable[[list[RunResult], int], Awaitable[bool]]
+
+
+def look_key(example_id: str) -> str:
+    """Return the sort key of an example in a sequential run: the SHA-256 of its id.
+
+    The order depends only on the ids, never on an answer, so each batch is a fair sample of
+    the dataset (dataset files are often sorted by topic).
+    """
+    return hashlib.sha256(example_id.encode("utf-8")).hexdigest()
+
+
+def look_order(examples: Sequence[Example]) -> list[Example]:
+    """Return the examples in the order of a sequential run (`look_key`)."""
+    return sorted(examples, key=lambda e: look_key(e.id))
+
+
+def look_part(examples: Sequence[Example], look: int, count: int) -> list[Example]:
+    """Return the examples of batch ``look`` (1-based) of ``count``, in `look_order`."""
+    ordered = look_order(examples)
+    start, stop = (round(len(ordered) * k / count) for k in (look - 1, look))
+    return ordered[start:stop]
+
+
 async def run_suites(configs: Sequence[Config], root: Path, sha: str = "",
                      ctx: EvalContext | None = None, *,
-                     with_base: bool = True) -> list[RunResult]:
+                     with_base: bool = True, looks: Looks | None = None) -> list[RunResult]:
     """Run the suites of one or more configs on one checkout as one run (see the module docstring).
 
     One config is one commit's run. Several are head's target scored on base's evaluation
@@ -98,6 +140,7 @@ async def run_suites(configs: Sequence[Config], root: Path, sha: str = "",
         sha: the commit at ``root`` ("" for a working tree).
         ctx: Redis, cache mode, clocks and printer; None for no cache and real time.
         with_base: whether a base run follows (counts ``pairwise`` calls in the estimate).
+        looks: answer in batches and stop once ``looks.decide`` says so (`Looks`).
 
     Returns:
         One result per config, in order; all stopped alike when the estimate is over budget.
@@ -122,14 +165,19 @@ async def run_suites(configs: Sequence[Config], root: Path, sha: str = "",
         reason = (f"not started: the estimate ${estimate.cost_usd:.4f} ({estimate.calls} calls) "
                   f"exceeds max_cost_usd ${limit:.4f}")
         return [RunResult(sha, {}, estimate=estimate, stopped=reason) for _ in configs]
-    runs = []
-    for config in configs:
-        suites = {}
-        for suite in config.suites:
-            suites[suite.name] = await run_suite(suite, root, config.settings, state)
-        runs.append(suites)
-    return [RunResult(sha, suites, spend=state.caller.total, estimate=estimate,
-                      stopped=state.budget.stopped) for suites in runs]
+    count = looks.count if looks is not None else 1
+    runs: list[dict[str, SuiteResult]] = [{} for _ in configs]
+    for look in range(1, count + 1):
+        for config, suites in zip(configs, runs, strict=True):
+            for suite in config.suites:
+                suites[suite.name] = await run_suite(
+                    suite, root, config.settings, state,
+                    (look, count, suites.get(suite.name)) if looks is not None else None)
+        found = [RunResult(sha, dict(suites), spend=state.caller.total, estimate=estimate,
+                           stopped=state.budget.stopped) for suites in runs]
+        if looks is None or look == count or await looks.decide(found, look):
+            return found
+    raise AssertionError("the last look returns")
 
 
 def unpriced_error(use: ModelUse, limit_usd: float) -> ConfigError:
@@ -152,8 +200,15 @@ def describe_estimate(sha: str, estimate: CostEstimate, unpriced: tuple[str, ...
 
 
 async def run_suite(suite: SuiteConfig, root: Path, settings: Settings,
-                    state: RunState | None = None) -> SuiteResult:
+                    state: RunState | None = None,
+                    part: tuple[int, int, SuiteResult | None] | None = None) -> SuiteResult:
     """Run one suite: answer every example (``repeats`` times), score, judge traps, metrics.
+
+    Args:
+        suite, root, settings: the suite, the checkout and the run settings.
+        state: the run's state (a new one when None).
+        part: (look, looks, the result of the earlier looks or None) to answer only that
+            batch (`look_part`) and return it with the earlier looks' examples.
 
     Raises:
         ConfigError: the dataset, prompt, schema or trap file is missing or invalid.
@@ -162,8 +217,11 @@ async def run_suite(suite: SuiteConfig, root: Path, settings: Settings,
     before = state.caller.total
     contract = suite.contract_root or root  # where its dataset and scoring files are
     examples = load_dataset(contract, suite.dataset)
+    earlier = part[2] if part is not None else None
+    if part is not None:
+        examples = tuple(look_part(examples, part[0], part[1]))
     specs = tuple(load_schema_file(spec, contract) for spec in suite.assertions)
-    results: list[ExampleResult] = []
+    results: list[ExampleResult] = list(earlier.examples) if earlier is not None else []
     use_cache = settings.repeats == 1
     for repeat in range(settings.repeats):
         outputs = await answer(suite, examples, root, settings, state, use_cache, repeat)
@@ -172,12 +230,16 @@ async def run_suite(suite: SuiteConfig, root: Path, settings: Settings,
         results.extend(await score_items(specs, items, contract, settings, state.caller,
                                          suite.dataset))
     results.sort(key=lambda r: (r.line, r.repeat))
-    traps, _ = await judge_traps(suite, contract, settings, state.caller)
+    traps = earlier.traps if earlier is not None else (
+        await judge_traps(suite, contract, settings, state.caller))[0]
     metrics = suite_metrics(results)
     if traps is not None and traps.total:
         metrics["judge_trap_accuracy"] = traps.caught / traps.total
+    spend = difference(state.caller.total, before)
+    if earlier is not None:
+        spend = earlier.spend + spend
     return SuiteResult(suite.name, suite.dataset, tuple(results), metrics,
-                       spend=difference(state.caller.total, before), traps=traps,
+                       spend=spend, traps=traps,
                        judge_versions=_judge_versions(suite, settings),
                        stopped=state.budget.stopped)
 
