@@ -26,6 +26,7 @@ import argparse
 import sys
 import time
 from collections import Counter
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -55,7 +56,11 @@ from worker.evals.verdict.sequential import (  # noqa: E402
     look_sizes,
     sequential_look,
 )
-from worker.evals.verdict.signflip import FamilySuite, family_arrays  # noqa: E402
+from worker.evals.verdict.signflip import (  # noqa: E402
+    FamilySuite,
+    family_arrays,
+    family_p_values,
+)
 
 KINDS = ("unchanged", "clear pass", "clear regression", "concentrated", "diffuse")
 CLEAR_DROP = 0.15
@@ -82,9 +87,22 @@ def paired(base: np.ndarray, head: np.ndarray, rows: int) -> PairedSuite:
     return PairedSuite(ids, METRICS, base[:rows, :, None], head[:rows, :, None], labels, (), ())
 
 
+def fails_at(member: FamilySuite, level: float) -> bool:
+    """Whether the gate's sign-flip family rejects a test at ``level`` (what the report does
+    with its regression alphas scaled to a look's boundary: worker/pipeline/sequential.py)."""
+    options = replace(SIGNFLIP, draws=max(SIGNFLIP.draws, DRAWS)) if level < ALPHA else SIGNFLIP
+    return any(adjusted <= level
+               for _, adjusted in family_p_values([member], options).values())
+
+
 def run_sequential(base: np.ndarray, head: np.ndarray, weights: np.ndarray,
                    args: argparse.Namespace, seed: int) -> Look:
-    """Look after each batch until a look fails or passes; return the deciding look."""
+    """Look after each batch until the gate stops, as worker/pipeline/sequential.py does.
+
+    A look fails when the sequential boundary is crossed and the family at that level agrees;
+    it passes early when futility holds and the family finds nothing at alpha; the last look
+    is the family at the last boundary.
+    """
     n = base.shape[0]
     sizes = look_sizes(n, args.looks)
     for size in sizes:
@@ -93,7 +111,11 @@ def run_sequential(base: np.ndarray, head: np.ndarray, weights: np.ndarray,
         x, scopes, shares = family_arrays([member], SIGNFLIP)
         found = sequential_look(x, scopes, shares, sizes, alpha=ALPHA, draws=args.draws,
                                 seed=seed, futility=args.futility, spending=args.spending)
-        if found.verdict != "continue":
+        if size == n:
+            return replace(found, verdict="fail" if fails_at(member, found.level) else "pass")
+        if found.verdict == "fail" and fails_at(member, found.level):
+            return found
+        if found.verdict == "pass" and not fails_at(member, ALPHA):
             return found
     raise AssertionError("the last look always decides")
 

@@ -59,12 +59,20 @@ def restrict_base(base: RunResult, head: RunResult) -> RunResult:
 
 
 def scale_alpha(config: Config, factor: float) -> Config:
-    """Return ``config`` with every ``regression`` alpha multiplied by ``factor`` (0-1)."""
+    """Return ``config`` with every ``regression`` alpha multiplied by ``factor`` (0-1).
+
+    Below 1 the family also draws at least `DRAWS` sign patterns: a p-value of a sign-flip
+    family cannot fall below about 1 / patterns, and an early look's boundary can be smaller
+    than 1 / 2000.
+    """
     if factor == 1.0:
         return config
     suites = tuple(replace(s, gate={m: _scaled(r, factor) for m, r in s.gate.items()})
                    for s in config.suites)
-    return replace(config, suites=suites)
+    options = config.settings.statistics
+    settings = replace(config.settings,
+                       statistics=replace(options, draws=max(options.draws, DRAWS)))
+    return replace(config, suites=suites, settings=settings)
 
 
 def _scaled(rule: GateRule, factor: float) -> GateRule:

@@ -26,7 +26,7 @@ fails a little less often than the non-sequential gate (by what the early looks 
 **Passing early: predictive futility.** Stopping to pass never adds a false alarm (it only
 removes rejections: non-binding futility, Jennison & Turnbull 2000, section 10.6), but it costs
 power. The gate stops to pass only when the predictive probability that the full run would
-fail is below ``futility`` (default 0.05): for each test, the remaining examples' sum is
+fail is below ``futility`` (default 0.1): for each test, the remaining examples' sum is
 predicted from the examples seen (normal, with the uncertainty of the observed mean added:
 Spiegelhalter, Freedman & Blackburn 1986, Control. Clin. Trials 7:8-17), the final critical value
 is the alpha-quantile of the family's null at this look, and the tests' probabilities are added
@@ -48,7 +48,7 @@ from worker.evals.verdict.multiplicity import drop_statistics, marginal_p
 from worker.evals.verdict.stats import FloatArray
 
 #: Predictive probability of a failing full run under which a look stops to pass.
-FUTILITY = 0.05
+FUTILITY = 0.1
 #: Fewest sign patterns of a look: early looks spend little alpha, and a boundary below
 #: 1 / patterns cannot be crossed.
 DRAWS = 4000
@@ -140,7 +140,12 @@ def boundaries(g: FloatArray, spends: FloatArray) -> FloatArray:
 
 def family_p(x: FloatArray, scopes: NDArray[np.bool_], weights: FloatArray,
              signs: FloatArray) -> tuple[FloatArray, FloatArray]:
-    """Return the smallest adjusted p-value G and min-q statistic M under every sign pattern.
+    """Return the gate's statistic G and the min-q statistic M under every sign pattern.
+
+    Each test's p-value is the normal tail of its studentized statistic (a continuous
+    stand-in for its sign-flip p-value: ranks over finitely many patterns tie, and ties would
+    force the boundaries below what each look may spend); the null of G itself is the
+    sign-flip one, so the levels hold exactly whatever stand-in is used.
 
     Args:
         x: weighted oriented differences, shape (n, m) (worker/evals/verdict/signflip.py).
@@ -148,12 +153,11 @@ def family_p(x: FloatArray, scopes: NDArray[np.bool_], weights: FloatArray,
         signs: shape (N, n), row 0 the observed pattern.
 
     Returns:
-        (G, M), each shape (N,): M = min over tested k of p*_k / v_k, G = share of rows with
+        (G, M), each shape (N,): M = min over tested k of p_k / v_k, G = share of rows with
         M* <= M (ties within the tolerance of worker/evals/verdict/multiplicity.py count).
     """
     members = weights.ravel() > 0
-    null = drop_statistics(x, scopes, signs)
-    p_null = marginal_p(null, null)
+    p_null = sps.norm.sf(drop_statistics(x, scopes, signs))
     q = p_null[:, members] / weights.ravel()[members]
     smallest = q.min(axis=1) if q.shape[1] else np.ones(signs.shape[0])
     return marginal_p(-smallest[:, None], -smallest[:, None])[:, 0], smallest
