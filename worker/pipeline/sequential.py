@@ -22,7 +22,7 @@ earlier looks spent is not spent twice). The report says where and why the run s
 from __future__ import annotations
 
 import zlib
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 import numpy as np
@@ -32,7 +32,7 @@ from worker.evals.score.metrics import suite_metrics
 from worker.evals.types import Config, GateReport, GateRule, RunResult
 from worker.evals.verdict.paired import has_example_values, pair_suite
 from worker.evals.verdict.sequential import DRAWS, Look, sequential_look
-from worker.evals.verdict.signflip import SEED, FamilySuite, family_arrays
+from worker.evals.verdict.signflip import SEED, FamilySuite, History, family_arrays
 
 #: The report of the examples seen at a look, with regression alphas scaled by a factor.
 Verdict = Callable[[RunResult, float], Awaitable[GateReport]]
@@ -102,6 +102,7 @@ class SequentialGate:
         rules: the config gated with (rules of base, or the stricter of both).
         base: base's full run.
         looks: planned looks (``settings.sequential.looks``).
+        history: earlier values of each suite's examples, which weigh them (as in `compare`).
         decided: every look decided so far; stopped: why the run stopped early ("" if not);
         passed: it stopped to pass.
     """
@@ -109,6 +110,7 @@ class SequentialGate:
     rules: Config
     base: RunResult
     looks: int
+    history: Mapping[str, History] = field(default_factory=dict)
     decided: list[Look] = field(default_factory=list)
     stopped: str = ""
     passed: bool = False
@@ -167,7 +169,8 @@ class SequentialGate:
             ids = sorted({e.id for e in full.examples}, key=look_key)
             order = {example_id: i for i, example_id in enumerate(ids)}
             members.append(FamilySuite(suite.name, paired, suite.gate,
-                                       suite.gate_options.group_min_items))
+                                       suite.gate_options.group_min_items,
+                                       self.history.get(suite.name)))
             positions.append(np.array([order[i] for i in paired.ids], dtype=np.intp))
             counts.append(len(order))
         return members, _interleave(positions, counts, self.looks), counts

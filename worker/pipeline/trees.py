@@ -167,7 +167,7 @@ async def gate_trees(
                            evals) if base_root and base_config else None
     base_run = base.result if base else None
     plan = _plan(base_config if base else None, base_root, head_config, head_root, notes)
-    sequential = _sequential(plan, base_config, base_run)
+    sequential = _sequential(plan, base_config, base_run, evals)
     try:
         heads = await run_configs(
             plan.configs, head_root, head_sha, evals, with_base=base_root is not None,
@@ -218,14 +218,15 @@ def _plan(contract: Config | None, base_root: Path | None, head: Config, head_ro
     return _Plan(gating_config(contract, head, base_root), own, changes)
 
 
-def _sequential(plan: _Plan, base_config: Config | None,
-                base_run: RunResult | None) -> SequentialGate | None:
+def _sequential(plan: _Plan, base_config: Config | None, base_run: RunResult | None,
+                evals: EvalContext | None) -> SequentialGate | None:
     """The looks of a sequential head run, when base's ``settings.sequential`` asks for one."""
     if base_config is None or base_run is None or \
             not base_config.settings.statistics.sequential:
         return None
     rules, _ = merge_rules(base_config, plan.gating)
-    return SequentialGate(rules, base_run, base_config.settings.statistics.looks)
+    return SequentialGate(rules, base_run, base_config.settings.statistics.looks,
+                          evals.history if evals is not None else {})
 
 
 def _looks(sequential: SequentialGate | None, plan: _Plan, head_root: Path,
