@@ -33,6 +33,7 @@ from worker.evals.verdict.health import finish_report
 from worker.evals.verdict.rules import merge_rules
 from worker.evals.verdict.unanswered import count_as_failed
 from worker.evals.verdict.unanswered import note as unanswered_note
+from worker.pipeline.confirm import confirm_flips
 from worker.pipeline.on_paths import restrict, select_suites
 from worker.pipeline.sequential import SequentialGate, restrict_base, scale_alpha
 
@@ -169,16 +170,8 @@ async def gate_trees(
     plan = _plan(base_config if base else None, base_root, head_config, head_root, notes)
     sequential = _sequential(plan, base_config, base_run, evals)
     try:
-        heads = await run_configs(
-            plan.configs, head_root, head_sha, evals, with_base=base_root is not None,
-            looks=_looks(sequential, plan, head_root, base_config, problems, evals))
-        if sequential is not None and base_run is not None:
-            base_run = restrict_base(base_run, heads[0])
-            if not sequential.stopped:
-                sequential.look(heads[0], sequential.looks)
-            notes.append(sequential.note())
-        heads = [await judge_pairs(c, run, base_run, evals)
-                 for c, run in zip(plan.configs, heads, strict=True)]
+        heads, base_run = await _head_runs(plan, (head_root, head_sha), base_root, base_config,
+                                           base_run, sequential, (notes, problems), evals)
     except ConfigError as err:
         return config_error_report(err)
     if base_root is None:
@@ -216,6 +209,36 @@ def _plan(contract: Config | None, base_root: Path | None, head: Config, head_ro
     changes = contract_changes(contract, base_root, head, head_root)
     own = restrict(head, changes) if changes else None
     return _Plan(gating_config(contract, head, base_root), own, changes)
+
+
+async def _head_runs(plan: _Plan, head: tuple[Path, str], base_root: Path | None,
+                     base_config: Config | None, base_run: RunResult | None,
+                     sequential: SequentialGate | None, lines: tuple[list[str], list[str]],
+                     evals: EvalContext | None) -> tuple[list[RunResult], RunResult | None]:
+    """Run head (in looks under ``settings.sequential``), its pairwise judges, and the
+    ``confirm_flips`` re-runs; return head's runs and the base run they are compared with.
+
+    Raises:
+        ConfigError: a file head's run needs is missing or invalid.
+    """
+    (head_root, head_sha), (notes, problems) = head, lines
+    heads = await run_configs(
+        plan.configs, head_root, head_sha, evals, with_base=base_root is not None,
+        looks=_looks(sequential, plan, head_root, base_config, problems, evals))
+    if sequential is not None and base_run is not None:
+        base_run = restrict_base(base_run, heads[0])
+        if not sequential.stopped:
+            sequential.look(heads[0], sequential.looks)
+        notes.append(sequential.note())
+    heads = [await judge_pairs(c, run, base_run, evals)
+             for c, run in zip(plan.configs, heads, strict=True)]
+    if base_run is None or base_config is None or base_root is None or \
+            base_config.settings.statistics.confirm_flips <= 0:
+        return heads, base_run
+    found = await confirm_flips(merge_rules(base_config, plan.gating)[0], plan.gating,
+                                base_config, (head_root, base_root), (heads[0], base_run), evals)
+    notes += [found.note] if found.note else []
+    return [found.head, *heads[1:]], found.base
 
 
 def _sequential(plan: _Plan, base_config: Config | None, base_run: RunResult | None,

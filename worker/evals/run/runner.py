@@ -31,7 +31,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -125,7 +125,8 @@ def look_part(examples: Sequence[Example], look: int, count: int) -> list[Exampl
 
 async def run_suites(configs: Sequence[Config], root: Path, sha: str = "",
                      ctx: EvalContext | None = None, *,
-                     with_base: bool = True, looks: Looks | None = None) -> list[RunResult]:
+                     with_base: bool = True, looks: Looks | None = None,
+                     only: Mapping[str, frozenset[str]] | None = None) -> list[RunResult]:
     """Run the suites of one or more configs on one checkout as one run (see the module docstring).
 
     One config is one commit's run. Several are head's target scored on base's evaluation
@@ -141,6 +142,7 @@ async def run_suites(configs: Sequence[Config], root: Path, sha: str = "",
         ctx: Redis, cache mode, clocks and printer; None for no cache and real time.
         with_base: whether a base run follows (counts ``pairwise`` calls in the estimate).
         looks: answer in batches and stop once ``looks.decide`` says so (`Looks`).
+        only: suite -> example ids: answer only those, once more (`confirm_run`).
 
     Returns:
         One result per config, in order; all stopped alike when the estimate is over budget.
@@ -151,6 +153,8 @@ async def run_suites(configs: Sequence[Config], root: Path, sha: str = "",
     """
     settings = configs[0].settings
     state = RunState(settings, ctx)
+    if only is not None:
+        return await confirm_run(configs, root, sha, state, only)
     planned = await estimate_configs(configs, root, state.caller, with_base)
     estimate = planned.cost
     unpriced = tuple(use.model for use in planned.unpriced)
@@ -180,6 +184,25 @@ async def run_suites(configs: Sequence[Config], root: Path, sha: str = "",
     raise AssertionError("the last look returns")
 
 
+async def confirm_run(configs: Sequence[Config], root: Path, sha: str, state: RunState,
+                      only: Mapping[str, frozenset[str]]) -> list[RunResult]:
+    """Answer the examples ``only`` names once more, as the next repeat, without the cache.
+
+    The run of ``settings.statistics.confirm_flips`` (worker/pipeline/confirm.py): each chosen
+    example gets one more independent draw, numbered ``settings.repeats`` (after the run's own
+    repeats), under the run's budget and time limit; suites ``only`` does not name are left
+    out. No estimate is printed (the caller says how many examples it re-runs).
+    """
+    state.budget.start()
+    runs = []
+    for config in configs:
+        suites = {s.name: await run_suite(s, root, config.settings, state, only=only[s.name])
+                  for s in config.suites if s.name in only}
+        runs.append(RunResult(sha, suites, spend=state.caller.total,
+                              stopped=state.budget.stopped))
+    return runs
+
+
 def unpriced_error(use: ModelUse, limit_usd: float) -> ConfigError:
     """Return the config error of a model without a known price under ``max_cost_usd``."""
     fix = use.what.split()[0] if use.what.startswith("settings.") else "it"
@@ -201,7 +224,8 @@ def describe_estimate(sha: str, estimate: CostEstimate, unpriced: tuple[str, ...
 
 async def run_suite(suite: SuiteConfig, root: Path, settings: Settings,
                     state: RunState | None = None,
-                    part: tuple[int, int, SuiteResult | None] | None = None) -> SuiteResult:
+                    part: tuple[int, int, SuiteResult | None] | None = None,
+                    only: frozenset[str] | None = None) -> SuiteResult:
     """Run one suite: answer every example (``repeats`` times), score, judge traps, metrics.
 
     Args:
@@ -209,6 +233,8 @@ async def run_suite(suite: SuiteConfig, root: Path, settings: Settings,
         state: the run's state (a new one when None).
         part: (look, looks, the result of the earlier looks or None) to answer only that
             batch (`look_part`) and return it with the earlier looks' examples.
+        only: answer only these examples, once, as repeat ``settings.repeats`` and without
+            the cache (`confirm_run`); no traps are judged.
 
     Raises:
         ConfigError: the dataset, prompt, schema or trap file is missing or invalid.
@@ -220,18 +246,26 @@ async def run_suite(suite: SuiteConfig, root: Path, settings: Settings,
     earlier = part[2] if part is not None else None
     if part is not None:
         examples = tuple(look_part(examples, part[0], part[1]))
+    if only is not None:
+        examples = tuple(e for e in examples if e.id in only)
     specs = tuple(load_schema_file(spec, contract) for spec in suite.assertions)
     results: list[ExampleResult] = list(earlier.examples) if earlier is not None else []
-    use_cache = settings.repeats == 1
-    for repeat in range(settings.repeats):
+    use_cache = settings.repeats == 1 and only is None
+    draws = range(settings.repeats) if only is None else range(settings.repeats,
+                                                                 settings.repeats + 1)
+    for repeat in draws:
         outputs = await answer(suite, examples, root, settings, state, use_cache, repeat)
         items = [Item(_schemas(e, contract), o, repeat, use_cache)
                  for e, o in zip(examples, outputs, strict=True)]
         results.extend(await score_items(specs, items, contract, settings, state.caller,
                                          suite.dataset))
     results.sort(key=lambda r: (r.line, r.repeat))
-    traps = earlier.traps if earlier is not None else (
-        await judge_traps(suite, contract, settings, state.caller))[0]
+    if earlier is not None:
+        traps = earlier.traps
+    elif only is None:
+        traps = (await judge_traps(suite, contract, settings, state.caller))[0]
+    else:
+        traps = None
     metrics = suite_metrics(results)
     if traps is not None and traps.total:
         metrics["judge_trap_accuracy"] = traps.caught / traps.total
