@@ -138,6 +138,11 @@ class SequentialGate:
         options = self.rules.settings.statistics
         sizes = tuple(sum(round(n * k / self.looks) for n in counts)
                       for k in range(1, self.looks + 1))
+        if len(set(sizes)) < len(sizes):  # fewer examples than looks: decide at the end
+            found = Look(look, self.looks, sizes[look - 1], sizes[-1], 0.0, self.alpha, 1.0,
+                         1.0, "continue")
+            self.decided.append(found)
+            return found
         x, scopes, shares = family_arrays(members, options)
         seen = sizes[look - 1]
         rows = np.concatenate(positions) if positions else np.zeros(0, dtype=np.intp)

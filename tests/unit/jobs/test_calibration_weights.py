@@ -19,6 +19,7 @@ import pytest
 from redis.asyncio import Redis
 
 from tests.fakes.fake_github import FakeGitHubServer
+from tests.unit.cli.test_cli_merge_base import TARGET
 from tests.unit.runs_support import PRIVATE_PEM, fake_github_server
 from tests.unit.worker_support import APP_ID, OWNER, REPO, commit, gate_payload, git, run_jobs
 from worker.cli.main import main as llmgate
@@ -27,12 +28,8 @@ from worker.gate.calibration import result_key
 KEY = f"{OWNER}/{REPO}"
 STABLE = [f"s{n}" for n in range(1, 17)]
 FLAKY = [f"f{n}" for n in range(1, 7)]
-BOT = """import json, sys
-WRONG = {wrong}
-example = json.load(open(sys.argv[1]))
-text = example["input"]
-json.dump({{"output": "nope" if text in WRONG else text}}, open(sys.argv[2], "w"))
-"""
+#: Echoes its input, but answers "nope" to the inputs in BROKEN.
+BOT = TARGET
 CONFIG = """version: 1
 settings:
   concurrency: 8
@@ -62,8 +59,8 @@ def flaky_repo(dest: Path) -> dict[str, str]:
     dest.mkdir(parents=True)
     git(dest, "init", "-q", "-b", "main")
     shas = {"main": commit(dest, "main", {".llmgate.yml": CONFIG, "evals/t.jsonl": DATASET,
-                                          "bot.py": BOT.format(wrong=FLAKY[:4])})}
-    shas["pr/mixed"] = commit(dest, "pr/mixed", {"bot.py": BOT.format(wrong=STABLE[:8])})
+                                          "bot.py": BOT.format(broken=FLAKY[:4])})}
+    shas["pr/mixed"] = commit(dest, "pr/mixed", {"bot.py": BOT.format(broken=STABLE[:8])})
     shas["pr/again"] = commit(dest, "pr/again", {"README.md": "again\n"}, start="pr/mixed")
     return shas
 

@@ -20,6 +20,7 @@ import pytest
 
 from tests.fakes.fake_llm import FakeLLMServer
 from tests.unit.llm_support import llm, llm_server, model_config, write_repo
+from tests.unit.pipeline.test_sequential_gate import BAD, GOOD
 from worker.evals.types import GateReport, PairedComparison
 from worker.pipeline.trees import gate_trees
 
@@ -27,8 +28,6 @@ __all__ = ["llm", "llm_server"]
 
 pytestmark = pytest.mark.slow
 
-GOOD = "Customer says: {{ input }}"
-BAD = "{% if 'order' in input %}Sorry.{% else %}Customer says: {{ input }}{% endif %}"
 ROWS = [{"id": f"t{n}", "input": f"refund for {'order' if n % 2 else 'parcel'} {n}.",
          "expected": f"echo: Customer says: refund for {'order' if n % 2 else 'parcel'} {n}."}
         for n in range(20)]
