@@ -89,3 +89,13 @@ def test_a_rule_besides_regression_needs_the_full_run_to_pass(llm: FakeLLMServer
     assert report.conclusion == "success"
     assert head_calls == 40
     assert "ran all 40 examples" in stop_note(report)
+
+
+def test_a_count_rule_that_failed_stops_at_the_first_look(llm: FakeLLMServer,
+                                                          tmp_path: Path) -> None:
+    gate_rules = "{pass_rate: {regression: {alpha: 0.05}, max_new_failures: 0}}"
+    report, head_calls = gate(llm, *trees(tmp_path, llm.url, BAD, gate=gate_rules))
+    assert report.conclusion == "failure"
+    assert head_calls == 10
+    assert "stopped early after 10 of 40 examples (look 1 of 4): the gate fails: a rule that " \
+        "more examples cannot undo failed" in stop_note(report)
