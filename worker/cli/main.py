@@ -13,13 +13,14 @@ from __future__ import annotations
 import argparse
 import asyncio
 import importlib.metadata
+import json
 import os
 import posixpath
 import sys
 from collections.abc import Callable, Sequence
 from contextlib import AsyncExitStack
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from worker.checkout import GitError, local_merge_base, local_worktree, resolve_ref
 from worker.cli.calibrate import add_calibrate_command
@@ -101,6 +102,9 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--format", choices=("markdown", "json"), default="markdown")
     run.add_argument("--output", type=Path, help="write the report here instead of stdout")
     run.add_argument("--repo", type=Path, default=None, help=argparse.SUPPRESS)
+    run.add_argument("--calibration", type=Path, default=None,
+                     help="a calibration record (llmgate calibrate --format json): its A/A "
+                          "runs weigh flaky examples less in the regression tests")
     run.add_argument("--allow-undecided", action="store_true",
                      help="exit 0, not 4, when the gate could not decide (over budget or "
                           "time, provider errors outside the change, base could not run)")
@@ -342,6 +346,8 @@ async def _run_local(args: argparse.Namespace) -> tuple[MultiReport, str, str]:
             base_root, base_sha, base_note, runner_for = await compare_to_side(
                 stack, repo, args.compare_to)
         evals = await stack.enter_async_context(eval_context(args))
+        if args.calibration is not None:
+            evals.history = _calibration_history(args.calibration)
         args.config = in_folder(head_root, args.config)  # a folder: at head, not the tree
         if args.config == CONFIG_FILENAME and nothing_to_gate(head_root, base_root):
             return unconfigured_report(), head_sha, base_sha  # neutral, as the App's check
@@ -363,6 +369,20 @@ def _run_base_now(folder: str) -> BaseRunner:
     from worker.pipeline.trees import run_base_now
 
     return run_base_now
+
+
+def _calibration_history(path: Path) -> dict[str, Any]:
+    """Read ``--calibration``: the examples' pass shares of its A/A runs.
+
+    Raises:
+        ExecutionError: the file cannot be read or is not a calibration record.
+    """
+    from worker.pipeline.calibrate import history_of
+
+    try:
+        return history_of(json.loads(path.read_text(encoding="utf-8")))
+    except (OSError, ValueError, AttributeError) as err:
+        raise ExecutionError(f"--calibration {path}: not a calibration record ({err})") from None
 
 
 async def _base_side(stack: AsyncExitStack, repo: Path, args: argparse.Namespace,

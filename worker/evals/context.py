@@ -11,7 +11,7 @@ import asyncio
 import logging
 import random
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from redis.asyncio import Redis
@@ -65,6 +65,9 @@ class EvalContext:
         say: prints progress lines (the cost estimate); the worker logs them.
         on_call: told about every call as it ends (`CallEvent`); the worker counts them in
             its metrics, the CLI ignores them. It must not block or raise.
+        history: earlier values of each suite's examples in runs of unchanged code (the A/A
+            runs of a calibration: suite -> metric -> example id -> values, fractions 0-1);
+            they weigh the examples of the sign-flip family (worker/evals/verdict/flakiness.py).
     """
 
     redis: Redis | None = None
@@ -75,3 +78,5 @@ class EvalContext:
     rng: random.Random = field(default_factory=random.Random)
     say: Callable[[str], None] = _log_info
     on_call: Callable[[CallEvent], None] = _ignore_call
+    history: Mapping[str, Mapping[str, Mapping[str, Sequence[float]]]] = field(
+        default_factory=dict)

@@ -152,9 +152,9 @@ class StatisticsSettings:
         draws: random sign patterns (default 2000) when there are too many to enumerate.
         confirm_flips: extra provider calls, as a fraction (0-1) of one head run, spent on
             re-running discordant examples once more at base and at head (default 0: off;
-            worker/evals/verdict/confirm.py).
+            worker/pipeline/confirm.py).
         sequential: ``settings.sequential``: run head in `looks` batches and stop once the
-            gate can only fail or is all but sure to pass (worker/evals/sequential.py).
+            gate can only fail or is all but sure to pass (worker/pipeline/sequential.py).
         looks: batches of a sequential run (2-10, default 4).
         spending: alpha-spending function of a sequential run: ``obrien_fleming`` (default)
             or ``pocock`` (Lan & DeMets 1983).

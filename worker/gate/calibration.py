@@ -23,6 +23,7 @@ from redis.exceptions import RedisError
 
 from worker.contract import GatePayload, RepoRef
 from worker.evals.types import GateReport
+from worker.pipeline.calibrate import history_of
 from worker.runtime.settings import SettingsError
 
 log = logging.getLogger("llmgate.worker")
@@ -122,6 +123,22 @@ async def with_calibration_note(redis: Redis, repo: RepoRef, report: GateReport)
         log.warning("could not read the last calibration: %s", err)
         return report
     return report if note is None else replace(report, notes=(*report.notes, note))
+
+
+async def calibration_history(redis: Redis, repo: str) -> dict[str, Any]:
+    """Return the examples' pass shares of the repository's last calibration as a gate's
+    ``history`` (`worker.pipeline.calibrate.history_of`), or {} when there is none.
+
+    The weights it gives never look at a pull request's draws, so a missing or stale record
+    changes power, not the false-alarm rate: a Redis failure or an unreadable record is logged
+    and gates without it.
+    """
+    try:
+        raw = await redis.get(result_key(repo))
+        return history_of(json.loads(raw)) if raw is not None else {}
+    except (RedisError, ValueError, TypeError, AttributeError) as err:
+        log.warning("could not read the last calibration's example history: %s", err)
+        return {}
 
 
 def calibration_note(record: Mapping[str, Any]) -> str:

@@ -24,6 +24,7 @@ from worker.checkout import GitError
 from worker.errors import ExecutionError
 from worker.evals.context import EvalContext
 from worker.evals.types import GateReport
+from worker.gate.calibration import calibration_history
 from worker.gate.request import GateRequest
 from worker.gate.services import Services
 from worker.github.client import GitHubClient
@@ -83,7 +84,8 @@ async def evaluate_configs(services: Services, gh: GitHubClient,
                                                              request.head_sha, token)
             evals = EvalContext(redis=services.cache, namespace=key,  # cache per repository
                                 cache_mode="off" if request.no_cache else "use",
-                                on_call=record_call)  # provider calls, cache hits, USD
+                                on_call=record_call,  # provider calls, cache hits, USD
+                                history=await calibration_history(services.redis, key))
             role = "" if merge_base == request.base_sha else "the merge base" \
                 if base_sha == merge_base else f"the base branch's tip, {why_tip}"
             store = BaselineStore(services.redis, services.baselines)

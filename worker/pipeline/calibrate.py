@@ -14,9 +14,9 @@ import argparse
 import asyncio
 import json
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from contextlib import AsyncExitStack
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from worker.checkout import GitError, local_worktree, resolve_ref
@@ -46,6 +46,8 @@ class Calibration:
         flip_rates: suite -> example id -> share of consecutive runs where its pass/fail
             changed (fraction 0-1), for examples that changed at least once.
         unstable: suite -> ids of examples that flipped, in dataset order.
+        history: suite -> example id -> its pass share (0-1, the mean over repeats) in each
+            run, in run order: what weighs the examples of later gates (`history_of`).
     """
 
     runs: int
@@ -56,6 +58,7 @@ class Calibration:
     alpha: float | None
     flip_rates: dict[str, dict[str, float]]
     unstable: dict[str, list[str]]
+    history: dict[str, dict[str, list[float]]] = field(default_factory=dict)
 
     @property
     def false_alarm_rate(self) -> float:
@@ -103,14 +106,53 @@ def summarize(config: Config, results: Sequence[RunResult]) -> Calibration:
             alarms[key] = alarms.get(key, 0) + 1
     alphas = [r.regression_alpha for s in config.suites for r in s.gate.values()
               if r.regression_alpha is not None]
-    flips = _flip_rates(config, results)
+    history = _pass_history(config, results)
+    flips = _flip_rates(history)
     return Calibration(len(results), max(len(results) - 1, 0), false_alarms, failed, alarms,
                        max(alphas) if alphas else None, flips,
-                       {suite: list(rates) for suite, rates in flips.items()})
+                       {suite: list(rates) for suite, rates in flips.items()}, history)
 
 
-def _flip_rates(config: Config, results: Sequence[RunResult]) -> dict[str, dict[str, float]]:
-    found: dict[str, dict[str, float]] = {}
+def history_of(record: Mapping[str, object]) -> dict[str, dict[str, dict[str, list[float]]]]:
+    """Return a calibration record's pass shares as a gate's ``history`` (pure).
+
+    Args:
+        record: what `render_json` wrote (the file of ``llmgate calibrate --format json``, or
+            the record the scheduled calibration keeps in Redis).
+
+    Returns:
+        suite -> ``{"pass_rate": {example id: pass share per run}}``
+        (worker/evals/context.py ``EvalContext.history``); empty for a record without
+        ``history`` (written before it was recorded).
+
+    Raises:
+        ValueError: ``history`` is not suite -> id -> list of numbers in 0-1.
+    """
+    found = record.get("history", {})
+    if not isinstance(found, dict):
+        raise ValueError("calibration record: history must be an object")
+    history: dict[str, dict[str, dict[str, list[float]]]] = {}
+    for suite, rows in found.items():
+        if not isinstance(rows, dict):
+            raise ValueError(f"calibration record: history of suite {suite} must be an object")
+        values = {str(i): _shares(suite, str(i), v) for i, v in rows.items()}
+        history[str(suite)] = {"pass_rate": values}
+    return history
+
+
+def _shares(suite: str, example_id: str, values: object) -> list[float]:
+    if not isinstance(values, list) or not all(
+            isinstance(v, int | float) and not isinstance(v, bool) and 0 <= v <= 1
+            for v in values):
+        raise ValueError(f"calibration record: history of {suite} {example_id} must be a list "
+                         "of pass shares from 0 to 1")
+    return [float(v) for v in values]
+
+
+def _pass_history(config: Config, results: Sequence[RunResult]
+                  ) -> dict[str, dict[str, list[float]]]:
+    """suite -> example id -> its pass share in each run that holds it."""
+    found: dict[str, dict[str, list[float]]] = {}
     for suite in config.suites:
         history: dict[str, list[float]] = {}
         for run in results:
@@ -120,11 +162,19 @@ def _flip_rates(config: Config, results: Sequence[RunResult]) -> dict[str, dict[
                 outcomes.setdefault(example.id, []).append(example.passed)
             for example_id, passed in outcomes.items():
                 history.setdefault(example_id, []).append(sum(passed) / len(passed))
+        found[suite.name] = history
+    return found
+
+
+def _flip_rates(history: Mapping[str, Mapping[str, list[float]]]
+                ) -> dict[str, dict[str, float]]:
+    found: dict[str, dict[str, float]] = {}
+    for suite, rows in history.items():
         rates = {i: sum(a != b for a, b in zip(h, h[1:], strict=False)) / (len(h) - 1)
-                 for i, h in history.items() if len(h) > 1}
+                 for i, h in rows.items() if len(h) > 1}
         unstable = {i: rate for i, rate in rates.items() if rate > 0}
         if unstable:
-            found[suite.name] = unstable
+            found[suite] = unstable
     return found
 
 

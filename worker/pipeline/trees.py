@@ -22,7 +22,7 @@ from worker.evals.config.files import decode_utf8, read_repo_file
 from worker.evals.config.load import MAX_CONFIG_BYTES, load_config, parse_config
 from worker.evals.context import EvalContext
 from worker.evals.run.engine import run_config, run_configs
-from worker.evals.run.runner import judge_pairs
+from worker.evals.run.runner import Looks, judge_pairs
 from worker.evals.types import CONFIG_FILENAME, Config, GateReport, RunResult
 from worker.evals.verdict.causes import Attribution
 from worker.evals.verdict.comparable import compare_comparable
@@ -33,8 +33,10 @@ from worker.evals.verdict.health import finish_report
 from worker.evals.verdict.rules import merge_rules
 from worker.evals.verdict.unanswered import count_as_failed
 from worker.evals.verdict.unanswered import note as unanswered_note
+from worker.pipeline.confirm import confirm_flips
 from worker.pipeline.judge_trust import apply_judge_rules
 from worker.pipeline.on_paths import restrict, select_suites
+from worker.pipeline.sequential import SequentialGate, restrict_base, scale_alpha
 
 
 @dataclass(frozen=True)
@@ -167,17 +169,16 @@ async def gate_trees(
                            evals) if base_root and base_config else None
     base_run = base.result if base else None
     plan = _plan(base_config if base else None, base_root, head_config, head_root, notes)
+    sequential = _sequential(plan, base_config, base_run, evals)
     try:
-        heads = await run_configs(plan.configs, head_root, head_sha, evals,
-                                  with_base=base_root is not None)
-        heads = [await judge_pairs(c, run, base_run, evals)
-                 for c, run in zip(plan.configs, heads, strict=True)]
+        heads, base_run = await _head_runs(plan, (head_root, head_sha), base_root, base_config,
+                                           base_run, sequential, (notes, problems), evals)
     except ConfigError as err:
         return config_error_report(err)
     if base_root is None:
         notes.append("no base given: only absolute rules (min) apply")
     report = await _verdict(plan, heads, head_root, base_run, base_config, notes, problems,
-                            evals)
+                            evals, sequential.scale if sequential is not None else 1.0)
     report = await apply_judge_rules(report, head_config, base_config if base else None,
                                      base_root, evals)  # a changed judge must still agree
     source = base.source if base else None
@@ -213,15 +214,80 @@ def _plan(contract: Config | None, base_root: Path | None, head: Config, head_ro
     return _Plan(gating_config(contract, head, base_root), own, changes)
 
 
+async def _head_runs(plan: _Plan, head: tuple[Path, str], base_root: Path | None,
+                     base_config: Config | None, base_run: RunResult | None,
+                     sequential: SequentialGate | None, lines: tuple[list[str], list[str]],
+                     evals: EvalContext | None) -> tuple[list[RunResult], RunResult | None]:
+    """Run head (in looks under ``settings.sequential``), its pairwise judges, and the
+    ``confirm_flips`` re-runs; return head's runs and the base run they are compared with.
+
+    Raises:
+        ConfigError: a file head's run needs is missing or invalid.
+    """
+    (head_root, head_sha), (notes, problems) = head, lines
+    heads = await run_configs(
+        plan.configs, head_root, head_sha, evals, with_base=base_root is not None,
+        looks=_looks(sequential, plan, head_root, base_config, problems, evals))
+    if sequential is not None and base_run is not None:
+        base_run = restrict_base(base_run, heads[0])
+        if not sequential.stopped:
+            sequential.look(heads[0], sequential.looks)
+        notes.append(sequential.note())
+    heads = [await judge_pairs(c, run, base_run, evals)
+             for c, run in zip(plan.configs, heads, strict=True)]
+    if base_run is None or base_config is None or base_root is None or \
+            base_config.settings.statistics.confirm_flips <= 0:
+        return heads, base_run
+    found = await confirm_flips(merge_rules(base_config, plan.gating)[0], plan.gating,
+                                base_config, (head_root, base_root), (heads[0], base_run), evals)
+    notes += [found.note] if found.note else []
+    return [found.head, *heads[1:]], found.base
+
+
+def _sequential(plan: _Plan, base_config: Config | None, base_run: RunResult | None,
+                evals: EvalContext | None) -> SequentialGate | None:
+    """The looks of a sequential head run, when base's ``settings.sequential`` asks for one."""
+    if base_config is None or base_run is None or \
+            not base_config.settings.statistics.sequential:
+        return None
+    rules, _ = merge_rules(base_config, plan.gating)
+    return SequentialGate(rules, base_run, base_config.settings.statistics.looks,
+                          evals.history if evals is not None else {})
+
+
+def _looks(sequential: SequentialGate | None, plan: _Plan, head_root: Path,
+           base_config: Config | None, problems: list[str],
+           evals: EvalContext | None) -> Looks | None:
+    """Answer head in looks, each decided on the report of the examples seen so far."""
+    if sequential is None:
+        return None
+    gate = sequential
+
+    async def decide(runs: list[RunResult], look: int) -> bool:
+        part = restrict_base(gate.base, runs[0])
+
+        async def verdict(head: RunResult, scale: float) -> GateReport:
+            return await _verdict(plan, [head, *runs[1:]], head_root, part, base_config, [],
+                                  problems, evals, scale)
+
+        return await gate.decide(runs[0], look, verdict)
+
+    return Looks(gate.looks, decide)
+
+
 async def _verdict(plan: _Plan, heads: list[RunResult], head_root: Path,
                    base_run: RunResult | None, base_config: Config | None, notes: list[str],
-                   problems: list[str], evals: EvalContext | None) -> GateReport:
-    """Compare head with base under the rules, then under head's own contract if it differs."""
+                   problems: list[str], evals: EvalContext | None,
+                   scale: float = 1.0) -> GateReport:
+    """Compare head with base under the rules, then under head's own contract if it differs
+    (``scale``: a sequential look's factor on the regression alphas, worker/pipeline/
+    sequential.py)."""
     problem = problems[0] if problems else None
     head_run, counted = count_as_failed(heads[0], base_run,
                                         Attribution(plan.gating, base_config, base_run, heads[0]),
                                         plan.gating.settings.max_provider_error_rate)
     rules, changes = merge_rules(base_config, plan.gating)
+    rules = scale_alpha(rules, scale)
     extra = [n for n in (unanswered_note(counted),) if n]
     report = finish_report(await compare_comparable(
         rules, head_root, head_run, base_run, [*notes, *changes, *extra], evals),
@@ -229,7 +295,8 @@ async def _verdict(plan: _Plan, heads: list[RunResult], head_root: Path,
     if plan.own is None:
         return report
     own = finish_report(await compare_comparable(
-        own_rules(base_config, plan.own), head_root, heads[1], base_run, (), evals),
+        scale_alpha(own_rules(base_config, plan.own), scale), head_root, heads[1], base_run, (),
+        evals),
         plan.own, base_config, problem)
     return combine(report, own, plan.changes)
 

@@ -9,7 +9,7 @@ callers need around it: each suite's fingerprint, and config-line errors for mis
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from worker.errors import ConfigError
@@ -41,9 +41,15 @@ async def run_config(config: Config, root: Path, sha: str = "",
 
 async def run_configs(configs: Sequence[Config], root: Path, sha: str = "",
                       evals: EvalContext | None = None, *,
-                      with_base: bool = True) -> list[RunResult]:
+                      with_base: bool = True,
+                      looks: runner.Looks | None = None,
+                      only: Mapping[str, frozenset[str]] | None = None) -> list[RunResult]:
     """Run several configs on the checkout at ``root`` as one run (one estimate, budget and
     answer per example: worker/evals/run/runner.py `run_suites`), each result fingerprinted.
+
+    ``looks`` answers the examples in batches and stops once the gate is settled
+    (``settings.sequential``: worker/pipeline/sequential.py); ``only`` answers just the
+    examples it names once more (``confirm_flips``: worker/pipeline/confirm.py).
 
     Used for head's target on base's evaluation contract and on its own
     (worker/evals/verdict/contract.py); the configs share their run settings (base's).
@@ -52,7 +58,8 @@ async def run_configs(configs: Sequence[Config], root: Path, sha: str = "",
         ConfigError: as `run_config`.
     """
     try:
-        runs = await runner.run_suites(configs, root, sha, evals, with_base=with_base)
+        runs = await runner.run_suites(configs, root, sha, evals, with_base=with_base,
+                                       looks=looks, only=only)
     except ConfigError as err:
         raise _at_config_line(configs, err) from None
     return [fingerprint.attach(run, config, root)

@@ -18,14 +18,21 @@ A suite's examples are answered concurrently, each repeat an independent draw (n
 results are ordered by dataset line, then repeat. Suites run one after another in config order.
 When the budget or time limit is reached, calls not yet sent are not sent: their examples are
 unscored with error kind ``budget``, and the run and suite record why they stopped.
+
+With `Looks` (``settings.sequential``, worker/pipeline/sequential.py) the examples are answered
+in batches: every suite's examples in a fixed order that depends only on their ids
+(`look_order`), ``count`` equal batches, and after each batch but the last ``decide`` is asked
+whether the gate is settled; if so, no further call is made and the results hold the examples
+answered so far. The estimate is the full run's; the spend is what was called.
 """
 
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
-from collections.abc import Sequence
-from dataclasses import replace
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from worker.errors import ConfigError
@@ -82,9 +89,45 @@ class RunState:
         self.answers: dict[tuple[str, int, str, str], TargetOutput] = {}
 
 
+@dataclass(frozen=True)
+class Looks:
+    """Answer a run in batches and ask after each whether to go on (module docstring).
+
+    Attributes:
+        count: batches (2-10).
+        decide: called with the runs so far (one per config, as `run_suites` returns them)
+            and the 1-based look after each batch but the last; True stops the run.
+    """
+
+    count: int
+    decide: Callable[[list[RunResult], int], Awaitable[bool]]
+
+
+def look_key(example_id: str) -> str:
+    """Return the sort key of an example in a sequential run: the SHA-256 of its id.
+
+    The order depends only on the ids, never on an answer, so each batch is a fair sample of
+    the dataset (dataset files are often sorted by topic).
+    """
+    return hashlib.sha256(example_id.encode("utf-8")).hexdigest()
+
+
+def look_order(examples: Sequence[Example]) -> list[Example]:
+    """Return the examples in the order of a sequential run (`look_key`)."""
+    return sorted(examples, key=lambda e: look_key(e.id))
+
+
+def look_part(examples: Sequence[Example], look: int, count: int) -> list[Example]:
+    """Return the examples of batch ``look`` (1-based) of ``count``, in `look_order`."""
+    ordered = look_order(examples)
+    start, stop = (round(len(ordered) * k / count) for k in (look - 1, look))
+    return ordered[start:stop]
+
+
 async def run_suites(configs: Sequence[Config], root: Path, sha: str = "",
                      ctx: EvalContext | None = None, *,
-                     with_base: bool = True) -> list[RunResult]:
+                     with_base: bool = True, looks: Looks | None = None,
+                     only: Mapping[str, frozenset[str]] | None = None) -> list[RunResult]:
     """Run the suites of one or more configs on one checkout as one run (see the module docstring).
 
     One config is one commit's run. Several are head's target scored on base's evaluation
@@ -99,6 +142,8 @@ async def run_suites(configs: Sequence[Config], root: Path, sha: str = "",
         sha: the commit at ``root`` ("" for a working tree).
         ctx: Redis, cache mode, clocks and printer; None for no cache and real time.
         with_base: whether a base run follows (counts ``pairwise`` calls in the estimate).
+        looks: answer in batches and stop once ``looks.decide`` says so (`Looks`).
+        only: suite -> example ids: answer only those, once more (`confirm_run`).
 
     Returns:
         One result per config, in order; all stopped alike when the estimate is over budget.
@@ -109,6 +154,8 @@ async def run_suites(configs: Sequence[Config], root: Path, sha: str = "",
     """
     settings = configs[0].settings
     state = RunState(settings, ctx)
+    if only is not None:
+        return await confirm_run(configs, root, sha, state, only)
     planned = await estimate_configs(configs, root, state.caller, with_base)
     estimate = planned.cost
     unpriced = tuple(use.model for use in planned.unpriced)
@@ -123,14 +170,38 @@ async def run_suites(configs: Sequence[Config], root: Path, sha: str = "",
         reason = (f"not started: the estimate ${estimate.cost_usd:.4f} ({estimate.calls} calls) "
                   f"exceeds max_cost_usd ${limit:.4f}")
         return [RunResult(sha, {}, estimate=estimate, stopped=reason) for _ in configs]
+    count = looks.count if looks is not None else 1
+    runs: list[dict[str, SuiteResult]] = [{} for _ in configs]
+    for look in range(1, count + 1):
+        for config, suites in zip(configs, runs, strict=True):
+            for suite in config.suites:
+                suites[suite.name] = await run_suite(
+                    suite, root, config.settings, state,
+                    (look, count, suites.get(suite.name)) if looks is not None else None)
+        found = [RunResult(sha, dict(suites), spend=state.caller.total, estimate=estimate,
+                           stopped=state.budget.stopped) for suites in runs]
+        if looks is None or look == count or await looks.decide(found, look):
+            return found
+    raise AssertionError("the last look returns")
+
+
+async def confirm_run(configs: Sequence[Config], root: Path, sha: str, state: RunState,
+                      only: Mapping[str, frozenset[str]]) -> list[RunResult]:
+    """Answer the examples ``only`` names once more, as the next repeat, without the cache.
+
+    The run of ``settings.statistics.confirm_flips`` (worker/pipeline/confirm.py): each chosen
+    example gets one more independent draw, numbered ``settings.repeats`` (after the run's own
+    repeats), under the run's budget and time limit; suites ``only`` does not name are left
+    out. No estimate is printed (the caller says how many examples it re-runs).
+    """
+    state.budget.start()
     runs = []
     for config in configs:
-        suites = {}
-        for suite in config.suites:
-            suites[suite.name] = await run_suite(suite, root, config.settings, state)
-        runs.append(suites)
-    return [RunResult(sha, suites, spend=state.caller.total, estimate=estimate,
-                      stopped=state.budget.stopped) for suites in runs]
+        suites = {s.name: await run_suite(s, root, config.settings, state, only=only[s.name])
+                  for s in config.suites if s.name in only}
+        runs.append(RunResult(sha, suites, spend=state.caller.total,
+                              stopped=state.budget.stopped))
+    return runs
 
 
 def unpriced_error(use: ModelUse, limit_usd: float) -> ConfigError:
@@ -153,8 +224,18 @@ def describe_estimate(sha: str, estimate: CostEstimate, unpriced: tuple[str, ...
 
 
 async def run_suite(suite: SuiteConfig, root: Path, settings: Settings,
-                    state: RunState | None = None) -> SuiteResult:
+                    state: RunState | None = None,
+                    part: tuple[int, int, SuiteResult | None] | None = None,
+                    only: frozenset[str] | None = None) -> SuiteResult:
     """Run one suite: answer every example (``repeats`` times), score, judge traps, metrics.
+
+    Args:
+        suite, root, settings: the suite, the checkout and the run settings.
+        state: the run's state (a new one when None).
+        part: (look, looks, the result of the earlier looks or None) to answer only that
+            batch (`look_part`) and return it with the earlier looks' examples.
+        only: answer only these examples, once, as repeat ``settings.repeats`` and without
+            the cache (`confirm_run`); no traps are judged.
 
     Raises:
         ConfigError: the dataset, prompt, schema or trap file is missing or invalid.
@@ -163,23 +244,38 @@ async def run_suite(suite: SuiteConfig, root: Path, settings: Settings,
     before = state.caller.total
     contract = suite.contract_root or root  # where its dataset and scoring files are
     examples = load_suite_dataset(contract, suite)
+    earlier = part[2] if part is not None else None
+    if part is not None:
+        examples = tuple(look_part(examples, part[0], part[1]))
+    if only is not None:
+        examples = tuple(e for e in examples if e.id in only)
     specs = tuple(load_schema_file(spec, contract) for spec in suite.assertions)
-    results: list[ExampleResult] = []
-    use_cache = settings.repeats == 1
-    for repeat in range(settings.repeats):
+    results: list[ExampleResult] = list(earlier.examples) if earlier is not None else []
+    use_cache = settings.repeats == 1 and only is None
+    draws = range(settings.repeats) if only is None else range(settings.repeats,
+                                                                 settings.repeats + 1)
+    for repeat in draws:
         outputs = await answer(suite, examples, root, settings, state, use_cache, repeat)
         items = [Item(_schemas(e, contract), o, repeat, use_cache)
                  for e, o in zip(examples, outputs, strict=True)]
         results.extend(await score_items(specs, items, contract, settings, state.caller,
                                          suite.dataset))
     results.sort(key=lambda r: (r.line, r.repeat))
-    traps, _ = await judge_traps(suite, contract, settings, state.caller)
+    if earlier is not None:
+        traps = earlier.traps
+    elif only is None:
+        traps = (await judge_traps(suite, contract, settings, state.caller))[0]
+    else:
+        traps = None
     results, custom = await apply_metrics(suite.metrics, results, contract, settings)
     metrics = suite_metrics(results) | custom  # custom: worker/evals/score/custom_metrics.py
     if traps is not None and traps.total:
         metrics["judge_trap_accuracy"] = traps.caught / traps.total
+    spend = difference(state.caller.total, before)
+    if earlier is not None:
+        spend = earlier.spend + spend
     return SuiteResult(suite.name, suite.dataset, tuple(results), metrics,
-                       spend=difference(state.caller.total, before), traps=traps,
+                       spend=spend, traps=traps,
                        judge_versions=_judge_versions(suite, settings),
                        stopped=state.budget.stopped)
 

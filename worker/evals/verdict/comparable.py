@@ -77,19 +77,21 @@ async def compare_comparable(config: Config, head_root: Path, head: RunResult,
             or at a suite's ``contract_root``).
         head, base: the runs; base None compares nothing (only absolute rules apply).
         notes: lines to carry into the report.
-        evals: the response cache and clocks for judge calls; None for none.
+        evals: the response cache and clocks for judge calls, and the examples' earlier values
+            (``history``) that weigh the sign-flip family; None for none.
 
     Returns:
         The report, with ``comparability`` set per suite run on both sides and ``base`` the
         base run as re-scored.
     """
+    history = evals.history if evals is not None else None
     if base is None:
-        return compare(config, head, None, notes)
+        return compare(config, head, None, notes, history=history)
     verdicts, rescored = await reconcile(config, head_root, head, base, evals)
     blocked = {v.suite for v in verdicts if v.status == "not_comparable"}
     gated = replace(rescored, suites={name: suite for name, suite in rescored.suites.items()
                                       if name not in blocked})
-    return apply(compare(config, head, gated, notes), verdicts, rescored)
+    return apply(compare(config, head, gated, notes, history=history), verdicts, rescored)
 
 
 async def reconcile(config: Config, head_root: Path, head: RunResult, base: RunResult,

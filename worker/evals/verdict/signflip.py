@@ -175,6 +175,19 @@ def family_p_values(suites: Sequence[FamilySuite], options: StatisticsSettings
     return found
 
 
+def family_arrays(suites: Sequence[FamilySuite], options: StatisticsSettings
+                  ) -> tuple[FloatArray, NDArray[np.bool_], FloatArray]:
+    """Return the family's inputs: differences x (N, C), scopes (S, N) and shares (S, C).
+
+    What `family_p_values` hands to worker/evals/verdict/multiplicity.py, for a sequential look
+    (worker/evals/verdict/sequential.py); x is all zeros and the shares empty when no suite
+    has a ``regression`` rule.
+    """
+    shares = alpha_shares(suites, options)
+    x, scopes, weights, _ = _stack(suites, shares)
+    return x, scopes, weights
+
+
 def _with(c: PairedComparison, values: tuple[float, float] | None) -> PairedComparison:
     if values is None or c.test == "none":
         return c
