@@ -187,7 +187,8 @@ def check_models(config: Config) -> Config:
         for spec in suite.assertions:
             default = config.settings.embedding if spec.type == "similar" \
                 else config.settings.judge
-            if spec.type in ("llm_judge", "pairwise", "similar") and "model" not in spec.params \
+            if spec.type in ("llm_judge", "pairwise", "similar", "trajectory_judge") \
+                    and "model" not in spec.params \
                     and default is None:
                 setting = "embedding" if spec.type == "similar" else "judge"
                 raise ConfigError(config.path, spec.line, f"assertion `{spec.type}` has no "

@@ -135,15 +135,19 @@ def judge_messages(js: JudgeSpec, example: Example, output: Any) -> list[dict[st
 
 
 async def run_judge(js: JudgeSpec, caller: ModelCaller, example: Example, output: Any,
-                    *, use_cache: bool = True,
-                    assertion_type: str = "llm_judge") -> tuple[AssertionResult, RunUsage]:
+                    *, use_cache: bool = True, assertion_type: str = "llm_judge",
+                    messages: list[dict[str, str]] | None = None,
+                    ) -> tuple[AssertionResult, RunUsage]:
     """Judge one answer ``js.n`` times and combine the verdicts.
+
+    ``messages`` replaces the prompt of `judge_messages` (the trajectory judge's,
+    worker/evals/score/trajectory_judge.py).
 
     Returns:
         The assertion result (``details``: ``votes``, ``disagreement``, ``prompt_version``,
         ``judge_errors``) and what the judge calls spent.
     """
-    messages = judge_messages(js, example, output)
+    messages = messages or judge_messages(js, example, output)
     scores: list[float] = []
     errors: list[str] = []
     spend = RunUsage()

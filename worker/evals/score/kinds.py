@@ -8,11 +8,16 @@ runs.
 - ``python`` (worker/evals/score/custom.py): one batch per suite and assertion.
 - ``pairwise`` (worker/evals/score/pairwise.py): once both base and head ran; a suite-level
   assertion only, it scores ``win_rate`` and no example's pass/fail.
+- agents (worker/evals/score/agent.py): ``tools_called``, ``tools_not_called``,
+  ``max_tool_calls``, ``tool_arguments``, ``trajectory``, ``max_steps``: pure, on the trace;
+  ``trajectory_judge`` (worker/evals/score/trajectory_judge.py): a judge call per example.
 """
 
 from __future__ import annotations
 
 from worker.errors import ConfigError
+from worker.evals.score.agent import AGENT_TYPES
+from worker.evals.score.agent import validate as validate_agent
 from worker.evals.score.custom import validate_python
 from worker.evals.score.judges import validate_judge
 from worker.evals.score.similar import validate_similar
@@ -24,7 +29,9 @@ MODEL_TYPES = ("llm_judge", "similar")
 BATCH_TYPES = ("python",)
 RUN_TYPES = ("pairwise",)
 #: Every added type, in the order the config reference lists them.
-EXTRA_TYPES: tuple[str, ...] = (*STRUCTURED_TYPES, *MODEL_TYPES, *BATCH_TYPES, *RUN_TYPES)
+AGENT_JUDGE_TYPES = ("trajectory_judge",)
+EXTRA_TYPES: tuple[str, ...] = (*STRUCTURED_TYPES, *MODEL_TYPES, *BATCH_TYPES, *RUN_TYPES,
+                                *AGENT_TYPES, *AGENT_JUDGE_TYPES)
 
 
 def validate_extra(spec: AssertionSpec, path: str) -> None:
@@ -39,7 +46,7 @@ def validate_extra(spec: AssertionSpec, path: str) -> None:
 
     if spec.type in STRUCTURED_TYPES:
         validate_structured(spec, fail)
-    elif spec.type == "llm_judge":
+    elif spec.type in ("llm_judge", *AGENT_JUDGE_TYPES):
         validate_judge(spec, fail)
     elif spec.type == "pairwise":
         validate_judge(spec, fail)
@@ -50,3 +57,5 @@ def validate_extra(spec: AssertionSpec, path: str) -> None:
         validate_similar(spec, fail)
     elif spec.type == "python":
         validate_python(spec, fail)
+    elif spec.type in AGENT_TYPES:
+        validate_agent(spec, fail)

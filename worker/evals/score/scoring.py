@@ -25,11 +25,12 @@ from pathlib import Path
 from worker.errors import ConfigError
 from worker.evals.llm.provider import ModelCaller
 from worker.evals.llm_types import UNSCORED_KINDS, RunUsage
-from worker.evals.score import assertions, structured
+from worker.evals.score import agent, assertions, structured
 from worker.evals.score.custom import run_python
 from worker.evals.score.judges import judge_spec, run_judge
 from worker.evals.score.kinds import RUN_TYPES
 from worker.evals.score.similar import check_similar
+from worker.evals.score.trajectory_judge import TRAJECTORY_TEMPLATE_VERSION, run_trajectory_judge
 from worker.evals.types import (
     CONFIG_FILENAME,
     AssertionResult,
@@ -102,6 +103,14 @@ async def _check(spec: AssertionSpec, item: Item, settings: Settings, caller: Mo
     if spec.type == "llm_judge":
         js = judge_spec(spec, settings.judge, fail)
         return await run_judge(js, caller, example, output.output, use_cache=item.use_cache)
+    if spec.type == "trajectory_judge":
+        js = judge_spec(spec, settings.judge, fail, TRAJECTORY_TEMPLATE_VERSION)
+        return await run_trajectory_judge(js, caller, example, output.output, output.trace,
+                                          use_cache=item.use_cache)
+    if spec.type in agent.AGENT_TYPES:
+        passed, message = agent.check(spec, output.trace)
+        return AssertionResult(spec.type, passed, 1.0 if passed else 0.0,
+                               "" if passed else message), RunUsage()
     if spec.type == "similar":
         return await check_similar(spec, settings.embedding, caller, example, output.output,
                                    fail, use_cache=item.use_cache)
@@ -150,7 +159,8 @@ def _finish(item: Item, results: list[AssertionResult | None], spend: RunUsage) 
         usage=dict(output.usage), spend=output.spend + spend, cached=output.cached,
         label=_label(checked, example), contexts=output.contexts,
         retrieved_ids=output.retrieved_ids, input=example.input,
-        id_from_line=example.id_from_line, error_field=output.error_field if errored else "")
+        id_from_line=example.id_from_line, error_field=output.error_field if errored else "",
+        trace=output.trace)
 
 
 def _finite(results: list[AssertionResult]) -> tuple[list[AssertionResult], str | None]:
