@@ -10,7 +10,9 @@ mean of these values, so base and head can be compared example by example:
   target did not error); none when it has none, or when the example has no answer;
 - ``mean_score`` / ``assertion.<type>.mean_score``: the mean score (0-1) of the scored
   assertions (of that type), 0.0 when the target errored; none when unscored;
-- ``cost_mean`` (USD, answered examples), ``tokens_in_mean``, ``tokens_out_mean``.
+- ``cost_mean`` (USD, answered examples), ``tokens_in_mean``, ``tokens_out_mean``;
+- the agent metrics of worker/evals/score/metrics_agent.py (``tool_success_rate``,
+  ``mean_steps``, ``mean_tool_calls``).
 
 Percentiles, totals and classification metrics have no per-example value. Extraction walks each
 example's assertions once (10,000 examples x 10 metrics in a few tens of milliseconds).
@@ -25,6 +27,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 from numpy.typing import NDArray
 
+from worker.evals.score.metrics_agent import AGENT_METRICS, agent_value
 from worker.evals.types import ExampleResult
 
 _ASSERTION_METRIC = re.compile(r"assertion\.(?P<type>.+)\.(?P<kind>pass_rate|mean_score)\Z")
@@ -85,6 +88,8 @@ def extractor(metric: str) -> Extractor | None:
         return lambda result, _: NAN if result.unscored else float(result.passed)
     if metric == "mean_score":
         return _mean_of_all
+    if metric in AGENT_METRICS:
+        return lambda result, _: agent_value(result, metric)
     match = _ASSERTION_METRIC.match(metric)
     if match is None:
         return None

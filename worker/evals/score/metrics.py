@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from worker.evals.score.assertions import KNOWN_ASSERTIONS
+from worker.evals.score.metrics_agent import AGENT_LOWER_IS_BETTER, AGENT_METRICS, agent_metrics
 from worker.evals.score.metrics_llm import LLM_METRICS, LOWER_IS_BETTER, is_llm_metric, llm_metrics
 from worker.evals.types import ExampleResult
 
@@ -13,7 +14,8 @@ from worker.evals.types import ExampleResult
 #: and ``assertion.<type>.mean_score``).
 KNOWN_METRICS: tuple[str, ...] = ("pass_rate", "error_rate") + tuple(
     f"assertion.{name}.pass_rate" for name in KNOWN_ASSERTIONS
-) + LLM_METRICS
+) + LLM_METRICS + AGENT_METRICS
+LOWER_IS_BETTER = LOWER_IS_BETTER + AGENT_LOWER_IS_BETTER
 __all__ = ["KNOWN_METRICS", "LOWER_IS_BETTER", "is_known_metric", "suite_metrics"]
 
 
@@ -32,7 +34,8 @@ def suite_metrics(results: Sequence[ExampleResult]) -> dict[str, float]:
         ``assertion.<type>.pass_rate``: over the scored examples where an assertion of that
             type ran (and did not error), the fraction where every assertion of that type
             passed. An errored example counts as failed for each assertion type it carries.
-        and those of `worker.evals.score.metrics_llm.llm_metrics`.
+        and those of `worker.evals.score.metrics_llm.llm_metrics` and
+        `worker.evals.score.metrics_agent.agent_metrics`.
 
     Args:
         results: the suite's example results, in any order.
@@ -62,4 +65,5 @@ def suite_metrics(results: Sequence[ExampleResult]) -> dict[str, float]:
     for name in sorted(ran):
         metrics[f"assertion.{name}.pass_rate"] = passed[name] / ran[name]
     metrics.update(llm_metrics(results))
+    metrics.update(agent_metrics(results))
     return metrics
