@@ -26,10 +26,6 @@ from worker.evals.types import Settings
 from worker.security.process import TargetFailed, build_env, run_confined
 
 
-def _canonical(value: Any) -> str:
-    return json.dumps(value, sort_keys=True, ensure_ascii=False, default=str)
-
-
 async def call_tool(tools: tuple[ToolSpec, ...], name: str, arguments_text: str,
                     example_id: str, cwd: Path, settings: Settings) -> ToolCall:
     """Answer one call (module docstring).
@@ -57,9 +53,8 @@ async def call_tool(tools: tuple[ToolSpec, ...], name: str, arguments_text: str,
 
 
 def _from_table(tool: ToolSpec, arguments: Any) -> ToolCall:
-    wanted = _canonical(arguments)
     for row_arguments, result in tool.results:
-        if _canonical(row_arguments) == wanted:
+        if row_arguments == arguments:  # JSON values: dicts ignore key order, 1 == 1.0
             return ToolCall(tool.name, arguments, result)
     if tool.has_default:
         return ToolCall(tool.name, arguments, tool.default)
