@@ -24,7 +24,9 @@ def test_known_assertions() -> None:
     assert set(KNOWN_ASSERTIONS) == {
         "equals", "contains", "contains_any", "contains_all", "not_contains", "regex",
         "json_valid", "json_schema", "starts_with", "length", "is_one_of", "classification",
-        "latency", "cost", "llm_judge", "similar", "python", "pairwise"}
+        "latency", "cost", "llm_judge", "similar", "python", "pairwise",
+        "tools_called", "tools_not_called", "max_tool_calls", "tool_arguments", "trajectory",
+        "max_steps", "trajectory_judge"}
 
 
 @pytest.mark.parametrize(
