@@ -136,3 +136,43 @@ def test_an_agent_still_calling_tools_at_max_steps_fails_with_its_trace(tmp_path
     assert len(calls) == 3 and out.trace is not None and out.trace.steps == 3
     assert len(out.trace.tool_calls) == 3
     assert json.loads(calls[2]["messages"][-1]["content"]) == {"v": 7}
+
+
+def test_a_command_targets_trace_rides_on_its_output_and_a_bad_one_is_named():
+    from worker.evals.score.outputs import OutputError, parse_output_document
+    from worker.evals.types import Trace
+
+    out = parse_output_document({"output": "hi", "trace": {
+        "tool_calls": [{"name": "a", "arguments": "{}"}], "steps": 1}}, 5.0)
+    assert out.trace == Trace((ToolCall("a", {}),), 1)
+    assert parse_output_document({"output": "hi"}, 5.0).trace is None
+    with pytest.raises(OutputError, match='"trace.turns" must be a non-negative integer'):
+        parse_output_document({"output": "hi", "trace": {"turns": "2"}}, 5.0)
+
+
+@pytest.mark.slow
+def test_the_trajectory_judge_sees_the_calls_and_passes_or_fails_on_them(monkeypatch):
+    from worker.evals.score.scoring import Item, score_items
+    from worker.evals.types import AssertionSpec, TargetOutput, Trace
+
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-fake")
+    rules = [{"match": "1. cancel_order(", "reply": "It cancelled. VERDICT: FAIL"},
+             {"match": "<trajectory>", "reply": "VERDICT: PASS"}]
+    with running_fake_llm({"rules": rules}) as llm:
+        spec = AssertionSpec("trajectory_judge", {"rubric": "Never cancel.", "model": "openai/j",
+                                                  "api_base": llm.url}, 4)
+        good = TargetOutput("ok", trace=Trace((ToolCall("lookup", {"id": 1}, 2),), 2))
+        bad = TargetOutput("ok", trace=Trace((ToolCall("cancel_order", {"id": 1}, True),), 2))
+        none = TargetOutput("ok")
+        settings = Settings(timeout_s=20, cache=False)
+        items = [Item(Example(n, i, "q"), o) for i, (n, o) in
+                 enumerate((("good", good), ("bad", bad), ("none", none)), start=1)]
+        results = asyncio.run(score_items([spec], items, Path("."), settings,
+                                          RunState(settings).caller, "d.jsonl"))
+        calls = llm.calls("chat")
+    assert [r.passed for r in results] == [True, False, False]
+    assert results[2].assertions[0].message.startswith("the target reported no trace")
+    assert len(calls) == 2  # no judge call without a trace
+    prompt = next(c for c in calls if "lookup" in c["messages"][1]["content"])
+    assert '1. lookup({"id": 1}) -> result: 2\nsteps: 2' in prompt["messages"][1]["content"]
+    assert results[0].trace == good.trace

@@ -176,3 +176,13 @@ def test_the_trajectory_judge_reads_each_call_in_order_with_its_result_or_error(
                             2))
     assert text == '1. a({"q": 1}) -> result: {"r": 2}\n2. b({}) -> error: down\nsteps: 2'
     assert trace_text(Trace()) == "(no tool calls)\nsteps: unknown"
+
+
+def test_a_stored_baseline_keeps_the_trace():
+    from worker.evals.serialize import from_jsonable, to_jsonable
+    from worker.evals.types import SuiteResult
+
+    suite = SuiteResult("s", "d.jsonl", (result("a", Trace(
+        (ToolCall("x", {"k": [1]}, {"r": None}, None), ToolCall("y", "raw", None, "down")),
+        3, 1, 90, 0.25)), result("b", None)), {})
+    assert from_jsonable(SuiteResult, to_jsonable(suite)) == suite
