@@ -15,9 +15,9 @@ from typing import Any
 import pytest
 
 from tests.e2e.agent_support import BROKEN_LINE, build_agent_repo, recorded_rules
-from tests.e2e.model_support import KEY_ENV
+from tests.e2e.model_support import KEY_ENV, open_pull_request
 from tests.fakes.fake_llm import running_fake_llm
-from worker.cli.demo import Stack, pull_request_payload
+from worker.cli.demo import Stack
 
 pytestmark = pytest.mark.slow
 
@@ -35,18 +35,9 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
 
 
 def open_pr(world: dict[str, Any], number: int, branch: str) -> dict[str, Any]:
-    stack, shas = world["stack"], world["shas"]
-    head, base = shas[branch], shas["main"]
-    clone_url = world["repo"].as_uri()
-    stack.github("POST", "/_fake/setup", {"pulls": [{
-        "owner": OWNER, "repo": REPO, "number": number, "head_sha": head,
-        "base_sha": base, "base_ref": "main", "head_ref": branch,
-        "clone_url": clone_url}]})
-    payload = pull_request_payload("opened", owner=OWNER, repo=REPO, clone_url=clone_url,
-                                   number=number, head_sha=head, base_sha=base)
-    assert stack.deliver("pull_request", payload).status_code < 300
-    run: dict[str, Any] = stack.wait_for_check(head, timeout_s=240)[-1]
-    return run
+    shas = world["shas"]
+    return open_pull_request(world["stack"], world["repo"], (OWNER, REPO), number,
+                             shas[branch], shas["main"], branch)
 
 
 def test_the_agent_calling_a_forbidden_tool_fails_on_the_example_line(world):
