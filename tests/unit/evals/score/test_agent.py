@@ -186,3 +186,22 @@ def test_a_stored_baseline_keeps_the_trace():
         (ToolCall("x", {"k": [1]}, {"r": None}, None), ToolCall("y", "raw", None, "down")),
         3, 1, 90, 0.25)), result("b", None)), {})
     assert from_jsonable(SuiteResult, to_jsonable(suite)) == suite
+
+
+@pytest.mark.slow  # the price lookup imports litellm (seconds)
+def test_the_estimate_counts_the_trajectory_judges_calls_and_asks_for_its_price(tmp_path):
+    import asyncio
+
+    from worker.evals.config.load import parse_config
+    from worker.evals.run.runner import run_suites
+
+    (tmp_path / "d.jsonl").write_text('{"id": "a", "input": "q"}\n')
+    config = parse_config(
+        "version: 1\nsettings: {max_cost_usd: 1}\nsuites:\n  - name: s\n    dataset: d.jsonl\n"
+        "    target: {command: 'true {input_file} {output_file}'}\n    assertions:\n      - type: trajectory_judge\n"
+        "        rubric: r\n        model: openai/unpriced-judge-x\n")
+    with pytest.raises(ConfigError) as caught:
+        asyncio.run(run_suites([config], tmp_path))
+    assert caught.value.line == 8
+    assert "the judge of `trajectory_judge`: openai/unpriced-judge-x has no known price" in \
+        caught.value.message
