@@ -198,7 +198,8 @@ def test_the_estimate_counts_the_trajectory_judges_calls_and_asks_for_its_price(
     (tmp_path / "d.jsonl").write_text('{"id": "a", "input": "q"}\n')
     config = parse_config(
         "version: 1\nsettings: {max_cost_usd: 1}\nsuites:\n  - name: s\n    dataset: d.jsonl\n"
-        "    target: {command: 'true {input_file} {output_file}'}\n    assertions:\n      - type: trajectory_judge\n"
+        "    target: {command: 'true {input_file} {output_file}'}\n    assertions:\n"
+        "      - type: trajectory_judge\n"
         "        rubric: r\n        model: openai/unpriced-judge-x\n")
     with pytest.raises(ConfigError) as caught:
         asyncio.run(run_suites([config], tmp_path))
