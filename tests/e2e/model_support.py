@@ -11,8 +11,10 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from tests.unit.worker_support import commit, git
+from worker.cli.demo import Stack, pull_request_payload
 
 #: The environment variable that holds the fake provider's key in the workers.
 KEY_ENV = "FAKE_LLM_KEY"
@@ -58,3 +60,21 @@ def build_support_repo(dest: Path, config: str, prompt: str, tickets: Sequence[s
                       for i, text in enumerate(tickets, start=1))
     return commit(dest, "main", {".llmgate.yml": config, "prompts/support.txt": prompt,
                                  "evals/tickets.jsonl": dataset})
+
+
+def open_pull_request(stack: Stack, repo: Path, slug: tuple[str, str], number: int,
+                      head: str, base: str, head_ref: str = "") -> dict[str, Any]:
+    """Open pull request ``number`` of ``slug`` (owner, name) from ``head`` onto ``base`` (on
+    ``main``) on the fake GitHub, deliver its ``opened`` event, and return its completed check
+    run (waiting up to 240 s)."""
+    owner, name = slug
+    clone_url = repo.as_uri()
+    stack.github("POST", "/_fake/setup", {"pulls": [{
+        "owner": owner, "repo": name, "number": number, "head_sha": head,
+        "base_sha": base, "base_ref": "main", "head_ref": head_ref or f"pr{number}",
+        "clone_url": clone_url}]})
+    payload = pull_request_payload("opened", owner=owner, repo=name, clone_url=clone_url,
+                                   number=number, head_sha=head, base_sha=base)
+    assert stack.deliver("pull_request", payload).status_code < 300
+    run: dict[str, Any] = stack.wait_for_check(head, timeout_s=240)[-1]
+    return run

@@ -12,10 +12,10 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.model_support import KEY_ENV, build_support_repo, support_config
+from tests.e2e.model_support import KEY_ENV, build_support_repo, open_pull_request, support_config
 from tests.fakes.fake_llm import running_fake_llm
 from tests.unit.worker_support import commit
-from worker.cli.demo import Stack, pull_request_payload
+from worker.cli.demo import Stack
 
 pytestmark = pytest.mark.slow
 
@@ -41,17 +41,8 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
 
 def open_pr(world: dict[str, Any], number: int, head: str,
             base: str | None = None) -> dict[str, Any]:
-    stack, base = world["stack"], base or world["base"]
-    clone_url = world["repo"].as_uri()
-    stack.github("POST", "/_fake/setup", {"pulls": [{
-        "owner": OWNER, "repo": REPO, "number": number, "head_sha": head,
-        "base_sha": base, "base_ref": "main", "head_ref": f"pr{number}",
-        "clone_url": clone_url}]})
-    payload = pull_request_payload("opened", owner=OWNER, repo=REPO, clone_url=clone_url,
-                                   number=number, head_sha=head, base_sha=base)
-    assert stack.deliver("pull_request", payload).status_code < 300
-    run: dict[str, Any] = stack.wait_for_check(head, timeout_s=240)[-1]
-    return run
+    return open_pull_request(world["stack"], world["repo"], (OWNER, REPO), number, head,
+                             base or world["base"])
 
 
 def test_a_prompt_change_the_judge_fails_is_a_regression_with_costs(world):

@@ -15,6 +15,10 @@ Endpoints (also served without the ``/v1`` prefix):
   ``usage`` (``prompt_tokens``, ``completion_tokens``, ``cached_tokens``, ``cache_write_tokens``
   in ``prompt_tokens_details``, and Anthropic's ``cache_creation_input_tokens`` at the top, as
   Anthropic-compatible gateways send it) overrides them; ``"usage": null`` sends no usage.
+  A rule with ``"tool_calls": [{"name", "arguments": {...}}]`` answers with those calls in
+  OpenAI's format (``message.tool_calls``, ids ``call_<seq>_<i>``, arguments as JSON text,
+  ``finish_reason`` ``tool_calls``, content ``reply`` or null); the text of a request includes
+  its ``tool`` messages, so a later rule can match a tool's result and give the final answer.
 - ``POST /v1/embeddings``: a deterministic 64-dimension unit vector per input text (words hashed
   with SHA-256 into buckets), so texts sharing words have a high cosine similarity; ``usage``
   counts the texts' words (their tokens with ``token_counts``).
@@ -251,12 +255,20 @@ class FakeLLM:
         if fault is not None:
             return await self._answer_fault(fault)
         rule = self._rule(model, text)
-        reply = self._reply_text(rule, messages)
+        calls = (rule or {}).get("tool_calls")
+        reply = self._reply_text(rule, messages) if not calls or "reply" in rule else None
+        message: dict[str, Any] = {"role": "assistant", "content": reply}
+        if calls:
+            message["tool_calls"] = [
+                {"id": f"call_{seq}_{i}", "type": "function",
+                 "function": {"name": c["name"], "arguments": json.dumps(c.get("arguments", {}))}}
+                for i, c in enumerate(calls)]
+        finish = "tool_calls" if calls else "stop"
         body = {
             "id": f"chatcmpl-fake-{seq}", "object": "chat.completion", "created": 1700000000,
             "model": model, "system_fingerprint": "fp_fake",
-            "choices": [{"index": 0, "message": {"role": "assistant", "content": reply},
-                         "finish_reason": (rule or {}).get("finish_reason", "stop"),
+            "choices": [{"index": 0, "message": message,
+                         "finish_reason": (rule or {}).get("finish_reason", finish),
                          "logprobs": None}]}
         if rule is None or "usage" not in rule or rule["usage"] is not None:
             body["usage"] = self._usage(rule, text, messages, reply or "")

@@ -66,6 +66,88 @@ class Endpoint:
 
 
 @dataclass(frozen=True)
+class ToolRequest:
+    """One tool call a model asked for, as the OpenAI format gives it (litellm passes it on).
+
+    Attributes:
+        id: the call's id (``tool_call_id`` of the tool message that answers it).
+        name: the function's name.
+        arguments: the arguments as the model wrote them: JSON text, not always valid.
+    """
+
+    id: str
+    name: str
+    arguments: str
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    """One tool call of an agent's trace (worker/evals/score/traces.py reads them).
+
+    Attributes:
+        name: the tool's name.
+        arguments: the arguments (a JSON value, usually an object; the model's text when it
+            was not JSON).
+        result: what the tool returned (a JSON value), None when it failed or was not given.
+        error: why the call failed (unknown tool, invalid arguments, the tool's own error),
+            None when it succeeded.
+    """
+
+    name: str
+    arguments: Any = None
+    result: Any = None
+    error: str | None = None
+
+
+@dataclass(frozen=True)
+class Trace:
+    """What an agent did for one example: its tool calls in order, and counts.
+
+    Attributes:
+        tool_calls: the calls in the order they were made.
+        steps: model steps (calls of the model, one per answer or round of tool calls), or
+            None when the target reported none.
+        turns: conversation turns answered, or None.
+        tokens: total tokens over the steps, or None.
+        cost_usd: total cost in USD over the steps, or None.
+    """
+
+    tool_calls: tuple[ToolCall, ...] = ()
+    steps: int | None = None
+    turns: int | None = None
+    tokens: int | None = None
+    cost_usd: float | None = None
+
+
+@dataclass(frozen=True)
+class ToolSpec:
+    """A tool a model target offers its model (``target.tools``), and how it is answered.
+
+    Attributes:
+        name: the function's name (``[A-Za-z0-9_-]{1,64}``, OpenAI's rule).
+        description: what the tool does, shown to the model.
+        parameters: the JSON Schema of its arguments, shown to the model.
+        command: a command run per call (``{input_file}`` gets ``{"name", "arguments",
+            "id"}``, ``{output_file}`` must get ``{"result": ...}`` or ``{"error": "..."}``),
+            or None.
+        results: a fixed table: ``(arguments, result)`` pairs; a call whose arguments equal
+            one gets its result.
+        default: the result of a call the table does not hold (when ``has_default``).
+        has_default: whether ``default`` is set (a ``result:`` key; it may be null).
+        line: 1-based line of the tool in the config.
+    """
+
+    name: str
+    description: str = ""
+    parameters: dict[str, Any] = field(default_factory=dict)
+    command: str | None = None
+    results: tuple[tuple[Any, Any], ...] = ()
+    default: Any = None
+    has_default: bool = False
+    line: int | None = None
+
+
+@dataclass(frozen=True)
 class ModelTarget:
     """A target that renders a prompt per example and calls a model through litellm.
 
@@ -78,6 +160,9 @@ class ModelTarget:
         lines: 1-based line of each endpoint field set in the config (``model``,
             ``api_base``, ``api_key_env`` ...), for annotations on the line that caused an
             error; not compared (moving a line changes no result).
+        tools: the tools offered to the model (an agent: worker/evals/run/agent_target.py);
+            () for a plain model target.
+        max_steps: most model calls per example of an agent (default 8).
     """
 
     endpoint: Endpoint
@@ -85,6 +170,8 @@ class ModelTarget:
     version: str = ""
     line: int | None = None
     lines: dict[str, int] = field(default_factory=dict, compare=False)
+    tools: tuple[ToolSpec, ...] = ()
+    max_steps: int = 8
 
     @property
     def model(self) -> str:

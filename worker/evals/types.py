@@ -23,6 +23,8 @@ from worker.evals.llm_types import Pricing as Pricing
 from worker.evals.llm_types import RetrySettings as RetrySettings
 from worker.evals.llm_types import RunUsage as RunUsage
 from worker.evals.llm_types import TokenUsage as TokenUsage
+from worker.evals.llm_types import ToolCall as ToolCall
+from worker.evals.llm_types import Trace as Trace
 from worker.evals.llm_types import TrapSummary as TrapSummary
 
 #: File name of the configuration at the repository root.
@@ -432,6 +434,8 @@ class TargetOutput:
         retrieved_ids: ids of the retrieved documents a RAG target reports, or ().
         error_field: for a model call no retry can fix, what to fix (`ProviderError.field`:
             ``api_key_env``, ``api_base``, ``model`` or ``request``); "" otherwise.
+        trace: what an agent did (tool calls, steps, turns, tokens, cost), or None when the
+            target reported no trace.
     """
 
     output: Any
@@ -445,6 +449,7 @@ class TargetOutput:
     contexts: tuple[Any, ...] = ()
     retrieved_ids: tuple[str, ...] = ()
     error_field: str = ""
+    trace: Trace | None = None
 
 
 @dataclass(frozen=True)
@@ -501,6 +506,7 @@ class ExampleResult:
         error_field: as in `TargetOutput`.
         custom: per-example custom metric name -> this example's value
             (worker/evals/score/custom_metrics.py).
+        trace: as in `TargetOutput`.
     """
 
     id: str
@@ -528,6 +534,7 @@ class ExampleResult:
     id_from_line: bool = False
     error_field: str = ""
     custom: dict[str, float] = field(default_factory=dict)
+    trace: Trace | None = None
 
 
 @dataclass(frozen=True)

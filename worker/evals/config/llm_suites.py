@@ -39,7 +39,7 @@ from worker.evals.types import Config, Settings
 LLM_SETTINGS_KEYS = ("repeats", "cache", "max_cost_usd", "max_duration", "retry",
                      "max_provider_error_rate", "max_judge_error_rate", "judge", "embedding",
                      "estimate_output_tokens")
-MODEL_TARGET_KEYS = (*ENDPOINT_KEYS, "prompt", "version")
+MODEL_TARGET_KEYS = (*ENDPOINT_KEYS, "prompt", "version", "tools", "max_steps")
 RETRY_KEYS = ("max_retries", "backoff_base", "max_backoff")
 MAX_REPEATS = 100
 _Entries = dict[str, tuple[Node, Node]]
@@ -141,7 +141,8 @@ def endpoint_node(reader: Reader, node: Node, what: str,
 def model_target(reader: Reader, node: Node, what: str) -> ModelTarget:
     """Parse ``target: {model, prompt, ...}``."""
     entries = reader.mapping(node, f"{what}: `target`", MODEL_TARGET_KEYS)
-    endpoint = endpoint_node(reader, node, f"{what}: `target`", ("prompt", "version"))
+    endpoint = endpoint_node(reader, node, f"{what}: `target`",
+                             ("prompt", "version", "tools", "max_steps"))
     if "prompt" not in entries:
         raise reader.error(node, f"{what}: `target` with a `model` needs `prompt`, the prompt "
                            "file (a jinja2 template, or a .yaml/.json message list)")
@@ -150,7 +151,20 @@ def model_target(reader: Reader, node: Node, what: str) -> ModelTarget:
     if not isinstance(version, str | int) or isinstance(version, bool):
         raise reader.error(entries["version"][1], "`version` must be a string")
     lines = {key: int(key_node.start_mark.line) + 1 for key, (key_node, _) in entries.items()}
-    return ModelTarget(endpoint, prompt, str(version), int(node.start_mark.line) + 1, lines)
+    target = ModelTarget(endpoint, prompt, str(version), int(node.start_mark.line) + 1, lines)
+    return agent_fields(reader, entries, target)
+
+
+def agent_fields(reader: Reader, entries: _Entries, target: ModelTarget) -> ModelTarget:
+    """Return ``target`` with its ``tools`` and ``max_steps`` (worker/evals/config/tools.py)."""
+    from worker.evals.config.tools import parse_max_steps, parse_tools
+
+    changes: dict[str, Any] = {}
+    if "tools" in entries:
+        changes["tools"] = parse_tools(reader, entries["tools"][1])
+    if "max_steps" in entries:
+        changes["max_steps"] = parse_max_steps(reader, entries["max_steps"][1])
+    return replace(target, **changes)
 
 
 def repo_path(reader: Reader, node: Node, what: str) -> str:
@@ -187,7 +201,8 @@ def check_models(config: Config) -> Config:
         for spec in suite.assertions:
             default = config.settings.embedding if spec.type == "similar" \
                 else config.settings.judge
-            if spec.type in ("llm_judge", "pairwise", "similar", "harmful", "composite") \
+            if spec.type in ("llm_judge", "pairwise", "similar", "harmful", "composite",
+                             "trajectory_judge") \
                     and "model" not in spec.params and default is None:
                 setting = "embedding" if spec.type == "similar" else "judge"
                 raise ConfigError(config.path, spec.line, f"assertion `{spec.type}` has no "

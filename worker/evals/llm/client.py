@@ -45,7 +45,7 @@ from urllib.parse import urlsplit
 from worker.evals.llm import local_embed
 from worker.evals.llm import pool as llm_pool
 from worker.evals.llm.retry import ProviderError, parse_retry_after
-from worker.evals.llm_types import Endpoint, TokenUsage
+from worker.evals.llm_types import Endpoint, TokenUsage, ToolRequest
 
 #: The worker variable listing the ``api_base`` prefixes (besides loopback) keys may go to.
 ALLOWED_API_BASES_ENV = "LLMGATE_ALLOWED_API_BASES"
@@ -130,12 +130,15 @@ class ChatReply:
         usage: its tokens, or None when the answer reports no usage (cost unknown).
         latency_ms: the call's wall time, milliseconds.
         problem: why the answer has no usable text (`answer_problem`), "" when it has.
+        tool_calls: the tool calls the model asked for (a request with ``tools``), in order;
+            an answer with tool calls is usable without text.
     """
 
     text: str
     usage: TokenUsage | None
     latency_ms: float
     problem: str = ""
+    tool_calls: tuple[ToolRequest, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -173,7 +176,8 @@ def reply_from_pool(answer: dict[str, Any]) -> ChatReply:
     """Rebuild a `ChatReply` from a provider process's answer (worker/evals/llm/serve.py)."""
     usage = answer["usage"]
     return ChatReply(str(answer["text"]), None if usage is None else TokenUsage(*usage),
-                     float(answer["latency_ms"]), str(answer.get("problem") or ""))
+                     float(answer["latency_ms"]), str(answer.get("problem") or ""),
+                     tuple(ToolRequest(*map(str, call)) for call in answer.get("tool_calls", [])))
 
 
 def check_api_base(api_base: str | None, environ: Mapping[str, str]) -> None:
@@ -360,13 +364,27 @@ async def send_chat(kwargs: dict[str, Any], messages: list[dict[str, str]]) -> C
         response = await litellm.acompletion(messages=messages, **kwargs)
         choice = response.choices[0]
         text, finish_reason = choice.message.content, getattr(choice, "finish_reason", None)
+        calls = tool_requests(getattr(choice.message, "tool_calls", None))
     except ProviderError:
         raise
     except Exception as exc:  # litellm's and the SDK's exceptions: mapped at the edge
         raise to_provider_error(exc, kwargs.get("api_key")) from None
     latency_ms = (time.perf_counter() - started) * 1000
     return ChatReply(text if isinstance(text, str) else "", usage_of(response), latency_ms,
-                     answer_problem(text, finish_reason))
+                     "" if calls else answer_problem(text, finish_reason), calls)
+
+
+def tool_requests(calls: Any) -> tuple[ToolRequest, ...]:
+    """Read the OpenAI-format ``message.tool_calls`` of a litellm answer (objects or dicts:
+    ``{"id", "type": "function", "function": {"name", "arguments"}}``); () when there are none.
+    """
+    requests = []
+    for call in calls or ():
+        function = _field(call, "function")
+        arguments = _field(function, "arguments")
+        requests.append(ToolRequest(str(_field(call, "id") or ""), str(_field(function, "name")),
+                                    arguments if isinstance(arguments, str) else ""))
+    return tuple(requests)
 
 
 async def embed(endpoint: Endpoint, texts: list[str], timeout_s: float) -> EmbeddingReply:
@@ -509,4 +527,4 @@ def count_tokens(model: str, messages: list[dict[str, str]]) -> int:
     try:
         return int(litellm_module().token_counter(model=model, messages=messages))
     except Exception:  # an unknown tokenizer: estimate instead
-        return sum(len(m.get("content", "")) for m in messages) // 4 + 4 * len(messages)
+        return sum(len(str(m.get("content") or "")) for m in messages) // 4 + 4 * len(messages)

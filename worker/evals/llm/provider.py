@@ -39,7 +39,7 @@ from worker.evals.llm.cost import (
     prices_for,
 )
 from worker.evals.llm.retry import ProviderError, with_retries
-from worker.evals.llm_types import Endpoint, ErrorKind, Pricing, RunUsage, TokenUsage
+from worker.evals.llm_types import Endpoint, ErrorKind, Pricing, RunUsage, TokenUsage, ToolRequest
 from worker.evals.types import Settings
 
 #: The `CallEvent` kind of each cache kind (the rest keep their name: ``judge``, ``pairwise``).
@@ -63,6 +63,7 @@ class Answer:
         problem: why the answer has no usable text, "" when it has (never cached).
         charge_usd: what the budget is charged: ``cost_usd``, or the worst case when the cost
             is unknown (0 for a cache hit).
+        tool_calls: the tool calls the model asked for, in order (a chat call with ``tools``).
     """
 
     text: str
@@ -73,6 +74,7 @@ class Answer:
     vectors: tuple[tuple[float, ...], ...] = ()
     problem: str = ""
     charge_usd: float = 0.0
+    tool_calls: tuple[ToolRequest, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -165,7 +167,7 @@ class ModelCaller:
             reply = await llm.chat(endpoint, messages, self.settings.timeout_s)
             answer = self._priced(endpoint, reply.text, reply.usage, reply.latency_ms,
                                   lambda: llm.count_tokens(endpoint.model, messages))
-            return replace(answer, problem=reply.problem)
+            return replace(answer, problem=reply.problem, tool_calls=reply.tool_calls)
 
         what = (EVENT_KINDS.get(kind, kind), endpoint.model)
         return await self._call(key, send, use_cache, what, endpoint, lengths)
@@ -259,7 +261,8 @@ def _to_cache(answer: Answer) -> dict[str, Any]:
     return {"text": answer.text, "usage": [answer.usage.input, answer.usage.output,
                                            answer.usage.cached_input, answer.usage.cache_write],
             "latency_ms": answer.latency_ms, "cost_usd": answer.cost_usd,
-            "vectors": [list(v) for v in answer.vectors]}
+            "vectors": [list(v) for v in answer.vectors],
+            "tool_calls": [[c.id, c.name, c.arguments] for c in answer.tool_calls]}
 
 
 def _from_cache(value: dict[str, Any]) -> Answer | None:
@@ -268,8 +271,10 @@ def _from_cache(value: dict[str, Any]) -> Answer | None:
         cost = value["cost_usd"]
         answer = Answer(str(value["text"]), tokens, float(value["latency_ms"]),
                         None if cost is None else float(cost), True,
-                        tuple(tuple(float(x) for x in v) for v in value.get("vectors", [])))
+                        tuple(tuple(float(x) for x in v) for v in value.get("vectors", [])),
+                        tool_calls=tuple(ToolRequest(*(str(x) for x in c))
+                                         for c in value.get("tool_calls", [])))
     except (KeyError, TypeError, ValueError):
         return None  # an entry of another format: a miss
     # An answer without text (stored by an older llmgate) is no answer: a miss.
-    return answer if answer.vectors or answer.text.strip() else None
+    return answer if answer.vectors or answer.text.strip() or answer.tool_calls else None

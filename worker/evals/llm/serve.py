@@ -91,7 +91,8 @@ async def _send(op: str, args: dict[str, Any]) -> dict[str, Any]:
     if op == "chat":
         reply = await llm.send_chat(args["kwargs"], args["messages"])
         return {"text": reply.text, "usage": _usage(reply.usage), "latency_ms": reply.latency_ms,
-                "problem": reply.problem}
+                "problem": reply.problem,
+                "tool_calls": [[c.id, c.name, c.arguments] for c in reply.tool_calls]}
     if op == "embed":
         vectors = await llm.send_embed(args["kwargs"], args["texts"])
         return {"vectors": vectors.vectors, "usage": _usage(vectors.usage),

@@ -277,6 +277,9 @@ async def _assertion(tally: _Tally, spec: AssertionSpec, example: Example, known
     if spec.type in JUDGE_TYPES:
         return await _judge(tally, spec, example, settings.repeats, settings, caller, answer,
                             path, cacheable=cacheable)
+    if spec.type == "trajectory_judge":  # its prompt holds the trace, unknown before the run
+        return await _judge(tally, spec, example, settings.repeats, settings, caller, answer,
+                            path, cacheable=False)
     if spec.type == "pairwise" and with_base:
         return await _judge(tally, spec, example, 2, settings, caller, answer + placeholder,
                             path, cacheable=False, kind="pairwise")

@@ -47,6 +47,7 @@ from worker.evals.llm.endpoints import parse_endpoint
 from worker.evals.score.custom import ENTRY_POINT_GROUP
 from worker.evals.score.judges import JUDGE_TEMPLATE_VERSION, judge_spec
 from worker.evals.score.pairwise import PAIRWISE_TEMPLATE_VERSION
+from worker.evals.score.trajectory_judge import TRAJECTORY_TEMPLATE_VERSION
 from worker.evals.types import (
     AssertionSpec,
     CommandTarget,
@@ -69,7 +70,9 @@ DESCRIPTIONS = {
     "assertions": "assertions", "assertion_files": "assertion files (schemas, python)",
     "judges": "judge models", "judge_prompts": "judge prompts (rubric, scale)",
     "expected": "expected values or the set of examples", "traps": "trap cases"}
-_JUDGED = ("llm_judge", "pairwise", "harmful")
+_JUDGED = ("llm_judge", "pairwise", "harmful", "trajectory_judge")
+_TEMPLATES = {"llm_judge": JUDGE_TEMPLATE_VERSION, "pairwise": PAIRWISE_TEMPLATE_VERSION,
+              "harmful": JUDGE_TEMPLATE_VERSION, "trajectory_judge": TRAJECTORY_TEMPLATE_VERSION}
 
 
 def digest(value: Any) -> str:
@@ -152,13 +155,13 @@ def from_json(doc: Any) -> SuiteFingerprint:
 
 
 def judge_versions(specs: Iterable[AssertionSpec], settings: Settings) -> list[str]:
-    """Return the prompt version of each ``llm_judge``/``pairwise`` of ``specs`` ("?" when it
+    """Return the prompt version of each judge (``llm_judge``, ``pairwise``,
+    ``trajectory_judge``) of ``specs`` ("?" when it
     names no judge model: the run reports that itself)."""
     versions = []
     for spec in specs:
         if spec.type in _JUDGED:
-            kind = JUDGE_TEMPLATE_VERSION if spec.type == "llm_judge" \
-                else PAIRWISE_TEMPLATE_VERSION
+            kind = _TEMPLATES[spec.type]
             try:
                 versions.append(judge_spec(spec, settings.judge, _fail, kind).version)
             except ConfigError:

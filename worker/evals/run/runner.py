@@ -45,6 +45,7 @@ from worker.evals.llm.cache import ResponseCache
 from worker.evals.llm.cost import Budget, BudgetExceeded
 from worker.evals.llm.provider import ModelCaller
 from worker.evals.llm_types import CostEstimate, RunUsage, TokenUsage
+from worker.evals.run.agent_target import run_agent
 from worker.evals.run.batch import run_batch
 from worker.evals.run.estimate import ModelUse, estimate_configs
 from worker.evals.run.model_target import run_model
@@ -339,15 +340,22 @@ async def _answer(suite: SuiteConfig, examples: tuple[Example, ...], root: Path,
         return outputs
     template = load_prompt(root, target.prompt)
     return list(await asyncio.gather(*(
-        _model(target, template, e, state, use_cache, suite.contract_root is not None)
+        _model(target, template, e, state, use_cache, suite.contract_root is not None,
+               (root, settings))
         for e in examples)))
 
 
 async def _model(target: ModelTarget, template: PromptTemplate, example: Example,
-                 state: RunState, use_cache: bool, foreign: bool) -> TargetOutput:
-    """One model answer; on an example of another checkout's dataset (``foreign``: base's
-    contract), a prompt that cannot be rendered for it is that example's failure."""
+                 state: RunState, use_cache: bool, foreign: bool,
+                 where: tuple[Path, Settings]) -> TargetOutput:
+    """One model answer (an agent's, when the target has tools: worker/evals/run/agent_target.py,
+    its tool commands run at ``where``'s checkout with its settings); on an example of another
+    checkout's dataset (``foreign``: base's contract), a prompt that cannot be rendered for it
+    is that example's failure."""
     try:
+        if target.tools:
+            return await run_agent(target, template, example, state.caller, *where,
+                                   use_cache=use_cache)
         return await run_model(target, template, example, state.caller, use_cache=use_cache)
     except ConfigError as err:
         if not foreign:

@@ -16,6 +16,8 @@ mean of these values, so base and head can be compared example by example:
 - the RAG metrics (``recall_at_k``, ``faithfulness``...): as ``assertion.<name>.mean_score``.
 - ``custom.<name>``: the value a per-example custom metric gave the example
   (worker/evals/score/custom_metrics.py), none without one.
+- the agent metrics of worker/evals/score/metrics_agent.py (``tool_success_rate``,
+  ``mean_steps``, ``mean_tool_calls``).
 
 Percentiles, totals and classification metrics have no per-example value. Extraction walks each
 example's assertions once (10,000 examples x 10 metrics in a few tens of milliseconds).
@@ -31,6 +33,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from worker.evals.score.consistency import PER_QUESTION, question_value
+from worker.evals.score.metrics_agent import AGENT_METRICS, agent_value
 from worker.evals.score.metrics_llm import RAG_METRICS
 from worker.evals.types import ExampleResult
 
@@ -99,6 +102,8 @@ def extractor(metric: str) -> Extractor | None:
     if metric.startswith("custom."):  # a per-example custom metric's own values
         name = metric.removeprefix("custom.")
         return lambda result, _: result.custom.get(name, NAN)
+    if metric in AGENT_METRICS:
+        return lambda result, _: agent_value(result, metric)
     match = _ASSERTION_METRIC.match(metric)
     if match is None:
         return None

@@ -194,8 +194,13 @@ def judge_messages(js: JudgeSpec, example: Example, output: Any,
 
 async def run_judge(js: JudgeSpec, caller: ModelCaller, example: Example, output: Any,
                     *, use_cache: bool = True, assertion_type: str = "llm_judge",
-                    contexts: Sequence[Any] = ()) -> tuple[AssertionResult, RunUsage]:
+                    contexts: Sequence[Any] = (),
+                    messages: list[dict[str, str]] | None = None,
+                    ) -> tuple[AssertionResult, RunUsage]:
     """Judge one answer ``js.n`` times and combine the verdicts.
+
+    ``messages`` replaces the prompt of `judge_messages` (the trajectory judge's,
+    worker/evals/score/trajectory_judge.py).
 
     Args:
         contexts: the target's retrieved passages, shown to a ``criterion`` judge.
@@ -211,7 +216,7 @@ async def run_judge(js: JudgeSpec, caller: ModelCaller, example: Example, output
         if unusable:
             return AssertionResult(assertion_type, False, 0.0, unusable,
                                    details={"prompt_version": js.version}), RunUsage()
-    messages = judge_messages(js, example, output, contexts)
+    messages = messages or judge_messages(js, example, output, contexts)
     scores: list[float] = []
     reasons: list[str] = []
     errors: list[str] = []

@@ -12,6 +12,9 @@ runs.
   assertion only, it scores ``win_rate`` and no example's pass/fail.
 - retrieval (worker/evals/score/retrieval.py): ``recall_at_k``, ``precision_at_k``,
   ``hit_at_k``, ``mrr``, ``ndcg_at_k``: pure, per example, on the target's ``retrieved_ids``.
+- agents (worker/evals/score/agent.py): ``tools_called``, ``tools_not_called``,
+  ``max_tool_calls``, ``tool_arguments``, ``trajectory``, ``max_steps``: pure, on the trace;
+  ``trajectory_judge`` (worker/evals/score/trajectory_judge.py): a judge call per example.
 """
 
 from __future__ import annotations
@@ -19,6 +22,8 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from worker.errors import ConfigError
+from worker.evals.score.agent import AGENT_TYPES
+from worker.evals.score.agent import validate as validate_agent
 from worker.evals.score.composite import validate_composite
 from worker.evals.score.custom import validate_python
 from worker.evals.score.judges import Fail, validate_judge
@@ -33,8 +38,9 @@ MODEL_TYPES = ("llm_judge", "similar", "harmful", "composite")
 BATCH_TYPES = ("python",)
 RUN_TYPES = ("pairwise",)
 #: Every added type, in the order the config reference lists them.
+AGENT_JUDGE_TYPES = ("trajectory_judge",)
 EXTRA_TYPES: tuple[str, ...] = (*STRUCTURED_TYPES, *SAFETY_TYPES, *MODEL_TYPES, *BATCH_TYPES,
-                                *RUN_TYPES, *RETRIEVAL_TYPES)
+                                *RUN_TYPES, *RETRIEVAL_TYPES, *AGENT_TYPES, *AGENT_JUDGE_TYPES)
 
 
 def validate_extra(spec: AssertionSpec, path: str) -> None:
@@ -69,4 +75,6 @@ _VALIDATORS: dict[str, Callable[[AssertionSpec, Fail], None]] = {
     **dict.fromkeys((*SAFETY_TYPES, "harmful"), validate_safety),
     "composite": validate_composite,
     **dict.fromkeys(RETRIEVAL_TYPES, validate_retrieval),
+    **dict.fromkeys(AGENT_TYPES, validate_agent),
+    "trajectory_judge": validate_judge,
 }

@@ -10,6 +10,7 @@ from worker.evals.score.consistency import (
     consistency_metrics,
     is_classification_metric,
 )
+from worker.evals.score.metrics_agent import AGENT_LOWER_IS_BETTER, AGENT_METRICS, agent_metrics
 from worker.evals.score.metrics_llm import LLM_METRICS, LOWER_IS_BETTER, is_llm_metric, llm_metrics
 from worker.evals.score.metrics_order import ORDER_METRICS, order_metrics
 from worker.evals.score.rag_judges import CRITERIA
@@ -21,7 +22,8 @@ from worker.evals.types import ExampleResult
 KNOWN_METRICS: tuple[str, ...] = ("pass_rate", "error_rate") + tuple(
     f"assertion.{name}.pass_rate" for name in KNOWN_ASSERTIONS
 ) + LLM_METRICS + CONSISTENCY_METRICS + tuple(f"assertion.{name}.pass_rate" for name in CRITERIA) \
-    + ORDER_METRICS
+    + ORDER_METRICS + AGENT_METRICS
+LOWER_IS_BETTER = LOWER_IS_BETTER + AGENT_LOWER_IS_BETTER
 __all__ = ["KNOWN_METRICS", "LOWER_IS_BETTER", "is_known_metric", "suite_metrics"]
 
 
@@ -41,7 +43,8 @@ def suite_metrics(results: Sequence[ExampleResult]) -> dict[str, float]:
             type ran (and did not error), the fraction where every assertion of that type
             passed. An errored example counts as failed for each assertion type it carries.
         and those of `worker.evals.score.metrics_llm.llm_metrics` and
-        `worker.evals.score.metrics_order.order_metrics`, and for a consistency suite those of
+        `worker.evals.score.metrics_order.order_metrics` and
+        `worker.evals.score.metrics_agent.agent_metrics`, and for a consistency suite those of
         `worker.evals.score.consistency.consistency_metrics`.
 
     Args:
@@ -73,6 +76,7 @@ def suite_metrics(results: Sequence[ExampleResult]) -> dict[str, float]:
         metrics[f"assertion.{name}.pass_rate"] = passed[name] / ran[name]
     metrics.update(llm_metrics(results))
     metrics.update(order_metrics(results))
+    metrics.update(agent_metrics(results))
     consistency = consistency_metrics(results)
     if consistency:  # its expected labels are the options' labels, not classes
         metrics = {k: v for k, v in metrics.items() if not is_classification_metric(k)}

@@ -1,7 +1,8 @@
 """Structured target output: the JSON object a command target writes for one example (pure).
 
 ``{"output": any, "usage": {"input": n, "output": n, "cached_input": n}, "cost": usd,
-"latency_ms": ms, "contexts": [...], "retrieved_ids": [...]}``: only ``output`` is required.
+"latency_ms": ms, "contexts": [...], "retrieved_ids": [...], "trace": {...}}``: only ``output`` is
+required (``trace``: an agent's tool calls and counts, worker/evals/score/traces.py).
 The latency scored is never below the engine's own measurement (the command's wall time, or a
 batch's wall time divided by its examples): a ``latency_ms`` below it is raised to it, so a
 pull request's code cannot report itself fast (a field case: a bot that slept 1.5 s per ticket
@@ -16,6 +17,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from worker.evals.score.traces import TraceError, parse_trace
 from worker.evals.types import TargetOutput
 
 USAGE_KEYS = ("input", "output", "cached_input")
@@ -46,13 +48,18 @@ def parse_output_document(document: Any, measured_ms: float) -> TargetOutput:
     cost = document.get("cost")
     if cost is not None and not _non_negative(cost):
         raise OutputError(f'"cost" must be a non-negative number of USD, got {str(cost)[:200]}')
+    try:
+        trace = parse_trace(document.get("trace"))
+    except TraceError as exc:
+        raise OutputError(str(exc)) from None
     return TargetOutput(
         document["output"], None,
         measured_ms if latency is None else max(float(latency), measured_ms),
         _usage(document.get("usage")), None if cost is None else float(cost),
         contexts=tuple(_items(document.get("contexts"), "contexts")),
         retrieved_ids=tuple(str(i) for i in _items(document.get("retrieved_ids"),
-                                                      "retrieved_ids")))
+                                                      "retrieved_ids")),
+        trace=trace)
 
 
 def _non_negative(value: Any) -> bool:

@@ -18,14 +18,14 @@ from __future__ import annotations
 
 import asyncio
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
 from worker.errors import ConfigError
 from worker.evals.llm.provider import ModelCaller
 from worker.evals.llm_types import UNSCORED_KINDS, RunUsage
-from worker.evals.score import assertions, safety, structured
+from worker.evals.score import agent, assertions, safety, structured
 from worker.evals.score.composite import run_composite
 from worker.evals.score.consistency import annotate
 from worker.evals.score.custom import run_python
@@ -33,6 +33,7 @@ from worker.evals.score.judges import JUDGE_TYPES, judge_spec, run_judge
 from worker.evals.score.kinds import RUN_TYPES
 from worker.evals.score.retrieval import RETRIEVAL_TYPES, check_retrieval
 from worker.evals.score.similar import check_similar
+from worker.evals.score.trajectory_judge import TRAJECTORY_TEMPLATE_VERSION, run_trajectory_judge
 from worker.evals.types import (
     CONFIG_FILENAME,
     AssertionResult,
@@ -102,6 +103,20 @@ async def _check(spec: AssertionSpec, item: Item, settings: Settings, caller: Mo
         path = dataset if spec in example.assertions else CONFIG_FILENAME
         return ConfigError(path, spec.line, f"assertion `{spec.type}`: {message}")
 
+    if spec.type in _MODEL_CHECKED:
+        return await _check_model(spec, item, settings, caller, fail)
+    if spec.type == "python":
+        return None, RunUsage()
+    return _check_pure(spec, item), RunUsage()
+
+
+#: Assertion types whose check calls a model (a judge or an embedding).
+_MODEL_CHECKED = (*JUDGE_TYPES, "composite", "trajectory_judge", "similar")
+
+
+async def _check_model(spec: AssertionSpec, item: Item, settings: Settings, caller: ModelCaller,
+                       fail: Callable[[str], ConfigError]) -> tuple[AssertionResult, RunUsage]:
+    example, output = item.example, item.output
     if spec.type in JUDGE_TYPES:
         js = judge_spec(spec, settings.judge, fail)
         return await run_judge(js, caller, example, output.output, use_cache=item.use_cache,
@@ -109,22 +124,31 @@ async def _check(spec: AssertionSpec, item: Item, settings: Settings, caller: Mo
     if spec.type == "composite":
         return await run_composite(spec, settings.judge, caller, example, output.output, fail,
                                    use_cache=item.use_cache)
-    if spec.type == "similar":
-        return await check_similar(spec, settings.embedding, caller, example, output.output,
-                                   fail, use_cache=item.use_cache)
-    if spec.type == "python":
-        return None, RunUsage()
+    if spec.type == "trajectory_judge":
+        js = judge_spec(spec, settings.judge, fail, TRAJECTORY_TEMPLATE_VERSION)
+        return await run_trajectory_judge(js, caller, example, output.output, output.trace,
+                                          use_cache=item.use_cache)
+    return await check_similar(spec, settings.embedding, caller, example, output.output,
+                               fail, use_cache=item.use_cache)
+
+
+def _check_pure(spec: AssertionSpec, item: Item) -> AssertionResult:
+    example, output = item.example, item.output
+    if spec.type in agent.AGENT_TYPES:
+        passed, message = agent.check(spec, output.trace)
+        return AssertionResult(spec.type, passed, 1.0 if passed else 0.0,
+                               "" if passed else message)
     if spec.type in RETRIEVAL_TYPES:
-        return check_retrieval(spec, output.retrieved_ids, example), RunUsage()
+        return check_retrieval(spec, output.retrieved_ids, example)
     if spec.type in structured.STRUCTURED_TYPES:
         passed, message, details = structured.check(spec, output.output, example, output)
         return AssertionResult(spec.type, passed, 1.0 if passed else 0.0,
-                               "" if passed else message, details=details), RunUsage()
+                               "" if passed else message, details=details)
     if spec.type in safety.SAFETY_TYPES:
         passed, message, details = safety.check_safety(spec, assertions.as_text(output.output))
         return AssertionResult(spec.type, passed, 1.0 if passed else 0.0,
-                               "" if passed else message, details=details), RunUsage()
-    return assertions.check(spec, output.output, example), RunUsage()
+                               "" if passed else message, details=details)
+    return assertions.check(spec, output.output, example)
 
 
 async def _fill_python(suite_specs: Sequence[AssertionSpec], items: Sequence[Item],
@@ -163,7 +187,8 @@ def _finish(item: Item, results: list[AssertionResult | None], spend: RunUsage) 
         usage=dict(output.usage), spend=output.spend + spend, cached=output.cached,
         label=_label(checked, example), contexts=output.contexts,
         retrieved_ids=output.retrieved_ids, input=example.input,
-        id_from_line=example.id_from_line, error_field=output.error_field if errored else "")
+        id_from_line=example.id_from_line, error_field=output.error_field if errored else "",
+        trace=output.trace)
 
 
 def _finite(results: list[AssertionResult]) -> tuple[list[AssertionResult], str | None]:

@@ -226,4 +226,5 @@ def _output(result: ExampleResult) -> TargetOutput:
     """Return the target answer an example result holds (its spend stays with base's run)."""
     return TargetOutput(result.output, result.error, result.latency_ms, dict(result.usage),
                         result.cost_usd, result.error_kind, RunUsage(), result.cached,
-                        result.contexts, result.retrieved_ids, result.error_field)
+                        result.contexts, result.retrieved_ids, result.error_field,
+                        trace=result.trace)

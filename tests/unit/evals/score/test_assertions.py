@@ -26,7 +26,9 @@ def test_known_assertions() -> None:
         "json_valid", "json_schema", "starts_with", "length", "is_one_of", "classification",
         "latency", "cost", "llm_judge", "similar", "python", "pairwise", "mc_answer",
         "pii", "refusal", "harmful", "composite",
-        "recall_at_k", "precision_at_k", "hit_at_k", "mrr", "ndcg_at_k"}
+        "recall_at_k", "precision_at_k", "hit_at_k", "mrr", "ndcg_at_k",
+        "tools_called", "tools_not_called", "max_tool_calls", "tool_arguments", "trajectory",
+        "max_steps", "trajectory_judge"}
 
 
 @pytest.mark.parametrize(
