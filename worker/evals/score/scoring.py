@@ -97,7 +97,7 @@ async def _score_one(suite_specs: Sequence[AssertionSpec], item: Item, settings:
 
 async def _check(spec: AssertionSpec, item: Item, settings: Settings, caller: ModelCaller,
                  dataset: str) -> tuple[AssertionResult | None, RunUsage]:
-    example, output = item.example, item.output
+    example = item.example
 
     def fail(message: str) -> ConfigError:
         path = dataset if spec in example.assertions else CONFIG_FILENAME
