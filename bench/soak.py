@@ -151,9 +151,15 @@ def main(argv: list[str] | None = None) -> int:
                         help="seconds the heads' target sleeps per example")
     parser.add_argument("--settle", type=float, default=60.0, help="seconds after the faults")
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--keep", type=Path, default=None,
+                        help="run in this (new) folder and keep it: every process's log")
     args = parser.parse_args(argv)
-    with tempfile.TemporaryDirectory(prefix="llmgate-soak-") as tmp:
-        counted = run(args, Path(tmp))
+    if args.keep is not None:
+        args.keep.mkdir(parents=True)
+        counted = run(args, args.keep)
+    else:
+        with tempfile.TemporaryDirectory(prefix="llmgate-soak-") as tmp:
+            counted = run(args, Path(tmp))
     print(f"soak: {args.prs} PRs ({2 * args.prs} heads) over {args.minutes:g} min, "
           f"{args.workers} workers, settle {args.settle:g} s")
     print(f"lost={len(counted.lost)} duplicated={counted.duplicated} stuck={len(counted.stuck)}"
