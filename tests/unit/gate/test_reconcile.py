@@ -21,6 +21,7 @@ from tests.unit.runs_support import BASE_SHA, pull
 from tests.unit.runtime.test_worker_settings import good_env
 from tests.unit.worker_support import INSTALLATION_ID, OWNER, REPO
 from worker.contract import RepoRef, gate_job_id, pr_head_key
+from worker.gate import reconcile as reconcile_module
 from worker.gate.reconcile import (
     ORPHAN_REASON,
     reconcile,
@@ -28,7 +29,6 @@ from worker.gate.reconcile import (
     start_reconciling,
     stop_reconciling,
 )
-from worker.gate import reconcile as reconcile_module
 from worker.gate.registry import RunRegistry, new_entry
 from worker.github.client import GitHubClient
 from worker.main import worker_settings
