@@ -30,7 +30,9 @@ class GuardedWorker(Worker):
 
 
 class PlainWorker(Worker):
-    """arq's worker as it is."""
+    """arq's worker as it is (unguarded even once a worker's settings guarded arq's class)."""
+
+    start_jobs = getattr(Worker.start_jobs, "__wrapped__", Worker.start_jobs)
 
 
 @pytest.fixture()
