@@ -14,7 +14,10 @@ minutes:
 - GitHub answers a 5xx to ``--fault-rate`` of the installation's requests, half of them
   *after* performing the request (a gateway timeout after a POST created its check run).
 
-Then it stops the faults, waits ``--settle`` seconds for the system to converge, and prints
+Then it stops the faults, waits up to ``--settle`` seconds (60) for the system to converge
+(every newest head concluded, no check run in progress), waits ``--hold`` seconds more (15: three
+passes of the reconciler, whose period is 5 s in the harness, so a late pass that concludes or
+queues something is seen), counts what GitHub shows then, and prints
 lost / duplicated / stuck gates (per pull request's newest head: chaos_tally.py), the p50/p99
 delivery-to-conclusion time, the writes against GitHub's limits, and last the line
 ``faulty_gates=<lost + duplicated + stuck>`` (0 is the target).
@@ -125,7 +128,11 @@ def run(args: argparse.Namespace, work: Path) -> Tally:
             thread.join()
         stack.github.setup({"clear_faults": True})
         print("\n".join(log) or "(no fault fired)")
-        counted = stack.settle(newest, args.settle, stop_on_duplicate=False)
+        settled = stack.settle(newest, args.settle, stop_on_duplicate=False)
+        time.sleep(args.hold)  # a late reconciler pass may still conclude or queue something
+        counted = stack.tally(newest)
+        print(f"counted {args.hold:g} s after the settle ended "
+              f"({'converged' if settled.converged else 'not converged'} then)")
         print(f"worker exits: {stack.worker_exits()}")
         refused = [d for d in stack.deliveries if not 200 <= d.status < 300]
         print(f"deliveries: {len(stack.deliveries)} sent, {len(refused)} refused "
@@ -150,12 +157,21 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--target-s", type=float, default=1.0,
                         help="seconds the heads' target sleeps per example")
     parser.add_argument("--settle", type=float, default=60.0, help="seconds after the faults")
+    parser.add_argument("--hold", type=float, default=15.0,
+                        help="seconds after the settle before counting")
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--keep", type=Path, default=None,
+                        help="run in this (new) folder and keep it: every process's log")
     args = parser.parse_args(argv)
-    with tempfile.TemporaryDirectory(prefix="llmgate-soak-") as tmp:
-        counted = run(args, Path(tmp))
+    if args.keep is not None:
+        args.keep.mkdir(parents=True)
+        counted = run(args, args.keep)
+    else:
+        with tempfile.TemporaryDirectory(prefix="llmgate-soak-") as tmp:
+            counted = run(args, Path(tmp))
     print(f"soak: {args.prs} PRs ({2 * args.prs} heads) over {args.minutes:g} min, "
-          f"{args.workers} workers, settle {args.settle:g} s")
+          f"{args.workers} workers, settle up to {args.settle:g} s, counted {args.hold:g} s "
+          "later")
     print(f"lost={len(counted.lost)} duplicated={counted.duplicated} stuck={len(counted.stuck)}"
           f"  (lost PRs {counted.lost}; duplicated {counted.duplicated_checks} "
           f"{counted.duplicated_comments}; stuck check runs {counted.stuck})")

@@ -48,6 +48,7 @@ from worker.runtime.lifecycle import (
     stop_publishing,
 )
 from worker.runtime.logs import configure_worker_logging
+from worker.runtime.poll_guard import guard_job_claims
 from worker.runtime.redis_checks import check_queue_redis, patient_redis, retry_options
 from worker.runtime.settings import SettingsError, WorkerConfig
 from worker.security.redact import Redactor
@@ -219,6 +220,7 @@ def worker_settings(environ: Mapping[str, str] | None = None) -> type:
         raise SettingsError(f"LLMGATE_WORKDIR cannot be created: {err.strerror}") from None
     settings = StartupSettings.from_env(env, config)
     job_limits = settings.job_limits
+    guard_job_claims()  # a Redis restart while arq claims a job must not end the worker
 
     async def on_startup_hook(ctx: dict[str, Any]) -> None:
         await startup(ctx, settings)

@@ -25,7 +25,11 @@ head is left to its job. For a head that is not:
 
 Each decision is confirmed after `confirm_s` (a third of the job lease, plus a second): a live
 job whose lease key went with the data takes it back within that time (`worker.runtime.lease`), so a
-running job's check run is never concluded under it. A Redis wiped since the last pass
+running job's check run is never concluded under it. Then GitHub is asked again for that head
+(Redis first, GitHub second): a job that finished during the wait has concluded its check run,
+which is never overwritten with ``timed_out``, and one that started has opened its own, so no
+second gate is queued. A listing or a write GitHub refuses (a 5xx included) skips its item, not
+the pass; the next pass looks at it again. A Redis wiped since the last pass
 (`check_epoch`) is logged once, with what the pass reconciled.
 """
 
@@ -33,6 +37,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import os
 import time
@@ -188,25 +193,50 @@ def _is_live(head: Head, jobs: set[str], owned: set[int]) -> bool:
         r.id in owned for r in head.runs)
 
 
-async def open_heads(github: GitHubClient, client_for: ClientFor) -> list[Head]:
+async def _runs_of(gh: GitHubClient, repo: RepoRef, open_pull: OpenPull,
+                  ) -> tuple[CheckRunInfo, ...]:
+    """The ``llmgate`` check runs of this pull request on its head (GitHub's listing)."""
+    ours = f"pr:{open_pull.number}"
+    return tuple([r async for r in gh.list_check_runs(
+        repo["owner"], repo["name"], open_pull.pull.head_sha, CHECK_NAME)
+        if r.external_id in (ours, "")])
+
+
+async def open_heads(github: GitHubClient, client_for: ClientFor,
+                     counts: Counts | None = None) -> list[Head]:
     """List every open pull request head of every installation, with its llmgate check runs.
 
     ``github`` asks App-level questions; ``client_for(installation_id)`` returns the client
-    of an installation (`worker.gate.services.Services.github`).
+    of an installation (`worker.gate.services.Services.github`). A listing GitHub refuses
+    below the installations (an installation's repositories, a repository's pull requests, a
+    head's check runs; transient 5xx included) is skipped and noted in ``counts.errors``: the
+    rest of the pass goes on, and the next pass lists it again.
 
     Raises:
-        GitHubError: GitHub refused a listing (transient ones included).
+        GitHubError: GitHub refused the list of installations.
     """
+    errors = [] if counts is None else counts.errors
     heads = []
     for installation_id in await github.list_installation_ids():
         gh = client_for(installation_id)
-        for owner, name, clone_url in await gh.list_repositories():
+        try:
+            repos = await gh.list_repositories()
+        except GitHubError as err:
+            errors.append(f"installation {installation_id}: {err}")
+            continue
+        for owner, name, clone_url in repos:
             repo = RepoRef(owner=owner, name=name, clone_url=clone_url)
-            for open_pull in await gh.list_open_pulls(owner, name):
-                ours = f"pr:{open_pull.number}"
-                runs = tuple([r async for r in gh.list_check_runs(
-                    owner, name, open_pull.pull.head_sha, CHECK_NAME)
-                    if r.external_id in (ours, "")])
+            try:
+                pulls = await gh.list_open_pulls(owner, name)
+            except GitHubError as err:
+                errors.append(f"{owner}/{name}: {err}")
+                continue
+            for open_pull in pulls:
+                try:
+                    runs = await _runs_of(gh, repo, open_pull)
+                except GitHubError as err:
+                    errors.append(f"{owner}/{name}#{open_pull.number}: {err}")
+                    continue
                 heads.append(Head(installation_id, repo, open_pull, runs))
     return heads
 
@@ -222,10 +252,9 @@ def gate_payload(head: Head) -> GatePayload:
 
 
 async def _conclude_orphans(gh: GitHubClient, head: Head, counts: Counts) -> None:
+    """Conclude ``head.runs`` (the check runs found orphaned and still in progress)."""
     body = {**conclusion_body("timed_out", ORPHAN_REASON), "actions": [dict(RERUN_BUTTON)]}
     for run in head.runs:
-        if run.status == "completed":
-            continue
         try:
             await gh.update_check_run(head.repo["owner"], head.repo["name"], run.id, body)
         except GitHubError as err:
@@ -242,7 +271,10 @@ async def _queue_gate(arq: ArqRedis, head: Head, counts: Counts) -> None:
                   pr_head_value(payload["head_sha"], payload["base_ref"]), nx=True,
                   ex=PR_HEAD_TTL_S)
     job = await arq.enqueue_job(JOB_GATE_PULL_REQUEST, payload, _job_id=head.job_prefix)
-    if job is None:  # a result of an earlier run (say, dropped as superseded) holds the id
+    if job is None:
+        if await job_state(arq, head.job_prefix) != "gone":
+            return  # a job of this head came since the confirmation: it is live
+        # only a result of an earlier run (say, dropped as superseded) holds the id
         job = await arq.enqueue_job(JOB_GATE_PULL_REQUEST, payload,
                                     _job_id=f"{head.job_prefix}:reconciled:{time.time_ns()}")
     counts.queued += job is not None
@@ -251,9 +283,39 @@ async def _queue_gate(arq: ArqRedis, head: Head, counts: Counts) -> None:
              payload["head_sha"][:7])
 
 
+def _in_progress(head: Head) -> frozenset[int]:
+    return frozenset(r.id for r in head.runs if r.status != "completed")
+
+
+async def _confirmed(head: Head, gh: GitHubClient, counts: Counts) -> Head | None:
+    """Look at ``head`` on GitHub again, after the confirmation wait found no live job of it:
+    return it with what still needs the reconciler (no check run at all, or those of its check
+    runs that were in progress at the first look and still are), or None.
+
+    A job that finished in between has concluded its check run (never overwritten with
+    ``timed_out``); one that started in between has opened a new one (the head is left to it).
+    A listing GitHub refuses is noted in ``counts.errors`` (the next pass looks again).
+    """
+    try:
+        runs = await _runs_of(gh, head.repo, head.open_pull)
+    except GitHubError as err:
+        counts.errors.append(f"{head.repo['owner']}/{head.repo['name']}#"
+                             f"{head.open_pull.number}: {err}")
+        return None
+    if not head.runs:
+        return None if runs else head
+    still = _in_progress(head)
+    orphans = tuple(r for r in runs if r.id in still and r.status != "completed")
+    return dataclasses.replace(head, runs=orphans) if orphans else None
+
+
 async def reconcile(arq: ArqRedis, github: GitHubClient, client_for: ClientFor,
                     confirm_s: float) -> Counts:
     """Run one pass (module docstring): conclude orphaned check runs, queue missing gates.
+
+    A head found without a live job is looked at again after ``confirm_s``: Redis first (a
+    job may have taken its lease back), then GitHub (`_confirmed`: a job may have finished or
+    started meanwhile). One refused GitHub request skips its item, never the pass.
 
     Args:
         arq: the worker's arq Redis (the queue).
@@ -262,15 +324,16 @@ async def reconcile(arq: ArqRedis, github: GitHubClient, client_for: ClientFor,
             whose lease key Redis lost has taken it back (`worker.runtime.lease.hold_lease`).
 
     Raises:
-        redis.exceptions.RedisError, GitHubError: Redis or a GitHub listing failed (the next
-            pass starts over); a refused conclusion is counted in ``errors`` instead.
+        redis.exceptions.RedisError: Redis failed (the next pass starts over).
+        GitHubError: GitHub refused the list of installations; any other refusal (transient
+            ones included) is counted in ``errors`` and the pass goes on.
     """
     counts = Counts()
-    heads = await open_heads(github, client_for)
+    heads = await open_heads(github, client_for, counts)
     counts.heads = len(heads)
     jobs, owned = await _jobs_alive(arq)
     todo = [h for h in heads if not _is_live(h, jobs, owned) and (
-        not h.runs or any(r.status != "completed" for r in h.runs))]
+        not h.runs or _in_progress(h))]
     if todo:
         await asyncio.sleep(confirm_s)
         jobs, owned = await _jobs_alive(arq)
@@ -278,10 +341,13 @@ async def reconcile(arq: ArqRedis, github: GitHubClient, client_for: ClientFor,
     for head in todo:
         if _is_live(head, jobs, owned):
             continue
-        if head.runs:
-            await _conclude_orphans(client_for(head.installation_id), head, counts)
+        confirmed = await _confirmed(head, client_for(head.installation_id), counts)
+        if confirmed is None:
+            continue
+        if confirmed.runs:
+            await _conclude_orphans(client_for(head.installation_id), confirmed, counts)
         else:
-            await _queue_gate(arq, head, counts)
+            await _queue_gate(arq, confirmed, counts)
     return counts
 
 
@@ -291,12 +357,14 @@ async def reconcile_runs(ctx: dict[str, Any]) -> dict[str, int]:
     services, arq = ctx["services"], ctx["redis"]
     limits = ctx.get(CTX_KEY)
     lease_s = (limits if isinstance(limits, JobLimits) else JobLimits()).lease_s
+    wiped = False
     try:
         wiped = await check_epoch(services.redis)
         counts = await reconcile(arq, services.github(0), services.github, lease_s / 3 + 1)
     except (RedisError, GitHubError) as err:  # GitHub: transient ones too
-        log.warning("reconciler: the pass stopped (%s: %s); the next one starts over",
-                    type(err).__name__, err)
+        log.warning("reconciler: the pass stopped (%s: %s)%s; the next one starts over",
+                    type(err).__name__, err,
+                    "; llmgate's Redis lost its data since the last pass" if wiped else "")
         return {"heads": 0, "live": 0, "concluded": 0, "queued": 0, "errors": 1}
     if wiped:
         log.warning("reconciler: llmgate's Redis lost its data since the last pass; "

@@ -15,11 +15,15 @@ Redis, so one worker's rate limit pauses all of them (no request storm):
   requests refilled one per ``write_interval_s``): a few writes go at once (a gate run makes
   about three), a large number go one per second. Over any minute at most
   ``WRITE_BURST + 60 / write_interval_s`` = 70 writes start, under GitHub's 80.
-- ``writes-hour``: a second GCRA pacer for GitHub's hourly secondary limit ("no more than 500
-  content-generating requests per hour"): `HOURLY_WRITE_BURST` at once, then one per
-  `HOURLY_WRITE_INTERVAL_S`, so over any hour at most 100 + 3600 / 9.5 = 478 writes start.
-  A write waits for the later of the two pacers and is charged to both at the time it goes
-  (GCRA with several limits), so each bound holds for the writes actually sent.
+- ``writes-hour``: GitHub's hourly secondary limit ("no more than 500 content-generating
+  requests per hour") as a sliding window: a sorted set of the times writes were let go, so a
+  write goes as soon as fewer than `HOURLY_WRITE_LIMIT` (480) were let go in the hour before
+  it, else when the oldest of those leaves the hour. Over any hour at most 480 writes start,
+  and a burst uses the whole hour's allowance at the minute pacer's speed (an even spacing,
+  as a second GCRA of 100 at once then one per 9.5 s, made every write of a busy installation
+  wait 9.5 s once 100 had gone, even with 380 of the hour's 500 left). A write waits for the
+  later of the two and is charged to both at the time it goes, so each bound holds for the
+  writes actually sent.
 
 Both use the Redis server's clock (``TIME``, ``PTTL``), so workers' clocks may disagree.
 Inside one process, mutating requests of a bucket are also serial (an ``asyncio.Lock``).
@@ -28,6 +32,7 @@ Inside one process, mutating requests of a bucket are also serial (an ``asyncio.
 from __future__ import annotations
 
 import asyncio
+import collections
 import random
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
@@ -47,10 +52,11 @@ DEFAULT_MAX_WAIT_S = 60.0
 DEFAULT_WRITE_INTERVAL_S = 1.0
 #: Mutating requests an idle installation may make at once before the pacing applies.
 WRITE_BURST = 10
-#: The hourly pacer (module docstring): writes at once, then seconds between writes. Source:
-#: GitHub docs "Rate limits for the REST API", "About secondary rate limits" (500 per hour).
-HOURLY_WRITE_BURST = 100
-HOURLY_WRITE_INTERVAL_S = 9.5
+#: The hourly window (module docstring): writes let go in any ``HOURLY_WINDOW_S`` seconds.
+#: Source: GitHub docs "Rate limits for the REST API", "About secondary rate limits" (500 per
+#: hour); 20 are left for requests GitHub may count that the pacer does not see.
+HOURLY_WRITE_LIMIT = 480
+HOURLY_WINDOW_S = 3600
 #: Wait after a secondary rate limit that names no time (GitHub: "at least one minute").
 SECONDARY_WAIT_S = 60.0
 #: Added to an ``x-ratelimit-reset`` wait: the reset is in whole seconds and clocks drift.
@@ -157,11 +163,11 @@ class LimitStore(Protocol):
     """Where pauses and the write pacer live (Redis for workers, memory for one process)."""
 
     async def reserve(self, bucket: str, mutating: bool, interval_ms: int, burst: int,
-                      hour_interval_ms: int = 0, hour_burst: int = 1) -> tuple[int, int]:
+                      hour_window_ms: int = 0, hour_limit: int = 1) -> tuple[int, int]:
         """Return ``(pause_ms, delay_ms)``; reserve a write slot only when not paused.
 
         ``interval_ms``/``burst`` shape the minute pacer (``interval_ms`` 0: no pacing at
-        all), ``hour_interval_ms``/``hour_burst`` the hourly one (0: none).
+        all); at most ``hour_limit`` writes go in any ``hour_window_ms`` (0: no window).
         """
 
     async def pause(self, bucket: str, pause_ms: int) -> int:
@@ -174,17 +180,25 @@ if pause > 0 then return {pause, 0} end
 if ARGV[1] == '0' or ARGV[2] == '0' then return {0, 0} end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local pacers = {{KEYS[2], tonumber(ARGV[2]), tonumber(ARGV[3])}}
-if ARGV[4] ~= '0' then pacers[2] = {KEYS[3], tonumber(ARGV[4]), tonumber(ARGV[5])} end
-local allowed = now
-for _, p in ipairs(pacers) do
-  local tat = math.max(tonumber(redis.call('GET', p[1]) or '0'), now)
-  allowed = math.max(allowed, tat - p[2] * (p[3] - 1))
+local every, burst = tonumber(ARGV[2]), tonumber(ARGV[3])
+local allowed = math.max(now, math.max(tonumber(redis.call('GET', KEYS[2]) or '0'), now)
+                                - every * (burst - 1))
+local window, limit = tonumber(ARGV[4]), tonumber(ARGV[5])
+if window > 0 then
+  redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', now - window)
+  local last = redis.call('ZRANGE', KEYS[3], -1, -1, 'WITHSCORES')
+  if last[2] then allowed = math.max(allowed, tonumber(last[2])) end
+  local inside = redis.call('ZRANGEBYSCORE', KEYS[3], '(' .. (allowed - window), '+inf',
+                            'WITHSCORES')
+  local n = #inside / 2
+  if n >= limit then allowed = tonumber(inside[2 * (n - limit) + 2]) + window end
+  local seq = redis.call('INCR', KEYS[4])
+  redis.call('PEXPIRE', KEYS[4], allowed - now + window)
+  redis.call('ZADD', KEYS[3], allowed, allowed .. ':' .. seq)
+  redis.call('PEXPIRE', KEYS[3], allowed - now + window)
 end
-for _, p in ipairs(pacers) do
-  local tat = math.max(tonumber(redis.call('GET', p[1]) or '0'), allowed) + p[2]
-  redis.call('SET', p[1], tat, 'PX', tat - now + 1)
-end
+local tat = math.max(tonumber(redis.call('GET', KEYS[2]) or '0'), allowed) + every
+redis.call('SET', KEYS[2], tat, 'PX', tat - now + 1)
 return {0, allowed - now}
 """
 _PAUSE = """
@@ -205,12 +219,12 @@ class RedisLimitStore:
         self._pause = redis.register_script(_PAUSE)
 
     async def reserve(self, bucket: str, mutating: bool, interval_ms: int, burst: int,
-                      hour_interval_ms: int = 0, hour_burst: int = 1) -> tuple[int, int]:
+                      hour_window_ms: int = 0, hour_limit: int = 1) -> tuple[int, int]:
         """See `LimitStore.reserve`."""
         keys = [f"{KEY_PREFIX}pause:{bucket}", f"{KEY_PREFIX}writes:{bucket}",
-                f"{KEY_PREFIX}writes-hour:{bucket}"]
+                f"{KEY_PREFIX}writes-hour:{bucket}", f"{KEY_PREFIX}writes-hour-seq:{bucket}"]
         pause_ms, delay_ms = await self._reserve(keys, [int(mutating), interval_ms, burst,
-                                                        hour_interval_ms, hour_burst])
+                                                        hour_window_ms, hour_limit])
         return int(pause_ms), int(delay_ms)
 
     async def pause(self, bucket: str, pause_ms: int) -> int:
@@ -225,28 +239,32 @@ class MemoryLimitStore:
         """Keep pauses and pacers in dictionaries; ``clock`` returns seconds."""
         self._clock = clock
         self._paused_until_ms: dict[str, int] = {}
-        self._tat_ms: dict[tuple[str, str], int] = {}
+        self._tat_ms: dict[str, int] = {}
+        self._hour: dict[str, collections.deque[int]] = {}  # times writes were let go, ms
 
     def _now_ms(self) -> int:
         return int(self._clock() * 1000)
 
     async def reserve(self, bucket: str, mutating: bool, interval_ms: int, burst: int,
-                      hour_interval_ms: int = 0, hour_burst: int = 1) -> tuple[int, int]:
-        """See `LimitStore.reserve` (the same GCRA as the Redis script)."""
+                      hour_window_ms: int = 0, hour_limit: int = 1) -> tuple[int, int]:
+        """See `LimitStore.reserve` (the same rules as the Redis script)."""
         now = self._now_ms()
         pause = self._paused_until_ms.get(bucket, 0) - now
         if pause > 0:
             return pause, 0
         if not mutating or interval_ms == 0:
             return 0, 0
-        pacers = [("minute", interval_ms, burst)]
-        if hour_interval_ms:
-            pacers.append(("hour", hour_interval_ms, hour_burst))
-        allowed = max([now] + [max(self._tat_ms.get((bucket, name), 0), now) - every * (n - 1)
-                               for name, every, n in pacers])
-        for name, every, _ in pacers:
-            key = (bucket, name)
-            self._tat_ms[key] = max(self._tat_ms.get(key, 0), allowed) + every
+        allowed = max(now, max(self._tat_ms.get(bucket, 0), now) - interval_ms * (burst - 1))
+        if hour_window_ms:
+            sent = self._hour.setdefault(bucket, collections.deque())
+            while sent and sent[0] <= now - hour_window_ms:
+                sent.popleft()
+            allowed = max(allowed, sent[-1]) if sent else allowed
+            inside = [at for at in sent if at > allowed - hour_window_ms]
+            if len(inside) >= hour_limit:
+                allowed = inside[len(inside) - hour_limit] + hour_window_ms
+            sent.append(allowed)
+        self._tat_ms[bucket] = max(self._tat_ms.get(bucket, 0), allowed) + interval_ms
         return 0, allowed - now
 
     async def pause(self, bucket: str, pause_ms: int) -> int:
@@ -292,7 +310,7 @@ class GitHubLimiter:
         while True:
             pause_ms, delay_ms = await self.store.reserve(
                 bucket, mutating, interval_ms, WRITE_BURST,
-                round(HOURLY_WRITE_INTERVAL_S * 1000) if interval_ms else 0, HOURLY_WRITE_BURST)
+                HOURLY_WINDOW_S * 1000 if interval_ms else 0, HOURLY_WRITE_LIMIT)
             if pause_ms <= 0:
                 if delay_ms > 0:
                     await self._sleep(delay_ms / 1000)

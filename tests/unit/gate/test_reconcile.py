@@ -21,6 +21,7 @@ from tests.unit.runs_support import BASE_SHA, pull
 from tests.unit.runtime.test_worker_settings import good_env
 from tests.unit.worker_support import INSTALLATION_ID, OWNER, REPO
 from worker.contract import RepoRef, gate_job_id, pr_head_key
+from worker.gate import reconcile as reconcile_module
 from worker.gate.reconcile import (
     ORPHAN_REASON,
     reconcile,
@@ -168,3 +169,65 @@ async def test_each_worker_runs_passes_on_its_own_without_a_job_slot(
     assert [r["conclusion"] for r in _runs(fake_gh, 2)] == ["timed_out"]
     listings = [r for r in fake_gh.state()["requests"] if r["operation"] == "pulls/list"]
     assert 1 <= len(listings) <= 4  # one pass per tick (at most four ticks went by)
+
+
+async def test_a_job_that_finishes_or_starts_during_the_wait_is_left_its_check_run(
+        fake_gh: FakeGitHubServer, gh: GitHubClient, arq: ArqRedis) -> None:
+    """The soak's case: #2's job concluded its check run `success` while the pass waited to
+    confirm (its job gone from Redis by then), and #3's gate opened its check run meanwhile.
+    The pass looks at GitHub again: no `timed_out` over the success, no second gate for #3."""
+    fake_gh.setup({"pulls": [pull(n, HEADS[n]) for n in (2, 3)]})
+    finishing = await _check_run(gh, 2)
+
+    async def meanwhile() -> None:
+        await asyncio.sleep(0.1)
+        await gh.update_check_run(OWNER, REPO, finishing,
+                                  {"status": "completed", "conclusion": "success"})
+        await _check_run(gh, 3)
+
+    task = asyncio.create_task(meanwhile())
+    counts = await reconcile(arq, gh, lambda _: gh, confirm_s=0.5)
+    await task
+    assert (counts.concluded, counts.queued, counts.errors) == (0, 0, [])
+    assert [(r["id"], r["conclusion"]) for r in _runs(fake_gh, 2)] == [(finishing, "success")]
+    assert len(_runs(fake_gh, 3)) == 1
+    assert await Job(gate_job_id(REF, 3, HEADS[3]), arq).status() == JobStatus.not_found
+
+
+async def test_a_refused_listing_skips_its_head_not_the_pass(
+        fake_gh: FakeGitHubServer, gh: GitHubClient, arq: ArqRedis) -> None:
+    """GitHub keeps failing the check-run listing of #2 (every retry of the client): #3's
+    orphan is concluded all the same and #4's missing gate queued; #2 waits for the next pass."""
+    fake_gh.setup({"pulls": [pull(n, HEADS[n]) for n in (2, 3, 4)], "faults": [
+        {"path": f"/repos/{OWNER}/{REPO}/commits/{HEADS[2]}/check-runs", "status": 502,
+         "times": None}]})
+    await _check_run(gh, 2)
+    orphan = await _check_run(gh, 3)
+    counts = await reconcile(arq, gh, lambda _: gh, confirm_s=0)
+    assert (counts.heads, counts.concluded, counts.queued) == (2, 1, 1)
+    assert [f"#{2}" in e and "502" in e for e in counts.errors] == [True]
+    assert [(r["id"], r["conclusion"]) for r in _runs(fake_gh, 3)] == [(orphan, "timed_out")]
+    assert await Job(gate_job_id(REF, 4, HEADS[4]), arq).status() == JobStatus.queued
+    fake_gh.setup({"clear_faults": True})
+    assert (await reconcile(arq, gh, lambda _: gh, confirm_s=0)).concluded == 1  # #2 now
+
+
+async def test_a_gate_queued_meanwhile_under_the_heads_id_is_not_queued_twice(
+        fake_gh: FakeGitHubServer, gh: GitHubClient, arq: ArqRedis,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A delivery queued #4's gate after the pass's last look at Redis: arq refuses the id,
+    and the pass must not queue a second gate under another id (two check runs on one head)."""
+    fake_gh.setup({"pulls": [pull(4, HEADS[4])]})
+    real, looks = reconcile_module._jobs_alive, []
+
+    async def late_delivery(redis: Any) -> tuple[set[str], set[int]]:
+        seen = await real(redis)
+        looks.append(1)
+        if len(looks) == 2:  # the delivery comes right after the pass's last look
+            await arq.enqueue_job("gate_pull_request", {}, _job_id=gate_job_id(REF, 4, HEADS[4]))
+        return seen
+
+    monkeypatch.setattr(reconcile_module, "_jobs_alive", late_delivery)
+    counts = await reconcile(arq, gh, lambda _: gh, confirm_s=0)
+    queued = await arq.zrange("arq:queue", 0, -1)
+    assert (counts.queued, [q.decode() for q in queued]) == (0, [gate_job_id(REF, 4, HEADS[4])])
