@@ -12,6 +12,8 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+import re
+import sys
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,6 +24,7 @@ import xmlschema
 
 from tests.unit.worker_support import ASSERTION_LINE, build_tiny_repo
 from worker.cli.main import EXIT_CONFIG_ERROR, EXIT_GATE_FAILED, main
+from worker.report.plain import one_line
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
 JUNIT_XSD = FIXTURES / "junit" / "JUnit.xsd"
@@ -182,3 +185,45 @@ def test_a_bad_format_value_exits_2(capsys, value):
         main(["run", "--format", value])
     assert exited.value.code == 2
     assert "--format" in capsys.readouterr().err
+
+
+REPORT_SCHEMA = Path(__file__).resolve().parents[3] / "docs" / "report-schema-v1.json"
+
+
+@pytest.mark.parametrize("which", ["dropped", "broken"])
+def test_json_validates_against_the_versioned_schema_in_docs(which, request):
+    gated: Gated = request.getfixturevalue(which)
+    schema = json.loads(REPORT_SCHEMA.read_text(encoding="utf-8"))
+    jsonschema.Draft202012Validator.check_schema(schema)
+    jsonschema.Draft202012Validator(schema).validate(json.loads(gated.text("json")))
+
+
+def test_json_has_every_examples_result_per_side(dropped):
+    examples = json.loads(dropped.text("json"))["examples"]["echo"]
+    assert [e["id"] for e in examples["base"]] == ["alpha", "bravo", "charlie", "delta"]
+    assert [e["id"] for e in examples["head"]] == ["alpha", "bravo", "charlie", "delta"]
+    head = {e["id"]: e for e in examples["head"]}
+    base = {e["id"]: e for e in examples["base"]}
+    assert (base["bravo"]["passed"], head["bravo"]["passed"]) == (True, False)
+    assert (base["bravo"]["output"], head["bravo"]["line"]) == ("bravo", 2)
+    assert [(a["type"], a["score"]) for a in head["bravo"]["assertions"]] == [("equals", 0.0)]
+    assert [(a["type"], a["score"]) for a in head["alpha"]["assertions"]] == [("equals", 1.0)]
+
+
+def test_on_a_terminal_the_report_is_plain_text_not_markdown(tiny_repo, capsys, monkeypatch):
+    monkeypatch.setattr(sys.stdout, "isatty", lambda: True)
+    code = main(["run", "--repo", str(tiny_repo[0]), "--no-cache", "--base", "main",
+                 "--head", "pr/drop"])
+    out = capsys.readouterr().out
+    assert code == EXIT_GATE_FAILED
+    assert out.splitlines()[0].startswith("llmgate: fail")
+    assert "evals/echo.jsonl:2  echo/bravo: " in out
+    assert re.search(r"^echo\s+pass_rate\s+max_drop 0\.05\s+1\.000\s+0\.750\s+-0\.250\s+fail$",
+                     out, re.MULTILINE)
+    for markup in ("\\$", "&lt;", "<table>", "<details>", "| ---", "**", "`"):
+        assert markup not in out
+
+
+def test_a_model_output_cannot_send_escape_sequences_to_the_terminal():
+    text = "ok\x1b[2J\x1b]0;owned\x07 done\r\nnext"
+    assert one_line(text, 80) == "ok\ufffd[2J\ufffd]0;owned\ufffd done next"
