@@ -117,6 +117,10 @@ def render(name: str, multi: MultiReport, head_sha: str, base_sha: str | None) -
         from worker.report.sarif import render_sarif
 
         return render_sarif(multi, importlib.metadata.version("llmgate"))
+    if name == "html":
+        from worker.report.html_report import render_html
+
+        return render_html(multi, head_sha, base_sha or "")
     if name == "terminal":
         from worker.report.terminal import render_terminal
 

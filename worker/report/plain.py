@@ -57,3 +57,12 @@ def regressed(report: GateReport) -> dict[tuple[str, str], Regression]:
 def value_text(value: Any) -> str:
     """Return an output or expected value as printable text (JSON for non-strings)."""
     return printable(as_text(value))
+
+
+def run_sha(multi: MultiReport, side: str) -> str:
+    """Return the first ``side`` (``head`` or ``base``) run's commit among the configs, or ""."""
+    for _, report in reports(multi):
+        run = report.head if side == "head" else report.base
+        if run is not None and run.sha:
+            return run.sha
+    return ""

@@ -16,7 +16,7 @@ from worker.pipeline.multi import MultiReport
 from worker.report import multi as report_multi
 from worker.report import render
 from worker.report.markdown import VERDICT
-from worker.report.plain import one_line, reports
+from worker.report.plain import one_line, reports, run_sha
 
 #: Regressed examples listed per config.
 MAX_REGRESSIONS = 20
@@ -24,8 +24,8 @@ MAX_REGRESSIONS = 20
 
 def render_terminal(multi: MultiReport, head_sha: str = "", base_sha: str | None = None) -> str:
     """Return the plain-text report of ``multi`` (lines end in ``\\n``)."""
-    head = head_sha or _run_sha(multi, "head")
-    base = base_sha or _run_sha(multi, "base")
+    head = head_sha or run_sha(multi, "head")
+    base = base_sha or run_sha(multi, "base")
     title = report_multi.title(multi) if multi.several else render.check_title(multi.merged())
     lines = [one_line(title, 300), f"head {_sha(head)}, base {_sha(base) if base else '(none)'}"]
     for prefix, report in reports(multi):
@@ -77,10 +77,3 @@ def _num(value: float | None, *, signed: bool = False) -> str:
 def _sha(sha: str) -> str:
     return one_line(sha[:7], 40) if sha else "working tree"
 
-
-def _run_sha(multi: MultiReport, side: str) -> str:
-    for _, report in reports(multi):
-        run = report.head if side == "head" else report.base
-        if run is not None and run.sha:
-            return run.sha
-    return ""
