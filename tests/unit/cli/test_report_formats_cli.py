@@ -29,6 +29,7 @@ from worker.report.plain import one_line
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
 JUNIT_XSD = FIXTURES / "junit" / "JUnit.xsd"
 SARIF_SCHEMA = FIXTURES / "sarif" / "sarif-schema-2.1.0.json"
+REPORT_SCHEMA = Path(__file__).resolve().parents[3] / "docs" / "report-schema-v1.json"
 FORMATS = ("junit", "sarif", "json", "markdown")
 
 
@@ -124,11 +125,16 @@ def test_junit_of_a_config_error_is_one_error_at_the_line(broken):
 
 
 @pytest.mark.parametrize("which", ["dropped", "broken"])
-def test_sarif_validates_against_the_official_sarif_schema(which, request):
+@pytest.mark.parametrize(("name", "schema_path", "validator"), [
+    ("sarif", SARIF_SCHEMA, jsonschema.Draft4Validator),  # the official SARIF 2.1.0 schema
+    ("json", REPORT_SCHEMA, jsonschema.Draft202012Validator),  # ours, versioned, in docs/
+])
+def test_json_reports_validate_against_their_schemas(which, name, schema_path, validator,
+                                                     request):
     gated: Gated = request.getfixturevalue(which)
-    schema = json.loads(SARIF_SCHEMA.read_text(encoding="utf-8"))
-    jsonschema.Draft4Validator.check_schema(schema)
-    jsonschema.Draft4Validator(schema).validate(json.loads(gated.text("sarif")))
+    schema = json.loads(schema_path.read_text(encoding="utf-8"))
+    validator.check_schema(schema)
+    validator(schema).validate(json.loads(gated.text(name)))
 
 
 def test_sarif_puts_the_regression_on_its_dataset_line(dropped):
@@ -187,17 +193,6 @@ def test_a_bad_format_value_exits_2(capsys, value):
     assert "--format" in capsys.readouterr().err
 
 
-REPORT_SCHEMA = Path(__file__).resolve().parents[3] / "docs" / "report-schema-v1.json"
-
-
-@pytest.mark.parametrize("which", ["dropped", "broken"])
-def test_json_validates_against_the_versioned_schema_in_docs(which, request):
-    gated: Gated = request.getfixturevalue(which)
-    schema = json.loads(REPORT_SCHEMA.read_text(encoding="utf-8"))
-    jsonschema.Draft202012Validator.check_schema(schema)
-    jsonschema.Draft202012Validator(schema).validate(json.loads(gated.text("json")))
-
-
 def test_json_has_every_examples_result_per_side(dropped):
     examples = json.loads(dropped.text("json"))["examples"]["echo"]
     assert [e["id"] for e in examples["base"]] == ["alpha", "bravo", "charlie", "delta"]
@@ -227,3 +222,13 @@ def test_on_a_terminal_the_report_is_plain_text_not_markdown(tiny_repo, capsys, 
 def test_a_model_output_cannot_send_escape_sequences_to_the_terminal():
     text = "ok\x1b[2J\x1b]0;owned\x07 done\r\nnext"
     assert one_line(text, 80) == "ok\ufffd[2J\ufffd]0;owned\ufffd done next"
+
+
+def test_a_bare_format_goes_to_stdout_beside_the_files(tiny_repo, tmp_path, capsys):
+    code = main(["run", "--repo", str(tiny_repo[0]), "--no-cache", "--base", "main",
+                 "--head", "pr/drop", "--format", "markdown",
+                 "--format", f"junit:{tmp_path / 'r.xml'}"])
+    out = capsys.readouterr().out
+    assert code == EXIT_GATE_FAILED
+    assert out.startswith("### ❌ llmgate: fail") and "| suite | metric |" in out
+    xmlschema.XMLSchema(JUNIT_XSD).validate(tmp_path / "r.xml")
