@@ -24,13 +24,14 @@ import xmlschema
 
 from tests.unit.worker_support import ASSERTION_LINE, build_tiny_repo
 from worker.cli.main import EXIT_CONFIG_ERROR, EXIT_GATE_FAILED, main
+from worker.report.github_actions import escape_data, escape_property
 from worker.report.plain import one_line
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
 JUNIT_XSD = FIXTURES / "junit" / "JUnit.xsd"
 SARIF_SCHEMA = FIXTURES / "sarif" / "sarif-schema-2.1.0.json"
 REPORT_SCHEMA = Path(__file__).resolve().parents[3] / "docs" / "report-schema-v1.json"
-FORMATS = ("junit", "sarif", "json", "markdown")
+FORMATS = ("junit", "sarif", "json", "markdown", "html")
 
 
 @dataclass(frozen=True)
@@ -232,3 +233,14 @@ def test_a_bare_format_goes_to_stdout_beside_the_files(tiny_repo, tmp_path, caps
     assert code == EXIT_GATE_FAILED
     assert out.startswith("### ❌ llmgate: fail") and "| suite | metric |" in out
     xmlschema.XMLSchema(JUNIT_XSD).validate(tmp_path / "r.xml")
+
+
+def test_the_html_report_of_a_config_error_names_the_file_and_line(broken):
+    page = broken.text("html")
+    assert f'id="config-error">Configuration error: .llmgate.yml:{ASSERTION_LINE}: ' in page
+
+
+def test_a_value_cannot_start_a_workflow_command_of_its_own():
+    hostile = "50% done\n::error file=x.py,line=1::forged\r\n"
+    assert escape_data(hostile) == "50%25 done%0A::error file=x.py,line=1::forged%0A"
+    assert escape_property("a:b,c%\nd") == "a%3Ab%2Cc%25%0Ad"
