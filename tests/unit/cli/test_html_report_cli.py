@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from app.reports import PAGE_HEADERS
 from tests.unit.worker_support import CONFIG, DATASET, ECHO, commit, git
 from worker.cli.main import EXIT_GATE_FAILED, main
 
@@ -111,6 +112,32 @@ def test_the_html_report_renders_in_headless_chromium(page_file: Path, tmp_path:
     assert len(found) == 1 and "regressed" in found[0]
     assert 1 <= changed < rows
     assert (tmp_path / "report.png").stat().st_size > 10_000
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not CHROMIUM, reason="no chromium on this machine")
+def test_under_the_details_pages_policy_the_search_runs_and_nothing_is_refused(
+        page_file: Path) -> None:
+    """The App serves this page with app.reports.PAGE_HEADERS: its hash-allowed script must run
+    and the browser must refuse nothing (a refusal is a console error)."""
+    url = "http://llmgate.invalid/reports/" + "a" * 32
+    with playwright.sync_playwright() as driver:
+        browser = driver.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
+        try:
+            page = browser.new_page()
+            problems: list[str] = []
+            page.on("console", lambda m: problems.append(f"{m.type}: {m.text}")
+                    if m.type in ("error", "warning") else None)
+            page.route("**/*", lambda route: route.fulfill(
+                status=200, body=page_file.read_bytes(), headers={
+                    **PAGE_HEADERS, "Content-Type": "text/html; charset=utf-8"}))
+            page.goto(url)
+            page.fill("#search", "bravo")
+            shown = page.locator("#shown").inner_text()
+        finally:
+            browser.close()
+    assert problems == []
+    assert shown == "1"  # the script ran: the filter counted the one matching row
 
 
 def test_markup_in_examples_is_shown_as_text_and_nothing_is_fetched(page_file: Path) -> None:
