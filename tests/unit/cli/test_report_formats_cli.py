@@ -12,7 +12,10 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+import os
+import pty
 import re
+import subprocess
 import sys
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass
@@ -206,11 +209,21 @@ def test_json_has_every_examples_result_per_side(dropped):
     assert [(a["type"], a["score"]) for a in head["alpha"]["assertions"]] == [("equals", 1.0)]
 
 
-def test_on_a_terminal_the_report_is_plain_text_not_markdown(tiny_repo, capsys, monkeypatch):
-    monkeypatch.setattr(sys.stdout, "isatty", lambda: True)
-    code = main(["run", "--repo", str(tiny_repo[0]), "--no-cache", "--base", "main",
-                 "--head", "pr/drop"])
-    out = capsys.readouterr().out
+@pytest.mark.slow
+def test_on_a_terminal_the_report_is_plain_text_not_markdown(tiny_repo):
+    """``llmgate run`` as a process whose stdout is a real pseudo-terminal."""
+    primary, secondary = pty.openpty()
+    with subprocess.Popen([sys.executable, "-m", "worker.cli", "run", "--no-cache", "--base",
+                           "main", "--head", "pr/drop"], cwd=tiny_repo[0], stdin=subprocess.DEVNULL,
+                          stdout=secondary, stderr=subprocess.PIPE) as process:
+        os.close(secondary)
+        chunks = []
+        with contextlib.suppress(OSError):  # EIO once the process closed the terminal
+            while chunk := os.read(primary, 65536):
+                chunks.append(chunk)
+        os.close(primary)
+        code = process.wait(timeout=60)
+    out = b"".join(chunks).decode().replace("\r\n", "\n")
     assert code == EXIT_GATE_FAILED
     assert out.splitlines()[0].startswith("llmgate: fail")
     assert "evals/echo.jsonl:2  echo/bravo: " in out
