@@ -4,8 +4,9 @@ The worker renders and stores each report (``worker.report.store``, only when
 ``LLMGATE_PUBLIC_URL`` is set); this endpoint only reads ``llmgate:report:<id>`` from Redis and
 answers the stored bytes, so the web process stays light (no rendering, no model or stats
 libraries). The id is 128 random bits: anything but 32 lowercase hex characters is a 404
-without touching Redis. The page is served with a Content-Security-Policy that allows no script,
-no frame and no external resource, and is never indexed or cached by shared caches.
+without touching Redis. The page is served with a Content-Security-Policy that allows no script
+but the HTML report's own (by its hash), no frame and no external resource, and is never
+indexed or cached by shared caches.
 """
 
 from __future__ import annotations
@@ -25,9 +26,15 @@ from worker.contract import REPORT_KEY_PREFIX
 REPORT_ID = re.compile(r"[0-9a-f]{32}")
 #: Bound on reading one report from Redis, seconds.
 READ_TIMEOUT_S = 2.0
-#: Headers of every answer: no script, frame or external resource; not indexed; private.
+#: The one script a report may run: the HTML report's table filter, allowed by its SHA-256 (CSP
+#: Level 3 hash source; worker.report.html_report.SCRIPT_SHA256, a test keeps them equal). No
+#: other script, not one a pull request could put in a page, can run.
+REPORT_SCRIPT_HASH = "sha256-hQDjuK+2XMyN016RF4NaQgUv3nEssJRrGR5DzGEvTt8="
+#: Headers of every answer: no script but that one, no frame or external resource; not
+#: indexed; private.
 PAGE_HEADERS = {
     "Content-Security-Policy": "default-src 'none'; style-src 'unsafe-inline'; "
+                               f"script-src '{REPORT_SCRIPT_HASH}'; "
                                "frame-ancestors 'none'; base-uri 'none'; form-action 'none'",
     "X-Content-Type-Options": "nosniff",
     "Referrer-Policy": "no-referrer",

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from worker.checkout import GitError, local_merge_base, local_worktree, resolve_ref
 from worker.cli.calibrate import add_calibrate_command
+from worker.cli.formats import FORMATS, format_paths, format_refusal, parse_format, write_reports
 from worker.cli.healthcheck import add_healthcheck_command
 from worker.cli.judge import add_judge_command
 from worker.cli.named_args import add_named_arguments, named_refusal
@@ -99,7 +100,10 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--base-tip", action="store_true",
                      help="compare with --base itself, not its merge base with head")
     run.add_argument("--head", help="head ref or SHA (default: the working tree)")
-    run.add_argument("--format", choices=("markdown", "json"), default="markdown")
+    run.add_argument("--format", action="append", type=parse_format, metavar="NAME[:PATH]",
+                     help=f"a report to write: one of {', '.join(FORMATS)}; NAME:PATH writes "
+                          "it to PATH; repeat for several. Default: markdown to --output, or "
+                          "plain text on a terminal (docs/local-run.md)")
     run.add_argument("--output", type=Path, help="write the report here instead of stdout")
     run.add_argument("--repo", type=Path, default=None, help=argparse.SUPPRESS)
     run.add_argument("--calibration", type=Path, default=None,
@@ -160,7 +164,6 @@ def cmd_run(args: argparse.Namespace) -> int:
     ``action_required``; 0 with ``--allow-undecided``).
     """
     # scipy via the statistics: only when a gate runs
-    from worker.report import multi as report_multi
     from worker.report.pii import redact_pii
 
     refused = _refusal(args)
@@ -180,17 +183,11 @@ def cmd_run(args: argparse.Namespace) -> int:
     multi = Redactor(secrets_from_environ(os.environ)).redact_value(multi)
     multi = redact_pii(multi)  # nor what a `pii` assertion found
     gate_report = multi.merged()
-    rendered = (report_multi.render_json(multi, head_sha, base_sha or None)
-                if args.format == "json"
-                else report_multi.render_markdown(multi, head_sha, base_sha or None))
-    if args.output:
-        try:
-            args.output.write_text(rendered, encoding="utf-8")
-        except OSError as err:
-            print(f"llmgate: cannot write {args.output}: {err.strerror}", file=sys.stderr)
-            return EXIT_EXECUTION_ERROR
-    else:
-        print(rendered)
+    unwritten = write_reports(args.format, multi, head_sha=head_sha, base_sha=base_sha or None,
+                              output=args.output, environ=os.environ)
+    if unwritten is not None:
+        print(f"llmgate: {unwritten}", file=sys.stderr)
+        return EXIT_EXECUTION_ERROR
     if gate_report.config_error is not None:
         print(f"llmgate: configuration error: {gate_report.config_error}", file=sys.stderr)
         return EXIT_CONFIG_ERROR
@@ -241,15 +238,18 @@ def _refusal(args: argparse.Namespace) -> tuple[int, str] | None:
     ``--output`` whose folder does not exist is refused now, not after a run that may have
     spent money on model calls.
     """
-    if args.output is not None and not args.output.absolute().parent.is_dir():
-        return EXIT_EXECUTION_ERROR, (f"cannot write {args.output}: its folder "
-                                      f"{args.output.absolute().parent} does not exist")
-    if args.output is not None and args.output.is_dir():
-        return EXIT_EXECUTION_ERROR, f"cannot write {args.output}: it is a folder"
-    if args.output is not None:
-        unwritable = _unwritable(args.output)
+    clash = format_refusal(args.format)
+    if clash is not None:
+        return EXIT_CONFIG_ERROR, clash
+    for output in format_paths(args.format, args.output):
+        if not output.absolute().parent.is_dir():
+            return EXIT_EXECUTION_ERROR, (f"cannot write {output}: its folder "
+                                          f"{output.absolute().parent} does not exist")
+        if output.is_dir():
+            return EXIT_EXECUTION_ERROR, f"cannot write {output}: it is a folder"
+        unwritable = _unwritable(output)
         if unwritable is not None:
-            return EXIT_EXECUTION_ERROR, f"cannot write {args.output}: {unwritable}"
+            return EXIT_EXECUTION_ERROR, f"cannot write {output}: {unwritable}"
     here = Path.cwd().absolute()
     root = repo_root(here)
     inside = args.repo is not None or is_repository(root)

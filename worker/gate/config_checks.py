@@ -30,6 +30,7 @@ from worker.github.client import GitHubClient
 from worker.pipeline.multi import ConfigReport, MultiReport
 from worker.report import multi as report_multi
 from worker.report import render as report
+from worker.report.html_report import render_html
 from worker.report.store import ReportStore, store_report
 from worker.runtime.lease import JobRef
 
@@ -101,4 +102,5 @@ async def _complete(gh: GitHubClient, request: GateRequest, config: ConfigReport
     await complete_check_run(gh, request.repo["owner"], request.repo["name"], check_run_id,
                              config.report.conclusion, output, report.annotations(config.report),
                              [dict(RERUN_BUTTON)],
-                             details_url=await store_report(reports, output))
+                             details_url=await store_report(
+                                 reports, output, lambda: render_html(MultiReport((config,)))))

@@ -47,6 +47,7 @@ from worker.github.client import GitHubClient, GitHubError
 from worker.github.comments import upsert_sticky_comment
 from worker.pipeline.multi import NO_CONFIG_HEADLINE, unconfigured_report
 from worker.report import multi as report_multi
+from worker.report.html_report import render_html
 from worker.report.pii import redact_pii
 from worker.report.store import store_report
 from worker.runtime import locks
@@ -196,7 +197,8 @@ async def _gate(services: Services, gh: GitHubClient, request: GateRequest, chec
         await complete_check_run(
             gh, owner, name, check_run_id, conclusion, output,
             report_multi.check_annotations(multi), accept.check_actions(request, gate_report),
-            details_url=await store_report(services.reports, output))  # LLMGATE_PUBLIC_URL
+            details_url=await store_report(services.reports, output, lambda: render_html(
+                multi, head_sha, request.base_sha)))  # LLMGATE_PUBLIC_URL
     return {"conclusion": conclusion, "head_sha": head_sha}
 
 

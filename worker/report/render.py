@@ -29,6 +29,7 @@ from worker.report import stats_table as report_stats
 from worker.report import suites as report_suites
 from worker.report.consistency import consistency_markdown
 from worker.report.decision import decision_sentence
+from worker.report.examples_json import examples_json
 from worker.report.markdown import (
     VERDICT,
     as_text,
@@ -229,7 +230,8 @@ def render_json(report: GateReport, head_sha: str = "", base_sha: str | None = N
     the head, shaped as ``regressions``) and ``contract`` (per suite whose evaluation contract
     head changes: ``suite``, ``changes``, ``added``, ``removed``, and head's verdict under its
     own contract: ``conclusion``, ``headline``, ``metrics``, ``regressions``; see
-    `ContractChange`).
+    `ContractChange`), ``examples`` (suite -> ``{"base", "head"}``: every example's result
+    at that side, `worker.report.examples_json.example_json`; docs/report-schema-v1.json).
     Non-finite numbers become null; values JSON cannot hold become strings.
     """
     err = report.config_error
@@ -250,6 +252,7 @@ def render_json(report: GateReport, head_sha: str = "", base_sha: str | None = N
            "errors": [asdict(e) for e in report.errors],
            "errored": [asdict(r) for r in report.errored],
            "contract": [asdict(c) for c in report.contract],
+           "examples": examples_json(report),
            "metrics": {name: {"base": _suite_metrics(report.base, name),
                               "head": _suite_metrics(report.head, name)} for name in suites}}
     return json.dumps(_jsonable(doc), indent=2, sort_keys=True, ensure_ascii=False) + "\n"

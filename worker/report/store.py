@@ -14,7 +14,7 @@ from __future__ import annotations
 import html
 import logging
 import secrets
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from urllib.parse import urlsplit
@@ -112,21 +112,29 @@ class ReportStore:
     def __repr__(self) -> str:
         return f"ReportStore({self.settings!r})"
 
-    async def store(self, output: CheckOutput) -> str:
-        """Store ``output`` as a page; return ``<public_url>/reports/<32 hex>``.
+    async def store(self, output: CheckOutput, html_page: Callable[[], str] | None = None) -> str:
+        """Store a page; return ``<public_url>/reports/<32 hex>``.
+
+        The page is ``html_page()`` (the HTML report, worker/report/html_report.py, the same as
+        ``llmgate run --format html``) when given and at most `MAX_REPORT_CHARS` long, else
+        ``output`` as `render_page` shows it.
 
         Raises:
             redis.exceptions.RedisError: Redis refused or could not be reached.
         """
         report_id = secrets.token_hex(REPORT_ID_BYTES)
-        page = render_page(output, datetime.now(UTC), self.settings.ttl_s)
+        page = html_page() if html_page is not None else ""
+        if not page or len(page) > MAX_REPORT_CHARS:
+            page = render_page(output, datetime.now(UTC), self.settings.ttl_s)
         await self._redis.set(REPORT_KEY_PREFIX + report_id, page.encode("utf-8"),
                               ex=self.settings.ttl_s)
         return f"{self.settings.public_url}/reports/{report_id}"
 
 
-async def store_report(reports: ReportStore | None, output: CheckOutput) -> str | None:
-    """Return the ``details_url`` for ``output``, or None without a store or when Redis fails.
+async def store_report(reports: ReportStore | None, output: CheckOutput,
+                       html_page: Callable[[], str] | None = None) -> str | None:
+    """Return the ``details_url`` for ``output`` (its page: `ReportStore.store`, ``html_page``
+    rendered only when there is a store), or None without a store or when Redis fails.
 
     A report that cannot be stored costs only the link (a warning is logged): the check run
     itself still carries the summary and text.
@@ -134,7 +142,7 @@ async def store_report(reports: ReportStore | None, output: CheckOutput) -> str 
     if reports is None:
         return None
     try:
-        return await reports.store(output)
+        return await reports.store(output, html_page)
     except RedisError as err:
         log.warning("could not store the report for its details link: %s", type(err).__name__)
         return None

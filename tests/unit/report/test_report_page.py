@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import re
 import subprocess
 import sys
@@ -14,6 +16,7 @@ from arq import create_pool
 from arq.worker import create_worker
 from redis.asyncio import Redis
 
+from app.reports import REPORT_SCRIPT_HASH
 from tests.conftest import free_port
 from tests.fakes.fake_github import FakeGitHubServer
 from tests.unit.app_support import running_app, settings
@@ -25,6 +28,7 @@ from tests.unit.worker_support import (
 from worker.contract import REPORT_KEY_PREFIX, gate_job_id
 from worker.github.checks import CheckOutput
 from worker.main import worker_settings
+from worker.report.html_report import SCRIPT_SHA256
 from worker.report.store import (
     DEFAULT_REPORT_TTL_S,
     ReportSettings,
@@ -89,7 +93,7 @@ async def test_a_stored_report_is_served_with_a_strict_policy(redis_url: str,
     assert page.text == render_page(HOSTILE, _made_at(page.text), 3600)
     csp = page.headers["content-security-policy"]
     assert csp.startswith("default-src 'none'; style-src 'unsafe-inline';")
-    assert "script-src" not in csp
+    assert f"script-src '{SCRIPT_SHA256}';" in csp  # the HTML report's one script, no other
     assert (page.headers["x-content-type-options"], page.headers["referrer-policy"],
             page.headers["x-robots-tag"]) == ("nosniff", "no-referrer", "noindex, nofollow")
     assert (missing.status_code, missing.text) == (
@@ -177,3 +181,11 @@ async def test_a_gate_links_its_check_run_to_the_full_report(
     assert page.status_code == 200
     assert f"<title>{run['output']['title']}</title>" in page.text
     assert "bravo" in page.text  # the example that regressed
+    assert 'id="examples"' in page.text  # the HTML report, as `llmgate run --format html`
+    [script] = re.findall(r"<script>(.*?)</script>", page.text, re.DOTALL)
+    digest = base64.b64encode(hashlib.sha256(script.encode()).digest()).decode()
+    assert f"script-src 'sha256-{digest}';" in page.headers["content-security-policy"]
+
+
+def test_the_policy_allows_exactly_the_html_reports_script() -> None:
+    assert REPORT_SCRIPT_HASH == SCRIPT_SHA256
