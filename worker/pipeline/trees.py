@@ -22,7 +22,7 @@ from worker.evals.config.files import decode_utf8, read_repo_file
 from worker.evals.config.load import MAX_CONFIG_BYTES, load_config, parse_config
 from worker.evals.context import EvalContext
 from worker.evals.run.engine import run_config, run_configs
-from worker.evals.run.runner import judge_pairs
+from worker.evals.run.runner import RunState, judge_pairs
 from worker.evals.types import CONFIG_FILENAME, Config, GateReport, RunResult
 from worker.evals.verdict.causes import Attribution
 from worker.evals.verdict.comparable import compare_comparable
@@ -33,7 +33,7 @@ from worker.evals.verdict.health import finish_report
 from worker.evals.verdict.rules import merge_rules
 from worker.evals.verdict.unanswered import count_as_failed
 from worker.evals.verdict.unanswered import note as unanswered_note
-from worker.pipeline.judge_trust import apply_judge_rules
+from worker.pipeline.judge_trust import apply_judge_rules, planned
 from worker.pipeline.on_paths import restrict, select_suites
 
 
@@ -167,9 +167,12 @@ async def gate_trees(
                            evals) if base_root and base_config else None
     base_run = base.result if base else None
     plan = _plan(base_config if base else None, base_root, head_config, head_root, notes)
+    judged_base = base_config if base else None
+    state = RunState(plan.configs[0].settings, evals)  # the judge calibration spends it too
     try:
         heads = await run_configs(plan.configs, head_root, head_sha, evals,
-                                  with_base=base_root is not None)
+                                  with_base=base_root is not None, state=state,
+                                  judgings=planned(head_config, judged_base, base_root))
         heads = [await judge_pairs(c, run, base_run, evals)
                  for c, run in zip(plan.configs, heads, strict=True)]
     except ConfigError as err:
@@ -178,8 +181,10 @@ async def gate_trees(
         notes.append("no base given: only absolute rules (min) apply")
     report = await _verdict(plan, heads, head_root, base_run, base_config, notes, problems,
                             evals)
-    report = await apply_judge_rules(report, head_config, base_config if base else None,
-                                     base_root, evals)  # a changed judge must still agree
+    report = await apply_judge_rules(report, head_config, judged_base, base_root, evals,
+                                     state.caller)  # a changed judge must still agree
+    if report.head is not None:  # the run's totals include the calibration's calls
+        report = replace(report, head=replace(report.head, spend=state.caller.total))
     source = base.source if base else None
     if source:
         report = replace(report, notes=(*report.notes, source))

@@ -39,7 +39,7 @@ from worker.evals.llm.cost import Budget, BudgetExceeded
 from worker.evals.llm.provider import ModelCaller
 from worker.evals.llm_types import CostEstimate, RunUsage, TokenUsage
 from worker.evals.run.batch import run_batch
-from worker.evals.run.estimate import ModelUse, estimate_configs
+from worker.evals.run.estimate import Judging, ModelUse, estimate_configs
 from worker.evals.run.model_target import run_model
 from worker.evals.run.targets import run_command
 from worker.evals.run.traps import judge_traps
@@ -84,7 +84,8 @@ class RunState:
 
 async def run_suites(configs: Sequence[Config], root: Path, sha: str = "",
                      ctx: EvalContext | None = None, *,
-                     with_base: bool = True) -> list[RunResult]:
+                     with_base: bool = True, state: RunState | None = None,
+                     judgings: Sequence[Judging] = ()) -> list[RunResult]:
     """Run the suites of one or more configs on one checkout as one run (see the module docstring).
 
     One config is one commit's run. Several are head's target scored on base's evaluation
@@ -99,6 +100,11 @@ async def run_suites(configs: Sequence[Config], root: Path, sha: str = "",
         sha: the commit at ``root`` ("" for a working tree).
         ctx: Redis, cache mode, clocks and printer; None for no cache and real time.
         with_base: whether a base run follows (counts ``pairwise`` calls in the estimate).
+        state: the run's state, for a caller that makes more calls after it on the same
+            budget and totals (a gate's judge calibration); None: a new one. Built from the
+            first config's settings.
+        judgings: judge calls the caller makes after the run on its budget, counted in the
+            estimate (worker/evals/run/estimate.py `Judging`).
 
     Returns:
         One result per config, in order; all stopped alike when the estimate is over budget.
@@ -108,8 +114,8 @@ async def run_suites(configs: Sequence[Config], root: Path, sha: str = "",
             the run will call has no known price under ``max_cost_usd``.
     """
     settings = configs[0].settings
-    state = RunState(settings, ctx)
-    planned = await estimate_configs(configs, root, state.caller, with_base)
+    state = state or RunState(settings, ctx)
+    planned = await estimate_configs(configs, root, state.caller, with_base, judgings)
     estimate = planned.cost
     unpriced = tuple(use.model for use in planned.unpriced)
     llm_pool.expect(estimate.calls)  # a large run gets provider processes
@@ -122,6 +128,7 @@ async def run_suites(configs: Sequence[Config], root: Path, sha: str = "",
     if limit is not None and estimate.cost_usd is not None and estimate.cost_usd > limit:
         reason = (f"not started: the estimate ${estimate.cost_usd:.4f} ({estimate.calls} calls) "
                   f"exceeds max_cost_usd ${limit:.4f}")
+        state.budget.stopped = reason  # nor may a caller's calls after the run be sent
         return [RunResult(sha, {}, estimate=estimate, stopped=reason) for _ in configs]
     runs = []
     for config in configs:
