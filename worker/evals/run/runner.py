@@ -124,7 +124,8 @@ async def run_suites(configs: Sequence[Config], root: Path, sha: str = "",
     limit = settings.max_cost_usd
     if limit is not None and planned.unpriced:
         raise unpriced_error(planned.unpriced[0], limit)
-    state.budget.start()
+    if not state.budget.started:  # a caller's state may have started its clock already
+        state.budget.start()
     if limit is not None and estimate.cost_usd is not None and estimate.cost_usd > limit:
         reason = (f"not started: the estimate ${estimate.cost_usd:.4f} ({estimate.calls} calls) "
                   f"exceeds max_cost_usd ${limit:.4f}")
