@@ -16,7 +16,8 @@ Steps (all on one `RunState`, so one budget, ``--budget-usd``, bounds every call
    example, with the gate's statistics (worker/evals/verdict/stats.py): the exact McNemar test
    both ways and a seeded paired bootstrap 95% interval of the difference in pass rate.
 5. The chosen prompt and a ``git apply``-able diff of the prompt file and of the config's model
-   line are written to ``.llmgate/migrate/<suite>/``.
+   line are written to ``.llmgate/migrate/<suite>/`` (the suite's name made one safe path
+   segment: `worker.pipeline.migrate_variants.folder_name`).
 
 When the budget or time limit is reached, the migration stops where it is and writes nothing.
 """
@@ -211,7 +212,7 @@ def _prepare(root: Path, config: Config, request: MigrationRequest) -> _Plan:
         raise ConfigError(suite.dataset, None, str(err)) from None
     new = replace(target.endpoint, model=request.to, pricing=request.pricing)
     optimiser = replace(new, model=request.optimiser) if request.optimiser else new
-    work = f".llmgate/migrate/{suite.name}/work"
+    work = f".llmgate/migrate/{variants.folder_name(suite.name)}/work"  # ours to replace
     shutil.rmtree(root / work, ignore_errors=True)
     (root / work).mkdir(parents=True)
     plan = _Plan(root, config, suite, target, new, optimiser, prompt, splits, work)

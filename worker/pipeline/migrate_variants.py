@@ -128,5 +128,12 @@ def with_model(config_text: str, line: int, old: str, new: str) -> str:
     return "".join(lines)
 
 
+def folder_name(suite: str) -> str:
+    """The suite's name as one safe path segment (letters, digits, ``_-.``; no leading dot),
+    so no suite name can reach outside ``.llmgate/migrate/``."""
+    slug = re.sub(r"[^A-Za-z0-9_.-]+", "-", suite).lstrip(".-")
+    return slug or "suite"
+
+
 def _text(value: Any) -> str:
     return value if isinstance(value, str) else json.dumps(value)
