@@ -61,7 +61,7 @@ def add_migrate_command(sub: argparse._SubParsersAction[argparse.ArgumentParser]
 
 def cmd_migrate(args: argparse.Namespace) -> int:
     """Migrate the suite and print the outcome (exit codes: `EXIT_OK` and friends)."""
-    from worker.pipeline.migrate import OverBudget
+    from worker.pipeline.migrate_plan import OverBudget
 
     problem = bad_arguments(args)
     if problem:
@@ -114,7 +114,8 @@ def parse_pricing(text: str) -> Pricing | None:
 
 async def _migrate(args: argparse.Namespace, root: Path) -> Migration:
     from worker.evals.llm.cli_cache import eval_context
-    from worker.pipeline.migrate import MigrationRequest, migrate
+    from worker.pipeline.migrate import migrate
+    from worker.pipeline.migrate_plan import MigrationRequest
     from worker.pipeline.trees import read_config
 
     config = read_config(root, args.config)

@@ -7,7 +7,8 @@ Steps (all on one `RunState`, so one budget, ``--budget-usd``, bounds every call
    datasets and prompts inside it).
 2. Estimate every call before any is sent: the candidates on train (the rewrites counted at the
    current prompt's length, their text being unknown yet), the two best on validation, the
-   holdout runs and the optimiser call. Over ``--budget-usd``: `OverBudget`, nothing sent.
+   holdout runs and the optimiser call. Over ``--budget-usd``:
+   `worker.pipeline.migrate_plan.OverBudget`, nothing sent.
 3. The current prompt on the new model on train; the optimiser model is shown the template and
    the train rows it fails and proposes rewrites; the few-shot variants and the rewrites run on
    train; the two with the best train pass rate run on validation; the best there is chosen
@@ -24,60 +25,31 @@ When the budget or time limit is reached, the migration stops where it is and wr
 
 from __future__ import annotations
 
-import json
-import shutil
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
 from worker.errors import ConfigError
 from worker.evals.config.files import decode_utf8, read_repo_file
 from worker.evals.context import EvalContext
-from worker.evals.llm import client as llm
-from worker.evals.llm.cost import call_cost_usd
-from worker.evals.llm_types import (
-    CostEstimate,
-    Endpoint,
-    ModelTarget,
-    Pricing,
-    RunUsage,
-    TokenUsage,
-)
-from worker.evals.run.estimate import estimate_configs
-from worker.evals.run.runner import RunState, run_suites, unpriced_error
-from worker.evals.types import Config, SuiteConfig, SuiteResult
+from worker.evals.llm_types import CostEstimate, Endpoint, RunUsage
+from worker.evals.run.runner import RunState, run_suites
+from worker.evals.types import Config, SuiteResult
 from worker.evals.verdict import stats
 from worker.pipeline import migrate_variants as variants
-from worker.pipeline.migrate_variants import Splits, Variant
+from worker.pipeline.migrate_plan import (
+    MAX_FILE_BYTES,
+    VALIDATED,
+    MigrationRequest,
+    Plan,
+    estimate,
+    prepare,
+)
+from worker.pipeline.migrate_variants import Variant
 
-#: Largest dataset or prompt file read, bytes.
-MAX_FILE_BYTES = 16 << 20
-#: Candidates of the train split tried on validation.
-VALIDATED = 2
-#: Text prompt files a migration rewrites (chat message files are not rewritten).
-TEXT_PROMPTS = (".txt", ".j2", ".jinja", ".md")
+#: The optimiser call's prompt version (part of its cache key).
 _OPTIMISER_VERSION = "migrate-optimiser-1"
-
-
-class OverBudget(Exception):
-    """The migration's estimate is over ``--budget-usd``: nothing was sent."""
-
-
-@dataclass(frozen=True)
-class MigrationRequest:
-    """What to migrate: suite; to: the new litellm model; budget_usd: USD or None; seed;
-    optimiser: the optimiser model (None: the new model); rewrites: how many to ask for;
-    pricing: the new model's and optimiser's prices when litellm has none, or None."""
-
-    suite: str
-    to: str
-    budget_usd: float | None = None
-    seed: int = 0
-    optimiser: str | None = None
-    rewrites: int = 3
-    pricing: Pricing | None = None
 
 
 @dataclass(frozen=True)
@@ -124,47 +96,27 @@ class Migration:
     written: tuple[str, ...] = ()
 
 
-@dataclass
-class _Plan:
-    root: Path
-    config: Config
-    suite: SuiteConfig
-    target: ModelTarget
-    new: Endpoint
-    optimiser: Endpoint
-    prompt: str
-    splits: Splits
-    work: str  # the work folder, relative POSIX
-
-    def write(self, name: str, text: str) -> str:
-        rel = f"{self.work}/{name}"
-        (self.root / rel).write_text(text, encoding="utf-8")
-        return rel
-
-    def suite_for(self, name: str, split: str, prompt_rel: str, endpoint: Endpoint) -> Config:
-        target = replace(self.target, endpoint=endpoint, prompt=prompt_rel)
-        suite = replace(self.suite, name=name, dataset=f"{self.work}/{split}.jsonl",
-                        target=target, traps=None, judge=None, contract_root=None)
-        return replace(self.config, suites=(suite,))
-
-
 async def migrate(root: Path, config: Config, request: MigrationRequest,
                   evals: EvalContext | None = None) -> Migration:
-    """Run the migration of ``request.suite`` to ``request.to`` (module doc).
+    """Run the migration of ``request.suite`` to ``request.to`` (module doc). Its budget is
+    ``request.budget_usd`` or the config's ``settings.max_cost_usd``, the smaller when both are
+    set; its time limit the config's ``max_duration``.
 
     Raises:
         ConfigError: no such suite, not a model target with a text prompt, a dataset that is not
             JSONL or too small, a model without a known price under a budget.
         OverBudget: the estimate exceeds ``request.budget_usd`` (no call was sent).
     """
-    plan = _prepare(root, config, request)
+    limits = [v for v in (request.budget_usd, config.settings.max_cost_usd) if v is not None]
+    request = replace(request, budget_usd=min(limits) if limits else None)  # the stricter
+    plan = prepare(root, config, request)
     settings = replace(config.settings, max_cost_usd=request.budget_usd, repeats=1)
     plan.config = replace(plan.config, settings=settings)
     state = RunState(settings, evals)
     fewshots = variants.few_shot(plan.prompt, plan.splits.train, request.seed)
-    estimate = await _estimate(plan, state, fewshots, request)
+    planned = await estimate(plan, state, fewshots, request)
     sizes = (len(plan.splits.train), len(plan.splits.validation), len(plan.splits.holdout))
-    result = Migration(request.suite, plan.target.model, request.to, sizes, estimate)
+    result = Migration(request.suite, plan.target.model, request.to, sizes, planned)
     scores: dict[str, Candidate] = {}
     current = Variant("current", plan.prompt)
     run = await _score(plan, state, current, "train", plan.new)
@@ -188,112 +140,7 @@ async def migrate(root: Path, config: Config, request: MigrationRequest,
     return replace(result, candidates=tuple(scores.values()), chosen=best, holdout=holdout,
                    spend=state.caller.total, notes=tuple(notes), written=written)
 
-
-def _prepare(root: Path, config: Config, request: MigrationRequest) -> _Plan:
-    suites = {s.name: s for s in config.suites}
-    if request.suite not in suites:
-        raise ConfigError(config.path, None, f"no suite {request.suite!r} (suites: "
-                          f"{', '.join(suites) or 'none'})")
-    suite = suites[request.suite]
-    target = suite.target
-    if not isinstance(target, ModelTarget):
-        raise ConfigError(config.path, suite.line, f"suite {suite.name!r} runs a command: "
-                          "only a model target (`target: {model: ...}`) can be migrated")
-    if not target.prompt.endswith(TEXT_PROMPTS):
-        raise ConfigError(config.path, target.line, f"the prompt {target.prompt} is not a text "
-                          f"template ({', '.join(TEXT_PROMPTS)}): migrate rewrites text prompts")
-    if not suite.dataset.endswith(".jsonl"):
-        raise ConfigError(config.path, suite.line, "migrate splits JSONL datasets only")
-    prompt = decode_utf8(read_repo_file(root, target.prompt, MAX_FILE_BYTES), target.prompt)
-    rows = _rows(root, suite.dataset)
-    try:
-        splits = variants.split_rows(rows, request.seed)
-    except ValueError as err:
-        raise ConfigError(suite.dataset, None, str(err)) from None
-    new = replace(target.endpoint, model=request.to, pricing=request.pricing)
-    optimiser = replace(new, model=request.optimiser) if request.optimiser else new
-    work = f".llmgate/migrate/{variants.folder_name(suite.name)}/work"  # ours to replace
-    shutil.rmtree(root / work, ignore_errors=True)
-    (root / work).mkdir(parents=True)
-    plan = _Plan(root, config, suite, target, new, optimiser, prompt, splits, work)
-    for split in ("train", "validation", "holdout"):
-        plan.write(f"{split}.jsonl", "".join(json.dumps(r) + "\n"
-                                             for r in getattr(splits, split)))
-    return plan
-
-
-def _rows(root: Path, dataset: str) -> list[dict[str, Any]]:
-    text = decode_utf8(read_repo_file(root, dataset, MAX_FILE_BYTES), dataset)
-    rows = []
-    for number, line in enumerate(text.splitlines(), 1):
-        if line.strip():
-            try:
-                row = json.loads(line)
-            except ValueError as exc:
-                raise ConfigError(dataset, number, f"invalid JSON: {exc}") from None
-            if not isinstance(row, dict):
-                raise ConfigError(dataset, number, "each line must be a JSON object")
-            rows.append(row)
-    return rows
-
-
-async def _estimate(plan: _Plan, state: RunState, fewshots: list[Variant],
-                    request: MigrationRequest) -> CostEstimate:
-    """Estimate every call of the migration (module doc, step 2); raise when over budget."""
-    known = [Variant("current", plan.prompt), *fewshots]
-    parts: list[CostEstimate] = []
-
-    async def one(name: str, split: str, variant: Variant, endpoint: Endpoint) -> CostEstimate:
-        rel = plan.write(f"estimate-{len(parts)}.txt", variant.text)
-        planned = await estimate_configs([plan.suite_for(name, split, rel, endpoint)],
-                                         plan.root, state.caller, with_base=False)
-        if planned.unpriced and request.budget_usd is not None:
-            raise unpriced_error(planned.unpriced[0], request.budget_usd)
-        return planned.cost
-
-    for variant in known:
-        parts.append(await one(variant.name, "train", variant, plan.new))
-    rewrite = await one("rewrite", "train", known[0], plan.new)
-    parts += [rewrite] * request.rewrites
-    widest = max(known, key=lambda v: len(v.text))
-    parts += [await one("validation", "validation", widest, plan.new)] * VALIDATED
-    parts.append(await one("holdout", "holdout", widest, plan.new))
-    parts.append(await one("holdout-current", "holdout", known[0], plan.target.endpoint))
-    parts.append(_optimiser_estimate(plan, state, request))
-    total = _sum(parts)
-    state.ctx.say(f"migrate estimate: {total.calls} provider calls, ~{total.tokens_in} tokens "
-                  f"in, ~{total.tokens_out} out, "
-                  + ("unknown cost" if total.cost_usd is None else f"${total.cost_usd:.4f}"))
-    limit = request.budget_usd
-    if limit is not None and total.cost_usd is not None and total.cost_usd > limit:
-        raise OverBudget(f"the estimate ${total.cost_usd:.4f} ({total.calls} calls) exceeds "
-                         f"--budget-usd ${limit:.4f}: nothing was sent")
-    state.budget.start()
-    return total
-
-
-def _optimiser_estimate(plan: _Plan, state: RunState,
-                        request: MigrationRequest) -> CostEstimate:
-    messages = variants.optimiser_messages(plan.prompt, plan.splits.train, request.rewrites)
-    tokens_in = llm.count_tokens(plan.optimiser.model, messages)
-    tokens_out = plan.config.settings.estimate_output_tokens * max(1, request.rewrites)
-    prices = state.caller.prices(plan.optimiser)
-    if prices is None and request.budget_usd is not None:
-        raise ConfigError(plan.config.path, plan.target.line, f"the optimiser model "
-                          f"{plan.optimiser.model} has no known price: give --pricing")
-    cost = None if prices is None else call_cost_usd(TokenUsage(tokens_in, tokens_out), prices)
-    return CostEstimate(1, tokens_in, tokens_out, cost, 0)
-
-
-def _sum(parts: list[CostEstimate]) -> CostEstimate:
-    costs = [p.cost_usd for p in parts]
-    cost = None if any(c is None for c in costs) else round(sum(c or 0.0 for c in costs), 6)
-    return CostEstimate(sum(p.calls for p in parts), sum(p.tokens_in for p in parts),
-                        sum(p.tokens_out for p in parts), cost,
-                        sum(p.cached_calls for p in parts))
-
-
-async def _score(plan: _Plan, state: RunState, variant: Variant, split: str,
+async def _score(plan: Plan, state: RunState, variant: Variant, split: str,
                  endpoint: Endpoint) -> SuiteResult | None:
     """Run one prompt on one split; None when the budget or time limit stopped it."""
     slug = variant.name.replace(" ", "-")
@@ -305,7 +152,7 @@ async def _score(plan: _Plan, state: RunState, variant: Variant, split: str,
     return None if suite is None or state.budget.stopped else suite
 
 
-async def _rewrites(plan: _Plan, state: RunState, request: MigrationRequest,
+async def _rewrites(plan: Plan, state: RunState, request: MigrationRequest,
                     current: SuiteResult) -> tuple[list[Variant], list[str]]:
     failed_ids = {e.id for e in current.examples if not e.passed}
     failures = [r for r in plan.splits.train if str(r.get("id")) in failed_ids]
@@ -319,7 +166,7 @@ async def _rewrites(plan: _Plan, state: RunState, request: MigrationRequest,
     return found, notes
 
 
-async def _validate(plan: _Plan, state: RunState, found: dict[str, Variant],
+async def _validate(plan: Plan, state: RunState, found: dict[str, Variant],
                     scores: dict[str, Candidate]) -> str | None:
     order = list(scores)
     ranked = sorted(order, key=lambda n: (-(scores[n].train or 0.0), order.index(n)))
@@ -332,7 +179,7 @@ async def _validate(plan: _Plan, state: RunState, found: dict[str, Variant],
                                                   -(scores[n].train or 0.0), order.index(n)))
 
 
-async def _holdout(plan: _Plan, state: RunState, best: Variant, seed: int) -> Holdout | None:
+async def _holdout(plan: Plan, state: RunState, best: Variant, seed: int) -> Holdout | None:
     current = await _score(plan, state, Variant("current-model", plan.prompt), "holdout",
                            plan.target.endpoint)
     migrated = await _score(plan, state, best, "holdout", plan.new) if current else None
@@ -363,7 +210,7 @@ def _stopped(result: Migration, state: RunState, scores: dict[str, Candidate]) -
                    stopped=state.budget.stopped or "a run of the migration did not finish")
 
 
-def _write_outputs(plan: _Plan, text: str, model: str) -> tuple[str, ...]:
+def _write_outputs(plan: Plan, text: str, model: str) -> tuple[str, ...]:
     """Write the chosen prompt and the diff under ``.llmgate/migrate/<suite>/``."""
     out = plan.work.rsplit("/", 1)[0]
     prompt_name = plan.target.prompt.rsplit("/", 1)[-1]

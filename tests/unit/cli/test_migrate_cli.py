@@ -89,7 +89,7 @@ def test_a_migration_over_its_budget_sends_nothing(
     root = _repo(tmp_path / "r", llm.url)
     code, text = _migrate(capsys, root, "--budget-usd", "0.000001")
     assert code == EXIT_BUDGET
-    assert "refused: the estimate $" in text and "exceeds --budget-usd $0.0000" in text
+    assert "refused: the estimate $" in text and "exceeds the budget $0.0000" in text
     assert llm.calls() == []
     assert not (root / ".llmgate/migrate/s/migration.diff").exists()
 
