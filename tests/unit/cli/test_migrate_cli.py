@@ -37,9 +37,9 @@ def _no_cache(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("REDIS_URL", raising=False)
 
 
-def _repo(root: Path, url: str) -> Path:
+def _repo(root: Path, url: str, settings: str = "concurrency: 4") -> Path:
     target = endpoint_yaml(url, "openai/old-model", f"prompt: prompts/p.txt, {PRICE}")
-    config = ("version: 1\nsettings: {concurrency: 4}\nsuites:\n  - name: s\n"
+    config = (f"version: 1\nsettings: {{{settings}}}\nsuites:\n  - name: s\n"
               f"    dataset: evals/d.jsonl\n    target: {target}\n"
               "    assertions:\n      - type: contains\n        value: \"$10\"\n")
     rows = [{"id": f"t{i}", "input": f"ticket {i}", "expected": "Refund of $10 sent."}
@@ -83,11 +83,17 @@ def test_a_migration_improves_the_holdout_and_writes_the_prompt_and_diff(
     assert (again / ".llmgate/migrate/s/migration.diff").read_text() == diff
 
 
+@pytest.mark.parametrize(("settings", "extra"), [
+    ("concurrency: 4", ["--budget-usd", "0.000001"]),
+    ("concurrency: 4, max_cost_usd: 0.000001", []),  # the config's limit bounds it too
+    ("concurrency: 4, max_cost_usd: 0.000001", ["--budget-usd", "5"]),  # the stricter holds
+])
 def test_a_migration_over_its_budget_sends_nothing(
-        llm: FakeLLMServer, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+        llm: FakeLLMServer, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+        settings: str, extra: list[str]) -> None:
     llm.setup({"rules": RULES})
-    root = _repo(tmp_path / "r", llm.url)
-    code, text = _migrate(capsys, root, "--budget-usd", "0.000001")
+    root = _repo(tmp_path / "r", llm.url, settings)
+    code, text = _migrate(capsys, root, *extra)
     assert code == EXIT_BUDGET
     assert "refused: the estimate $" in text and "exceeds the budget $0.0000" in text
     assert llm.calls() == []
