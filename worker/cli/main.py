@@ -27,6 +27,7 @@ from worker.cli.calibrate import add_calibrate_command
 from worker.cli.formats import FORMATS, format_paths, format_refusal, parse_format, write_reports
 from worker.cli.healthcheck import add_healthcheck_command
 from worker.cli.judge import add_judge_command
+from worker.cli.migrate import add_migrate_command
 from worker.cli.named_args import add_named_arguments, named_refusal
 from worker.cli.perturbations import add_perturbations_command
 from worker.cli.power import add_power_command
@@ -146,6 +147,7 @@ def _parser() -> argparse.ArgumentParser:
     add_perturbations_command(sub)
     add_redteam_command(sub)
     add_judge_command(sub)
+    add_migrate_command(sub)
     return parser
 
 

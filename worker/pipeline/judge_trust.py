@@ -14,6 +14,10 @@ calibration that decides nothing (judge errors on half the labels or more, a lab
 snapshot at base that cannot be read) is undecidable, not the head's fault: a ``success`` or
 ``neutral`` becomes ``action_required`` (``neutral`` when base says ``settings.undecided:
 neutral``, as worker/evals/verdict/health.py decides undecided runs).
+
+Cost: the calibration's judge calls spend head's run's one budget (base's ``max_cost_usd`` and
+``max_duration``): `planned` lists them for the run's estimate, `apply_judge_rules` sends them
+through the run's `ModelCaller`, and the caller puts them in the run's model-call totals.
 """
 
 from __future__ import annotations
@@ -24,12 +28,15 @@ from pathlib import Path
 
 from worker.errors import ConfigError
 from worker.evals.context import EvalContext
+from worker.evals.llm.provider import ModelCaller
 from worker.evals.llm_types import RunUsage
+from worker.evals.run.estimate import Judging
 from worker.evals.run.judge_calibration import (
     JudgeCalibration,
     calibrate_suite,
     identity,
     load_snapshot,
+    planned_judgings,
     suite_criteria,
 )
 from worker.evals.score.judges import JudgeSpec
@@ -48,13 +55,55 @@ SHOWN_DISAGREEMENTS = 5
 _PASSING = ("success", "neutral", "skipped")
 
 
+def planned(head: Config, base: Config | None, base_root: Path | None) -> list[Judging]:
+    """The judge calls `apply_judge_rules` will make, for head's run's estimate: head's
+    judges on base's labels, and base's too where no snapshot at base is the reference.
+    A suite whose calibration cannot be planned (a bad labels file) adds nothing: the rules
+    report it."""
+    if base is None or base_root is None:
+        return []
+    heads = {s.name: s for s in head.suites}
+    found: list[Judging] = []
+    for suite in base.suites:
+        head_suite = heads.get(suite.name)
+        if suite.judge is None or head_suite is None:
+            continue
+        try:
+            if _changed(suite, base, head_suite, head) is None:
+                continue
+            found += planned_judgings(head_suite, head.settings, base_root, suite.judge.labels,
+                                      head.path)
+            if load_snapshot(base_root, suite.judge.labels) is None:
+                found += planned_judgings(suite, base.settings, base_root, suite.judge.labels,
+                                          base.path)
+        except ConfigError:
+            continue
+    return found
+
+
+def _changed(base_suite: SuiteConfig, base: Config, head_suite: SuiteConfig,
+             head: Config) -> tuple[dict[str, JudgeSpec], dict[str, JudgeSpec]] | None:
+    """Base's and head's judges when head changes them, else None.
+
+    Raises:
+        ConfigError: either side's judges cannot be resolved.
+    """
+    base_judges = suite_criteria(base_suite, base.settings, base.path)
+    head_judges = suite_criteria(head_suite, head.settings, head.path)
+    return None if identity(head_judges) == identity(base_judges) else (base_judges,
+                                                                        head_judges)
+
+
 async def apply_judge_rules(report: GateReport, head: Config, base: Config | None,
-                            base_root: Path | None, evals: EvalContext | None) -> GateReport:
+                            base_root: Path | None, evals: EvalContext | None,
+                            caller: ModelCaller | None = None) -> GateReport:
     """Check base's ``judge:`` rules on every suite whose judge head changes (module doc).
 
     Args:
         report: the gate's verdict so far; head: head's config (under base's run settings);
         base, base_root: base's config and checkout (None: nothing to check).
+        caller: head's run's call path, whose budget and totals the calibration shares;
+            None: a new one per calibration (with base's limits).
 
     Returns:
         The report with the judge rules' outcomes and notes, and its conclusion and headline
@@ -69,7 +118,7 @@ async def apply_judge_rules(report: GateReport, head: Config, base: Config | Non
         if suite.judge is None or suite.name not in heads:
             continue
         found, said = await _check_suite(suite, suite.judge, base, heads[suite.name], head,
-                                         base_root, evals)
+                                         base_root, evals, caller)
         outcomes += found
         notes += said
     if not outcomes and not notes:
@@ -80,7 +129,8 @@ async def apply_judge_rules(report: GateReport, head: Config, base: Config | Non
 
 async def _check_suite(base_suite: SuiteConfig, rules: JudgeRules, base: Config,
                        head_suite: SuiteConfig, head: Config, base_root: Path,
-                       evals: EvalContext | None) -> tuple[list[RuleOutcome], list[str]]:
+                       evals: EvalContext | None,
+                       caller: ModelCaller | None) -> tuple[list[RuleOutcome], list[str]]:
     try:
         base_judges = suite_criteria(base_suite, base.settings, base.path)
     except ConfigError as err:
@@ -93,8 +143,9 @@ async def _check_suite(base_suite: SuiteConfig, rules: JudgeRules, base: Config,
         return [], []
     try:
         calibration = await calibrate_suite(head_suite, head.settings, base_root, rules.labels,
-                                            evals, path=head.path)
-        reference, source, spend = await _reference(base_suite, base, base_root, rules, evals)
+                                            evals, path=head.path, caller=caller)
+        reference, source, spend = await _reference(base_suite, base, base_root, rules, evals,
+                                                    caller)
     except ConfigError as err:
         return [_undecided(base_suite.name, f"the labelled set cannot be used: {err}")], []
     notes = [_change_note(calibration, base_judges, reference, source)
@@ -104,7 +155,8 @@ async def _check_suite(base_suite: SuiteConfig, rules: JudgeRules, base: Config,
 
 
 async def _reference(suite: SuiteConfig, base: Config, base_root: Path, rules: JudgeRules,
-                     evals: EvalContext | None) -> tuple[dict[str, float], str, RunUsage]:
+                     evals: EvalContext | None,
+                     caller: ModelCaller | None) -> tuple[dict[str, float], str, RunUsage]:
     """Criterion -> agreement to compare with: base's snapshot, else base's judges now; where
     it came from; what measuring it spent."""
     snapshot = load_snapshot(base_root, rules.labels)
@@ -113,13 +165,13 @@ async def _reference(suite: SuiteConfig, base: Config, base_root: Path, rules: J
                 if isinstance(doc.get("agreement"), int | float)}, "the snapshot at base", \
             RunUsage()
     measured = await calibrate_suite(suite, base.settings, base_root, rules.labels, evals,
-                                     path=base.path)
+                                     path=base.path, caller=caller)
     return {c.name: c.agreement.value for c in measured.criteria if c.decided}, \
         "base's judge, measured now (no snapshot at base)", measured.spend
 
 
 def _spend(spend: RunUsage) -> str:
-    """The calibration's model calls, for the note (they are outside the runs' totals)."""
+    """The calibration's model calls, for the note (head's run's totals include them)."""
     unpriced = f", {spend.unpriced_calls} of unknown cost" if spend.unpriced_calls else ""
     return (f" (judge calibration: {spend.provider_calls} provider calls, {spend.cache_hits} "
             f"cache hits, ${spend.cost_usd:.4f}{unpriced})")

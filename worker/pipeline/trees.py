@@ -22,7 +22,8 @@ from worker.evals.config.files import decode_utf8, read_repo_file
 from worker.evals.config.load import MAX_CONFIG_BYTES, load_config, parse_config
 from worker.evals.context import EvalContext
 from worker.evals.run.engine import run_config, run_configs
-from worker.evals.run.runner import Looks, judge_pairs
+from worker.evals.run.estimate import Judging
+from worker.evals.run.runner import Looks, RunState, judge_pairs
 from worker.evals.types import CONFIG_FILENAME, Config, GateReport, RunResult
 from worker.evals.verdict.causes import Attribution
 from worker.evals.verdict.comparable import compare_comparable
@@ -34,7 +35,7 @@ from worker.evals.verdict.rules import merge_rules
 from worker.evals.verdict.unanswered import count_as_failed
 from worker.evals.verdict.unanswered import note as unanswered_note
 from worker.pipeline.confirm import confirm_flips
-from worker.pipeline.judge_trust import apply_judge_rules
+from worker.pipeline.judge_trust import apply_judge_rules, planned
 from worker.pipeline.on_paths import restrict, select_suites
 from worker.pipeline.sequential import SequentialGate, restrict_base, scale_alpha
 
@@ -170,17 +171,22 @@ async def gate_trees(
     base_run = base.result if base else None
     plan = _plan(base_config if base else None, base_root, head_config, head_root, notes)
     sequential = _sequential(plan, base_config, base_run, evals)
+    judged_base = base_config if base else None
+    state = RunState(plan.configs[0].settings, evals)  # the judge calibration spends it too
     try:
         heads, base_run = await _head_runs(plan, (head_root, head_sha), base_root, base_config,
-                                           base_run, sequential, (notes, problems), evals)
+                                           base_run, sequential, (notes, problems), evals,
+                                           (state, planned(head_config, judged_base, base_root)))
     except ConfigError as err:
         return config_error_report(err)
     if base_root is None:
         notes.append("no base given: only absolute rules (min) apply")
     report = await _verdict(plan, heads, head_root, base_run, base_config, notes, problems,
                             evals, sequential.scale if sequential is not None else 1.0)
-    report = await apply_judge_rules(report, head_config, base_config if base else None,
-                                     base_root, evals)  # a changed judge must still agree
+    report = await apply_judge_rules(report, head_config, judged_base, base_root, evals,
+                                     state.caller)  # a changed judge must still agree
+    if report.head is not None:  # the run's totals include the calibration's calls
+        report = replace(report, head=replace(report.head, spend=state.caller.total))
     source = base.source if base else None
     if source:
         report = replace(report, notes=(*report.notes, source))
@@ -217,9 +223,14 @@ def _plan(contract: Config | None, base_root: Path | None, head: Config, head_ro
 async def _head_runs(plan: _Plan, head: tuple[Path, str], base_root: Path | None,
                      base_config: Config | None, base_run: RunResult | None,
                      sequential: SequentialGate | None, lines: tuple[list[str], list[str]],
-                     evals: EvalContext | None) -> tuple[list[RunResult], RunResult | None]:
+                     evals: EvalContext | None,
+                     spending: tuple[RunState, Sequence[Judging]],
+                     ) -> tuple[list[RunResult], RunResult | None]:
     """Run head (in looks under ``settings.sequential``), its pairwise judges, and the
     ``confirm_flips`` re-runs; return head's runs and the base run they are compared with.
+
+    ``spending`` is head's run state (its budget and totals, shared with the judge calibration
+    that follows) and the calibration's judge calls, counted in head's estimate.
 
     Raises:
         ConfigError: a file head's run needs is missing or invalid.
@@ -227,7 +238,8 @@ async def _head_runs(plan: _Plan, head: tuple[Path, str], base_root: Path | None
     (head_root, head_sha), (notes, problems) = head, lines
     heads = await run_configs(
         plan.configs, head_root, head_sha, evals, with_base=base_root is not None,
-        looks=_looks(sequential, plan, head_root, base_config, problems, evals))
+        looks=_looks(sequential, plan, head_root, base_config, problems, evals),
+        state=spending[0], judgings=spending[1])
     if sequential is not None and base_run is not None:
         base_run = restrict_base(base_run, heads[0])
         if not sequential.stopped:

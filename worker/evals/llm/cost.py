@@ -123,12 +123,14 @@ class Budget:
         self.max_duration_s = max_duration_s
         self._clock = clock
         self.started_s = clock()
+        self.started = False  # whether `start` was called (a run's clock starts once)
         self.spent_usd = Decimal(0)
         self.stopped: str | None = None
 
     def start(self) -> None:
         """Start (or restart) the time limit's clock now."""
         self.started_s = self._clock()
+        self.started = True
 
     def charge(self, cost_usd: float) -> None:
         """Add the cost of an answered call, USD."""

@@ -15,6 +15,7 @@ from pathlib import Path
 from worker.errors import ConfigError
 from worker.evals.context import EvalContext
 from worker.evals.run import fingerprint, runner
+from worker.evals.run.estimate import Judging
 from worker.evals.types import Config, RunResult
 
 
@@ -43,7 +44,9 @@ async def run_configs(configs: Sequence[Config], root: Path, sha: str = "",
                       evals: EvalContext | None = None, *,
                       with_base: bool = True,
                       looks: runner.Looks | None = None,
-                      only: Mapping[str, frozenset[str]] | None = None) -> list[RunResult]:
+                      only: Mapping[str, frozenset[str]] | None = None,
+                      state: runner.RunState | None = None,
+                      judgings: Sequence[Judging] = ()) -> list[RunResult]:
     """Run several configs on the checkout at ``root`` as one run (one estimate, budget and
     answer per example: worker/evals/run/runner.py `run_suites`), each result fingerprinted.
 
@@ -53,13 +56,15 @@ async def run_configs(configs: Sequence[Config], root: Path, sha: str = "",
 
     Used for head's target on base's evaluation contract and on its own
     (worker/evals/verdict/contract.py); the configs share their run settings (base's).
+    ``state`` and ``judgings``: as `worker.evals.run.runner.run_suites` (a caller's calls after
+    the run on its budget, counted in its estimate).
 
     Raises:
         ConfigError: as `run_config`.
     """
     try:
         runs = await runner.run_suites(configs, root, sha, evals, with_base=with_base,
-                                       looks=looks, only=only)
+                                       looks=looks, only=only, state=state, judgings=judgings)
     except ConfigError as err:
         raise _at_config_line(configs, err) from None
     return [fingerprint.attach(run, config, root)

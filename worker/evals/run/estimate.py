@@ -40,7 +40,7 @@ from worker.evals.llm_types import CostEstimate, Endpoint, TokenUsage
 from worker.evals.run.model_target import answer_family
 from worker.evals.run.traps import load_traps
 from worker.evals.score.composite import criterion_specs
-from worker.evals.score.judges import JUDGE_TYPES, judge_messages, judge_spec
+from worker.evals.score.judges import JUDGE_TYPES, JudgeSpec, judge_messages, judge_spec
 from worker.evals.score.pairwise import PAIRWISE_TEMPLATE_VERSION
 from worker.evals.score.similar import embed_texts
 from worker.evals.types import AssertionSpec, Config, Example, ModelTarget, Settings, SuiteConfig
@@ -81,6 +81,24 @@ class Estimate:
 
     cost: CostEstimate
     unpriced: tuple[ModelUse, ...] = ()
+
+
+@dataclass(frozen=True)
+class Judging:
+    """A judge call on a given answer outside the suites' examples, counted in the run's
+    estimate: a gate's judge calibration on base's labelled answers
+    (worker/pipeline/judge_trust.py), which spends the run's budget.
+
+    Attributes:
+        judge: the criterion's resolved judge (its ``n`` draws are counted).
+        example: the labelled row as an example (input, reference); answer: its output.
+        use: where the judge is named, for an unpriced model's annotation.
+    """
+
+    judge: JudgeSpec
+    example: Example
+    answer: Any
+    use: ModelUse
 
 
 @dataclass(frozen=True)
@@ -161,12 +179,15 @@ async def estimate_config(config: Config, root: Path, caller: ModelCaller,
 
 
 async def estimate_configs(configs: Sequence[Config], root: Path, caller: ModelCaller,
-                           with_base: bool = True) -> Estimate:
+                           with_base: bool = True,
+                           judgings: Sequence[Judging] = ()) -> Estimate:
     """Estimate one run of several configs at ``root`` (worker/evals/run/runner.py
     `run_suites`): a target call two suites of the run share is answered once, so it is
     counted once (then as cached). A suite whose dataset is another checkout's (its
     ``contract_root``: base's examples for head's target) reads it there, and its examples
     head's prompt cannot be rendered for are not counted (they fail without a call).
+    ``judgings`` are judge calls on given answers the run also makes (`Judging`); what the
+    cache holds of them counts as cached.
 
     Raises:
         ConfigError: as `estimate_config`.
@@ -174,17 +195,25 @@ async def estimate_configs(configs: Sequence[Config], root: Path, caller: ModelC
     tally = _Tally()
     for config in configs:
         for suite in config.suites:
-            calls = await _suite(tally, suite, root, config, caller, with_base)
-            cached = await caller.cache.cached([key for call in calls for key in call.keys])
-            position = 0
-            for call in calls:
-                hits = sum(cached[position:position + len(call.keys)])
-                position += len(call.keys)
-                tally.cached += hits
-                tally.add(caller, call, call.count - hits)
+            await _count(tally, caller, await _suite(tally, suite, root, config, caller,
+                                                     with_base))
+    await _count(tally, caller, [await _judged(tally, j.judge, j.example, 1, caller, j.answer,
+                                               j.use, configs[0].settings, cacheable=True)
+                                 for j in judgings])
     cost = None if tally.cost_usd is None else round(tally.cost_usd, 6)
     return Estimate(CostEstimate(tally.calls, tally.tokens_in, tally.tokens_out, cost,
                                  tally.cached), tuple(tally.unpriced.values()))
+
+
+async def _count(tally: _Tally, caller: ModelCaller, calls: list[_Call]) -> None:
+    """Tally calls, those the cache holds as cached (looked up at once)."""
+    cached = await caller.cache.cached([key for call in calls for key in call.keys])
+    position = 0
+    for call in calls:
+        hits = sum(cached[position:position + len(call.keys)])
+        position += len(call.keys)
+        tally.cached += hits
+        tally.add(caller, call, call.count - hits)
 
 
 async def _suite(tally: _Tally, suite: SuiteConfig, root: Path, config: Config,
@@ -321,12 +350,19 @@ async def _judge(tally: _Tally, spec: AssertionSpec, example: Example, draws: in
         return []  # no model: the run reports it where the judge runs
     if kind == "pairwise":
         js = replace(js, kind=PAIRWISE_TEMPLATE_VERSION)
-    messages = judge_messages(js, example, answer)
-    tokens_in = tally.tokens(js.endpoint.model, messages)
-    tokens_out = await _expected_out(tally, caller, js.endpoint, kind, js.version, settings)
     own = "model" in spec.params
     use = ModelUse(js.endpoint.model, path, spec.line, f"the judge of `{spec.type}`" if own
                    else f"settings.judge (used by `{spec.type}`)")
+    return [await _judged(tally, js, example, draws, caller, answer, use, settings,
+                          cacheable=cacheable, kind=kind)]
+
+
+async def _judged(tally: _Tally, js: JudgeSpec, example: Example, draws: int,
+                  caller: ModelCaller, answer: Any, use: ModelUse, settings: Settings, *,
+                  cacheable: bool, kind: str = "judge") -> _Call:
+    messages = judge_messages(js, example, answer)
+    tokens_in = tally.tokens(js.endpoint.model, messages)
+    tokens_out = await _expected_out(tally, caller, js.endpoint, kind, js.version, settings)
     keys = tuple(caller.chat_key(js.endpoint, messages, kind, js.version, draw)
                  for draw in range(js.n)) if cacheable else ()
-    return [_Call(js.endpoint, draws * js.n, tokens_in, tokens_out, use, keys)]
+    return _Call(js.endpoint, draws * js.n, tokens_in, tokens_out, use, keys)

@@ -30,8 +30,10 @@ from worker.errors import ConfigError
 from worker.evals.config.files import decode_utf8, read_repo_file
 from worker.evals.config.labels import LabelRow, load_labels
 from worker.evals.context import EvalContext
+from worker.evals.llm.provider import ModelCaller
 from worker.evals.llm_types import RunUsage
-from worker.evals.run.runner import RunState
+from worker.evals.run.estimate import Judging, ModelUse
+from worker.evals.run.runner import RunState, difference
 from worker.evals.score import agreement as stats
 from worker.evals.score.composite import criterion_specs
 from worker.evals.score.judges import JudgeSpec, judge_spec, run_judge
@@ -138,13 +140,16 @@ def identity(judges: dict[str, JudgeSpec]) -> dict[str, tuple[Any, ...]]:
 
 async def calibrate_suite(suite: SuiteConfig, settings: Settings, root: Path, labels: str,
                           ctx: EvalContext | None = None, *, use_cache: bool = True,
-                          path: str = CONFIG_FILENAME) -> JudgeCalibration:
+                          path: str = CONFIG_FILENAME,
+                          caller: ModelCaller | None = None) -> JudgeCalibration:
     """Judge every labelled answer with the suite's judges and compare (module doc).
 
     Args:
         suite, settings: the suite and the settings its judges resolve against.
         root: the checkout holding ``labels`` (relative POSIX path).
         ctx: the response cache, clocks and printer; use_cache: read and write the cache.
+        caller: the call path to spend on (a gate's run, so its budget bounds these calls
+            too); None: a new one with ``settings``' budget. ``spend`` is this call's only.
 
     Raises:
         ConfigError: a bad labels file, a row naming no criterion of the suite, or a
@@ -153,7 +158,8 @@ async def calibrate_suite(suite: SuiteConfig, settings: Settings, root: Path, la
     judges = suite_criteria(suite, settings, path)
     rows = load_labels(root, labels)
     grouped = _group(rows, judges, labels)
-    caller = RunState(settings, ctx).caller
+    caller = caller or RunState(settings, ctx).caller
+    before = caller.total
     outcomes = await asyncio.gather(*(
         run_judge(judges[name], caller, Example(row.id, row.line, row.input, row.expected),
                   row.output, use_cache=use_cache)
@@ -162,7 +168,25 @@ async def calibrate_suite(suite: SuiteConfig, settings: Settings, root: Path, la
     criteria = tuple(_criterion(name, judges[name], group,
                                 [next(results)[0] for _ in group])
                      for name, group in grouped.items())
-    return JudgeCalibration(suite.name, labels, criteria, caller.total)
+    return JudgeCalibration(suite.name, labels, criteria, difference(caller.total, before))
+
+
+def planned_judgings(suite: SuiteConfig, settings: Settings, root: Path, labels: str,
+                     path: str = CONFIG_FILENAME) -> list[Judging]:
+    """The judge calls `calibrate_suite` will make, for a run's estimate
+    (worker/evals/run/estimate.py `Judging`): one per labelled row, of its criterion's judge.
+
+    Raises:
+        ConfigError: as `calibrate_suite`.
+    """
+    judges = suite_criteria(suite, settings, path)
+    grouped = _group(load_labels(root, labels), judges, labels)
+    lines = {str(spec.params.get("name", "llm_judge")): spec.line for spec in suite.assertions}
+    return [Judging(judges[name], Example(row.id, row.line, row.input, row.expected),
+                    row.output, ModelUse(judges[name].endpoint.model, path,
+                                         lines.get(name, suite.line),
+                                         f"the judge {name!r} (calibrated on {labels})"))
+            for name, group in grouped.items() for row in group]
 
 
 def _group(rows: tuple[LabelRow, ...], judges: dict[str, JudgeSpec],

@@ -47,7 +47,7 @@ from worker.evals.llm.provider import ModelCaller
 from worker.evals.llm_types import CostEstimate, RunUsage, TokenUsage
 from worker.evals.run.agent_target import run_agent
 from worker.evals.run.batch import run_batch
-from worker.evals.run.estimate import ModelUse, estimate_configs
+from worker.evals.run.estimate import Judging, ModelUse, estimate_configs
 from worker.evals.run.model_target import run_model
 from worker.evals.run.targets import run_command
 from worker.evals.run.traps import judge_traps
@@ -128,7 +128,9 @@ def look_part(examples: Sequence[Example], look: int, count: int) -> list[Exampl
 async def run_suites(configs: Sequence[Config], root: Path, sha: str = "",
                      ctx: EvalContext | None = None, *,
                      with_base: bool = True, looks: Looks | None = None,
-                     only: Mapping[str, frozenset[str]] | None = None) -> list[RunResult]:
+                     only: Mapping[str, frozenset[str]] | None = None,
+                     state: RunState | None = None,
+                     judgings: Sequence[Judging] = ()) -> list[RunResult]:
     """Run the suites of one or more configs on one checkout as one run (see the module docstring).
 
     One config is one commit's run. Several are head's target scored on base's evaluation
@@ -145,6 +147,11 @@ async def run_suites(configs: Sequence[Config], root: Path, sha: str = "",
         with_base: whether a base run follows (counts ``pairwise`` calls in the estimate).
         looks: answer in batches and stop once ``looks.decide`` says so (`Looks`).
         only: suite -> example ids: answer only those, once more (`confirm_run`).
+        state: the run's state, for a caller that makes more calls after it on the same
+            budget and totals (a gate's judge calibration); None: a new one. Built from the
+            first config's settings.
+        judgings: judge calls the caller makes after the run on its budget, counted in the
+            estimate (worker/evals/run/estimate.py `Judging`).
 
     Returns:
         One result per config, in order; all stopped alike when the estimate is over budget.
@@ -154,10 +161,10 @@ async def run_suites(configs: Sequence[Config], root: Path, sha: str = "",
             the run will call has no known price under ``max_cost_usd``.
     """
     settings = configs[0].settings
-    state = RunState(settings, ctx)
+    state = state or RunState(settings, ctx)
     if only is not None:
         return await confirm_run(configs, root, sha, state, only)
-    planned = await estimate_configs(configs, root, state.caller, with_base)
+    planned = await estimate_configs(configs, root, state.caller, with_base, judgings)
     estimate = planned.cost
     unpriced = tuple(use.model for use in planned.unpriced)
     llm_pool.expect(estimate.calls)  # a large run gets provider processes
@@ -166,10 +173,12 @@ async def run_suites(configs: Sequence[Config], root: Path, sha: str = "",
     limit = settings.max_cost_usd
     if limit is not None and planned.unpriced:
         raise unpriced_error(planned.unpriced[0], limit)
-    state.budget.start()
+    if not state.budget.started:  # a caller's state may have started its clock already
+        state.budget.start()
     if limit is not None and estimate.cost_usd is not None and estimate.cost_usd > limit:
         reason = (f"not started: the estimate ${estimate.cost_usd:.4f} ({estimate.calls} calls) "
                   f"exceeds max_cost_usd ${limit:.4f}")
+        state.budget.stopped = reason  # nor may a caller's calls after the run be sent
         return [RunResult(sha, {}, estimate=estimate, stopped=reason) for _ in configs]
     count = looks.count if looks is not None else 1
     runs: list[dict[str, SuiteResult]] = [{} for _ in configs]
