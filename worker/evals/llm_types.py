@@ -218,6 +218,11 @@ class TokenUsage:
                           self.cached_input + other.cached_input,
                           self.cache_write + other.cache_write)
 
+    def __sub__(self, other: TokenUsage) -> TokenUsage:
+        return TokenUsage(self.input - other.input, self.output - other.output,
+                          self.cached_input - other.cached_input,
+                          self.cache_write - other.cache_write)
+
 
 @dataclass(frozen=True)
 class RunUsage:
@@ -244,6 +249,13 @@ class RunUsage:
                         self.cache_hits + other.cache_hits, self.tokens + other.tokens,
                         round(self.cost_usd + other.cost_usd, 12),
                         self.unpriced_calls + other.unpriced_calls)
+
+    def __sub__(self, other: RunUsage) -> RunUsage:
+        """What was used since ``other``, a total read earlier from the same caller."""
+        return RunUsage(self.provider_calls - other.provider_calls,
+                        self.cache_hits - other.cache_hits, self.tokens - other.tokens,
+                        round(self.cost_usd - other.cost_usd, 12),
+                        self.unpriced_calls - other.unpriced_calls)
 
 
 @dataclass(frozen=True)

@@ -183,10 +183,13 @@ async def gate_trees(
         notes.append("no base given: only absolute rules (min) apply")
     report = await _verdict(plan, heads, head_root, base_run, base_config, notes, problems,
                             evals, sequential.scale if sequential is not None else 1.0)
+    before = state.caller.total
     report = await apply_judge_rules(report, head_config, judged_base, base_root, evals,
                                      state.caller)  # a changed judge must still agree
     if report.head is not None:  # the run's totals include the calibration's calls
-        report = replace(report, head=replace(report.head, spend=state.caller.total))
+        calibration = state.caller.total - before
+        report = replace(report, head=replace(report.head,
+                                              spend=report.head.spend + calibration))
     source = base.source if base else None
     if source:
         report = replace(report, notes=(*report.notes, source))
