@@ -9,8 +9,10 @@ replies over real HTTP and counts tokens as OpenAI does; the cache is a real Red
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
+import pytest
 from redis.asyncio import Redis
 
 from tests.fakes.fake_llm import FakeLLMServer
@@ -104,3 +106,23 @@ async def test_an_agent_run_over_max_cost_usd_at_its_worst_case_is_refused_up_fr
     assert run.estimate.calls == 15 and run.estimate.cost_usd > 2.0
     assert run.stopped is not None and run.stopped.startswith("not started: the estimate")
     assert llm.calls("chat") == []
+
+
+@pytest.mark.slow
+async def test_cached_agent_steps_are_followed_only_up_to_a_command_tool(
+        llm: FakeLLMServer, redis: Redis, tmp_path: Path) -> None:
+    # A command tool's result is unknown until it runs: after a cached step that calls one,
+    # the next step's key is unknown, so the steps left are counted as calls.
+    llm.setup({"rules": AGENT_RULES})
+    tool = (f"{{name: lookup, command: '{sys.executable} tool.py {{output_file}}'}}")
+    extra = AGENT.split(", tools:")[0] + f", tools: [{tool}]"
+    script = "import json, sys\njson.dump({'result': {'v': 7}}, open(sys.argv[1], 'w'))\n"
+    repo = write_repo(tmp_path, model_config(llm.url, target_extra=extra), ROWS[:1],
+                      files={"tool.py": script})
+    evals = context(redis=redis, namespace="acme/agent-command")
+    first = (await gate_trees(repo, None, evals=evals)).head
+    assert first is not None and first.spend.provider_calls == 2
+    again = (await gate_trees(repo, None, evals=evals)).head
+    assert again is not None and again.estimate is not None
+    assert (again.estimate.calls, again.estimate.cached_calls) == (4, 1)
+    assert (again.spend.provider_calls, again.spend.cache_hits) == (0, 2)  # all cached in fact
