@@ -26,7 +26,7 @@ from typing import Any
 
 from worker.evals.config.prompts import PromptTemplate, render
 from worker.evals.llm.provider import Answer, ModelCaller
-from worker.evals.llm_types import RunUsage, ToolCall, ToolSpec, Trace
+from worker.evals.llm_types import Endpoint, RunUsage, ToolCall, ToolSpec, Trace
 from worker.evals.run.model_target import answer_family
 from worker.evals.run.tools import call_tool
 from worker.evals.types import Example, ModelTarget, Settings, TargetOutput
@@ -88,8 +88,7 @@ async def run_agent(target: ModelTarget, template: PromptTemplate, example: Exam
         ConfigError: the template cannot be rendered for this example.
     """
     messages: list[dict[str, Any]] = list(render(template, example))
-    endpoint = replace(target.endpoint, params={**target.endpoint.params,
-                                                "tools": tool_schemas(target.tools)})
+    endpoint = agent_endpoint(target)
     done = _Progress()
     for _ in range(target.max_steps):
         outcome = await caller.chat(endpoint, messages, kind="chat", version=target.version,
@@ -113,17 +112,41 @@ async def run_agent(target: ModelTarget, template: PromptTemplate, example: Exam
 async def _answer_tools(target: ModelTarget, answer: Answer, example: Example, root: Path,
                         settings: Settings, done: _Progress) -> list[dict[str, Any]]:
     """Answer the step's tool calls; return the messages that carry them and their answers."""
-    requested = [{"id": c.id, "type": "function",
-                  "function": {"name": c.name, "arguments": c.arguments}}
-                 for c in answer.tool_calls]
-    messages: list[dict[str, Any]] = [{"role": "assistant", "content": answer.text or None,
-                                       "tool_calls": requested}]
+    calls: list[ToolCall] = []
     for request in answer.tool_calls:
         started = time.perf_counter()
         call = await call_tool(target.tools, request.name, request.arguments, example.id,
                                root, settings)
         done.latency_ms += (time.perf_counter() - started) * 1000
-        done.calls.append(call)
+        calls.append(call)
+    done.calls.extend(calls)
+    return step_messages(answer, calls)
+
+
+def agent_endpoint(target: ModelTarget) -> Endpoint:
+    """Return the endpoint every step of the agent calls: the target's, with its tools in the
+    call parameters (so they are part of each step's cache key)."""
+    return replace(target.endpoint, params={**target.endpoint.params,
+                                            "tools": tool_schemas(target.tools)})
+
+
+def step_messages(answer: Answer, calls: list[ToolCall]) -> list[dict[str, Any]]:
+    """Return the messages a step with tool calls adds to the conversation.
+
+    Args:
+        answer: the model's answer, with its ``tool_calls``.
+        calls: each requested call answered, in the same order.
+
+    Returns:
+        The ``assistant`` message with the calls, then one ``tool`` message per call (its
+        result as JSON text, or ``{"error": ...}``).
+    """
+    requested = [{"id": c.id, "type": "function",
+                  "function": {"name": c.name, "arguments": c.arguments}}
+                 for c in answer.tool_calls]
+    messages: list[dict[str, Any]] = [{"role": "assistant", "content": answer.text or None,
+                                       "tool_calls": requested}]
+    for request, call in zip(answer.tool_calls, calls, strict=True):
         content = {"error": call.error} if call.error is not None else call.result
         messages.append({"role": "tool", "tool_call_id": request.id,
                          "content": json.dumps(content, ensure_ascii=False)})

@@ -4,6 +4,10 @@ Per suite: the model target answers every example ``repeats`` times; each ``llm_
 every answer ``n`` times (prompt: the judge template with the input, the reference and the
 answer); each ``similar`` makes one embeddings call per answer; traps add one judge call per
 trap, judge and draw; ``pairwise`` adds two judge calls per example (when a base runs). An
+agent (a model target with ``tools``) is counted at its worst case, ``max_steps`` calls per
+example and draw, less the steps the cache answers (worker/evals/run/agent_estimate.py); step k
+(from 0) sends the prompt, the tools and k earlier answers, so its prompt is counted as the
+first's plus k expected completions (tool results, unknown before the run, are not). An
 in-process ``local/<name>`` embedding model (worker/evals/llm/local_embed.py) is no provider call
 and costs nothing, so it is not counted (like a command target's runs).
 
@@ -23,6 +27,7 @@ known price, and every such model the run will call is listed with the line that
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -37,6 +42,8 @@ from worker.evals.llm.cost import call_cost_usd, max_tokens
 from worker.evals.llm.endpoints import parse_endpoint
 from worker.evals.llm.provider import ModelCaller
 from worker.evals.llm_types import CostEstimate, Endpoint, TokenUsage
+from worker.evals.run.agent_estimate import known_steps
+from worker.evals.run.agent_target import agent_endpoint
 from worker.evals.run.model_target import answer_family
 from worker.evals.run.traps import load_traps
 from worker.evals.score.composite import criterion_specs
@@ -253,6 +260,10 @@ async def _target(tally: _Tally, target: ModelTarget, examples: tuple[Example, .
     out_tokens = await _expected_out(tally, caller, target.endpoint, "chat",
                                      answer_family(target), settings)
     rendered = _rendered(template, examples, foreign)
+    if target.tools:
+        return [None if messages is None else await _agent(
+            tally, target, example_id, messages, settings, caller, use, out_tokens)
+            for example_id, messages in rendered], out_tokens
     sent = [(example_id, messages) for example_id, messages in rendered if messages is not None]
     keys = [caller.chat_key(target.endpoint, messages, "chat", target.version)
             for _, messages in sent]
@@ -276,6 +287,26 @@ async def _target(tally: _Tally, target: ModelTarget, examples: tuple[Example, .
         tally.add(caller, _Call(target.endpoint, settings.repeats, tokens_in, out_tokens, use))
         answers.append(None)
     return answers, out_tokens
+
+
+async def _agent(tally: _Tally, target: ModelTarget, example_id: str,
+                 messages: list[dict[str, str]], settings: Settings, caller: ModelCaller,
+                 use: ModelUse, out_tokens: int) -> str | None:
+    """Tally one example's agent steps: the cached ones, and ``repeats`` times the worst case
+    of the others (every step up to ``max_steps``, each sending the conversation so far: the
+    prompt, the tools and the earlier answers); return the final answer when it is cached."""
+    known = await known_steps(target, messages, caller, settings.repeats == 1)
+    first = caller.chat_key(agent_endpoint(target), messages, "chat", target.version)
+    if (first, example_id) in tally.seen:  # another suite of this run has it: answered once
+        return known.answer
+    tally.seen.add((first, example_id))
+    tally.cached += known.cached
+    if known.left:
+        prompt = tally.tokens(target.model, known.messages)
+        mean_in = prompt + math.ceil(out_tokens * (known.left - 1) / 2)
+        tally.add(caller, _Call(target.endpoint, settings.repeats * known.left, mean_in,
+                                out_tokens, use))
+    return known.answer
 
 
 def _rendered(template: PromptTemplate, examples: tuple[Example, ...],

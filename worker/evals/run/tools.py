@@ -41,6 +41,24 @@ async def call_tool(tools: tuple[ToolSpec, ...], name: str, arguments_text: str,
     Returns:
         The call with its result, or with ``error`` set.
     """
+    known = answer_without_running(tools, name, arguments_text)
+    if known is not None:
+        return known
+    tool = next(t for t in tools if t.name == name)
+    assert tool.command is not None  # answer_without_running answers every other call
+    return await _from_command(tool, tool.command, arguments_of(arguments_text), example_id,
+                               cwd, settings)
+
+
+def answer_without_running(tools: tuple[ToolSpec, ...], name: str,
+                           arguments_text: str) -> ToolCall | None:
+    """Answer a call that needs no command: an unknown tool, arguments that are not JSON, or a
+    fixed table (arguments as `call_tool`'s).
+
+    Returns:
+        The call with its result or error, as `call_tool` would give it; None when the call
+        needs the tool's command run (only `call_tool` does that).
+    """
     arguments = arguments_of(arguments_text)
     tool = next((t for t in tools if t.name == name), None)
     if tool is None:
@@ -49,7 +67,7 @@ async def call_tool(tools: tuple[ToolSpec, ...], name: str, arguments_text: str,
         return ToolCall(name, arguments, error="the arguments are not JSON")
     if tool.command is None:
         return _from_table(tool, arguments)
-    return await _from_command(tool, tool.command, arguments, example_id, cwd, settings)
+    return None
 
 
 def _from_table(tool: ToolSpec, arguments: Any) -> ToolCall:

@@ -9,8 +9,10 @@ replies over real HTTP and counts tokens as OpenAI does; the cache is a real Red
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
+import pytest
 from redis.asyncio import Redis
 
 from tests.fakes.fake_llm import FakeLLMServer
@@ -66,3 +68,61 @@ async def test_completions_are_expected_as_long_as_the_recent_answers_of_their_f
     third = await gate_trees(write_repo(tmp_path, capped, rows), None, evals=evals)
     assert third.head is not None and third.head.estimate is not None
     assert third.head.estimate.tokens_out == 3 * 100  # other params: other keys, same family
+
+
+AGENT = (", max_steps: 5, pricing: {input: 1000, output: 1000}, tools: [{name: lookup, "
+         "parameters: {type: object}, results: [{arguments: {id: A1}, result: {v: 7}}]}]")
+AGENT_RULES = [{"match": '{"v": 7}', "reply": "It is 7."},
+               {"match": "A1?", "tool_calls": [{"name": "lookup", "arguments": {"id": "A1"}}]}]
+ROWS = [{"id": str(i), "input": f"A1? ({i})"} for i in range(3)]
+
+
+async def test_an_agent_is_estimated_at_max_steps_calls_less_the_cached_steps(
+        llm: FakeLLMServer, redis: Redis, tmp_path: Path) -> None:
+    llm.setup({"rules": AGENT_RULES})
+    repo = write_repo(tmp_path, model_config(llm.url, target_extra=AGENT), ROWS)
+    evals = context(redis=redis, namespace="acme/agent")
+    first = (await gate_trees(repo, None, evals=evals)).head
+    assert first is not None and first.estimate is not None
+    assert (first.estimate.calls, first.estimate.cached_calls) == (3 * 5, 0)  # worst case
+    assert first.spend.provider_calls == 3 * 2  # each example: the tool call, then the answer
+    # A re-run: both steps of each example are cached (the tool's table answers the first
+    # step's call, which gives the second step's key), so nothing is left to send.
+    again = (await gate_trees(repo, None, evals=evals)).head
+    assert again is not None and again.estimate is not None
+    assert (again.estimate.calls, again.estimate.cached_calls) == (0, 6)
+    assert (again.spend.provider_calls, again.spend.cache_hits) == (0, 6)
+
+
+async def test_an_agent_run_over_max_cost_usd_at_its_worst_case_is_refused_up_front(
+        llm: FakeLLMServer, redis: Redis, tmp_path: Path) -> None:
+    # One call per example would be about $0.85 ($0.001 a token: a ~25-token prompt and 256
+    # expected completion tokens, 3 examples), under $2; five steps per example are not.
+    llm.setup({"rules": AGENT_RULES})
+    config = model_config(llm.url, settings="max_cost_usd: 2.0", target_extra=AGENT)
+    run = (await gate_trees(write_repo(tmp_path, config, ROWS), None,
+                            evals=context(redis=redis, namespace="acme/agent-budget"))).head
+    assert run is not None and run.estimate is not None and run.estimate.cost_usd is not None
+    assert run.estimate.calls == 15 and run.estimate.cost_usd > 2.0
+    assert run.stopped is not None and run.stopped.startswith("not started: the estimate")
+    assert llm.calls("chat") == []
+
+
+@pytest.mark.slow
+async def test_cached_agent_steps_are_followed_only_up_to_a_command_tool(
+        llm: FakeLLMServer, redis: Redis, tmp_path: Path) -> None:
+    # A command tool's result is unknown until it runs: after a cached step that calls one,
+    # the next step's key is unknown, so the steps left are counted as calls.
+    llm.setup({"rules": AGENT_RULES})
+    tool = (f"{{name: lookup, command: '{sys.executable} tool.py {{output_file}}'}}")
+    extra = AGENT.split(", tools:")[0] + f", tools: [{tool}]"
+    script = "import json, sys\njson.dump({'result': {'v': 7}}, open(sys.argv[1], 'w'))\n"
+    repo = write_repo(tmp_path, model_config(llm.url, target_extra=extra), ROWS[:1],
+                      files={"tool.py": script})
+    evals = context(redis=redis, namespace="acme/agent-command")
+    first = (await gate_trees(repo, None, evals=evals)).head
+    assert first is not None and first.spend.provider_calls == 2
+    again = (await gate_trees(repo, None, evals=evals)).head
+    assert again is not None and again.estimate is not None
+    assert (again.estimate.calls, again.estimate.cached_calls) == (4, 1)
+    assert (again.spend.provider_calls, again.spend.cache_hits) == (0, 2)  # all cached in fact
