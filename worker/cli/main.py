@@ -26,6 +26,7 @@ from worker.cli.healthcheck import add_healthcheck_command
 from worker.cli.perturbations import add_perturbations_command
 from worker.cli.power import add_power_command
 from worker.cli.redteam import add_redteam_command
+from worker.cli.run_options import add_selection_options, run_overrides
 from worker.cli.setup import add_setup_command
 from worker.errors import ExecutionError
 from worker.evals.types import CONFIG_FILENAME
@@ -97,6 +98,7 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--format", choices=("markdown", "json"), default="markdown")
     run.add_argument("--output", type=Path, help="write the report here instead of stdout")
     run.add_argument("--repo", type=Path, default=None, help=argparse.SUPPRESS)
+    add_selection_options(run)
     run.add_argument("--allow-undecided", action="store_true",
                      help="exit 0, not 4, when the gate could not decide (over budget or "
                           "time, provider errors outside the change, base could not run)")
@@ -306,6 +308,7 @@ async def _run_local(args: argparse.Namespace) -> tuple[MultiReport, str, str]:
         if args.base:
             base_root, base_sha, base_note = await _base_side(stack, repo, args, head_sha)
         evals = await stack.enter_async_context(eval_context(args))
+        evals.overrides = run_overrides(args)
         args.config = in_folder(head_root, args.config)  # a folder: at head, not the tree
         if args.config == CONFIG_FILENAME and nothing_to_gate(head_root, base_root):
             return unconfigured_report(), head_sha, base_sha  # neutral, as the App's check

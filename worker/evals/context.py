@@ -46,6 +46,23 @@ class CallEvent:
     cost_usd: float
 
 
+@dataclass(frozen=True)
+class RunOverrides:
+    """What the command line changes in every config it gates (``llmgate run``; the worker
+    never sets any).
+
+    Attributes:
+        suites: run only the suites of these names (``--suite NAME``, repeatable); () for all.
+        smoke: run only the first this many examples of each suite (``--smoke N``), None for all.
+        samples: runs of each example on both sides (``--samples N``: ``settings.repeats``
+            at base and head), None for the configs' own.
+    """
+
+    suites: tuple[str, ...] = ()
+    smoke: int | None = None
+    samples: int | None = None
+
+
 def _ignore_call(event: CallEvent) -> None:
     """Observe nothing (the CLI's default): calls are only counted by the worker."""
 
@@ -65,6 +82,7 @@ class EvalContext:
         say: prints progress lines (the cost estimate); the worker logs them.
         on_call: told about every call as it ends (`CallEvent`); the worker counts them in
             its metrics, the CLI ignores them. It must not block or raise.
+        overrides: the command line's changes to every config (`RunOverrides`).
     """
 
     redis: Redis | None = None
@@ -75,3 +93,4 @@ class EvalContext:
     rng: random.Random = field(default_factory=random.Random)
     say: Callable[[str], None] = _log_info
     on_call: Callable[[CallEvent], None] = _ignore_call
+    overrides: RunOverrides = RunOverrides()

@@ -248,6 +248,9 @@ class SuiteConfig:
             None (a parsed config) for the run's own checkout. Not part of any key.
         consistency: how a ``type: consistency`` suite perturbs its multiple-choice
             questions (worker/evals/config/consistency.py); None for an ordinary suite.
+        smoke: run only the first this many examples (questions, for a consistency suite)
+            of the dataset (``llmgate run --smoke N``); None for all. Part of the baseline
+            key, so a smoke run never reuses or stores a full baseline.
     """
 
     name: str
@@ -261,6 +264,7 @@ class SuiteConfig:
     on_paths: tuple[str, ...] = ()
     contract_root: Path | None = None
     consistency: ConsistencySpec | None = None
+    smoke: int | None = None
 
 
 @dataclass(frozen=True)
