@@ -251,6 +251,8 @@ class SuiteConfig:
         smoke: run only the first this many examples (questions, for a consistency suite)
             of the dataset (``llmgate run --smoke N``); None for all. Part of the baseline
             key, so a smoke run never reuses or stores a full baseline.
+        columns: a CSV dataset's ``columns:``: (example key, column name) pairs, e.g.
+            ``(("input", "question"),)`` (worker/evals/config/dataset_formats.py); () for none.
     """
 
     name: str
@@ -265,6 +267,7 @@ class SuiteConfig:
     contract_root: Path | None = None
     consistency: ConsistencySpec | None = None
     smoke: int | None = None
+    columns: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True)

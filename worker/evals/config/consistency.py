@@ -37,7 +37,8 @@ from yaml.nodes import Node
 
 from worker.errors import ConfigError
 from worker.evals.config import perturbations
-from worker.evals.config.dataset import MAX_EXAMPLES, load_dataset, parse_dataset
+from worker.evals.config.dataset import MAX_EXAMPLES
+from worker.evals.config.dataset_formats import load_any, parse_any
 from worker.evals.config.gate_rules import Reader
 from worker.evals.config.mc_dataset import MCQuestion, load_questions, parse_questions
 from worker.evals.types import (
@@ -134,7 +135,7 @@ def load_suite_dataset(root: Path, suite: SuiteConfig) -> tuple[Example, ...]:
         ConfigError: the dataset is missing or invalid, or a perturbation fails.
     """
     if suite.consistency is None:
-        return load_dataset(root, suite.dataset)[:suite.smoke]
+        return load_any(root, suite.dataset, dict(suite.columns))[:suite.smoke]
     return expand(load_questions(root, suite.dataset)[:suite.smoke], suite.consistency,
                   suite.dataset)
 
@@ -142,7 +143,7 @@ def load_suite_dataset(root: Path, suite: SuiteConfig) -> tuple[Example, ...]:
 def parse_suite_dataset(text: str, suite: SuiteConfig) -> tuple[Example, ...]:
     """Parse the text of ``suite``'s dataset into its examples (pure; see `load_suite_dataset`)."""
     if suite.consistency is None:
-        return parse_dataset(text, suite.dataset)[:suite.smoke]
+        return parse_any(text, suite.dataset, dict(suite.columns))[:suite.smoke]
     return expand(parse_questions(text, suite.dataset)[:suite.smoke], suite.consistency,
                   suite.dataset)
 

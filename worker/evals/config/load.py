@@ -36,6 +36,7 @@ from worker.evals.config import llm_suites as config_llm
 from worker.evals.config import paths as config_paths
 from worker.evals.config import safe_yaml
 from worker.evals.config import stats_settings as config_stats
+from worker.evals.config.dataset_formats import csv_columns
 from worker.evals.config.files import decode_utf8, read_repo_file
 from worker.evals.config.gate_rules import parse_gate
 from worker.evals.score.assertions import validate_spec
@@ -71,7 +72,7 @@ SETTINGS_KEYS = ("timeout", "concurrency", "env", *config_llm.LLM_SETTINGS_KEYS,
                  *config_paths.PATH_SETTINGS_KEYS, "drafts", "undecided",
                  *config_layout.LAYOUT_SETTINGS_KEYS, *config_stats.STATS_SETTINGS_KEYS)
 SUITE_KEYS = ("name", "dataset", "target", "assertions", "gate", "traps", "on_paths", "type",
-              "consistency")
+              "consistency", "columns")
 TARGET_KEYS = ("command", "batch")
 PLACEHOLDERS = ("{input_file}", "{output_file}")
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
@@ -296,7 +297,8 @@ class _Reader:
         paths = config_paths.on_paths(self, entries["on_paths"][1]) if "on_paths" in entries \
             else ()
         suite = SuiteConfig(name, dataset, target, assertions, gate,
-                            int(node.start_mark.line) + 1, options, traps=traps, on_paths=paths)
+                            int(node.start_mark.line) + 1, options, traps=traps, on_paths=paths,
+                            columns=csv_columns(self, entries))
         return config_consistency.suite_type(self, entries, suite)
 
     def dataset(self, node: Node) -> str:
