@@ -26,7 +26,8 @@ def test_a_json_list_keeps_each_examples_line_and_inline_assertions():
 
 
 def test_a_json_object_with_examples_finds_the_list_after_other_keys():
-    text = '{"description": {"a": [1, 2]},\n "examples": [\n  {"input": "one"},\n  {"input": "two"}]}'
+    text = ('{"description": {"a": [1, 2]},\n "examples": [\n  {"input": "one"},\n'
+            '  {"input": "two"}]}')
     assert [(e.id, e.line) for e in parse_any(text, "d.json")] == [("3", 3), ("4", 4)]
 
 
