@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from worker.checkout import GitError, local_merge_base, local_worktree, resolve_ref
+from worker.cli.baseline import add_baseline_command, add_store_option, runner_for
 from worker.cli.calibrate import add_calibrate_command
 from worker.cli.healthcheck import add_healthcheck_command
 from worker.cli.perturbations import add_perturbations_command
@@ -99,6 +100,7 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--output", type=Path, help="write the report here instead of stdout")
     run.add_argument("--repo", type=Path, default=None, help=argparse.SUPPRESS)
     add_selection_options(run)
+    add_store_option(run)
     run.add_argument("--allow-undecided", action="store_true",
                      help="exit 0, not 4, when the gate could not decide (over budget or "
                           "time, provider errors outside the change, base could not run)")
@@ -134,6 +136,7 @@ def _parser() -> argparse.ArgumentParser:
     add_power_command(sub)
     add_perturbations_command(sub)
     add_redteam_command(sub)
+    add_baseline_command(sub)
     return parser
 
 
@@ -296,7 +299,7 @@ async def _run_local(args: argparse.Namespace) -> tuple[MultiReport, str, str]:
     from worker.evals.llm.cli_cache import eval_context
     from worker.pipeline.multi import ConfigReport, MultiReport, gate_plan, unconfigured_report
     from worker.pipeline.plan import folder_plan, nothing_to_gate, plan_configs
-    from worker.pipeline.trees import gate_trees
+    from worker.pipeline.trees import gate_trees, run_base_now
 
     repo: Path = args.repo or repo_root(Path.cwd())
     async with AsyncExitStack() as stack:
@@ -309,6 +312,7 @@ async def _run_local(args: argparse.Namespace) -> tuple[MultiReport, str, str]:
             base_root, base_sha, base_note = await _base_side(stack, repo, args, head_sha)
         evals = await stack.enter_async_context(eval_context(args))
         evals.overrides = run_overrides(args)
+        stored = await stack.enter_async_context(runner_for(args, repo))
         args.config = in_folder(head_root, args.config)  # a folder: at head, not the tree
         if args.config == CONFIG_FILENAME and nothing_to_gate(head_root, base_root):
             return unconfigured_report(), head_sha, base_sha  # neutral, as the App's check
@@ -316,10 +320,12 @@ async def _run_local(args: argparse.Namespace) -> tuple[MultiReport, str, str]:
             else folder_plan(args.config, head_root, base_root)  # a folder's: as the worker
         if plan is not None:  # every config of the repository, or one folder's
             multi = await gate_plan(plan, head_root, base_root, head_sha=head_sha,
-                                    base_sha=base_sha, evals=evals)
+                                    base_sha=base_sha, evals=evals,
+                                    base_runner_for=stored or (lambda folder: run_base_now))
         else:
             report = await gate_trees(head_root, base_root, head_sha=head_sha,
-                                      base_sha=base_sha, config_path=args.config, evals=evals)
+                                      base_sha=base_sha, config_path=args.config, evals=evals,
+                                      base_runner=stored("") if stored else run_base_now)
             multi = MultiReport((ConfigReport(args.config, "", report),))
         return (multi.with_notes([base_note]) if base_note else multi), head_sha, base_sha
 
