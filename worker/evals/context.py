@@ -13,6 +13,7 @@ import random
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from redis.asyncio import Redis
 
@@ -83,6 +84,8 @@ class EvalContext:
         on_call: told about every call as it ends (`CallEvent`); the worker counts them in
             its metrics, the CLI ignores them. It must not block or raise.
         overrides: the command line's changes to every config (`RunOverrides`).
+        cache_file: the SQLite file of the response cache when there is no ``redis``
+            (``llmgate run``'s default: worker/evals/llm/disk_cache.py), or None.
     """
 
     redis: Redis | None = None
@@ -94,3 +97,4 @@ class EvalContext:
     say: Callable[[str], None] = _log_info
     on_call: Callable[[CallEvent], None] = _ignore_call
     overrides: RunOverrides = RunOverrides()
+    cache_file: Path | None = None
