@@ -26,6 +26,7 @@ from worker.cli.calibrate import add_calibrate_command
 from worker.cli.healthcheck import add_healthcheck_command
 from worker.cli.perturbations import add_perturbations_command
 from worker.cli.power import add_power_command
+from worker.cli.progress import Progress
 from worker.cli.redteam import add_redteam_command
 from worker.cli.run_options import add_selection_options, run_overrides
 from worker.cli.setup import add_setup_command
@@ -312,6 +313,9 @@ async def _run_local(args: argparse.Namespace) -> tuple[MultiReport, str, str]:
             base_root, base_sha, base_note = await _base_side(stack, repo, args, head_sha)
         evals = await stack.enter_async_context(eval_context(args))
         evals.overrides = run_overrides(args)
+        progress = Progress()
+        evals.on_plan, evals.on_call = progress.plan, progress.call
+        stack.callback(progress.finish)
         stored = await stack.enter_async_context(runner_for(args, repo))
         args.config = in_folder(head_root, args.config)  # a folder: at head, not the tree
         if args.config == CONFIG_FILENAME and nothing_to_gate(head_root, base_root):

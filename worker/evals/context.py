@@ -64,6 +64,10 @@ class RunOverrides:
     samples: int | None = None
 
 
+def _ignore_plan(sha: str, calls: int) -> None:
+    """Observe nothing (the worker's default)."""
+
+
 def _ignore_call(event: CallEvent) -> None:
     """Observe nothing (the CLI's default): calls are only counted by the worker."""
 
@@ -83,6 +87,9 @@ class EvalContext:
         say: prints progress lines (the cost estimate); the worker logs them.
         on_call: told about every call as it ends (`CallEvent`); the worker counts them in
             its metrics, the CLI ignores them. It must not block or raise.
+        on_plan: told, before a side's calls start, its commit ("" for a working tree) and
+            the model, judge and embedding calls it expects (sent or cached; the estimate's);
+            the CLI's progress line (worker/cli/progress.py). It must not block or raise.
         overrides: the command line's changes to every config (`RunOverrides`).
         cache_file: the SQLite file of the response cache when there is no ``redis``
             (``llmgate run``'s default: worker/evals/llm/disk_cache.py), or None.
@@ -96,5 +103,6 @@ class EvalContext:
     rng: random.Random = field(default_factory=random.Random)
     say: Callable[[str], None] = _log_info
     on_call: Callable[[CallEvent], None] = _ignore_call
+    on_plan: Callable[[str, int], None] = _ignore_plan
     overrides: RunOverrides = RunOverrides()
     cache_file: Path | None = None

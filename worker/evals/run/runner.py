@@ -117,6 +117,7 @@ async def run_suites(configs: Sequence[Config], root: Path, sha: str = "",
     llm_pool.expect(estimate.calls)  # a large run gets provider processes
     if estimate.calls or estimate.cached_calls:
         state.ctx.say(describe_estimate(sha, estimate, unpriced))
+    state.ctx.on_plan(sha, estimate.calls + estimate.cached_calls)
     limit = settings.max_cost_usd
     if limit is not None and planned.unpriced:
         raise unpriced_error(planned.unpriced[0], limit)
