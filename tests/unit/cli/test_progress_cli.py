@@ -60,4 +60,5 @@ def test_the_cli_prints_progress_per_side(llm: FakeLLMServer, tmp_path: Path,
     assert main(["run", "--repo", str(repo), "--no-cache"]) == 0
     lines = [line for line in capsys.readouterr().err.splitlines() if "/2 calls" in line]
     assert [line.split(", $")[0] for line in lines] == [
-        "llmgate: working tree: 1/2 calls (0 cached)", "llmgate: working tree: 2/2 calls (0 cached)"]
+        "llmgate: working tree: 1/2 calls (0 cached)",
+        "llmgate: working tree: 2/2 calls (0 cached)"]
