@@ -23,7 +23,9 @@ from typing import TYPE_CHECKING
 from worker.checkout import GitError, local_merge_base, local_worktree, resolve_ref
 from worker.cli.baseline import add_baseline_command, add_store_option, runner_for
 from worker.cli.calibrate import add_calibrate_command
+from worker.cli.dataset import add_dataset_command
 from worker.cli.healthcheck import add_healthcheck_command
+from worker.cli.init import add_init_command
 from worker.cli.perturbations import add_perturbations_command
 from worker.cli.power import add_power_command
 from worker.cli.progress import Progress
@@ -138,6 +140,8 @@ def _parser() -> argparse.ArgumentParser:
     add_perturbations_command(sub)
     add_redteam_command(sub)
     add_baseline_command(sub)
+    add_init_command(sub)
+    add_dataset_command(sub)
     return parser
 
 
