@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from worker.checkout import GitError, local_merge_base, local_worktree, resolve_ref
+from worker.cli.action import add_action_command
 from worker.cli.baseline import add_baseline_command, add_store_option, runner_for
 from worker.cli.calibrate import add_calibrate_command
 from worker.cli.dataset import add_dataset_command
@@ -142,6 +143,7 @@ def _parser() -> argparse.ArgumentParser:
     add_baseline_command(sub)
     add_init_command(sub)
     add_dataset_command(sub)
+    add_action_command(sub)
     return parser
 
 
