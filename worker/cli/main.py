@@ -30,6 +30,7 @@ from worker.cli.init import add_init_command
 from worker.cli.perturbations import add_perturbations_command
 from worker.cli.power import add_power_command
 from worker.cli.progress import Progress
+from worker.cli.promptfoo import add_import_command
 from worker.cli.redteam import add_redteam_command
 from worker.cli.run_options import add_selection_options, run_overrides
 from worker.cli.setup import add_setup_command
@@ -144,6 +145,7 @@ def _parser() -> argparse.ArgumentParser:
     add_init_command(sub)
     add_dataset_command(sub)
     add_action_command(sub)
+    add_import_command(sub)
     return parser
 
 
