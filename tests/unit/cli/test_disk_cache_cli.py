@@ -5,14 +5,13 @@ from __future__ import annotations
 
 import asyncio
 import os
-import subprocess
 from pathlib import Path
 
 import pytest
 
 from tests.fakes.fake_llm import FakeLLMServer
 from tests.unit import llm_support
-from tests.unit.llm_support import model_config, write_repo
+from tests.unit.llm_support import echo_repo
 from worker.cli.main import main
 from worker.evals.llm.cache import LENGTH_SAMPLES
 from worker.evals.llm.disk_cache import DiskCache, default_path
@@ -23,12 +22,7 @@ llm = llm_support.llm
 
 def test_without_redis_answers_are_cached_on_disk(llm: FakeLLMServer, tmp_path: Path,
                                                   monkeypatch: pytest.MonkeyPatch) -> None:
-    llm.setup({"default_reply": "echo"})
-    repo = write_repo(tmp_path / "repo", model_config(
-        llm.url, gate="{pass_rate: {min: 0.5}}",
-        assertions="      - {type: contains, value: echo}\n"),
-        [{"id": "a", "input": "hi"}, {"id": "b", "input": "ho"}])
-    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    repo = echo_repo(llm, tmp_path / "repo")
     monkeypatch.delenv("REDIS_URL", raising=False)
     assert main(["run", "--repo", str(repo)]) == 0 and len(llm.calls()) == 2
     assert default_path(os.environ).is_file()

@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import io
-import subprocess
 from pathlib import Path
 
 import pytest
 
 from tests.fakes.fake_llm import FakeLLMServer
 from tests.unit import llm_support
-from tests.unit.llm_support import model_config, write_repo
+from tests.unit.llm_support import echo_repo
 from worker.cli import progress
 from worker.cli.main import main
 from worker.cli.progress import Progress
@@ -50,12 +49,7 @@ def test_on_a_terminal_the_line_is_redrawn_and_ended():
 def test_the_cli_prints_progress_per_side(llm: FakeLLMServer, tmp_path: Path,
                                           monkeypatch: pytest.MonkeyPatch,
                                           capsys: pytest.CaptureFixture[str]) -> None:
-    llm.setup({"default_reply": "echo"})
-    repo = write_repo(tmp_path / "repo", model_config(
-        llm.url, gate="{pass_rate: {min: 0.5}}",
-        assertions="      - {type: contains, value: echo}\n"),
-        [{"id": "a", "input": "hi"}, {"id": "b", "input": "ho"}])
-    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    repo = echo_repo(llm, tmp_path / "repo")
     monkeypatch.setattr(progress, "LOG_EVERY_S", 0.0)  # every call, not every 10 s
     assert main(["run", "--repo", str(repo), "--no-cache"]) == 0
     lines = [line for line in capsys.readouterr().err.splitlines() if "/2 calls" in line]

@@ -11,23 +11,17 @@ from pathlib import Path
 
 import pytest
 
-from tests.unit.worker_support import build_tiny_repo, clone_branches
+from tests.unit.worker_support import build_tiny_repo
 from worker.cli.main import EXIT_CONFIG_ERROR, EXIT_GATE_FAILED, EXIT_PASS, main
 from worker.cli.run_options import MAX_SAMPLES
 from worker.evals.config.llm_suites import MAX_REPEATS
 
 
-@pytest.fixture(scope="module")
-def tiny_template(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, str]]:
-    repo = tmp_path_factory.mktemp("tiny") / "repo"
-    return repo, build_tiny_repo(repo)
-
-
 @pytest.fixture()
-def tiny(tiny_template: tuple[Path, dict[str, str]], tmp_path: Path,
-         monkeypatch: pytest.MonkeyPatch) -> Path:
-    template, shas = tiny_template
-    repo = clone_branches(template, tmp_path / "repo", shas)
+def tiny(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The tiny repository as the current folder (the tests only read it)."""
+    repo = tmp_path / "repo"
+    build_tiny_repo(repo)
     monkeypatch.chdir(repo)
     return repo
 

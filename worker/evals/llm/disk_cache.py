@@ -26,8 +26,7 @@ from typing import Any
 from worker.evals.llm.cache import (
     DEFAULT_TTL_S,
     LENGTH_SAMPLES,
-    ResponseCache,
-    _decode,  # the same JSON values as the Redis cache
+    ResponseCache,  # the same JSON values as the Redis cache
 )
 from worker.evals.llm_types import CacheMode
 
@@ -92,7 +91,7 @@ class DiskCache(ResponseCache):
         if not self.reads or not keys:
             return [None] * len(keys)
         found = self._values(keys)
-        return [_decode(found.get(k)) for k in keys]
+        return [_answer(found.get(k)) for k in keys]
 
     async def cached(self, keys: list[str]) -> list[bool]:
         """Return, for each key, whether it is cached (all False unless mode ``use``)."""
@@ -131,3 +130,11 @@ class DiskCache(ResponseCache):
             return None
         return float(row[0]) if row and row[0] is not None else None
 
+
+def _answer(text: str | None) -> dict[str, Any] | None:
+    """The stored JSON object, or None (absent, or not an object: a miss)."""
+    try:
+        value = json.loads(text) if text is not None else None
+    except ValueError:
+        return None
+    return value if isinstance(value, dict) else None
