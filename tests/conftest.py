@@ -77,3 +77,11 @@ async def redis(redis_url: str) -> AsyncIterator[Redis]:
     client = Redis.from_url(redis_url)
     yield client
     await client.aclose()
+
+
+@pytest.fixture(autouse=True)
+def _private_response_cache(tmp_path_factory: pytest.TempPathFactory,
+                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """Give each test its own on-disk response cache of ``llmgate run``
+    (worker/evals/llm/disk_cache.py), never the user's ``~/.cache/llmgate``."""
+    monkeypatch.setenv("LLMGATE_CACHE_DIR", str(tmp_path_factory.mktemp("llmgate-cache")))

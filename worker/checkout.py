@@ -533,6 +533,18 @@ async def resolve_ref(repo_dir: Path, ref: str) -> str:
     return out.strip()
 
 
+async def local_git(repo_dir: Path, *args: str,
+                    env: Mapping[str, str] | None = None) -> tuple[int, str, str]:
+    """Run ``git args`` in the user's repository ``repo_dir`` (its safe config, no stdin, the
+    local time limit) with ``env`` added to the environment; return (exit code, stdout, stderr).
+
+    Raises:
+        GitError: git ran longer than `LOCAL_TIMEOUT_S` seconds.
+    """
+    return await _exec(args, cwd=repo_dir, env={**_local_env(), **(env or {})},
+                       timeout_s=LOCAL_TIMEOUT_S)
+
+
 async def local_merge_base(repo_dir: Path, a: str, b: str) -> str | None:
     """Return the best common ancestor of commits ``a`` and ``b`` of the user's repository
     ``repo_dir`` (``git merge-base``), or None when they share no history.

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import random
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -81,3 +82,14 @@ def model_config(url: str, *, settings: str = "", assertions: str = "", gate: st
             f"    target: {endpoint_yaml(url, extra='prompt: prompts/p.txt' + target_extra)}\n"
             + (f"    assertions:\n{assertions}" if assertions else "")
             + (f"    gate: {gate}\n" if gate else "") + suite_extra)
+
+
+def echo_repo(llm: FakeLLMServer, root: Path) -> Path:
+    """A git repository at ``root`` with one two-example suite ``s`` whose model (the fake
+    server, set to answer ``echo``) must answer with ``echo``: it passes, two calls a side."""
+    llm.setup({"default_reply": "echo"})
+    repo = write_repo(root, model_config(llm.url, gate="{pass_rate: {min: 0.5}}",
+                                         assertions="      - {type: contains, value: echo}\n"),
+                      [{"id": "a", "input": "hi"}, {"id": "b", "input": "ho"}])
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    return repo

@@ -20,7 +20,8 @@ from pathlib import Path
 from typing import Literal
 
 from worker.baselines.keys import BaselineKey, suite_key
-from worker.baselines.store import Baseline, BaselineStore
+from worker.baselines.local import Records
+from worker.baselines.store import Baseline
 from worker.evals.context import EvalContext
 from worker.evals.llm_types import RunUsage
 from worker.evals.run.engine import run_config
@@ -56,7 +57,7 @@ class StoredBaselines:
             job's latest pointer).
     """
 
-    def __init__(self, store: BaselineStore, repo: str, origin: Origin, *,
+    def __init__(self, store: Records, repo: str, origin: Origin, *,
                  reuse: bool = True) -> None:
         """Look up and store in ``store`` for ``repo`` (``owner/name``) as ``origin``;
         ``reuse=False`` runs every suite (``/llmgate rerun --no-cache``) and stores them."""
@@ -147,4 +148,6 @@ def _origin(baseline: Baseline) -> str:
     stamp = when.strftime("%Y-%m-%d %H:%M UTC")
     if baseline.origin == "push":
         return f"the push to {baseline.branch}, {stamp}"
+    if not baseline.pr_number:  # llmgate run --baseline-store
+        return f"an earlier run's base, {stamp}"
     return f"the base run of #{baseline.pr_number}, {stamp}"

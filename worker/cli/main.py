@@ -23,15 +23,23 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from worker.checkout import GitError, local_merge_base, local_worktree, resolve_ref
+from worker.cli.action import add_action_command
+from worker.cli.baseline import add_baseline_command, add_store_option
+from worker.cli.baseline import runner_for as store_runner_for
 from worker.cli.calibrate import add_calibrate_command
+from worker.cli.dataset import add_dataset_command
 from worker.cli.formats import FORMATS, format_paths, format_refusal, parse_format, write_reports
 from worker.cli.healthcheck import add_healthcheck_command
+from worker.cli.init import add_init_command
 from worker.cli.judge import add_judge_command
 from worker.cli.migrate import add_migrate_command
 from worker.cli.named_args import add_named_arguments, named_refusal
 from worker.cli.perturbations import add_perturbations_command
 from worker.cli.power import add_power_command
+from worker.cli.progress import Progress
+from worker.cli.promptfoo import add_import_command
 from worker.cli.redteam import add_redteam_command
+from worker.cli.run_options import add_selection_options, run_overrides
 from worker.cli.setup import add_setup_command
 from worker.errors import ConfigError, ExecutionError
 from worker.evals.types import CONFIG_FILENAME
@@ -110,6 +118,8 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--calibration", type=Path, default=None,
                      help="a calibration record (llmgate calibrate --format json): its A/A "
                           "runs weigh flaky examples less in the regression tests")
+    add_selection_options(run)
+    add_store_option(run)
     run.add_argument("--allow-undecided", action="store_true",
                      help="exit 0, not 4, when the gate could not decide (over budget or "
                           "time, provider errors outside the change, base could not run)")
@@ -148,6 +158,11 @@ def _parser() -> argparse.ArgumentParser:
     add_redteam_command(sub)
     add_judge_command(sub)
     add_migrate_command(sub)
+    add_baseline_command(sub)
+    add_init_command(sub)
+    add_dataset_command(sub)
+    add_action_command(sub)
+    add_import_command(sub)
     return parser
 
 
@@ -350,6 +365,13 @@ async def _run_local(args: argparse.Namespace) -> tuple[MultiReport, str, str]:
         evals = await stack.enter_async_context(eval_context(args))
         if args.calibration is not None:
             evals.history = _calibration_history(args.calibration)
+        evals.overrides = run_overrides(args)
+        progress = Progress()
+        evals.on_plan, evals.on_call = progress.plan, progress.call
+        stack.callback(progress.finish)
+        stored = await stack.enter_async_context(store_runner_for(args, repo))
+        if stored is not None and not args.compare_to:  # a named baseline comes first
+            runner_for = stored
         args.config = in_folder(head_root, args.config)  # a folder: at head, not the tree
         if args.config == CONFIG_FILENAME and nothing_to_gate(head_root, base_root):
             return unconfigured_report(), head_sha, base_sha  # neutral, as the App's check

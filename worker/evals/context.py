@@ -13,6 +13,7 @@ import random
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from redis.asyncio import Redis
 
@@ -46,6 +47,27 @@ class CallEvent:
     cost_usd: float
 
 
+@dataclass(frozen=True)
+class RunOverrides:
+    """What the command line changes in every config it gates (``llmgate run``; the worker
+    never sets any).
+
+    Attributes:
+        suites: run only the suites of these names (``--suite NAME``, repeatable); () for all.
+        smoke: run only the first this many examples of each suite (``--smoke N``), None for all.
+        samples: runs of each example on both sides (``--samples N``: ``settings.repeats``
+            at base and head), None for the configs' own.
+    """
+
+    suites: tuple[str, ...] = ()
+    smoke: int | None = None
+    samples: int | None = None
+
+
+def _ignore_plan(sha: str, calls: int) -> None:
+    """Observe nothing (the worker's default)."""
+
+
 def _ignore_call(event: CallEvent) -> None:
     """Observe nothing (the CLI's default): calls are only counted by the worker."""
 
@@ -68,6 +90,12 @@ class EvalContext:
         history: earlier values of each suite's examples in runs of unchanged code (the A/A
             runs of a calibration: suite -> metric -> example id -> values, fractions 0-1);
             they weigh the examples of the sign-flip family (worker/evals/verdict/flakiness.py).
+        on_plan: told, before a side's calls start, its commit ("" for a working tree) and
+            the model, judge and embedding calls it expects (sent or cached; the estimate's);
+            the CLI's progress line (worker/cli/progress.py). It must not block or raise.
+        overrides: the command line's changes to every config (`RunOverrides`).
+        cache_file: the SQLite file of the response cache when there is no ``redis``
+            (``llmgate run``'s default: worker/evals/llm/disk_cache.py), or None.
     """
 
     redis: Redis | None = None
@@ -80,3 +108,6 @@ class EvalContext:
     on_call: Callable[[CallEvent], None] = _ignore_call
     history: Mapping[str, Mapping[str, Mapping[str, Sequence[float]]]] = field(
         default_factory=dict)
+    on_plan: Callable[[str, int], None] = _ignore_plan
+    overrides: RunOverrides = RunOverrides()
+    cache_file: Path | None = None

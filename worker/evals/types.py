@@ -284,6 +284,11 @@ class SuiteConfig:
         judge: the suite's ``judge:`` rules on its judge (labels, min agreement, max drift;
             worker/pipeline/judge_trust.py), or None.
         metrics: the suite's custom metrics (``metrics:``), in file order.
+        smoke: run only the first this many examples (questions, for a consistency suite)
+            of the dataset (``llmgate run --smoke N``); None for all. Part of the baseline
+            key, so a smoke run never reuses or stores a full baseline.
+        columns: a CSV dataset's ``columns:``: (example key, column name) pairs, e.g.
+            ``(("input", "question"),)`` (worker/evals/config/dataset_formats.py); () for none.
     """
 
     name: str
@@ -299,6 +304,8 @@ class SuiteConfig:
     consistency: ConsistencySpec | None = None
     judge: JudgeRules | None = None
     metrics: tuple[MetricSpec, ...] = ()
+    smoke: int | None = None
+    columns: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,7 @@ from worker.errors import ConfigError
 from worker.evals.config.base_settings import with_base_settings
 from worker.evals.config.files import decode_utf8, read_repo_file
 from worker.evals.config.load import MAX_CONFIG_BYTES, load_config, parse_config
-from worker.evals.context import EvalContext
+from worker.evals.context import EvalContext, RunOverrides
 from worker.evals.run.engine import run_config, run_configs
 from worker.evals.run.estimate import Judging
 from worker.evals.run.runner import Looks, RunState, judge_pairs
@@ -37,6 +37,7 @@ from worker.evals.verdict.unanswered import note as unanswered_note
 from worker.pipeline.confirm import confirm_flips
 from worker.pipeline.judge_trust import apply_judge_rules, planned
 from worker.pipeline.on_paths import restrict, select_suites
+from worker.pipeline.overrides import apply_overrides, check_suites
 from worker.pipeline.sequential import SequentialGate, restrict_base, scale_alpha
 
 
@@ -125,7 +126,9 @@ async def gate_trees(
         head_sha, base_sha: commit SHAs recorded in the runs ("" for a working tree).
         config_path: the config file relative to each root.
         evals: the response cache's Redis and mode, clocks and printer for model calls;
-            None for no cache (worker/evals/context.py).
+            None for no cache (worker/evals/context.py). Its ``overrides`` (``llmgate run
+            --suite/--smoke/--samples``) apply to head's and base's config alike
+            (worker/pipeline/overrides.py).
         changed_files: the files the change touches (merge base to head), to skip suites
             whose base ``on_paths`` match none (worker/pipeline/on_paths.py); None runs every suite.
         base_runner: produces the base run (default: run it now).
@@ -152,11 +155,15 @@ async def gate_trees(
         head_config = read_config(head_root, config_path)
         if head_config is None:
             raise ConfigError(config_path, None, f"no {config_path} at head: add one to gate")
+        overrides = evals.overrides if evals is not None else RunOverrides()
+        check_suites(head_config, overrides)
     except ConfigError as err:
         return config_error_report(err)
+    head_config = apply_overrides(head_config, overrides)
     notes: list[str] = []
     problems: list[str] = []  # why base could not be evaluated
     base_config = _base_config(base_root, config_path, notes, problems) if base_root else None
+    base_config = apply_overrides(base_config, overrides) if base_config else None
     if changed_files is not None:
         selection = select_suites(head_config, base_config, changed_files)
         if not selection.run:

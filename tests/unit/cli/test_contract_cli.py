@@ -37,8 +37,9 @@ def repo(contract_repo: tuple[Path, dict[str, str]], tmp_path: Path,
 
 def gate(capsys: pytest.CaptureFixture[str], head: str,
          base: str = "main") -> tuple[int, dict[str, Any]]:
-    """Run the gate; return the exit code and the JSON report."""
-    code = main(["run", "--base", base, "--head", head, "--format", "json"])
+    """Run the gate without the response cache (the tests count provider calls); return the
+    exit code and the JSON report."""
+    code = main(["run", "--base", base, "--head", head, "--format", "json", "--no-cache"])
     out, _ = capsys.readouterr()
     return code, json.loads(out)
 

@@ -37,7 +37,8 @@ from yaml.nodes import Node
 
 from worker.errors import ConfigError
 from worker.evals.config import perturbations
-from worker.evals.config.dataset import MAX_EXAMPLES, load_dataset, parse_dataset
+from worker.evals.config.dataset import MAX_EXAMPLES
+from worker.evals.config.dataset_formats import load_any, parse_any
 from worker.evals.config.gate_rules import Reader
 from worker.evals.config.mc_dataset import MCQuestion, load_questions, parse_questions
 from worker.evals.types import (
@@ -127,21 +128,24 @@ def _perturbation(reader: Reader, node: Node) -> PerturbationSpec:
 
 def load_suite_dataset(root: Path, suite: SuiteConfig) -> tuple[Example, ...]:
     """Return the examples of ``suite`` at ``root``: its JSONL dataset, or for a consistency
-    suite every variant of every question (module docstring).
+    suite every variant of every question (module docstring); only the first ``suite.smoke``
+    examples (questions) when it is set.
 
     Raises:
         ConfigError: the dataset is missing or invalid, or a perturbation fails.
     """
     if suite.consistency is None:
-        return load_dataset(root, suite.dataset)
-    return expand(load_questions(root, suite.dataset), suite.consistency, suite.dataset)
+        return load_any(root, suite.dataset, dict(suite.columns))[:suite.smoke]
+    return expand(load_questions(root, suite.dataset)[:suite.smoke], suite.consistency,
+                  suite.dataset)
 
 
 def parse_suite_dataset(text: str, suite: SuiteConfig) -> tuple[Example, ...]:
     """Parse the text of ``suite``'s dataset into its examples (pure; see `load_suite_dataset`)."""
     if suite.consistency is None:
-        return parse_dataset(text, suite.dataset)
-    return expand(parse_questions(text, suite.dataset), suite.consistency, suite.dataset)
+        return parse_any(text, suite.dataset, dict(suite.columns))[:suite.smoke]
+    return expand(parse_questions(text, suite.dataset)[:suite.smoke], suite.consistency,
+                  suite.dataset)
 
 
 def expand(questions: tuple[MCQuestion, ...], spec: ConsistencySpec,

@@ -16,12 +16,13 @@ and blank lines are skipped. A UTF-8 byte-order mark is accepted at the start of
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from worker.errors import ConfigError
 from worker.evals.config.files import decode_utf8, read_repo_file, refuse_stray_bom
-from worker.evals.score.assertions import validate_spec
+from worker.evals.score.assertions import KNOWN_ASSERTIONS, validate_spec
 from worker.evals.score.retrieval import parse_relevant
 from worker.evals.types import AssertionSpec, Example
 
@@ -35,12 +36,16 @@ MAX_EXAMPLES = 100_000
 EXAMPLE_KEYS = ("id", "input", "expected", "vars", "assert", "tags", "metadata", "relevant_ids")
 
 
-def load_dataset(root: Path, rel_path: str) -> tuple[Example, ...]:
+def load_dataset(root: Path, rel_path: str,
+                 parse: Callable[[str], tuple[Example, ...]] | None = None) -> tuple[
+                     Example, ...]:
     """Read and parse the dataset ``rel_path`` of the checkout at ``root``.
 
     Args:
         root: the repository checkout.
         rel_path: the dataset path relative to ``root`` (POSIX), as in the config.
+        parse: parses the file's text (default: JSONL, `parse_dataset`; other formats:
+            worker/evals/config/dataset_formats.py).
 
     Returns:
         The examples in file order.
@@ -53,10 +58,10 @@ def load_dataset(root: Path, rel_path: str) -> tuple[Example, ...]:
     """
     data = read_repo_file(root, rel_path, MAX_DATASET_BYTES)  # no escape, size-capped
     text = decode_utf8(data, rel_path)
-    examples = parse_dataset(text, rel_path)
+    examples = parse(text) if parse is not None else parse_dataset(text, rel_path)
     if not examples:
-        raise ConfigError(rel_path, None, "the dataset has no examples: add one JSON object "
-                          "per line, or remove the suite")
+        raise ConfigError(rel_path, None, "the dataset has no examples: add one (in JSONL, "
+                          "one JSON object per line), or remove the suite")
     return examples
 
 
@@ -82,16 +87,26 @@ def parse_dataset(text: str, path: str) -> tuple[Example, ...]:
         if len(raw) > MAX_LINE_CHARS:
             raise ConfigError(path, number, f"line {number} has {len(raw)} characters; the "
                               f"limit is {MAX_LINE_CHARS} per example")
-        if len(examples) >= MAX_EXAMPLES:
-            raise ConfigError(path, number, f"more than {MAX_EXAMPLES} examples; split the "
-                              "dataset into several suites")
-        example = _parse_line(raw, number, path)
-        if example.id in seen:
-            raise ConfigError(path, number, f"duplicate id {example.id!r} "
-                              f"(first used at line {seen[example.id]})")
-        seen[example.id] = number
-        examples.append(example)
+        add_example(examples, seen, _parse_line(raw, number, path), path)
     return tuple(examples)
+
+
+def add_example(examples: list[Example], seen: dict[str, int], example: Example,
+                path: str) -> None:
+    """Append ``example`` to ``examples`` (file order), refusing a duplicate id (``seen``: id ->
+    line of the examples so far, updated) and more than `MAX_EXAMPLES` examples.
+
+    Raises:
+        ConfigError: at the example's line.
+    """
+    if len(examples) >= MAX_EXAMPLES:
+        raise ConfigError(path, example.line, f"more than {MAX_EXAMPLES} examples; split the "
+                          "dataset into several suites")
+    if example.id in seen:
+        raise ConfigError(path, example.line, f"duplicate id {example.id!r} "
+                          f"(first used at line {seen[example.id]})")
+    seen[example.id] = example.line
+    examples.append(example)
 
 
 def _parse_line(raw: str, line: int, path: str) -> Example:
@@ -106,6 +121,25 @@ def _parse_line(raw: str, line: int, path: str) -> Example:
         raise ConfigError(path, line, f"invalid JSON: {str(exc)[:200]}") from None
     if not isinstance(doc, dict):
         raise ConfigError(path, line, f"each line must be a JSON object, got {type(doc).__name__}")
+    return example_from_doc(doc, line, path)
+
+
+def example_from_doc(doc: dict[str, Any], line: int, path: str, *,
+                     inline: bool = False) -> Example:
+    """Build the `Example` of one decoded record at ``line`` of ``path``.
+
+    Args:
+        doc: the record: the keys of `EXAMPLE_KEYS`, and with ``inline`` also assertion types
+            as keys (`inline_assertions`: ``contains_any: [a, b]`` next to ``input``).
+        line: the record's 1-based line.
+        path: the dataset, for errors.
+        inline: accept assertion types as keys (JSON and YAML datasets; never JSONL).
+
+    Raises:
+        ConfigError: a missing ``input``, a bad ``id``, an unknown key, or an invalid assertion.
+    """
+    if inline:
+        doc = inline_assertions(doc, line, path)
     unknown = sorted(set(doc) - set(EXAMPLE_KEYS))
     if unknown:
         raise ConfigError(path, line, f"unknown key {unknown[0]!r} "
@@ -137,6 +171,41 @@ def _relevant(doc: dict[str, Any], line: int, path: str) -> dict[str, float] | N
         raise ConfigError(path, line, "`relevant_ids` must be a list of document ids (strings "
                           "or integers) or an object of id -> gain (a number >= 0)")
     return qrels
+def inline_assertions(doc: dict[str, Any], line: int, path: str) -> dict[str, Any]:
+    """Move the keys of ``doc`` that name an assertion type into its ``assert`` list.
+
+    ``contains_any: [a, b]`` becomes ``{type: contains_any, values: [a, b]}``, a string
+    ``value`` (``pattern`` for ``regex``, ``rubric`` for ``llm_judge``), a mapping the
+    assertion's options, and ``true`` an assertion without options (``equals: true``).
+
+    Raises:
+        ConfigError: an inline assertion's value is none of those, or ``assert`` is not a list.
+    """
+    inline = [key for key in doc if key in KNOWN_ASSERTIONS and key not in EXAMPLE_KEYS]
+    if not inline:
+        return doc
+    listed = doc.get("assert", [])
+    if not isinstance(listed, list):
+        raise ConfigError(path, line, "`assert` must be a list of assertion objects")
+    specs = [*listed, *(_inline_spec(key, doc[key], line, path) for key in inline)]
+    return {**{k: v for k, v in doc.items() if k not in inline}, "assert": specs}
+
+
+#: The option a plain string of an inline assertion sets (``value`` for the others).
+_STRING_OPTION = {"regex": "pattern", "llm_judge": "rubric"}
+
+
+def _inline_spec(kind: str, value: Any, line: int, path: str) -> dict[str, Any]:
+    if isinstance(value, dict):
+        return {**value, "type": kind}
+    if isinstance(value, list):
+        return {"type": kind, "values": value}
+    if isinstance(value, str):
+        return {"type": kind, _STRING_OPTION.get(kind, "value"): value}
+    if value is True:
+        return {"type": kind}
+    raise ConfigError(path, line, f"inline assertion `{kind}` must be a string, a list of "
+                      f"strings, its options or true, got {value!r}")
 
 
 def _tags(value: Any, line: int, path: str) -> tuple[str, ...]:

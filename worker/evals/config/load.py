@@ -37,6 +37,7 @@ from worker.evals.config import llm_suites as config_llm
 from worker.evals.config import paths as config_paths
 from worker.evals.config import safe_yaml
 from worker.evals.config import stats_settings as config_stats
+from worker.evals.config.dataset_formats import csv_columns
 from worker.evals.config.files import decode_utf8, read_repo_file
 from worker.evals.config.gate_rules import parse_gate
 from worker.evals.config.metric_specs import parse_metrics
@@ -73,7 +74,7 @@ SETTINGS_KEYS = ("timeout", "concurrency", "env", *config_llm.LLM_SETTINGS_KEYS,
                  *config_paths.PATH_SETTINGS_KEYS, "drafts", "undecided",
                  *config_layout.LAYOUT_SETTINGS_KEYS, *config_stats.STATS_SETTINGS_KEYS)
 SUITE_KEYS = ("name", "dataset", "target", "assertions", "gate", "traps", "on_paths", "type",
-              "consistency", "judge", "metrics")
+              "consistency", "judge", "metrics", "columns")
 TARGET_KEYS = ("command", "batch")
 PLACEHOLDERS = ("{input_file}", "{output_file}")
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
@@ -302,7 +303,7 @@ class _Reader:
             if "judge" in entries else None
         suite = SuiteConfig(name, dataset, target, assertions, gate,
                             int(node.start_mark.line) + 1, options, traps=traps, on_paths=paths,
-                            judge=judge, metrics=metrics)
+                            judge=judge, metrics=metrics, columns=csv_columns(self, entries))
         return config_consistency.suite_type(self, entries, suite)
 
     def dataset(self, node: Node) -> str:

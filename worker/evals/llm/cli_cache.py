@@ -1,8 +1,9 @@
-"""The eval context of ``llmgate run``: the response cache in Redis, its mode, a printer.
+"""The eval context of ``llmgate run``: the response cache, its mode, a printer.
 
-The cache is used when ``REDIS_URL`` names a Redis server (the worker's, or a local one);
-without it, answers are not cached. ``--no-cache`` turns it off, ``--refresh-cache`` sends
-every call again and stores the new answers. The cost estimate is printed to stderr.
+The cache is in Redis when ``REDIS_URL`` names a Redis server (the worker's, or a local one);
+without it, in a SQLite file on this machine (worker/evals/llm/disk_cache.py). ``--no-cache``
+turns it off, ``--refresh-cache`` sends every call again and stores the new answers. The cost
+estimate is printed to stderr.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from contextlib import asynccontextmanager
 from redis.asyncio import Redis
 
 from worker.evals.context import EvalContext
+from worker.evals.llm.disk_cache import default_path
 from worker.evals.llm_types import CacheMode
 
 
@@ -42,7 +44,8 @@ async def eval_context(args: argparse.Namespace) -> AsyncIterator[EvalContext]:
     url = cache_url(os.environ) if mode != "off" else None
     redis = Redis.from_url(url) if url else None
     try:
-        yield EvalContext(redis=redis, namespace="local", cache_mode=mode, say=_stderr)
+        yield EvalContext(redis=redis, namespace="local", cache_mode=mode, say=_stderr,
+                          cache_file=default_path(os.environ) if mode != "off" else None)
     finally:
         if redis is not None:
             await redis.aclose()

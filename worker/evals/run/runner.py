@@ -43,6 +43,7 @@ from worker.evals.context import CallEvent, EvalContext
 from worker.evals.llm import pool as llm_pool
 from worker.evals.llm.cache import ResponseCache
 from worker.evals.llm.cost import Budget, BudgetExceeded
+from worker.evals.llm.disk_cache import DiskCache
 from worker.evals.llm.provider import ModelCaller
 from worker.evals.llm_types import CostEstimate, RunUsage, TokenUsage
 from worker.evals.run.agent_target import run_agent
@@ -83,7 +84,9 @@ class RunState:
     def __init__(self, settings: Settings, ctx: EvalContext | None = None) -> None:
         self.ctx = ctx or EvalContext()
         mode = self.ctx.cache_mode if settings.cache else "off"
-        self.cache = ResponseCache(self.ctx.redis, self.ctx.namespace, mode)
+        self.cache = DiskCache(self.ctx.cache_file, self.ctx.namespace, mode) \
+            if self.ctx.redis is None and self.ctx.cache_file is not None \
+            else ResponseCache(self.ctx.redis, self.ctx.namespace, mode)
         self.budget = Budget(settings.max_cost_usd, settings.max_duration_s, self.ctx.clock)
         self.caller = ModelCaller(settings, self.cache, self.budget, self.ctx)
         self.command_limit = asyncio.Semaphore(settings.concurrency)
@@ -170,6 +173,7 @@ async def run_suites(configs: Sequence[Config], root: Path, sha: str = "",
     llm_pool.expect(estimate.calls)  # a large run gets provider processes
     if estimate.calls or estimate.cached_calls:
         state.ctx.say(describe_estimate(sha, estimate, unpriced))
+    state.ctx.on_plan(sha, estimate.calls + estimate.cached_calls)
     limit = settings.max_cost_usd
     if limit is not None and planned.unpriced:
         raise unpriced_error(planned.unpriced[0], limit)

@@ -106,7 +106,7 @@ def test_top_level_errors(text: str, line: int, words: str) -> None:
         ("  - name: ''\n", 3, "suite `name` must be a non-empty string"),
         ("  - name: s\n    colour: red\n", 4,
          "unknown key 'colour' (known keys: name, dataset, target, assertions, gate, traps, "
-         "on_paths, type, consistency, judge, metrics)"),
+         "on_paths, type, consistency, judge, metrics, columns)"),
         ("  - name: s\n    dataset: /etc/passwd\n", 4, "must be a relative POSIX path"),
         ("  - name: s\n    dataset: evals/../../secret.jsonl\n", 4, "inside the repository"),
         ("  - name: s\n    dataset: '..'\n", 4, "inside the repository"),

@@ -1,0 +1,189 @@
+"""Baseline stores for ``llmgate run`` without the App: a directory, Redis or a git ref.
+
+``--baseline-store`` names one (`open_store`):
+
+- a directory (``--baseline-store .llmgate-baselines``, e.g. a CI cache or artifact): one file
+  per record, ``<dir>/<repo>/<sha>/<key digest>.rec``;
+- ``redis`` (the Redis of ``REDIS_URL``, the App's own store: `BaselineStore`); a unix-socket
+  Redis without a password is refused, as the worker refuses it
+  (worker/runtime/hardening.check_redis_socket);
+- ``git`` or ``git:refs/llmgate/<name>``: records are blobs (base64) in a commit under that
+  ref of the repository itself (default `DEFAULT_REF`); ``llmgate baseline push`` pushes the
+  ref to a remote, and a CI job fetches it (``git fetch origin 'refs/llmgate/*:refs/llmgate/*'``).
+
+Every store holds the bytes of `worker.baselines.store.encode`, so a record means the same
+wherever it is kept, and a record is reused only for exactly its commit and an equal key
+(worker/baselines/reuse.py). An unreadable record is ignored (the suite runs again).
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import logging
+import os
+import re
+import tempfile
+import time
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Protocol
+
+from redis.asyncio import Redis
+
+from worker.baselines.keys import BaselineKey
+from worker.baselines.store import Baseline, BaselineStore, decode, encode
+from worker.checkout import local_git
+from worker.errors import ExecutionError
+from worker.runtime.hardening import check_redis_socket
+from worker.runtime.settings import SettingsError
+
+log = logging.getLogger("llmgate.baselines")
+
+#: The ref ``--baseline-store git`` keeps records under.
+DEFAULT_REF = "refs/llmgate/baselines"
+_REF = re.compile(r"refs/llmgate/[A-Za-z0-9._/-]+\Z")
+_SAFE = re.compile(r"[^A-Za-z0-9._-]")
+#: Who commits records under the ref (no user identity is needed or used).
+_IDENTITY = {"GIT_AUTHOR_NAME": "llmgate", "GIT_AUTHOR_EMAIL": "llmgate@localhost",
+             "GIT_COMMITTER_NAME": "llmgate", "GIT_COMMITTER_EMAIL": "llmgate@localhost"}
+
+
+class Records(Protocol):
+    """What `worker.baselines.reuse.StoredBaselines` needs of a store."""
+
+    clock: Callable[[], float]
+
+    async def get(self, repo: str, sha: str, key: BaselineKey) -> Baseline | None:
+        """Return the record of ``key`` at ``sha``, or None."""
+
+    async def put(self, baseline: Baseline) -> str | None:
+        """Store ``baseline``; return None, or why it was not stored."""
+
+
+def _relative(repo: str, sha: str, key: BaselineKey) -> str:
+    """The record's path inside a store: ``<repo>/<sha>/<digest>.rec`` (safe characters)."""
+    parts = [_SAFE.sub("_", p) or "_" for p in repo.split("/")]
+    return "/".join([*parts, _SAFE.sub("_", sha), f"{key.digest}.rec"])
+
+
+def _matching(raw: bytes | None, sha: str, key: BaselineKey, where: str) -> Baseline | None:
+    if raw is None:
+        return None
+    try:
+        found = decode(raw)
+    except ValueError as err:
+        log.warning("ignoring baseline %s at %s (%s): %s", key.suite, sha[:7], where, err)
+        return None
+    return found if found.key == key and found.sha == sha else None
+
+
+class DirectoryStore:
+    """Records as files under one directory (see the module docstring)."""
+
+    def __init__(self, root: Path, clock: Callable[[], float] = time.time) -> None:
+        self.root = root
+        self.clock = clock
+
+    async def get(self, repo: str, sha: str, key: BaselineKey) -> Baseline | None:
+        """Return the record of ``key`` at ``sha``, or None (absent or unreadable)."""
+        path = self.root / _relative(repo, sha, key)
+        try:
+            raw = path.read_bytes()
+        except OSError:
+            return None
+        return _matching(raw, sha, key, str(path))
+
+    async def put(self, baseline: Baseline) -> str | None:
+        """Write the record (atomically: a temporary file renamed); None, or the OS's words."""
+        path = self.root / _relative(baseline.repo, baseline.sha, baseline.key)
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            with tempfile.NamedTemporaryFile(dir=path.parent, delete=False) as tmp:
+                tmp.write(encode(baseline))
+            os.replace(tmp.name, path)
+        except OSError as err:
+            return f"cannot write {path}: {err.strerror or err}"
+        return None
+
+
+class GitRefStore:
+    """Records as blobs of a commit under ``ref`` in the repository at ``repo_dir``.
+
+    Each `put` makes a new commit whose parent is the ref's current commit (one more file in
+    its tree) and moves the ref to it; nothing touches the working tree, the index or HEAD.
+    """
+
+    def __init__(self, repo_dir: Path, ref: str = DEFAULT_REF,
+                 clock: Callable[[], float] = time.time) -> None:
+        self.repo_dir = repo_dir
+        self.ref = ref
+        self.clock = clock
+
+    async def _git(self, *args: str, env: Mapping[str, str] | None = None) -> tuple[int, str]:
+        code, out, err = await local_git(self.repo_dir, *args, env=env)
+        return code, out.strip() if code == 0 else f"git {args[0]} failed: {err.strip()}"
+
+    async def get(self, repo: str, sha: str, key: BaselineKey) -> Baseline | None:
+        """Return the record of ``key`` at ``sha`` under the ref, or None."""
+        code, text = await self._git("cat-file", "blob", f"{self.ref}:{_relative(repo, sha, key)}")
+        try:
+            raw = base64.b64decode(text, validate=True) if code == 0 else None
+        except binascii.Error:
+            raw = b"unreadable"
+        return _matching(raw, sha, key, self.ref)
+
+    async def put(self, baseline: Baseline) -> str | None:
+        """Commit the record under the ref; None, or git's words."""
+        with tempfile.TemporaryDirectory() as tmp:
+            record = Path(tmp) / "record"
+            record.write_bytes(base64.b64encode(encode(baseline)))  # git's output is text
+            code, blob = await self._git("hash-object", "-w", "--", str(record))
+            if code != 0:
+                return blob
+            code, parent = await self._git("rev-parse", "--verify", "-q",
+                                           f"{self.ref}^{{commit}}")
+            parents = ["-p", parent] if code == 0 else []
+            index = {"GIT_INDEX_FILE": str(Path(tmp) / "index")}
+            path = _relative(baseline.repo, baseline.sha, baseline.key)
+            for args in (["read-tree", *([self.ref] if parents else ["--empty"])],
+                         ["update-index", "--add", "--cacheinfo", f"100644,{blob},{path}"],
+                         ["write-tree"]):
+                code, tree = await self._git(*args, env=index)
+                if code != 0:
+                    return tree
+        code, commit = await self._git("commit-tree", tree, *parents, "-m",
+                                       f"llmgate baseline {baseline.key.suite} at "
+                                       f"{baseline.sha[:12]}", env=_IDENTITY)
+        if code != 0:
+            return commit
+        code, moved = await self._git("update-ref", self.ref, commit, *parents[1:])
+        return None if code == 0 else moved
+
+
+def open_store(spec: str, repo_dir: Path,
+               environ: Mapping[str, str]) -> tuple[Records, Redis | None]:
+    """Return the store ``--baseline-store spec`` names, and its Redis client to close (or
+    None), for the repository at ``repo_dir``.
+
+    Raises:
+        ExecutionError: ``redis`` without ``REDIS_URL``, a unix-socket Redis without a
+            password, or a ``git:`` ref not under ``refs/llmgate/``.
+    """
+    if spec == "redis":
+        url = environ.get("REDIS_URL", "")
+        if not url:
+            raise ExecutionError("--baseline-store redis needs REDIS_URL")
+        try:
+            check_redis_socket("REDIS_URL", url)
+        except SettingsError as err:
+            raise ExecutionError(str(err)) from None
+        redis = Redis.from_url(url)
+        return BaselineStore(redis), redis
+    if spec == "git" or spec.startswith("git:"):
+        ref = spec[4:] or DEFAULT_REF if spec != "git" else DEFAULT_REF
+        if not _REF.match(ref) or ".." in ref:
+            raise ExecutionError(f"--baseline-store {spec}: the ref must be under refs/llmgate/"
+                                 f", e.g. {DEFAULT_REF}")
+        return GitRefStore(repo_dir, ref), None
+    return DirectoryStore(Path(spec)), None

@@ -1,0 +1,146 @@
+"""``llmgate init``: a working ``.llmgate.yml``, a starter dataset and a CI workflow.
+
+Every choice is a flag (for scripts); on a terminal, the choices not given are asked, each
+with its default. The files written:
+
+- ``.llmgate.yml``: one suite ``starter`` on ``evals/starter.jsonl``, gated by ``min`` and
+  ``max_drop`` on ``pass_rate``;
+- ``evals/starter.jsonl``: three examples with ``contains`` assertions;
+- the target: for ``--target command`` (default) ``evals/starter_bot.py``, a stand-in that
+  answers each input with itself, so ``llmgate run`` passes at once (replace its command by
+  your program's); for ``--target model`` ``prompts/starter.txt`` and the model ``--model``
+  with its key in ``--api-key-env``;
+- the CI workflow: ``--ci github`` (default) ``.github/workflows/llmgate.yml``, ``--ci gitlab``
+  ``.gitlab-ci.llmgate.yml`` (to ``include:``), ``--ci none`` nothing.
+
+An existing file is never overwritten without ``--force`` (exit 2, nothing written).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+DATASET = "evals/starter.jsonl"
+_EXAMPLES = [("refund", "Where is my refund?", "refund"),
+             ("password", "How do I reset my password?", "password"),
+             ("hours", "When are you open?", "open")]
+_BOT = '''"""A stand-in target: answers each input with itself. Replace it with your program."""
+import json
+import sys
+
+example = json.load(open(sys.argv[1], encoding="utf-8"))
+json.dump({"output": str(example["input"])}, open(sys.argv[2], "w", encoding="utf-8"))
+'''
+_PROMPT = "You answer customer questions in one sentence.\n\nQuestion: {{ input }}\n"
+_GITHUB = """name: llmgate
+on: pull_request
+jobs:
+  gate:
+    runs-on: ubuntu-latest
+    steps:
+      - uses: actions/checkout@v4
+        with: {fetch-depth: 0}
+      - uses: actions/setup-python@v5
+        with: {python-version: "3.11"}
+      - run: pip install llmgate
+      - run: git fetch origin 'refs/llmgate/*:refs/llmgate/*' || true
+      - run: llmgate run --base "origin/${{ github.base_ref }}" --baseline-store git
+"""
+_GITLAB = """llmgate:
+  image: python:3.11
+  rules:
+    - if: $CI_PIPELINE_SOURCE == "merge_request_event"
+  variables: {GIT_DEPTH: "0", LLMGATE_CACHE_DIR: "$CI_PROJECT_DIR/.llmgate-cache"}
+  cache: {key: llmgate, paths: [.llmgate-cache/, .llmgate-baselines/]}
+  script:
+    - pip install llmgate
+    - git fetch origin "$CI_MERGE_REQUEST_TARGET_BRANCH_NAME"
+    - llmgate run --base "origin/$CI_MERGE_REQUEST_TARGET_BRANCH_NAME"
+      --baseline-store .llmgate-baselines
+"""
+_CI_FILES = {"github": ".github/workflows/llmgate.yml", "gitlab": ".gitlab-ci.llmgate.yml"}
+
+
+def add_init_command(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add ``llmgate init``."""
+    init = sub.add_parser("init", help="write a working .llmgate.yml, a dataset and CI",
+                          description="Write .llmgate.yml, a starter dataset, a starter target "
+                                      "and a CI workflow in the current folder. On a terminal "
+                                      "the options not given are asked. Exit 0 written, 2 a "
+                                      "file exists (use --force) or an option is wrong.")
+    init.add_argument("--target", choices=("command", "model"), default=None,
+                      help="what answers the examples (default: command)")
+    init.add_argument("--model", default=None,
+                      help="the model of a model target (default: openai/gpt-4o-mini)")
+    init.add_argument("--api-key-env", default=None,
+                      help="the variable holding its key (default: OPENAI_API_KEY)")
+    init.add_argument("--ci", choices=("github", "gitlab", "none"), default=None,
+                      help="the CI workflow to write (default: github)")
+    init.add_argument("--force", action="store_true", help="overwrite existing files")
+    init.set_defaults(func=cmd_init)
+
+
+def _ask(args: argparse.Namespace, ask: Callable[[str], str] | None) -> None:
+    """Fill the options not given: asked when ``ask`` is given, else the defaults."""
+    defaults = {"target": "command", "ci": "github", "model": "openai/gpt-4o-mini",
+                "api_key_env": "OPENAI_API_KEY"}
+    for name, default in defaults.items():
+        if getattr(args, name) is None:
+            if name in ("model", "api_key_env") and args.target != "model":
+                setattr(args, name, default)
+                continue
+            answer = ask(f"{name.replace('_', ' ')} [{default}]: ").strip() if ask else ""
+            setattr(args, name, answer or default)
+
+
+def files_for(args: argparse.Namespace) -> dict[str, str]:
+    """Return path -> text of every file ``llmgate init`` writes for ``args`` (pure)."""
+    rows = [{"id": i, "input": q, "assert": [{"type": "contains", "value": w}]}
+            for i, q, w in _EXAMPLES]
+    files = {DATASET: "".join(json.dumps(r) + "\n" for r in rows)}
+    if args.target == "model":
+        target = (f"{{model: {json.dumps(args.model)}, api_key_env: {args.api_key_env}, "
+                  "prompt: prompts/starter.txt}")
+        files["prompts/starter.txt"] = _PROMPT
+    else:
+        target = '{command: "python3 evals/starter_bot.py {input_file} {output_file}"}'
+        files["evals/starter_bot.py"] = _BOT
+    files[".llmgate.yml"] = f"""version: 1
+suites:
+  - name: starter
+    dataset: {DATASET}
+    target: {target}
+    gate:
+      pass_rate:
+        min: 0.8        # head must pass at least 80% of the examples
+        max_drop: 0.05  # and fall at most 5 points below base
+"""
+    if args.ci in _CI_FILES:
+        files[_CI_FILES[args.ci]] = _GITHUB if args.ci == "github" else _GITLAB
+    return files
+
+
+def cmd_init(args: argparse.Namespace) -> int:
+    """Write the starter files in the current folder (module docstring); exit 0 or 2."""
+    if args.ci not in (None, *_CI_FILES, "none") or args.target not in (None, "command",
+                                                                         "model"):
+        print("llmgate: init: unknown --ci or --target", file=sys.stderr)
+        return 2
+    _ask(args, input if sys.stdin.isatty() else None)
+    files = files_for(args)
+    here = Path.cwd()
+    existing = [p for p in files if (here / p).exists()]
+    if existing and not args.force:
+        print(f"llmgate: init: {', '.join(existing)} already exist; nothing written "
+              "(--force overwrites)", file=sys.stderr)
+        return 2
+    for path, text in files.items():
+        (here / path).parent.mkdir(parents=True, exist_ok=True)
+        (here / path).write_text(text, encoding="utf-8")
+        print(f"llmgate: wrote {path}")
+    print("llmgate: next: `llmgate run` (then commit the files)")
+    return 0
