@@ -14,6 +14,7 @@ import argparse
 import asyncio
 import importlib.metadata
 import json
+import logging
 import os
 import posixpath
 import sys
@@ -120,6 +121,8 @@ def _parser() -> argparse.ArgumentParser:
                           "runs weigh flaky examples less in the regression tests")
     add_selection_options(run)
     add_store_option(run)
+    run.add_argument("--verbose", action="store_true",
+                     help="say on stderr how the run is carried out (provider processes or not)")
     run.add_argument("--allow-undecided", action="store_true",
                      help="exit 0, not 4, when the gate could not decide (over budget or "
                           "time, provider errors outside the change, base could not run)")
@@ -191,6 +194,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         return code
     if args.promote is not None:
         return _promote(args)
+    _start_up(verbose=args.verbose)
     try:
         multi, head_sha, base_sha = asyncio.run(_run_local(args))
     except (GitError, ExecutionError, OSError) as err:
@@ -209,6 +213,28 @@ def cmd_run(args: argparse.Namespace) -> int:
         print(f"llmgate: configuration error: {gate_report.config_error}", file=sys.stderr)
         return EXIT_CONFIG_ERROR
     return exit_code(gate_report.conclusion, allow_undecided=args.allow_undecided)
+
+
+def _start_up(*, verbose: bool) -> None:
+    """Import litellm (and its price table) in a background thread, so that it overlaps git's
+    checkouts and the configs' parsing; with ``verbose``, log llmgate's INFO lines to stderr."""
+    import threading
+
+    from worker.evals.llm.client import litellm_module
+
+    logger = logging.getLogger("llmgate")
+    logger.handlers = [handler for handler in logger.handlers if not isinstance(handler, _Say)]
+    if verbose:
+        logger.addHandler(_Say())
+        logger.setLevel(logging.INFO)
+    threading.Thread(target=litellm_module, name="llmgate-import", daemon=True).start()
+
+
+class _Say(logging.Handler):
+    """Print llmgate's log lines as ``llmgate: message`` on the current ``sys.stderr``."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        print(f"llmgate: {record.getMessage()}", file=sys.stderr)
 
 
 def _promote(args: argparse.Namespace) -> int:
@@ -343,6 +369,7 @@ async def _run_local(args: argparse.Namespace) -> tuple[MultiReport, str, str]:
     """Gate the configs ``args`` name; return the reports and the head and base SHAs compared
     ("" for the working tree, or for no ``--base``), which the report names even when the
     config is broken."""
+    from worker.evals.llm import pool as llm_pool
     from worker.evals.llm.cli_cache import eval_context
     from worker.pipeline.multi import ConfigReport, MultiReport, gate_plan, unconfigured_report
     from worker.pipeline.plan import folder_plan, nothing_to_gate, plan_configs
@@ -350,6 +377,7 @@ async def _run_local(args: argparse.Namespace) -> tuple[MultiReport, str, str]:
 
     repo: Path = args.repo or repo_root(Path.cwd())
     async with AsyncExitStack() as stack:
+        stack.push_async_callback(llm_pool.shutdown)  # on every way out: no process outlives
         head_root, head_sha = repo, ""
         if args.head:
             head_sha = await _resolve(repo, args.head, "--head")

@@ -35,6 +35,7 @@ import gc
 import ipaddress
 import logging
 import os
+import threading
 import time
 import warnings
 from collections.abc import Awaitable, Callable, Mapping
@@ -53,13 +54,28 @@ ALLOWED_API_BASES_ENV = "LLMGATE_ALLOWED_API_BASES"
 MAX_MESSAGE_CHARS = 500
 
 _litellm: Any = None
+_import_lock = threading.Lock()
+#: CPU the import of litellm took in the thread that imported it, seconds (None before).
+import_cpu_s: float | None = None
 T = TypeVar("T")
 
 
 def litellm_module() -> Any:
-    """Import litellm once, set up for offline prices and no side effects, and return it."""
-    global _litellm
+    """Import litellm once, set up for offline prices and no side effects, and return it.
+
+    Thread-safe: the CLI and the worker import it in a background thread at start-up, and a
+    run that needs it first waits for that import. Sets `import_cpu_s`.
+    """
     if _litellm is None:
+        with _import_lock:
+            return _import_litellm()
+    return _litellm
+
+
+def _import_litellm() -> Any:
+    global _litellm, import_cpu_s
+    if _litellm is None:
+        started_s = time.thread_time()
         os.environ["LITELLM_LOCAL_MODEL_COST_MAP"] = "True"
         os.environ.setdefault("LITELLM_TELEMETRY", "False")
         # pydantic warns about litellm's own types, at import and when litellm imports more
@@ -83,6 +99,7 @@ def litellm_module() -> Any:
         skip_unused_bookkeeping()
         gc.collect()  # nothing collectable gets frozen
         gc.freeze()  # Python's gc docs: frozen objects are ignored by future collections
+        import_cpu_s = time.thread_time() - started_s
         _litellm = litellm
     return _litellm
 

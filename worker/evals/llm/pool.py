@@ -10,11 +10,15 @@ lookup (worker/evals/llm/client.py). A provider process makes only the one HTTP 
 attempt and returns the answer or the mapped error.
 
 When: `PROCESSES_ENV` sets how many (``auto``, the default: one per usable CPU core, at most
-`AUTO_MAX`, and none on one core; ``0`` turns them off). They start in the background
-when a run expects at least `MIN_CALLS` provider calls (`expect`); until one has imported
-litellm (a few seconds) calls go from the run's process. They serve the event loop that
-started them (the worker's for its lifetime; one CLI run) and exit when their stdin closes (the
-parent exited). They see the worker's environment as it was when they started.
+`AUTO_MAX`, and none on one core; ``0`` turns them off). A number starts them in the background
+when a run expects at least `MIN_CALLS` provider calls (`expect`); ``auto`` starts them only when
+they pay (`decide`): the litellm CPU they take off the run's one core must exceed the CPU of
+importing litellm in each of them. Until one has imported litellm (a few seconds) calls go from
+the run's process. The decision is logged at INFO (``llmgate run --verbose`` shows it). They
+serve the event loop that started them (the worker's for its lifetime; one CLI run) and exit
+when their stdin closes (the parent exited); `shutdown` (the CLI, at the end of a run on every
+way out) and an exit handler stop and reap them, so none outlives its parent.
+They see the worker's environment as it was when they started.
 
 Protocol (worker/evals/llm/serve.py is the other end): one JSON document per line. The child
 reads ``{"environ": {...}}`` once, then ``{"id", "op": "chat" | "embed", "args"}`` and
@@ -68,6 +72,14 @@ MAX_PROCESSES = 16
 #: Provider calls a run must expect before provider processes are started for it: ~1 s of
 #: litellm CPU in one process, about what starting one provider process costs.
 MIN_CALLS = 200
+#: CPU the run's process spends on one provider call in litellm, seconds: ~7 ms measured by
+#: bench/eval_overhead.py on 2 cores (module docstring), of which ~1 ms stays in the run's process.
+PER_CALL_CPU_S = 0.007
+#: Of it, what a call still costs the run's process when a provider process sends it, seconds.
+PIPED_CALL_CPU_S = 0.001
+#: CPU a provider process spends importing litellm, seconds, when this process has not measured
+#: its own import yet (3-4 s idle on the 2-core machine of the issue 20 bench).
+START_CPU_S = 3.0
 #: Longest line of the protocol, bytes (a large embeddings answer or prompt fits).
 MAX_LINE_BYTES = 1 << 28
 #: How long a provider process may take to import litellm and say it is ready, seconds.
@@ -98,6 +110,35 @@ def process_count(environ: Mapping[str, str], cpus: int) -> int:
         raise ValueError(f"{PROCESSES_ENV} must be auto or a number of provider processes "
                          f"0-{MAX_PROCESSES}, not {value!r}")
     return int(value)
+
+
+def decide(calls: int, count: int, cpus: int, start_cpu_s: float,
+           forced: bool = False) -> tuple[int, str]:
+    """Return (provider processes to start, why) for a run expecting ``calls`` provider calls.
+
+    ``count`` processes are allowed (`process_count`); ``forced`` when `PROCESSES_ENV` named a
+    number, which starts them from `MIN_CALLS` calls on. Otherwise (``auto``) they pay when the
+    CPU they take off the run's process, ``calls * (PER_CALL_CPU_S - PIPED_CALL_CPU_S)``, spread
+    over ``min(count, cpus)`` cores, saves more core-seconds than starting them costs,
+    ``count * start_cpu_s`` (each imports litellm, ``start_cpu_s`` of CPU). The wall time saved
+    is at most the run process's litellm CPU less what the other cores do of it; the start-up
+    CPU competes with the run on the same cores.
+    """
+    if count == 0:
+        return 0, f"no provider processes: {PROCESSES_ENV} is 0 or there is one usable core"
+    if calls < MIN_CALLS:
+        return 0, f"no provider processes: {calls} calls expected, fewer than {MIN_CALLS}"
+    if forced:
+        return count, f"{count} provider processes: {PROCESSES_ENV} asks for them"
+    offloaded_s = calls * (PER_CALL_CPU_S - PIPED_CALL_CPU_S)
+    saved_s = offloaded_s * (1 - 1 / min(count, cpus)) if cpus > 1 else 0.0
+    cost_s = count * start_cpu_s
+    figures = (f"{calls} calls x {PER_CALL_CPU_S * 1000:.0f} ms of litellm CPU would save "
+               f"~{saved_s:.1f} s of the run's core; {count} x {start_cpu_s:.1f} s to import "
+               f"litellm costs {cost_s:.1f} s ({cpus} usable cores)")
+    if saved_s <= cost_s:
+        return 0, f"no provider processes: {figures}"
+    return count, f"{count} provider processes: {figures}"
 
 
 def start_environ(environ: Mapping[str, str]) -> dict[str, str]:
@@ -312,15 +353,19 @@ def ensure(environ: Mapping[str, str] = os.environ) -> ProviderPool | None:
     None when `PROCESSES_ENV` asks for none (or is invalid: logged as an error, none started).
     A pool of another (finished) event loop, or one whose processes all exited, is replaced.
     """
-    global _pool
-    loop = asyncio.get_running_loop()
-    if _pool is not None and _pool.loop is loop and not _pool.spent():
-        return _pool
     try:
         count = process_count(environ, usable_cpus())
     except ValueError as err:
         log.error("%s: no provider processes started", err)
         return None
+    return _ensure(count)
+
+
+def _ensure(count: int) -> ProviderPool | None:
+    global _pool
+    loop = asyncio.get_running_loop()
+    if _pool is not None and _pool.loop is loop and not _pool.spent():
+        return _pool
     if _pool is not None:
         _pool.close()
         _pool = None
@@ -332,12 +377,61 @@ def ensure(environ: Mapping[str, str] = os.environ) -> ProviderPool | None:
 
 
 def expect(calls: int, environ: Mapping[str, str] = os.environ) -> ProviderPool | None:
-    """Start provider processes when a run expects at least `MIN_CALLS` provider calls."""
-    return ensure(environ) if calls >= MIN_CALLS else active()
+    """Start provider processes when a run expecting ``calls`` provider calls gains by them
+    (`decide`; logged at INFO); return the running loop's pool, or None."""
+    if active() is not None:
+        return active()
+    cpus = usable_cpus()
+    try:
+        count = process_count(environ, cpus)
+    except ValueError as err:
+        log.error("%s: no provider processes started", err)
+        return None
+    forced = (environ.get(PROCESSES_ENV, "").strip().lower() or "auto") != "auto"
+    measured = client_import_cpu_s()
+    start, why = decide(calls, count, cpus, measured or START_CPU_S, forced)
+    log.info("%s", why)
+    return _ensure(start) if start else None
+
+
+def client_import_cpu_s() -> float | None:
+    """CPU this process spent importing litellm, seconds (worker/evals/llm/client.py), if done."""
+    from worker.evals.llm import client
+
+    return client.import_cpu_s
+
+
+async def shutdown(grace_s: float = 5.0) -> None:
+    """Stop every provider process of this process and reap it (`close`, then wait).
+
+    Waits up to ``grace_s`` seconds for each to exit after SIGTERM, then kills it; returns once
+    none is left unreaped, so no process of a run outlives it.
+    """
+    global _pool
+    if _pool is not None:
+        starting = _pool._starting
+        _pool.close()
+        if starting is not None and not starting.done():
+            starting.cancel()
+            with contextlib.suppress(BaseException):
+                await starting
+        _pool = None
+    await asyncio.to_thread(_reap_all, grace_s)
+
+
+def _reap_all(grace_s: float) -> None:
+    for popen in list(_LIVE):
+        if popen.poll() is None:
+            popen.terminate()
+    for popen in list(_LIVE):
+        try:
+            popen.wait(grace_s)
+        except subprocess.TimeoutExpired:
+            popen.kill()
+            popen.wait()
+        _LIVE.discard(popen)
 
 
 @atexit.register
 def _stop_all() -> None:
-    for popen in list(_LIVE):
-        if popen.poll() is None:
-            popen.terminate()
+    _reap_all(5.0)
