@@ -37,6 +37,7 @@ The last line is ``peers_cold_wall_vs_promptfoo=<llmgate's median cold wall / pr
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import datetime
 import json
 import os
@@ -57,6 +58,8 @@ from bench.peers import jobs, parse, table, tools
 from bench.peers.tree import SAMPLE_INTERVAL_S, TreeRun, become_subreaper, measure
 
 PEERS = ("llmci", "promptfoo")
+#: The name of llmgate run from ``--before``'s checkout (a column of the table, like a peer).
+BEFORE = "llmgate-before"
 #: The fake provider's latency per call, milliseconds (default).
 LATENCY_MS = 100.0
 #: How the variant without provider processes is named.
@@ -138,9 +141,11 @@ class Bench:
         return run
 
 
-def build_tools(root: Path, job: jobs.Job, redis_url: str, peers: bool) -> list[tools.Tool]:
+def build_tools(root: Path, job: jobs.Job, redis_url: str, peers: bool,
+                before: Path | None = None) -> list[tools.Tool]:
     """Write the job for every tool under ``root``; return llmgate, its variant without provider
-    processes, and (``peers``) each installed peer."""
+    processes, (``before``) llmgate run from another checkout's code as `BEFORE`, and
+    (``peers``) each installed peer."""
     redis = Redis.from_url(redis_url)
 
     def flush() -> None:
@@ -150,6 +155,10 @@ def build_tools(root: Path, job: jobs.Job, redis_url: str, peers: bool) -> list[
     found = [tools.llmgate_tool(root / "llmgate", base_sha, redis_url, flush),
              tools.llmgate_tool(root / "llmgate", base_sha, redis_url, flush,
                                 LLMGATE_PROVIDER_PROCESSES="0")]
+    if before is not None:  # the same console script, importing ``worker`` from ``before``
+        old = tools.llmgate_tool(root / "llmgate", base_sha, redis_url, flush,
+                                 PYTHONPATH=str(before.resolve()))
+        found.append(dataclasses.replace(old, name=BEFORE, version=f"{old.version} ({before})"))
     if peers and tools.llmci_bin().exists():
         jobs.write_llmci(root / "llmci", job)
         found.append(tools.llmci_tool(root / "llmci"))
@@ -190,7 +199,7 @@ def warm_up(fake: Fake, root: Path, api_base: str, args: argparse.Namespace,
     install fails here, before minutes are spent."""
     small = jobs.Job(api_base, WARMUP_EXAMPLES, args.concurrency)
     bench = Bench(fake, small, root)
-    for tool in build_tools(root, small, redis_url, not args.without_peers):
+    for tool in build_tools(root, small, redis_url, not args.without_peers, args.before):
         tool.clear()
         bench.run(tool, (tool.cold,), "warm-up", WARMUP_EXAMPLES)
 
@@ -284,7 +293,7 @@ def report(bench: Bench, every: Sequence[tools.Tool], args: argparse.Namespace,
     """Print the tables, the goals for later, the load, the wall time and the headline."""
     figs, marks, notes = collect(bench, every, args)
     floor_s = args.examples * args.latency_ms / 1000 / args.concurrency
-    peers = [p for p in PEERS if p in figs]
+    peers = [p for p in (*PEERS, BEFORE) if p in figs]
     print("\n## Side by side (medians; [range of the ratios of single repetitions]; "
           "(r) recorded)\n")
     print("\n".join(table.issue_table(figs, peers, floor_s, 2 * floor_s, 2 * args.examples)))
@@ -316,6 +325,9 @@ def _args(argv: Sequence[str] | None) -> argparse.Namespace:
                         help="run llmgate alone, against the recorded peer figures")
     parser.add_argument("--record", action="store_true",
                         help="write the peers' medians to bench/peers/recorded.json")
+    parser.add_argument("--before", type=Path, default=None, metavar="CHECKOUT",
+                        help=f"also run llmgate from CHECKOUT's code (e.g. main) as {BEFORE}: "
+                             f"the table's 'llmgate ÷ {BEFORE}' column is after ÷ before")
     return parser.parse_args(argv)
 
 
@@ -339,7 +351,8 @@ def main(argv: Sequence[str] | None = None) -> None:
         fake.setup({"default_reply": jobs.REPLY})
         warm_up(fake, Path(tmp) / "warm-up", url, args, redis_url)
         job = jobs.Job(url, args.examples, args.concurrency)
-        every = build_tools(Path(tmp) / "job", job, redis_url, not args.without_peers)
+        every = build_tools(Path(tmp) / "job", job, redis_url, not args.without_peers,
+                            args.before)
         print("tools: " + "; ".join(t.version if t.version.startswith(t.name) else
                                     f"{t.name} {t.version}" for t in every))
         bench = Bench(fake, job, Path(tmp))

@@ -19,10 +19,6 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-import httpx
-
-from worker.runtime.lifecycle import heartbeat_file
-
 #: A worker's heartbeat older than this is unhealthy, seconds (three missed 10 s beats).
 HEARTBEAT_MAX_AGE_S = 30.0
 #: Bound on the web process's answer, seconds.
@@ -31,6 +27,8 @@ HTTP_TIMEOUT_S = 3.0
 
 def check(environ: Mapping[str, str] = os.environ, now_s: float | None = None) -> tuple[bool, str]:
     """Return (healthy, one-line reason) for this container's process."""
+    from worker.runtime.lifecycle import heartbeat_file  # arq: not for `llmgate --help`
+
     beat = heartbeat_file(environ)
     if beat is not None and beat.exists():
         age_s = (time.time() if now_s is None else now_s) - beat.stat().st_mtime
@@ -44,6 +42,8 @@ def check(environ: Mapping[str, str] = os.environ, now_s: float | None = None) -
         return False, f"worker heartbeat {age_s:.0f} s old (> {HEARTBEAT_MAX_AGE_S:.0f} s)"
     port = environ.get("PORT", "").strip() or "8000"
     url = f"http://127.0.0.1:{port}/healthz"
+    import httpx  # only the web process's check needs it
+
     try:
         status = httpx.get(url, timeout=HTTP_TIMEOUT_S).status_code
     except httpx.HTTPError as exc:

@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import argparse
 
-from worker.evals.config import perturbations
-
 EXIT_OK, EXIT_USAGE = 0, 2
 
 
@@ -32,6 +30,8 @@ def _usage(parser: argparse.ArgumentParser) -> int:
 
 def cmd_list(args: argparse.Namespace) -> int:
     """Print every perturbation: ``name  origin  description``; return 0."""
+    from worker.evals.config import perturbations  # the engine: not for `llmgate --help`
+
     rows = [(name, "built-in") for name in perturbations.BUILTIN]
     rows += [(name, f"entry point {point.value}")
              for name, point in sorted(perturbations.installed().items())

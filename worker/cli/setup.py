@@ -22,8 +22,6 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
-import httpx
-
 from worker.cli.setup_flow import (
     AppRegistration,
     SetupError,
@@ -126,6 +124,8 @@ class SetupFlow:
             if self.done.is_set():
                 return 409, "This setup run has finished already."
             try:
+                import httpx  # not imported for `llmgate --help`
+
                 with httpx.Client() as http:
                     reg = exchange_code(http, self.options.api_url, code)
                 store_credentials(self.options.output, reg)

@@ -19,12 +19,11 @@ import re
 import secrets
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, urlsplit
 
-import httpx
-
-from worker.github.auth import AppCredentials, GitHubAuthError, app_jwt
+if TYPE_CHECKING:  # httpx and the JWT code load when the App is registered, not for --help
+    import httpx
 
 #: Repository permissions llmgate needs, and why (GitHub docs, "Choosing permissions for a
 #: GitHub App" and each endpoint's "Fine-grained access tokens" section).
@@ -139,6 +138,8 @@ def exchange_code(http: httpx.Client, api_url: str, code: str) -> AppRegistratio
     secret = data.get("webhook_secret")
     if not (isinstance(secret, str) and _SAFE_SECRET.fullmatch(secret)):
         secret = secrets.token_hex(32)
+        from worker.github.auth import AppCredentials, GitHubAuthError, app_jwt
+
         try:
             jwt = app_jwt(AppCredentials(str(app_id), pem))
         except GitHubAuthError:
@@ -151,6 +152,8 @@ def exchange_code(http: httpx.Client, api_url: str, code: str) -> AppRegistratio
 
 def _request(http: httpx.Client, method: str, url: str, expected: int, what: str,
              **kwargs: Any) -> dict[str, Any]:
+    import httpx
+
     headers = {"Accept": "application/vnd.github+json", "User-Agent": "llmgate-setup",
                **kwargs.pop("headers", {})}
     try:
