@@ -218,6 +218,12 @@ def _read(root: Path, rel_path: str) -> bytes | None:
         return None
 
 
+def file_digest(root: Path, rel_path: str | None) -> str:
+    """SHA-256 hex digest of the repository file ``rel_path`` at ``root`` (a digest naming it
+    missing when it cannot be read; of None for no file). Never raises."""
+    return _file(root, rel_path)
+
+
 def _file(root: Path, rel_path: str | None) -> str:
     if rel_path is None:
         return digest(None)

@@ -41,16 +41,17 @@ from pathlib import Path
 from worker.errors import ConfigError
 from worker.evals.config.consistency import load_suite_dataset
 from worker.evals.run.fingerprint import DESCRIPTIONS as PARTS
-from worker.evals.run.fingerprint import digest, suite_fingerprint
+from worker.evals.run.fingerprint import digest, file_digest, suite_fingerprint
 from worker.evals.types import Config, Settings, SuiteConfig
 from worker.evals.verdict.rules import merge_suite
 
 #: The parts of a suite's contract compared between base and head, in report order: the
 #: fingerprint's ``dataset_inputs`` and scoring components, and ``labels`` (tags, metadata).
 COMPONENTS = ("dataset_inputs", "expected", "labels", "assertions", "assertion_files", "judges",
-              "judge_prompts", "traps")
+              "judge_prompts", "traps", "metrics")
 #: Each component in words.
-DESCRIPTIONS = {**PARTS, "labels": "example tags or metadata"}
+DESCRIPTIONS = {**PARTS, "labels": "example tags or metadata",
+                "metrics": "custom metrics (their config or code)"}
 
 
 def gating_config(base: Config | None, head: Config, base_root: Path | None) -> Config:
@@ -109,7 +110,15 @@ def contract_components(suite: SuiteConfig, settings: Settings, root: Path) -> d
     files; never raises: an unreadable file gets a digest of its error)."""
     fingerprint = suite_fingerprint(suite, settings, root)
     return {"dataset_inputs": fingerprint.outputs["dataset_inputs"], **fingerprint.scoring,
-            "labels": _labels(root, suite)}
+            "labels": _labels(root, suite), "metrics": _metrics(root, suite)}
+
+
+def _metrics(root: Path, suite: SuiteConfig) -> str:
+    """Digest of the suite's custom metrics: each one's config and its function's file, so a
+    head that changes (or breaks) a metric has its own contract run beside base's."""
+    return digest([[m.name, m.function, m.entry_point, m.per_example,
+                    file_digest(root, m.function.split(":", 1)[0]) if m.function else None]
+                   for m in suite.metrics])
 
 
 def _labels(root: Path, suite: SuiteConfig) -> str:
