@@ -62,7 +62,8 @@ def cmd_judge_calibrate(args: argparse.Namespace) -> int:
     """Calibrate the suite's judges against the labels and print the result.
 
     Exit codes: 0 calibrated, 1 a ``judge:`` rule of the suite failed, 2 configuration error
-    (no such suite, no labels, a bad labels file or snapshot), 3 execution error.
+    (no such suite, no labels, a bad labels file or snapshot), 3 execution error, including a
+    judge that could not rate half the labels or more (no snapshot is written then).
     """
     from worker.evals.run.judge_calibration import drift, load_snapshot, write_snapshot
     from worker.evals.verdict.judge_trust import check_rules
@@ -84,6 +85,13 @@ def cmd_judge_calibrate(args: argparse.Namespace) -> int:
     changes = drift(calibration, snapshot) if snapshot else {}
     print((render.render_json if args.format == "json" else render.render_markdown)(
         calibration, changes, outcomes), end="")
+    undecided = [c for c in calibration.criteria if not c.decided]
+    if undecided:  # the figures decide nothing: never exit 0, never a snapshot
+        for c in undecided:
+            print(f"llmgate: the judge of {c.name!r} could not rate {c.judge_errors} of "
+                  f"{c.n + c.judge_errors} labels ({c.first_error or 'no reply'}): nothing "
+                  "calibrated", file=sys.stderr)
+        return EXIT_EXECUTION_ERROR
     if args.save_snapshot:
         try:
             written = write_snapshot(root, calibration)
