@@ -73,22 +73,30 @@ def canary(seed: int, example_id: str) -> str:
 def generate(categories: list[str], count: int, seed: int) -> list[dict[str, Any]]:
     """Return ``count`` examples per category (dataset rows), the same for the same arguments.
 
+    A category listed twice is generated once; one whose templates make fewer than ``count``
+    prompts gives all it has (`short_categories` names them).
+
     Raises:
-        ValueError: an unknown category, or ``count`` above what the library holds for one.
+        ValueError: an unknown category, or ``count`` below 1.
     """
     rows: list[dict[str, Any]] = []
-    for category in categories:
+    if count < 1:
+        raise ValueError("--count must be at least 1")
+    for category in dict.fromkeys(categories):
         if category not in TEMPLATES:
             raise ValueError(f"unknown category {category!r} (known: {', '.join(TEMPLATES)})")
         prompts = library_prompts(category)
-        if not 1 <= count <= len(prompts):
-            raise ValueError(f"--count must be from 1 to {len(prompts)} for {category} (the "
-                             "prompts its templates make; --model adds rewrites)")
         # a reproducible draw, not a secret: a string seed is hashed the same in every process
         random.Random(f"{LIBRARY_VERSION}:{seed}:{category}").shuffle(prompts)  # noqa: S311
         rows += [_row(p, f"{ID_PREFIX[category]}-{i:03d}", seed)
                  for i, p in enumerate(prompts[:count], start=1)]
     return rows
+
+
+def short_categories(categories: list[str], count: int) -> dict[str, int]:
+    """Return category -> prompts it has, for the known categories holding fewer than ``count``."""
+    sizes = {c: len(library_prompts(c)) for c in dict.fromkeys(categories) if c in TEMPLATES}
+    return {c: n for c, n in sizes.items() if n < count}
 
 
 def _row(prompt: Prompt, example_id: str, seed: int) -> dict[str, Any]:
@@ -157,6 +165,9 @@ def cmd_redteam(args: argparse.Namespace) -> int:
     except ValueError as err:
         print(f"llmgate: {err}", file=sys.stderr)
         return EXIT_USAGE
+    for category, size in short_categories(categories, args.count).items():
+        print(f"llmgate: {category} has {size} prompts, fewer than --count {args.count}: all "
+              f"{size} written (--model adds rewrites)", file=sys.stderr)
     if args.model:
         from worker.cli.redteam_model import expand  # litellm: only when a model is used
 
