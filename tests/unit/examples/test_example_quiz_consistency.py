@@ -76,6 +76,7 @@ def test_order_dependent_answers_fail_and_the_fix_passes(
                    for o in order["outcomes"])
     assert (fixed, fix["conclusion"]) == (0, "success")
     assert _metrics(fix, "head")["rc_agree"] == 1.0
-    # the estimate's count: 12 questions x 6 variants, at base and head, in each of two runs
-    assert calls == 2 * 2 * 12 * 6
+    # the estimate's count: 12 questions x 6 variants, at base and head, in each of two runs;
+    # the second run's base answers come from llmgate run's on-disk response cache
+    assert calls == 3 * 12 * 6
     assert "72 provider calls" in capsys.readouterr().err
