@@ -16,11 +16,12 @@ worker/evals/verdict/sequential.py about the gate's ``regression`` family:
   adds no false alarm.
 
 A run that goes the whole way is decided by the report at the last look's boundary c_K (at most
-alpha: what the earlier looks spent is not spent twice). The boundaries are exact for the
-looks' own statistic (normal-tail p-values under the sign-flip null); the report's family ranks
-its own sign patterns, a slightly different statistic, so the level holds as closely as the
-two agree: in the worst case alpha(t_{K-1}) + c_K, in bench/gate_sequential.py's 200 unchanged
-PRs 0.045 against 0.035 for the full run. The report says where and why the run stopped.
+alpha: what the earlier looks spent is not spent twice). The looks rank the same sign-flip
+p-values as the report's family, over the same subgroup of sign patterns (same seed and size),
+so when the look order equals the report's example order (one suite) the last look's G is the
+report's first step-down p-value and the level is exact; with several suites the look order
+interleaves them and the two statistics are equal in distribution, not row by row. The report
+says where and why the run stopped.
 """
 
 from __future__ import annotations

@@ -22,13 +22,31 @@ method, and when a test is rejected its weight passes to the others in proportio
 (Bretz, Maurer, Brannath & Posch 2009, Stat. Med. 28:586-604, weighted Holm as a graph).
 
 With at most `EXACT_MAX` examples carrying a non-zero difference every sign pattern is
-enumerated and p-values are exact (``#{T* >= T} / 2**k``); otherwise ``draws`` random patterns
-plus the observed one give ``(1 + #{T*_b >= T}) / (draws + 1)``, a valid p-value at any
-number of draws (Phipson & Smyth 2010, Stat. Appl. Genet. Mol. Biol. 9:39).
+enumerated and p-values are exact (``#{T* >= T} / 2**k``); otherwise the patterns are a random
+*subgroup* of the sign flips (`subgroup_signs`, 2**k >= draws + 1 members, the observed one
+first) and ``#{T* >= T} / 2**k`` is exact for that fixed subgroup (Hemerik & Goeman 2018), so
+the gate's seed, fixed so reruns repeat, cannot lift the false-alarm rate above alpha.
+
+Why the family-wise error rate is at most alpha by construction: let G be the patterns (the
+full group, or the subgroup). Under "no change" of the true null tests, the observed sign of
+every example is a fair coin independent of |x| (and of the weights and confirm re-runs, which
+are chosen from |head - base| and earlier runs only: worker/evals/verdict/confirm.py), so the
+observed differences are g0 x for a uniform g0 in G, and the multiset of the statistics over G
+is the same whichever member was observed. Every marginal p-value of every pattern
+(`marginal_p` ranks each row among the same multiset) and so each intersection's min-q is a
+function of that multiset and of the observed member's place in it; the local test of an
+intersection rejects when the observed min-q is among the smallest alpha share of the
+multiset's, which happens for at most an alpha share of the equally likely members. The
+step-down is that closed test's shortcut (the min-P over a subset is at most the min-P over a
+superset, subset pivotality of sign flips of whole examples), so the family-wise error is at
+most alpha. Ties count against rejection (`TIE_TOLERANCE`). With confirm re-runs an example's
+value is the mean of its draws on each side; the two sides' draws stay exchangeable as a block,
+which is the same flip of that example's mean difference.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -86,9 +104,35 @@ def sign_patterns(active: int, n: int, draws: int, seed: int,
         signs = np.ones((1 << active, n))
         signs[:, columns] = 1.0 - 2.0 * bits
         return signs, True
-    rng = np.random.default_rng(seed)
-    signs = np.vstack([np.ones((1, n)), rng.choice(np.array([-1.0, 1.0]), size=(draws, n))])
-    return signs, False
+    return subgroup_signs(n, draws, seed), False
+
+
+def subgroup_signs(n: int, draws: int, seed: int) -> FloatArray:
+    """Return a random subgroup of the sign flips of n examples, shape (2**k, n), row 0 all +1.
+
+    k = ceil(log2(draws + 1)) random sign vectors generate the group: row c is the product of
+    the generators whose bit is set in c (row 0 the identity, the observed pattern). Because
+    the rows form a group, the observed pattern times the group is the same set of patterns
+    whichever of its members was observed, and under "no change" each member is equally likely
+    to be the observed one: a test that ranks the observed statistic among the group's is exact
+    for this fixed group, whatever the seed (Hemerik & Goeman 2018, "Exact testing with random
+    permutations", TEST 27:811-825, Theorem 2). Independent random patterns (Phipson & Smyth
+    2010) are exact only on average over the seeds, so a gate with one fixed seed could exceed
+    alpha by the Monte-Carlo error of its one draw of patterns (about 0.007 at 1000 draws).
+    A prefix of the columns (the first n_k examples of a sequential look) is again a group.
+
+    Args:
+        n: examples (columns); draws: patterns wanted besides the observed (>= 1).
+        seed: seed of ``numpy.random.default_rng`` for the generators.
+
+    Returns:
+        The 2**k patterns (at least draws + 1), each group member once per code.
+    """
+    size = max(1, math.ceil(math.log2(draws + 1)))
+    generators = np.random.default_rng(seed).integers(0, 2, size=(size, n), dtype=np.int64)
+    codes = np.arange(1 << size, dtype=np.int64)
+    bits = (codes[:, None] >> np.arange(size, dtype=np.int64)) & 1
+    return np.asarray(1.0 - 2.0 * ((bits @ generators) & 1), dtype=np.float64)
 
 
 def drop_statistics(x: FloatArray, scopes: NDArray[np.bool_], signs: FloatArray) -> FloatArray:

@@ -44,7 +44,7 @@ import numpy as np
 from numpy.typing import NDArray
 from scipy import stats as sps
 
-from worker.evals.verdict.multiplicity import drop_statistics, marginal_p
+from worker.evals.verdict.multiplicity import drop_statistics, marginal_p, subgroup_signs
 from worker.evals.verdict.stats import FloatArray
 
 #: Predictive probability of a failing full run under which a look stops to pass.
@@ -142,10 +142,10 @@ def family_p(x: FloatArray, scopes: NDArray[np.bool_], weights: FloatArray,
              signs: FloatArray) -> tuple[FloatArray, FloatArray]:
     """Return the gate's statistic G and the min-q statistic M under every sign pattern.
 
-    Each test's p-value is the normal tail of its studentized statistic (a continuous
-    stand-in for its sign-flip p-value: ranks over finitely many patterns tie, and ties would
-    force the boundaries below what each look may spend); the null of G itself is the
-    sign-flip one, so the levels hold exactly whatever stand-in is used.
+    Each test's p-value is its sign-flip p-value over the same patterns, exactly what the
+    report's family (worker/evals/verdict/multiplicity.py) computes: with the same patterns
+    (`subgroup_signs`, same seed and number) G at the last look *is* the report's first
+    step-down p-value, so the last look's boundary is set on the statistic that decides.
 
     Args:
         x: weighted oriented differences, shape (n, m) (worker/evals/verdict/signflip.py).
@@ -157,7 +157,8 @@ def family_p(x: FloatArray, scopes: NDArray[np.bool_], weights: FloatArray,
         M* <= M (ties within the tolerance of worker/evals/verdict/multiplicity.py count).
     """
     members = weights.ravel() > 0
-    p_null = sps.norm.sf(drop_statistics(x, scopes, signs))
+    null = drop_statistics(x, scopes, signs)
+    p_null = marginal_p(null, null)
     q = p_null[:, members] / weights.ravel()[members]
     smallest = q.min(axis=1) if q.shape[1] else np.ones(signs.shape[0])
     return marginal_p(-smallest[:, None], -smallest[:, None])[:, 0], smallest
@@ -190,9 +191,7 @@ def sequential_look(x: FloatArray, scopes: NDArray[np.bool_], weights: FloatArra
         raise ValueError(f"{seen} examples is not a planned look of {sizes} "
                          f"(scopes {scopes.shape})")
     k = sizes.index(seen)
-    rng = np.random.default_rng(seed)
-    signs = np.vstack([np.ones((1, seen)),
-                       rng.choice(np.array([-1.0, 1.0]), size=(total, draws)).T[:, :seen]])
+    signs = subgroup_signs(total, draws, seed)[:, :seen]
     looks = [family_p(x[:n], scopes[:, :n], weights, signs[:, :n]) for n in sizes[:k + 1]]
     g = np.column_stack([found for found, _ in looks])
     spent = [spent_alpha(n / total, alpha, spending) for n in sizes[:k + 1]]
