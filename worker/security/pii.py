@@ -7,19 +7,26 @@ found value.
 
 Categories (`CATEGORIES`) and how each is recognised:
 
-- ``email``: ``local@domain.tld`` (RFC 5322's common dot-atom form, a TLD of 2+ letters).
+- ``email``: ``local@domain.tld`` (RFC 5322's common dot-atom form, a TLD of 2+ letters),
+  with internationalised (UTF-8, RFC 6531) letters in the local part and the domain.
 - ``phone``: an international number (``+`` and 8-15 digits, ITU-T E.164's maximum, with
-  spaces, dots, dashes or an area code in parentheses) or a national one of 10-11 digits in
-  groups (``(555) 123-4567``, ``555-123-4567``, ``020 7946 0958``).
+  spaces, dots, dashes or an area code in parentheses); a national one of 10-11 digits in
+  groups (``(555) 123-4567``, ``555-123-4567``, ``020 7946 0958``, ``1-555-123-4567``, UK
+  ``07700 900123``, French ``01 23 45 67 89``); or 10-11 digits without separators
+  (``5551234567``) only when a phone word (``phone``, ``tel``, ``call``, ``mobile`` ...) comes
+  just before it, as bare digit runs are more often order numbers, ids or Unix timestamps.
+  Three groups that make 12 or more digits (``1999-2005-2010``) are not a national number.
 - ``card``: 13-19 digits (ISO/IEC 7812 lengths), optionally in groups of 3 or more digits
-  split by spaces or by dashes (one kind), that pass the Luhn check (ISO/IEC 7812-1 annex B).
-- ``national_id``: by country (`COUNTRIES`): ``us`` Social Security number ``AAA-GG-SSSS``
-  (SSA: no area 000, 666 or 9xx, no group 00, no serial 0000); ``uk`` National Insurance
-  number (HMRC NIM39110: two prefix letters, six digits, suffix A-D, the excluded prefixes);
-  ``ca`` Social Insurance Number (9 digits in groups of 3, Luhn-checked); ``fr`` INSEE NIR
-  (13 characters, Corsica 2A/2B, and its key 97 - n mod 97); ``es`` DNI (8 digits and the
-  letter of n mod 23) and NIE (X/Y/Z, 7 digits, the same letter).
-- ``ip``: IPv4 dotted quads (each 0-255, not part of a longer dotted number) and IPv6
+  split by spaces or dashes, that pass the Luhn check (ISO/IEC 7812-1 annex B), and are not
+  part of a longer word (``4111111111111111deadbeef`` is a hash, not a card).
+- ``national_id``: by country (`COUNTRIES`): ``us`` Social Security number ``AAA-GG-SSSS`` or
+  ``AAA GG SSSS`` (SSA: no area 000, 666 or 9xx, no group 00, no serial 0000); ``uk`` National
+  Insurance number (HMRC NIM39110: two prefix letters, six digits, suffix A-D, the excluded
+  prefixes); ``ca`` Social Insurance Number (9 digits in groups of 3, Luhn-checked); ``fr``
+  INSEE NIR (13 characters, Corsica 2A/2B, and its key 97 - n mod 97); ``es`` DNI (8 digits and
+  the letter of n mod 23) and NIE (X/Y/Z, 7 digits, the same letter).
+- ``ip``: IPv4 dotted quads (each 0-255, not part of a longer dotted number or word, and not
+  right after ``version``, ``release`` or ``v``: ``version 1.2.3.4`` is no address) and IPv6
   addresses (validated by :mod:`ipaddress`) with at least 3 hex digits, so ``::1`` and a
   slice such as ``x[1::2]`` are not reported.
 - ``api_key``: credential shapes the issuers document: AWS access key ids (``AKIA``/``ASIA``
@@ -44,7 +51,7 @@ CATEGORIES = ("email", "phone", "card", "national_id", "ip", "api_key", "private
 #: Countries whose national id patterns are known (``national_id``).
 COUNTRIES = ("us", "uk", "ca", "fr", "es")
 #: Version of the detectors; bumped whenever a pattern changes (shown in the assertion's details).
-PII_VERSION = "pii/1"
+PII_VERSION = "pii/2"
 
 
 @dataclass(frozen=True)
@@ -64,14 +71,22 @@ class Finding:
         return f"[REDACTED {self.category}]"
 
 
-_EMAIL = re.compile(r"(?<![\w.+-])[A-Za-z0-9][A-Za-z0-9._%+-]{0,63}@"
-                    r"(?:[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?\.)+[A-Za-z]{2,24}\b")
+_EMAIL = re.compile(r"(?<![\w.+-])[^\W_][\w.%+-]{0,63}@"
+                    r"(?:[^\W_](?:[\w-]{0,61}[^\W_])?\.)+[^\W\d_]{2,24}\b")
 _PHONE = re.compile(
     r"(?<![\w+])(?:\+\d{1,3}[\s.-]?(?:\(\d{1,4}\)[\s.-]?)?\d{1,4}(?:[\s.-]?\d{2,4}){1,4}"
     r"|(?<!\d[\s.-])(?:\(\d{2,4}\)[\s.-]?\d{3,4}[\s.-]?\d{3,4}"
     r"|\d{3,4}[\s.-]\d{3,4}[\s.-]\d{3,4}))(?![\w.]?\d|[\s-]\d)")
-_CARD = re.compile(r"(?<![\d.-])\d(?:[ -]?\d){12,18}(?![\d-]|\.\d)")
-_IPV4 = re.compile(r"(?<![\d.])(?:(?:25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)\.){3}"
+_CARD = re.compile(r"(?<![\w.-])\d(?:[ -]?\d){12,18}(?![\w-]|\.\d)")
+#: National phone formats the general pattern misses: NANP with its 1, UK 5+6, French pairs.
+_PHONES_NATIONAL = re.compile(
+    r"(?<![\w+.-])(?:1[\s.-]\(?\d{3}\)?[\s.-]?\d{3}[\s.-]\d{4}|0\d{4}\s\d{6}"
+    r"|0\d(?:([\s.-])\d{2})(?:\1\d{2}){3})(?![\w]|[\s.-]\d)")
+#: A bare 10-11 digit run right after a phone word.
+_PHONE_LABELLED = re.compile(
+    r"(?i:\b(?:phone|tel|telephone|mobile|cell|call|ring|text|sms|fax|whatsapp)\b)"
+    r"[^\w\n]{0,4}(?:(?:me|us|him|her|them|at|on|no|number|nr)\W{1,3}){0,2}(\d{10,11})(?!\w)")
+_IPV4 = re.compile(r"(?<![\w.])(?:(?:25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)\.){3}"
                    r"(?:25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)(?!\.?\d)")
 _IPV6 = re.compile(r"(?<![\w:])(?:[0-9A-Fa-f]{0,4}:){2,7}[0-9A-Fa-f]{0,4}(?![\w:])")
 _API_KEYS: tuple[tuple[str, re.Pattern[str]], ...] = (
@@ -84,7 +99,8 @@ _API_KEYS: tuple[tuple[str, re.Pattern[str]], ...] = (
 )
 _PRIVATE_KEY = re.compile(r"-----BEGIN (?:[A-Z0-9]+ ){0,3}PRIVATE KEY-----[\s\S]*?"
                           r"(?:-----END (?:[A-Z0-9]+ ){0,3}PRIVATE KEY-----|\Z)")
-_SSN = re.compile(r"(?<![\d-])(?!000|666|9\d\d)\d{3}-(?!00)\d{2}-(?!0000)\d{4}(?![\d-])")
+_SSN = re.compile(r"(?<![\d-])(?!000|666|9\d\d)\d{3}([- ])(?!00)\d{2}\1(?!0000)\d{4}(?![\d-])")
+_VERSION_BEFORE = re.compile(r"(?i:\b(?:version|release|ver\.?|v)\s*)$")
 _NINO = re.compile(r"\b(?!BG|GB|NK|KN|TN|NT|ZZ)[A-CEGHJ-PR-TW-Z][A-CEGHJ-NPR-TW-Z]"
                    r" ?\d{2} ?\d{2} ?\d{2} ?[A-D]\b")
 _SIN = re.compile(r"(?<![\d-])\d{3}[ -]\d{3}[ -]\d{3}(?![\d-])")
@@ -117,14 +133,18 @@ def _emails(text: str) -> Iterable[Finding]:
 def _phones(text: str) -> Iterable[Finding]:
     for m in _PHONE.finditer(text):
         n = len(_digits(m.group()))
-        if (8 if m.group().startswith("+") else 10) <= n <= 15:
+        if (8 <= n <= 15) if m.group().startswith("+") else (10 <= n <= 11):
             yield Finding("phone", "phone", m.start(), m.end())
+    for m in _PHONES_NATIONAL.finditer(text):
+        yield Finding("phone", "phone", m.start(), m.end())
+    for m in _PHONE_LABELLED.finditer(text):
+        yield Finding("phone", "phone", m.start(1), m.end(1))
 
 
 def _cards(text: str) -> Iterable[Finding]:
     for m in _CARD.finditer(text):
         digits, groups = _digits(m.group()), re.split(r"[ -]", m.group())
-        grouped = len({c for c in m.group() if not c.isdigit()}) <= 1 and min(map(len, groups)) >= 3
+        grouped = min(map(len, groups)) >= 3
         if grouped and 13 <= len(digits) <= 19 and luhn_ok(digits) and len(set(digits)) > 1:
             yield Finding("card", "card", m.start(), m.end())
 
@@ -162,7 +182,8 @@ def _national(text: str, countries: Sequence[str]) -> Iterable[Finding]:
 
 def _ips(text: str) -> Iterable[Finding]:
     for m in _IPV4.finditer(text):
-        yield Finding("ip", "ipv4", m.start(), m.end())
+        if not _VERSION_BEFORE.search(text, max(0, m.start() - 12), m.start()):
+            yield Finding("ip", "ipv4", m.start(), m.end())
     for m in _IPV6.finditer(text):
         try:
             ipaddress.IPv6Address(m.group())
@@ -188,7 +209,8 @@ def scan(text: str, categories: Sequence[str] = CATEGORIES,
     """Return the findings of ``categories`` in ``text``, in order, without overlaps.
 
     Where two findings overlap the earlier (then the longer) one is kept, so a card number is
-    not also reported as a phone number. A finding whose exact text is in ``allow`` is left out.
+    not also reported as a phone number. A finding whose exact text is in ``allow`` is left out
+    (an email compared case-insensitively, as mail providers treat addresses in practice).
 
     Args:
         text: the text to scan.
@@ -210,7 +232,9 @@ def scan(text: str, categories: Sequence[str] = CATEGORIES,
                     at == len(found) or f.end <= found[at].start):
                 found.insert(at, f)
     allowed = set(allow)
-    return [f for f in found if text[f.start:f.end] not in allowed]
+    folded = {a.casefold() for a in allowed}
+    return [f for f in found if text[f.start:f.end] not in allowed
+            and not (f.category == "email" and text[f.start:f.end].casefold() in folded)]
 
 
 _DETECTORS: dict[str, Callable[[str], Iterable[Finding]]] = {

@@ -88,7 +88,7 @@ CLEAN = [
     "-----BEGIN PUBLIC KEY-----\nMIIB\n-----END PUBLIC KEY-----",
     "a sha 3f786850e387550fdab836ed7e6dc881de23001b",
     "a slice x[1::2], a scope std::vector, a time 12:30",
-    "groups 4111-1111 1111-1111 mix separators",
+    "groups 4111 11-11 1111 1111 of two digits are no card",
 ]
 
 
@@ -116,6 +116,52 @@ def test_categories_and_countries_choose() -> None:
     assert [f.category for f in scan(text, ["ip"])] == ["ip"]
     assert [f.kind for f in scan(text, ["national_id"], ["uk"])] == ["national_id.uk"]
     assert [f.category for f in scan(text)] == ["email", "ip", "national_id", "national_id"]
+
+
+#: tester16 hole 3, kept verbatim: (text, the values found and their kinds).
+FIELD_FOUND = [
+    ("call 1-555-123-4567", [("1-555-123-4567", "phone")]),
+    ("call 5551234567", [("5551234567", "phone")]),  # bare digits: found after a phone word
+    ("ring 07700 900123", [("07700 900123", "phone")]),
+    ("appelez 01 23 45 67 89", [("01 23 45 67 89", "phone")]),
+    ("mail jürgen@example.de", [("jürgen@example.de", "email")]),
+    ("card 4111 1111-1111 1111", [("4111 1111-1111 1111", "card")]),
+    ("groups 4111-1111 1111-1111 mix separators", [("4111-1111 1111-1111", "card")]),
+    ("ssn 123 45 6789", [("123 45 6789", "national_id.us")]),
+    ("Phone: 02079460958.", [("02079460958", "phone")]),
+    ("call me at 5551234567", [("5551234567", "phone")]),
+    ("write to müller@bücher.de", [("müller@bücher.de", "email")]),
+    ("at 1.2.3.4 since version 2", [("1.2.3.4", "ipv4")]),
+]
+#: tester16 hole 3's false positives, and the rules behind them.
+FIELD_CLEAN = [
+    "upgrade to version 1.2.3.4 of the app", "release 10.0.0.1 ships", "v1.2.3.4",
+    "from 1999-2005-2010", "ids 1234-5678-9012",  # three groups of 12 digits: no phone
+    "commit 4111111111111111deadbeef", "x4111111111111111",  # digits inside a word
+    "order 5551234567", "timestamp 1700000000",  # bare 10 digits, no phone word
+    "ssn-like 123 45 0000 and 123-45 6789",  # a bad serial; mixed SSN separators
+]
+
+
+@pytest.mark.parametrize(("text", "values"), FIELD_FOUND)
+def test_field_cases_are_found(text: str, values: list[tuple[str, str]]) -> None:
+    assert [(text[f.start:f.end], f.kind) for f in scan(text)] == values
+
+
+@pytest.mark.parametrize("text", FIELD_CLEAN)
+def test_field_false_positives_are_not_made(text: str) -> None:
+    assert scan(text) == []
+
+
+@pytest.mark.parametrize(("allow", "text", "left"), [
+    (["support@example.com"], "SUPPORT@example.com", []),
+    (["Support@Example.COM"], "mail support@example.com", []),
+    (["support@example.com"], "mail sales@example.com", ["sales@example.com"]),
+    (["ABC"], "call 5551234567", ["5551234567"]),
+])
+def test_allow_is_case_insensitive_for_emails(allow: list[str], text: str,
+                                              left: list[str]) -> None:
+    assert [text[f.start:f.end] for f in scan(text, allow=allow)] == left
 
 
 def test_allow_leaves_known_values() -> None:

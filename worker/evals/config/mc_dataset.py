@@ -6,7 +6,9 @@ objects (``.json``), one a line (``.jsonl``, blank lines skipped), or CSV (``.cs
 columns ``id``, ``stem``, ``option_a`` ... ``option_z`` (empty cells skipped; the column's
 letter, upper-cased, is the label) and ``correct`` (the correct option's label), the layout
 the llm-consistency package reads too. Every question needs at least two options with
-distinct, non-empty labels and exactly one correct option. Errors name the file and line (for
+distinct, non-empty labels, distinct texts (compared case-insensitively, runs of white space as
+one: an answer naming a text shared by two options could not say which it means) and exactly
+one correct option. Errors name the file and line (for
 JSON: the line where the question's object starts).
 """
 
@@ -182,6 +184,17 @@ def _options(value: Any, path: str, line: int) -> tuple[MCOption, ...]:
         options.append(MCOption(label.strip(), text.strip(), right))
     if len({o.label for o in options}) != len(options):
         raise ConfigError(path, line, "option labels must be distinct")
+    _check_distinct_texts(options, path, line)
     if sum(o.is_correct for o in options) != 1:
         raise ConfigError(path, line, "exactly one option must have `is_correct: true`")
     return tuple(options)
+
+
+def _check_distinct_texts(options: list[MCOption], path: str, line: int) -> None:
+    seen: dict[str, str] = {}
+    for o in options:
+        key = " ".join(o.text.casefold().split())
+        if key in seen:
+            raise ConfigError(path, line, f"options {seen[key]} and {o.label} have the same "
+                              f"text {o.text!r}: an answer naming it could mean either")
+        seen[key] = o.label

@@ -4,12 +4,16 @@ The assertion of every consistency suite (worker/evals/config/consistency.py). T
 from the example's ``metadata.consistency.options`` (``[shown label, dataset label, text]``).
 An answer names an option, in this order of trust:
 
-1. a statement ``answer: X`` / ``answer is X`` (also ``answer is option X``, ``Answer: (X)``)
-   with X a shown label (case-sensitive); the last such statement wins (a model that corrects
-   itself states its final answer last);
-2. the whole reply is a label, give or take brackets and punctuation (``B``, ``(b).``);
-3. the reply holds exactly one option's text, as whole words (case-insensitive);
-4. the reply starts with a label marker: ``B)``, ``(B)``, ``B.``, ``B:``.
+1. a statement ``answer: X`` / ``answer is X`` (also ``answer is option X``, ``Answer: (X)``),
+   the last such statement winning (a model that corrects itself states its final answer last);
+2. a mention ``option X`` when all such mentions name one option;
+3. the whole reply is a label, give or take brackets and punctuation (``B``, ``(b).``);
+4. the reply holds exactly one option's text, as whole words (case-insensitive);
+5. the reply starts with a label marker: ``B)``, ``(B)``, ``B.``, ``B:``.
+
+In 1 and 2 a label matches in any case (``the answer is b``), but a label that is also an
+English one-letter word (``a``, ``i``) written in another case and followed by a word is read
+as that word: ``the answer is a bit unclear`` states nothing.
 
 Anything else (no option, or two options' texts and no statement) is **unparseable**: counted
 (`UNPARSEABLE`), shown in the report, and never right. Markdown bold (``**``) is ignored. The
@@ -40,10 +44,12 @@ def extract(text: str, options: Sequence[tuple[str, str]]) -> str | None:
     reply = text.strip().replace("**", "")
     labels = [label for label, _ in options]
     alternatives = "|".join(re.escape(label) for label in sorted(labels, key=len, reverse=True))
-    stated = re.findall(rf"(?i:\banswer(?:\s+is|\s*:)\s*(?:option\s+)?)[(\[]?({alternatives})"
-                        r"(?![A-Za-z0-9])", reply)
+    stated = _labels_after(_STATEMENT, alternatives, reply, labels)
     if stated:
-        return str(stated[-1])
+        return stated[-1]
+    mentioned = set(_labels_after(_OPTION, alternatives, reply, labels))
+    if len(mentioned) == 1:
+        return mentioned.pop()
     bare = reply.strip(" \t\n.:;!()[]")
     for label in labels:
         if bare.lower() == label.lower():
@@ -54,6 +60,26 @@ def extract(text: str, options: Sequence[tuple[str, str]]) -> str | None:
         return named.pop()
     marker = re.match(rf"[(\[]?({alternatives})[)\].:](?:\s|$)", reply)
     return marker.group(1) if marker else None
+
+
+_STATEMENT = r"\banswer(?:\s+is|\s*:)\s*(?:option\s+)?"
+_OPTION = r"\boption\s+"
+_ONE_LETTER_WORDS = ("a", "i")
+
+
+def _labels_after(lead: str, alternatives: str, reply: str, labels: Sequence[str]) -> list[str]:
+    """Labels (as shown) named right after ``lead`` in ``reply``, in order, in any case."""
+    found = []
+    pattern = rf"{lead}[(\[]?({alternatives})(?![A-Za-z0-9])"
+    for m in re.finditer(pattern, reply, re.IGNORECASE):
+        said = m.group(1)
+        exact = [label for label in labels if label == said]
+        label = exact[0] if exact else next(lb for lb in labels if lb.lower() == said.lower())
+        if said != label and said.lower() in _ONE_LETTER_WORDS \
+                and re.match(r"\s+[A-Za-z]", reply[m.end():]):
+            continue
+        found.append(label)
+    return found
 
 
 def check(params: dict[str, Any], output: Any, example: Example,

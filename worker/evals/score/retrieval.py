@@ -25,11 +25,16 @@ Options: ``k`` (an integer >= 1; required but for ``mrr``) and ``min`` (fraction
 that passes. By default an example passes only when retrieval is perfect at k: ``min`` is 1.0,
 and for ``precision_at_k`` the best precision reachable, min(|R|, k) / k. A failure says what was
 missing: the relevant ids not in the top k and the irrelevant ones that took their places.
+
+Ids are compared after Unicode normalisation to NFC (Unicode Standard Annex #15) on both sides,
+so ``café`` written with a precomposed ``é`` in the dataset matches ``café`` with a combining
+accent in the target's output; the ids quoted in a failure are the normalised ones.
 """
 
 from __future__ import annotations
 
 import math
+import unicodedata
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -68,21 +73,35 @@ def validate_retrieval(spec: AssertionSpec, fail: Callable[[str], ConfigError]) 
         raise fail("`min` must be a number from 0 to 1 (the score that passes)")
 
 
+def normalise_id(doc_id: str) -> str:
+    """Return a document id in Unicode normal form NFC (UAX #15), the form ids compare in."""
+    return unicodedata.normalize("NFC", doc_id)
+
+
+def normalise_qrels(qrels: Qrels) -> dict[str, float]:
+    """Return ``qrels`` keyed by `normalise_id`; ids that become equal keep the highest gain."""
+    out: dict[str, float] = {}
+    for doc_id, gain in qrels.items():
+        key = normalise_id(doc_id)
+        out[key] = max(gain, out.get(key, gain))
+    return out
+
+
 def parse_relevant(value: Any) -> dict[str, float] | None:
     """Return the qrels of a dataset line's ``relevant_ids``, or None when it is malformed.
 
     A list of ids (strings or integers) gives each gain 1.0; an object maps ids to gains
-    (numbers >= 0).
+    (numbers >= 0). Ids are normalised with `normalise_id`.
     """
     if isinstance(value, list):
         if all(isinstance(i, str | int) and not isinstance(i, bool) for i in value):
-            return {str(i): 1.0 for i in value}
+            return {normalise_id(str(i)): 1.0 for i in value}
         return None
     if isinstance(value, dict):
         gains = {str(i): g for i, g in value.items()}
         if all(isinstance(g, int | float) and not isinstance(g, bool) and math.isfinite(g)
                and g >= 0 for g in gains.values()):
-            return {i: float(g) for i, g in gains.items()}
+            return normalise_qrels({i: float(g) for i, g in gains.items()})
     return None
 
 
@@ -156,13 +175,15 @@ def check_retrieval(spec: AssertionSpec, retrieved: Sequence[str],
         details: ``value``, ``k``, ``min``, ``missing`` (relevant ids not in the top k) and
         ``irrelevant`` (ids in the top k that are not relevant). An example without
         ``relevant_ids``, or with none of gain above 0, fails with a message saying so.
+        Ids on both sides are compared by `normalise_id`.
     """
     k: int | None = spec.params.get("k")
     name = spec.type.replace("_at_k", "") + (f"@{k}" if k is not None else "")
-    qrels = example.relevant_ids
-    if qrels is None or not any(g > 0 for g in qrels.values()):
+    if example.relevant_ids is None or not any(g > 0 for g in example.relevant_ids.values()):
         return AssertionResult(spec.type, False, 0.0, "the example has no `relevant_ids` "
                                "(the ids of the documents that answer it) to score against")
+    qrels = normalise_qrels(example.relevant_ids)
+    retrieved = [normalise_id(i) for i in retrieved]
     value = metric_value(spec.type, retrieved, qrels, k)
     low = _min(spec, qrels, k)
     top = ranked(retrieved, k)

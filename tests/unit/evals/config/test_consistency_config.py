@@ -88,6 +88,10 @@ def test_json_jsonl_and_csv_give_the_same_questions() -> None:
      "exactly one option"),
     ({"id": "q1", "stem": ""}, "`stem`"),
     ({**QUESTION, "answer": "B"}, "unknown key 'answer'"),
+    ({**QUESTION, "options": [*QUESTION["options"], {"label": "D", "text": "paris  "}]},
+     "options B and D have the same text 'paris'"),
+    ({**QUESTION, "options": [*QUESTION["options"], {"label": "D", "text": "NICE"}]},
+     "options C and D have the same text"),
 ])
 def test_malformed_questions(doc: dict, words: str) -> None:  # type: ignore[type-arg]
     with pytest.raises(ConfigError, match=words) as caught:

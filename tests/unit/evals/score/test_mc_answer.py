@@ -16,6 +16,12 @@ OPTIONS = [("A", "Paris"), ("B", "Lyon"), ("C", "Nice"), ("D", "Lille")]
     ("It is Lyon, of course.", "B"),  # the text of exactly one option
     ("B) Lyon", "B"), ("[D] because", "D"),
     ("A good guess would be Nice", "C"),  # "A" the word is no label; one option's text
+    # explicit phrases read the label in any case (tester16 hole 6: "the answer is b")
+    ("the answer is b", "B"), ("THE ANSWER IS C.", "C"), ("answer: d", "D"),
+    ("the answer is (b), Lyon", "B"), ("option b", "B"), ("I'd go with option c.", "C"),
+    ("Option d is right: Lille.", "D"), ("Option B, not Paris", "B"),
+    ("answer: b. Option c was close", "B"),  # a statement outranks a mention
+    ("the answer is a", "A"), ("the answer is a bit unclear, but Lille", "D"),  # "a" the word
 ])
 def test_names_an_option(reply: str, label: str) -> None:
     assert extract(reply, OPTIONS) == label
@@ -23,6 +29,7 @@ def test_names_an_option(reply: str, label: str) -> None:
 
 @pytest.mark.parametrize("reply", [
     "", "I do not know.", "Paris or Lyon", "Answer: E", "Between B and C", "ABC",
+    "option b or option c", "the answer is e",
 ])
 def test_unparseable(reply: str) -> None:
     assert extract(reply, OPTIONS) is None

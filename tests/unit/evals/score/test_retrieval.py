@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 from typing import Any
 
@@ -197,3 +198,23 @@ def test_the_metric_is_the_mean_score_per_example_and_over_the_suite() -> None:
     assert is_known_metric("ndcg_at_k") and is_known_metric("assertion.mrr.pass_rate")
     assert is_known_metric("faithfulness") and is_known_metric(
         "assertion.faithfulness.pass_rate")
+
+
+_NFC, _NFD = "caf\u00e9", "cafe\u0301"  # the same id, precomposed and with a combining accent
+
+
+@pytest.mark.parametrize(("relevant", "retrieved", "score", "irrelevant"), [
+    ([_NFC], [_NFD, "x"], 1.0, ["x"]),  # the tester's case: NFC in the dataset, NFD retrieved
+    ([_NFD], [_NFC, "x"], 1.0, ["x"]),
+    (["\u212b"], ["\u00c5"], 1.0, []),  # ANGSTROM SIGN is NFC's LATIN CAPITAL A WITH RING
+    ({_NFC: 2, _NFD: 1}, [_NFD], 1.0, []),  # two spellings of one id: one document, top gain
+    ([_NFC], ["cafe"], 0.0, ["cafe"]),  # no accent is another id
+])
+def test_ids_compare_in_unicode_nfc_on_both_sides(relevant: Any, retrieved: list[str],
+                                                  score: float, irrelevant: list[str]) -> None:
+    line = {"id": "a", "input": "x", "relevant_ids": relevant}
+    (example,) = parse_dataset(json.dumps(line, ensure_ascii=False) + "\n", "evals/rag.jsonl")
+    result = retrieval.check_retrieval(_spec("ndcg_at_k", k=3), retrieved, example)
+    assert result.score == pytest.approx(score) and result.passed == (score == 1.0)
+    assert result.details["irrelevant"] == irrelevant
+    assert result.details["missing"] == ([] if score == 1.0 else [_NFC])
