@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import json
 import types
 import typing
 from typing import Any, TypeVar, Union
@@ -27,6 +28,18 @@ T = TypeVar("T")
 
 class SerializeError(ValueError):
     """A JSON value does not fit the type it should be rebuilt as (names the field path)."""
+
+
+def json_object(raw: str | bytes | None) -> dict[str, Any] | None:
+    """Parse a stored JSON object (text or bytes, as Redis or SQLite return it); None when it is
+    absent, unreadable or not an object. Never raises."""
+    if raw is None:
+        return None
+    try:
+        value = json.loads(raw)
+    except ValueError:
+        return None
+    return value if isinstance(value, dict) else None
 
 
 def to_jsonable(value: Any) -> Any:

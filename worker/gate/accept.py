@@ -33,6 +33,7 @@ from typing import Any
 from redis.asyncio import Redis
 
 from worker.contract import ACCEPT_ACTION, COMMENT_MARKER, RERUN_ACTION, AcceptPayload
+from worker.evals.serialize import json_object
 from worker.evals.types import GateReport, RuleOutcome
 from worker.gate import shared_head
 from worker.gate.request import GateRequest
@@ -159,7 +160,7 @@ async def prepare_report(redis: Redis, request: GateRequest, check_run_id: int,
               "conclusion": report.conclusion}
     await redis.set(failed_key(repo_key, check_run_id), json.dumps(record), ex=ACCEPT_TTL_S)
     raw = await redis.get(acceptance_key(repo_key, request.pr_number, request.head_sha))
-    previous = _loads(raw)
+    previous = json_object(raw)
     if previous is None:
         return report
     rules = "; ".join(safe(str(r)) for r in list(previous["rules"])[:MAX_RULES_SHOWN])
@@ -169,22 +170,11 @@ async def prepare_report(redis: Redis, request: GateRequest, check_run_id: int,
     return dataclasses.replace(report, notes=(*report.notes, note))
 
 
-def _loads(raw: Any) -> dict[str, Any] | None:
-    """Parse a stored JSON object; anything unreadable is None."""
-    if raw is None:
-        return None
-    try:
-        value = json.loads(raw)
-    except ValueError:
-        return None
-    return value if isinstance(value, dict) else None
-
-
 async def failure_record(redis: Redis, repo_key: str, check_run_id: int) -> dict[str, Any] | None:
     """Return the failed or undecided gate run's record (``pr_number``, ``head_sha``,
     ``base_sha``, ``rules``, ``conclusion``: ``failure`` when absent, as records written before
     undecided runs were), or None when llmgate recorded none for that check run."""
-    return _loads(await redis.get(failed_key(repo_key, check_run_id)))
+    return json_object(await redis.get(failed_key(repo_key, check_run_id)))
 
 
 async def claim_acceptance(redis: Redis, repo_key: str, check_run_id: int, accepter: str,

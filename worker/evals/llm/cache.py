@@ -30,6 +30,7 @@ from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
 from worker.evals.llm_types import CacheMode
+from worker.evals.serialize import json_object
 
 #: Prefix of every cache key; the version changes when the stored format does.
 KEY_PREFIX = "llmgate:cache:v1:"
@@ -82,7 +83,7 @@ class ResponseCache:
         except RedisError as err:
             log.warning("response cache read failed (treated as a miss): %s", err)
             return None
-        return _decode(raw)
+        return json_object(raw)
 
     async def put(self, key: str, value: dict[str, Any],
                   sample: tuple[str, int] | None = None) -> None:
@@ -130,7 +131,7 @@ class ResponseCache:
                 async with self.redis.pipeline(transaction=False) as pipe:
                     for key in keys[start:start + 500]:
                         pipe.get(key)
-                    found.extend(_decode(raw) for raw in await pipe.execute())
+                    found.extend(json_object(raw) for raw in await pipe.execute())
         except RedisError as err:
             log.warning("response cache lookup failed: %s", err)
             return [None] * len(keys)
@@ -151,13 +152,3 @@ class ResponseCache:
         except RedisError as err:
             log.warning("response cache lookup failed: %s", err)
             return [False] * len(keys)
-
-
-def _decode(raw: Any) -> dict[str, Any] | None:
-    if raw is None:
-        return None
-    try:
-        value = json.loads(raw)
-    except ValueError:
-        return None
-    return value if isinstance(value, dict) else None

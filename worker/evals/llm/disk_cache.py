@@ -29,6 +29,7 @@ from worker.evals.llm.cache import (
     ResponseCache,  # the same JSON values as the Redis cache
 )
 from worker.evals.llm_types import CacheMode
+from worker.evals.serialize import json_object
 
 log = logging.getLogger("llmgate.cache")
 
@@ -91,7 +92,7 @@ class DiskCache(ResponseCache):
         if not self.reads or not keys:
             return [None] * len(keys)
         found = self._values(keys)
-        return [_answer(found.get(k)) for k in keys]
+        return [json_object(found.get(k)) for k in keys]
 
     async def cached(self, keys: list[str]) -> list[bool]:
         """Return, for each key, whether it is cached (all False unless mode ``use``)."""
@@ -129,12 +130,3 @@ class DiskCache(ResponseCache):
             log.warning("response cache read failed: %s", err)
             return None
         return float(row[0]) if row and row[0] is not None else None
-
-
-def _answer(text: str | None) -> dict[str, Any] | None:
-    """The stored JSON object, or None (absent, or not an object: a miss)."""
-    try:
-        value = json.loads(text) if text is not None else None
-    except ValueError:
-        return None
-    return value if isinstance(value, dict) else None
