@@ -392,6 +392,22 @@ class ConfigRef:
 
 
 @dataclass(frozen=True)
+class Turn:
+    """One user turn of a multi-turn example (a conversation; worker/evals/run/conversation.py).
+
+    Attributes:
+        input: what the user says at this turn (any JSON value, like `Example.input`).
+        expected: this turn's ``expected`` value, or None.
+        assertions: this turn's own assertions (its ``assert`` list), checked on this turn's
+            answer in addition to the suite's and the example's.
+    """
+
+    input: Any
+    expected: Any = None
+    assertions: tuple[AssertionSpec, ...] = ()
+
+
+@dataclass(frozen=True)
 class Example:
     """One dataset example.
 
@@ -409,6 +425,9 @@ class Example:
         relevant_ids: the ``relevant_ids`` of a RAG example as document id -> gain (1.0 for
             each id of a list), scored by the retrieval assertions
             (worker/evals/score/retrieval.py); None when absent.
+        turns: the turns of a multi-turn example (a conversation), in order; () for an
+            example with one input. A multi-turn example's ``input`` is the list of its turns'
+            inputs and its ``expected`` the list of their expected values.
     """
 
     id: str
@@ -421,6 +440,7 @@ class Example:
     metadata: dict[str, Any] = field(default_factory=dict)
     id_from_line: bool = False
     relevant_ids: dict[str, float] | None = None
+    turns: tuple[Turn, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -443,6 +463,8 @@ class TargetOutput:
             ``api_key_env``, ``api_base``, ``model`` or ``request``); "" otherwise.
         trace: what an agent did (tool calls, steps, turns, tokens, cost), or None when the
             target reported no trace.
+        turns: for a multi-turn example, each answered turn's output in order (a conversation
+            stops at its first failed turn); () otherwise.
     """
 
     output: Any
@@ -457,6 +479,7 @@ class TargetOutput:
     retrieved_ids: tuple[str, ...] = ()
     error_field: str = ""
     trace: Trace | None = None
+    turns: tuple[TargetOutput, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,11 @@ One JSON object a line::
      "vars": {"lang": "en"}, "assert": [{"type": "contains", "value": "refund"}],
      "tags": ["must_pass"], "metadata": {"category": "billing"}}
 
-Only ``input`` is required; ``id`` defaults to the 1-based line number (marked
+A conversation (a multi-turn example) has ``turns`` instead of ``input`` and ``expected``:
+``{"id": "c1", "turns": [{"input": "Hi", "expected": "..."}, {"input": "And then?",
+"assert": [...]}]}`` (worker/evals/run/conversation.py says how it is answered and scored).
+
+Only ``input`` (or ``turns``) is required; ``id`` defaults to the 1-based line number (marked
 ``id_from_line``: enough for ``min``/``max_drop``, but the rules that pair base and head example
 by example need explicit ids). Lines are split on ``\\n`` only (JSON strings may hold U+2028),
 and blank lines are skipped. A UTF-8 byte-order mark is accepted at the start of the file only
@@ -24,7 +28,7 @@ from worker.errors import ConfigError
 from worker.evals.config.files import decode_utf8, read_repo_file, refuse_stray_bom
 from worker.evals.score.assertions import KNOWN_ASSERTIONS, validate_spec
 from worker.evals.score.retrieval import parse_relevant
-from worker.evals.types import AssertionSpec, Example
+from worker.evals.types import AssertionSpec, Example, Turn
 
 #: Largest dataset file read, bytes (64 MiB).
 MAX_DATASET_BYTES = 64 << 20
@@ -33,7 +37,12 @@ MAX_LINE_CHARS = 1 << 20
 #: Most examples in one dataset.
 MAX_EXAMPLES = 100_000
 #: Keys an example may have.
-EXAMPLE_KEYS = ("id", "input", "expected", "vars", "assert", "tags", "metadata", "relevant_ids")
+EXAMPLE_KEYS = ("id", "input", "expected", "vars", "assert", "tags", "metadata", "relevant_ids",
+                "turns")
+#: Keys a turn of a multi-turn example may have.
+TURN_KEYS = ("input", "expected", "assert")
+#: Most turns in one conversation.
+MAX_TURNS = 50
 
 
 def load_dataset(root: Path, rel_path: str,
@@ -144,23 +153,58 @@ def example_from_doc(doc: dict[str, Any], line: int, path: str, *,
     if unknown:
         raise ConfigError(path, line, f"unknown key {unknown[0]!r} "
                           f"(known keys: {', '.join(EXAMPLE_KEYS)})")
-    if "input" not in doc:
-        raise ConfigError(path, line, "missing `input`")
+    turns = _turns(doc, line, path, inline) if "turns" in doc else ()
+    if "input" not in doc and not turns:
+        raise ConfigError(path, line, "missing `input` (or `turns` for a conversation)")
     variables = doc.get("vars", {})
     if not isinstance(variables, dict):
         raise ConfigError(path, line, "`vars` must be a JSON object")
     return Example(
         id=_example_id(doc.get("id"), line, path),
         line=line,
-        input=doc["input"],
-        expected=doc.get("expected"),
+        input=[t.input for t in turns] if turns else doc["input"],
+        expected=[t.expected for t in turns] if turns else doc.get("expected"),
         vars=variables,
         assertions=_assertions(doc.get("assert", []), line, path),
         tags=_tags(doc.get("tags", []), line, path),
         metadata=_metadata(doc.get("metadata", {}), line, path),
         id_from_line=doc.get("id") is None,
         relevant_ids=_relevant(doc, line, path),
+        turns=turns,
     )
+
+
+def _turns(doc: dict[str, Any], line: int, path: str, inline: bool) -> tuple[Turn, ...]:
+    """The turns of a multi-turn example: a non-empty list of ``{input, expected?, assert?}``
+    (with ``inline``, assertion types as keys too), and no ``input``/``expected`` beside it."""
+    for key in ("input", "expected", "relevant_ids"):
+        if key in doc:
+            raise ConfigError(path, line, f"an example with `turns` has no top-level `{key}`: "
+                              "give each turn its own `input` (and `expected`)")
+    value = doc["turns"]
+    if not isinstance(value, list) or not value:
+        raise ConfigError(path, line, "`turns` must be a non-empty list of turn objects "
+                          "({input, expected, assert})")
+    if len(value) > MAX_TURNS:
+        raise ConfigError(path, line, f"`turns` has {len(value)} turns (at most {MAX_TURNS})")
+    return tuple(_turn(item, k, line, path, inline) for k, item in enumerate(value, 1))
+
+
+def _turn(item: Any, number: int, line: int, path: str, inline: bool) -> Turn:
+    where = f"turn {number}"
+    if not isinstance(item, dict):
+        raise ConfigError(path, line, f"{where} must be an object with an `input`, "
+                          f"got {type(item).__name__}")
+    if inline:
+        item = inline_assertions(item, line, path)
+    unknown = sorted(set(item) - set(TURN_KEYS))
+    if unknown:
+        raise ConfigError(path, line, f"{where}: unknown key {unknown[0]!r} "
+                          f"(known keys: {', '.join(TURN_KEYS)})")
+    if "input" not in item:
+        raise ConfigError(path, line, f"{where}: missing `input`")
+    return Turn(item["input"], item.get("expected"), _assertions(item.get("assert", []), line,
+                                                                 path))
 
 
 def _relevant(doc: dict[str, Any], line: int, path: str) -> dict[str, float] | None:

@@ -68,7 +68,8 @@ class _Progress:
 
 async def run_agent(target: ModelTarget, template: PromptTemplate, example: Example,
                     caller: ModelCaller, root: Path, settings: Settings, *,
-                    use_cache: bool = True) -> TargetOutput:
+                    use_cache: bool = True,
+                    messages: list[dict[str, Any]] | None = None) -> TargetOutput:
     """Answer one example with the agent loop of the module docstring.
 
     Args:
@@ -79,6 +80,8 @@ async def run_agent(target: ModelTarget, template: PromptTemplate, example: Exam
         root: the checkout tool commands run in.
         settings: ``timeout_s`` and ``env`` of tool commands.
         use_cache: False for repeats.
+        messages: the conversation to start from instead of the prompt rendered for
+            ``example`` (a later turn of a conversation: worker/evals/run/conversation.py).
 
     Returns:
         The final answer with its trace, or an error (a failed call, as `run_model`'s; or no
@@ -87,7 +90,7 @@ async def run_agent(target: ModelTarget, template: PromptTemplate, example: Exam
     Raises:
         ConfigError: the template cannot be rendered for this example.
     """
-    messages: list[dict[str, Any]] = list(render(template, example))
+    messages = list(render(template, example)) if messages is None else list(messages)
     endpoint = agent_endpoint(target)
     done = _Progress()
     for _ in range(target.max_steps):

@@ -9,7 +9,11 @@ example and draw, less the steps the cache answers (worker/evals/run/agent_estim
 (from 0) sends the prompt, the tools and k earlier answers, so its prompt is counted as the
 first's plus k expected completions (tool results, unknown before the run, are not). An
 in-process ``local/<name>`` embedding model (worker/evals/llm/local_embed.py) is no provider call
-and costs nothing, so it is not counted (like a command target's runs).
+and costs nothing, so it is not counted (like a command target's runs). A conversation (an
+example with ``turns``, worker/evals/run/conversation.py) is counted as one example per turn, each
+with its own calls and judges; a later turn's prompt is counted without the earlier turns (their
+answers are unknown before the run) and as not cached, so its calls are right and its prompt
+tokens low; ``max_cost_usd`` still stops the spending.
 
 What the response cache will answer costs nothing and is counted as cached (cache mode ``use``,
 no repeats): a target's answer held for its key, and then, since that answer is known, the
@@ -44,6 +48,7 @@ from worker.evals.llm.provider import ModelCaller
 from worker.evals.llm_types import CostEstimate, Endpoint, TokenUsage
 from worker.evals.run.agent_estimate import known_steps
 from worker.evals.run.agent_target import agent_endpoint
+from worker.evals.run.conversation import each_turn
 from worker.evals.run.model_target import answer_family
 from worker.evals.run.traps import load_traps
 from worker.evals.score.composite import criterion_specs
@@ -229,7 +234,7 @@ async def _suite(tally: _Tally, suite: SuiteConfig, root: Path, config: Config,
     the cache may answer) for the caller to look up at once."""
     settings = config.settings
     contract = suite.contract_root or root
-    examples = load_suite_dataset(contract, suite)
+    examples = each_turn(load_suite_dataset(contract, suite))
     answers: list[str | None] = [None] * len(examples)
     answer_tokens = settings.estimate_output_tokens
     if isinstance(suite.target, ModelTarget):

@@ -14,7 +14,8 @@ A `SuiteFingerprint` has two maps of component -> SHA-256 hex digest and one com
   resolved; a ``local/<name>`` embedding model adds the digest of its directory,
   worker/evals/llm/local_embed.py), ``judge_prompts`` (`JudgeSpec.version`: the template
   version, rubric and scale),
-  ``expected`` (each example's ``expected`` and own ``assert`` list) and ``traps``.
+  ``expected`` (each example's ``expected`` and own ``assert`` list, and a conversation's
+  per-turn ``assert`` lists) and ``traps``.
 
 Decisions: dataset line order, blank lines, JSON spacing and key order do not change a digest
 (examples are answered one by one and paired by id); an example without an explicit ``id``
@@ -247,8 +248,11 @@ def _dataset(root: Path, suite: SuiteConfig) -> tuple[str, str, list[AssertionSp
     ordered = sorted(examples, key=lambda e: e.id)
     return (digest([[e.id, e.input, e.vars] for e in ordered]),
             digest([[e.id, e.expected, [_spec(s) for s in e.assertions],
-                     *([] if e.relevant_ids is None else [e.relevant_ids])] for e in ordered]),
-            [s for e in examples for s in e.assertions])
+                     *([] if e.relevant_ids is None else [e.relevant_ids]),
+                     *([[[_spec(s) for s in t.assertions] for t in e.turns]] if e.turns else [])]
+                    for e in ordered]),
+            [s for e in examples for s in (*e.assertions, *(a for t in e.turns
+                                                            for a in t.assertions))])
 
 
 def _command_files(suite: SuiteConfig, root: Path) -> dict[str, str]:

@@ -8,6 +8,8 @@ fetched), the cost the answer's price (worker/evals/llm/cost.py).
 
 from __future__ import annotations
 
+from typing import Any
+
 from worker.evals.config.prompts import PromptTemplate, render
 from worker.evals.llm.provider import ModelCaller
 from worker.evals.types import Example, ModelTarget, TargetOutput
@@ -20,7 +22,8 @@ def answer_family(target: ModelTarget) -> str:
 
 
 async def run_model(target: ModelTarget, template: PromptTemplate, example: Example,
-                    caller: ModelCaller, *, use_cache: bool = True) -> TargetOutput:
+                    caller: ModelCaller, *, use_cache: bool = True,
+                    messages: list[dict[str, Any]] | None = None) -> TargetOutput:
     """Answer one example with the target's model.
 
     Args:
@@ -29,6 +32,8 @@ async def run_model(target: ModelTarget, template: PromptTemplate, example: Exam
         example: the example (its input and vars fill the template).
         caller: the run's call path (cache, budget, retries).
         use_cache: False for repeats (independent draws).
+        messages: the messages to send instead of the prompt rendered for ``example`` (a later
+            turn of a conversation: worker/evals/run/conversation.py).
 
     Returns:
         The output (text, tokens, cost, latency), or an error with its kind (rate limited,
@@ -39,7 +44,8 @@ async def run_model(target: ModelTarget, template: PromptTemplate, example: Exam
     Raises:
         ConfigError: the template cannot be rendered for this example.
     """
-    messages = render(template, example)
+    if messages is None:
+        messages = list(render(template, example))
     outcome = await caller.chat(target.endpoint, messages, kind="chat", version=target.version,
                                 use_cache=use_cache, family=answer_family(target))
     answer = outcome.answer

@@ -34,10 +34,11 @@ import json
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 from worker.errors import ConfigError
 from worker.evals.config.consistency import load_suite_dataset
-from worker.evals.config.prompts import PromptTemplate, load_prompt
+from worker.evals.config.prompts import PromptTemplate, load_prompt, render
 from worker.evals.config.schemas import load_schema_file
 from worker.evals.context import CallEvent, EvalContext
 from worker.evals.llm import pool as llm_pool
@@ -48,6 +49,7 @@ from worker.evals.llm.provider import ModelCaller
 from worker.evals.llm_types import CostEstimate, RunUsage, TokenUsage
 from worker.evals.run.agent_target import run_agent
 from worker.evals.run.batch import run_batch
+from worker.evals.run.conversation import chat_turns, merge_turns, run_conversation, turn_example
 from worker.evals.run.estimate import Judging, ModelUse, estimate_configs
 from worker.evals.run.model_target import run_model
 from worker.evals.run.targets import run_command
@@ -60,6 +62,7 @@ from worker.evals.score.scoring import Item, score_items
 from worker.evals.serialize import to_jsonable
 from worker.evals.types import (
     CONFIG_FILENAME,
+    AssertionSpec,
     CommandTarget,
     Config,
     Example,
@@ -272,8 +275,7 @@ async def run_suite(suite: SuiteConfig, root: Path, settings: Settings,
         outputs = await answer(suite, examples, root, settings, state, use_cache, repeat)
         items = [Item(_schemas(e, contract), o, repeat, use_cache)
                  for e, o in zip(examples, outputs, strict=True)]
-        results.extend(await score_items(specs, items, contract, settings, state.caller,
-                                         suite.dataset))
+        results.extend(await _score(specs, items, contract, settings, state, suite.dataset))
     results.sort(key=lambda r: (r.line, r.repeat))
     if earlier is not None:
         traps = earlier.traps
@@ -305,12 +307,33 @@ def difference(after: RunUsage, before: RunUsage) -> RunUsage:
                     after.unpriced_calls - before.unpriced_calls)
 
 
+async def _score(specs: tuple[AssertionSpec, ...], items: list[Item], contract: Path,
+                 settings: Settings, state: RunState, dataset: str) -> list[ExampleResult]:
+    """Score the items; a conversation's answered turns each as an item of its own, merged
+    back into one result per example (worker/evals/run/conversation.py)."""
+    flat: list[Item] = []
+    spans: list[tuple[int, int | None]] = []
+    for item in items:
+        if not item.example.turns or not item.output.turns:  # one input, or nothing answered
+            spans.append((len(flat), None))
+            flat.append(item)
+            continue
+        start = len(flat)
+        flat.extend(Item(_schemas(turn_example(item.example, k), contract), output,
+                         item.repeat, item.use_cache)
+                    for k, output in enumerate(item.output.turns, 1))
+        spans.append((start, len(flat)))
+    scored = await score_items(specs, flat, contract, settings, state.caller, dataset)
+    return [scored[start] if stop is None else merge_turns(item.example, scored[start:stop],
+                                                            item.output)
+            for item, (start, stop) in zip(items, spans, strict=True)]
+
+
 def _schemas(example: Example, root: Path) -> Example:
     if not any(s.type == "json_schema" and "file" in s.params for s in example.assertions):
         return example
-    specs = tuple(load_schema_file(s, root) for s in example.assertions)
-    return Example(example.id, example.line, example.input, example.expected, example.vars,
-                   specs, example.tags, example.metadata, relevant_ids=example.relevant_ids)
+    return replace(example, assertions=tuple(load_schema_file(s, root)
+                                             for s in example.assertions))
 
 
 def answer_keys(target: CommandTarget | ModelTarget, repeat: int,
@@ -365,11 +388,18 @@ async def _model(target: ModelTarget, template: PromptTemplate, example: Example
     its tool commands run at ``where``'s checkout with its settings); on an example of another
     checkout's dataset (``foreign``: base's contract), a prompt that cannot be rendered for it
     is that example's failure."""
-    try:
+    async def call(turn: Example, messages: list[dict[str, Any]] | None = None) -> TargetOutput:
         if target.tools:
-            return await run_agent(target, template, example, state.caller, *where,
-                                   use_cache=use_cache)
-        return await run_model(target, template, example, state.caller, use_cache=use_cache)
+            return await run_agent(target, template, turn, state.caller, *where,
+                                   use_cache=use_cache, messages=messages)
+        return await run_model(target, template, turn, state.caller, use_cache=use_cache,
+                               messages=messages)
+
+    try:
+        if example.turns:
+            return await run_conversation(
+                example, chat_turns(lambda turn: render(template, turn), call))
+        return await call(example)
     except ConfigError as err:
         if not foreign:
             raise
@@ -380,16 +410,27 @@ async def _model(target: ModelTarget, template: PromptTemplate, example: Example
 async def _commands(target: CommandTarget, examples: tuple[Example, ...], root: Path,
                     settings: Settings, state: RunState) -> list[TargetOutput]:
     if target.batch:
+        conversation = next((e for e in examples if e.turns), None)
+        if conversation is not None:
+            raise ConfigError(CONFIG_FILENAME, None, f"example {conversation.id!r} (dataset line "
+                              f"{conversation.line}) has `turns`: a conversation needs a "
+                              "command target called per turn, not `batch: true`")
         async with state.command_limit:
             return await run_batch(target, examples, root, settings)
 
+    async def turn(example: Example, history: list[dict[str, Any]] | None = None
+                   ) -> TargetOutput:
+        try:
+            state.budget.check()
+        except BudgetExceeded as stop:
+            return TargetOutput(None, f"not run: {stop}", error_kind="budget")
+        return await run_command(target, example, root, settings, history)
+
     async def command(example: Example) -> TargetOutput:
         async with state.command_limit:
-            try:
-                state.budget.check()
-            except BudgetExceeded as stop:
-                return TargetOutput(None, f"not run: {stop}", error_kind="budget")
-            return await run_command(target, example, root, settings)
+            if example.turns:
+                return await run_conversation(example, turn)
+            return await turn(example)
 
     return list(await asyncio.gather(*(command(e) for e in examples)))
 

@@ -1,6 +1,7 @@
 """Run a command target once per example, isolated from the worker's secrets.
 
-Protocol: llmgate writes ``input.json`` (``{"id", "input", "vars"}``, never ``expected``) into a
+Protocol: llmgate writes ``input.json`` (``{"id", "input", "vars"}``, never ``expected``; for a
+turn of a conversation also ``turn`` and ``history``, worker/evals/run/conversation.py) into a
 fresh temporary directory outside the checkout, runs the command (split with shlex, never a
 shell) in the checkout with ``{input_file}``/``{output_file}`` replaced by paths in that
 directory, and reads ``output.json``: ``{"output": ..., "usage": {"input": n, "output": n},
@@ -37,7 +38,8 @@ USAGE_KEYS = ("input", "output")
 
 
 async def run_command(
-    target: CommandTarget, example: Example, cwd: Path, settings: Settings
+    target: CommandTarget, example: Example, cwd: Path, settings: Settings,
+    history: list[dict[str, Any]] | None = None,
 ) -> TargetOutput:
     """Run the target command for one example.
 
@@ -46,6 +48,9 @@ async def run_command(
         example: the example; its ``expected`` value is never given to the command.
         cwd: the checkout the command runs in.
         settings: ``timeout_s`` (seconds, wall clock) and ``env`` (variable names to pass).
+        history: for a turn of a conversation, the earlier turns
+            (``[{"role": "user"|"assistant", "content": ...}]``, worker/evals/run/
+            conversation.py): the input file then also has ``turn`` (1-based) and ``history``.
 
     Returns:
         The output with ``latency_ms`` (milliseconds, wall clock), ``usage`` and ``cost_usd``;
@@ -57,7 +62,10 @@ async def run_command(
     started = time.perf_counter()
     try:
         input_path, output_path = workdir / "input.json", workdir / "output.json"
-        document = {"id": example.id, "input": example.input, "vars": example.vars}
+        document: dict[str, Any] = {"id": example.id, "input": example.input,
+                                    "vars": example.vars}
+        if history is not None:
+            document |= {"turn": len(history) // 2 + 1, "history": history}
         input_path.write_text(json.dumps(document, ensure_ascii=False), encoding="utf-8")
         argv = build_argv(target.command, input_path, output_path)
         await run_confined(argv, cwd, build_env(settings.env, workdir), settings.timeout_s,

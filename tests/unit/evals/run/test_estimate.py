@@ -126,3 +126,23 @@ async def test_cached_agent_steps_are_followed_only_up_to_a_command_tool(
     assert again is not None and again.estimate is not None
     assert (again.estimate.calls, again.estimate.cached_calls) == (4, 1)
     assert (again.spend.provider_calls, again.spend.cache_hits) == (0, 2)  # all cached in fact
+
+
+TALKS = [{"id": "c", "turns": [{"input": "A1? one"}, {"input": "A1? two"}, {"input": "three"}]},
+         {"id": "p", "input": "plain"}]
+
+
+async def test_a_conversation_is_estimated_at_a_call_per_turn_and_agent_step(
+        llm: FakeLLMServer, redis: Redis, tmp_path: Path) -> None:
+    llm.setup({"rules": AGENT_RULES})
+    plain = (await gate_trees(write_repo(tmp_path / "plain", model_config(llm.url), TALKS),
+                              None, evals=context(redis=redis, namespace="acme/t1"))).head
+    assert plain is not None and plain.estimate is not None
+    assert (plain.estimate.calls, plain.spend.provider_calls) == (3 + 1, 3 + 1)
+    agent = (await gate_trees(
+        write_repo(tmp_path / "agent", model_config(llm.url, target_extra=AGENT), TALKS),
+        None, evals=context(redis=redis, namespace="acme/t2"))).head
+    assert agent is not None and agent.estimate is not None
+    assert agent.estimate.calls == (3 + 1) * 5  # worst case: max_steps a turn
+    # every turn of "c" sees "A1?" in its conversation, so each calls the tool, then answers
+    assert agent.spend.provider_calls == 2 + 2 + 2 + 1

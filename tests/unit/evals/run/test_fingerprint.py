@@ -165,3 +165,20 @@ async def test_every_suite_result_of_a_run_carries_its_fingerprint(tmp_path: Pat
     run = await run_config(parsed, root, "a" * 40)
     assert run.suites["s"].fingerprint == fingerprint.config_fingerprints(parsed, root)["s"]
     assert run.suites["s"].metrics["pass_rate"] == pytest.approx(1 / 3)
+
+
+def test_a_conversations_turn_inputs_and_turn_assertions_are_part_of_it(tmp_path: Path) -> None:
+    def talk(second: str, value: str) -> dict[str, Any]:
+        return {"id": "t", "turns": [{"input": "hi"}, {"input": second, "assert": [
+            {"type": "contains", "value": value}]}]}
+
+    def prints(name: str, row: dict[str, Any]) -> SuiteFingerprint:
+        return fp(write(tmp_path / name, {"evals/d.jsonl": lines([*ROWS, row])}))
+
+    one = prints("one", talk("and?", "x"))
+    other_input = prints("two", talk("then?", "x"))
+    other_assert = prints("three", talk("and?", "y"))
+    assert other_input.outputs["dataset_inputs"] != one.outputs["dataset_inputs"]
+    assert other_input.scoring == one.scoring
+    assert other_assert.outputs == one.outputs
+    assert other_assert.scoring["expected"] != one.scoring["expected"]
