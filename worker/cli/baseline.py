@@ -13,15 +13,13 @@ Redis shared with the App serves both), else ``local``.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import os
 import sys
 from collections.abc import AsyncIterator, Callable
-from contextlib import AsyncExitStack, asynccontextmanager
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from worker.checkout import GitError, local_git, local_worktree, resolve_ref
 from worker.errors import ConfigError, ExecutionError
 
 if TYPE_CHECKING:
@@ -102,6 +100,9 @@ def cmd_baseline_push(args: argparse.Namespace) -> int:
     Exit codes: 0 stored (every suite, or the line names those not stored), 2 configuration
     error, 3 execution error (git, the store or the run failed).
     """
+    import asyncio  # not at import time: `llmgate --help` builds this command's parser
+
+    from worker.checkout import GitError, local_git
     from worker.cli.main import repo_root
 
     repo = repo_root(Path.cwd())
@@ -128,8 +129,11 @@ def cmd_baseline_push(args: argparse.Namespace) -> int:
 
 
 async def _push(args: argparse.Namespace, repo: Path) -> str:
+    from contextlib import AsyncExitStack
+
     from worker.baselines.local import open_store
     from worker.baselines.reuse import Origin, StoredBaselines
+    from worker.checkout import local_worktree, resolve_ref
     from worker.evals.llm.cli_cache import eval_context
     from worker.pipeline.trees import read_config
 
@@ -150,5 +154,7 @@ async def _push(args: argparse.Namespace, repo: Path) -> str:
 
 
 async def _current_branch(repo: Path) -> str:
+    from worker.checkout import local_git
+
     code, out, _ = await local_git(repo, "symbolic-ref", "-q", "--short", "HEAD")
     return out.strip() if code == 0 and out.strip() else "HEAD"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from worker.evals.types import CONFIG_FILENAME
+from worker.evals.filenames import CONFIG_FILENAME
 
 
 def add_calibrate_command(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

@@ -11,8 +11,6 @@ takes no path: it prints workflow commands and appends the job summary to
 from __future__ import annotations
 
 import argparse
-import importlib.metadata
-import platform
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -110,10 +108,14 @@ def render(name: str, multi: MultiReport, head_sha: str, base_sha: str | None) -
     if name == "json":
         return report_multi.render_json(multi, head_sha, base_sha)
     if name == "junit":
+        import platform
+
         from worker.report.junit import render_junit
 
         return render_junit(multi, timestamp=datetime.now(UTC), hostname=platform.node())
     if name == "sarif":
+        import importlib.metadata
+
         from worker.report.sarif import render_sarif
 
         return render_sarif(multi, importlib.metadata.version("llmgate"))

@@ -7,13 +7,12 @@ stays fast.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from worker.errors import ConfigError, ExecutionError
-from worker.evals.types import CONFIG_FILENAME
+from worker.evals.filenames import CONFIG_FILENAME
 
 if TYPE_CHECKING:
     from worker.evals.run.judge_calibration import JudgeCalibration
@@ -65,6 +64,8 @@ def cmd_judge_calibrate(args: argparse.Namespace) -> int:
     (no such suite, no labels, a bad labels file or snapshot), 3 execution error, including a
     judge that could not rate half the labels or more (no snapshot is written then).
     """
+    import asyncio  # not at import time: `llmgate --help` builds this parser
+
     from worker.evals.run.judge_calibration import drift, load_snapshot, write_snapshot
     from worker.evals.verdict.judge_trust import check_rules
     from worker.report import judge_calibration as render

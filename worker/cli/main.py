@@ -11,24 +11,20 @@ the container's ``healthcheck`` start in a fraction of a second.
 from __future__ import annotations
 
 import argparse
-import asyncio
-import importlib.metadata
 import json
 import logging
 import os
 import posixpath
 import sys
 from collections.abc import Callable, Sequence
-from contextlib import AsyncExitStack
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from worker.checkout import GitError, local_merge_base, local_worktree, resolve_ref
 from worker.cli.action import add_action_command
 from worker.cli.baseline import add_baseline_command, add_store_option
-from worker.cli.baseline import runner_for as store_runner_for
 from worker.cli.calibrate import add_calibrate_command
 from worker.cli.dataset import add_dataset_command
+from worker.cli.entry import version_text
 from worker.cli.formats import FORMATS, format_paths, format_refusal, parse_format, write_reports
 from worker.cli.healthcheck import add_healthcheck_command
 from worker.cli.init import add_init_command
@@ -37,16 +33,17 @@ from worker.cli.migrate import add_migrate_command
 from worker.cli.named_args import add_named_arguments, named_refusal
 from worker.cli.perturbations import add_perturbations_command
 from worker.cli.power import add_power_command
-from worker.cli.progress import Progress
 from worker.cli.promptfoo import add_import_command
 from worker.cli.redteam import add_redteam_command
-from worker.cli.run_options import add_selection_options, run_overrides
+from worker.cli.run_options import add_selection_options
 from worker.cli.setup import add_setup_command
 from worker.errors import ConfigError, ExecutionError
-from worker.evals.types import CONFIG_FILENAME
+from worker.evals.filenames import CONFIG_FILENAME
 from worker.security.redact import Redactor, secrets_from_environ
 
 if TYPE_CHECKING:
+    from contextlib import AsyncExitStack
+
     from worker.pipeline.multi import MultiReport
     from worker.pipeline.trees import BaseRunner
 
@@ -92,10 +89,25 @@ def main(argv: Sequence[str] | None = None) -> int:
     return code
 
 
+class _Version(argparse.Action):
+    """``--version``: print `worker.cli.entry.version_text` and exit 0, reading the installed
+    version only when asked (argparse's own version action needs the text up front, which
+    would read the distribution's metadata on every ``--help``)."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str = argparse.SUPPRESS,
+                 default: str = argparse.SUPPRESS, help: str | None = None) -> None:  # noqa: A002
+        super().__init__(option_strings, dest, nargs=0, default=default,
+                         help=help or "show the version and exit")
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
+                 values: object, option_string: str | None = None) -> None:
+        print(version_text())  # stdout, as argparse's own version action
+        parser.exit()
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="llmgate", description=DESCRIPTION)
-    parser.add_argument("--version", action="version",
-                        version=f"llmgate {importlib.metadata.version('llmgate')}")
+    parser.add_argument("--version", action=_Version)
     sub = parser.add_subparsers(metavar="COMMAND")
     run = sub.add_parser("run", help="gate the working tree or a commit against a base, locally",
                          description=RUN_DESCRIPTION)
@@ -183,6 +195,10 @@ def cmd_run(args: argparse.Namespace) -> int:
     execution error (git or the run failed), 4 undecided (the check would be
     ``action_required``; 0 with ``--allow-undecided``).
     """
+    import asyncio  # the engine's imports wait until a command needs them (fast --help)
+
+    from worker.checkout import GitError
+
     # scipy via the statistics: only when a gate runs
     from worker.report.pii import redact_pii
 
@@ -240,6 +256,9 @@ class _Say(logging.Handler):
 def _promote(args: argparse.Namespace) -> int:
     """``llmgate run --promote NAME`` (worker/cli/named.py): 0 promoted, 2 configuration
     error at the head commit, 3 execution error (not on the default branch, git, the run)."""
+    import asyncio
+
+    from worker.checkout import GitError
     from worker.cli.named import run_promote
     from worker.evals.llm.cli_cache import eval_context
 
@@ -359,6 +378,8 @@ def repo_root(start: Path) -> Path:
 
 
 async def _resolve(repo: Path, ref: str, option: str) -> str:
+    from worker.checkout import resolve_ref
+
     try:
         return await resolve_ref(repo, ref)
     except ValueError as err:  # e.g. --base=-x: never hand git an option
@@ -369,6 +390,12 @@ async def _run_local(args: argparse.Namespace) -> tuple[MultiReport, str, str]:
     """Gate the configs ``args`` name; return the reports and the head and base SHAs compared
     ("" for the working tree, or for no ``--base``), which the report names even when the
     config is broken."""
+    from contextlib import AsyncExitStack
+
+    from worker.checkout import local_worktree
+    from worker.cli.baseline import runner_for as store_runner_for
+    from worker.cli.progress import Progress
+    from worker.cli.run_options import run_overrides
     from worker.evals.llm import pool as llm_pool
     from worker.evals.llm.cli_cache import eval_context
     from worker.pipeline.multi import ConfigReport, MultiReport, gate_plan, unconfigured_report
@@ -451,6 +478,7 @@ async def _base_side(stack: AsyncExitStack, repo: Path, args: argparse.Namespace
     Raises:
         ExecutionError: ``--base`` or ``HEAD`` names no commit, or git failed.
     """
+    from worker.checkout import local_merge_base, local_worktree
     from worker.pipeline.plan import tip_reason
 
     tip = await _resolve(repo, args.base, "--base")

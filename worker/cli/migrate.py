@@ -7,14 +7,13 @@ are worker/pipeline/migrate.py's; this module checks the arguments and prints th
 from __future__ import annotations
 
 import argparse
-import asyncio
 import math
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from worker.errors import ConfigError, ExecutionError
-from worker.evals.types import CONFIG_FILENAME
+from worker.evals.filenames import CONFIG_FILENAME
 
 if TYPE_CHECKING:
     from worker.evals.llm_types import Pricing
@@ -61,6 +60,8 @@ def add_migrate_command(sub: argparse._SubParsersAction[argparse.ArgumentParser]
 
 def cmd_migrate(args: argparse.Namespace) -> int:
     """Migrate the suite and print the outcome (exit codes: `EXIT_OK` and friends)."""
+    import asyncio  # not at import time: `llmgate --help` builds this parser
+
     from worker.pipeline.migrate_plan import OverBudget
 
     problem = bad_arguments(args)

@@ -22,13 +22,12 @@ exits 1 when the list is not empty, so a script notices. The generated gate is `
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import re
 import sys
 from pathlib import Path
 from typing import Any
-
-import yaml
 
 #: promptfoo assertion type -> (llmgate type, extra options).
 ASSERTIONS: dict[str, tuple[str, dict[str, Any]]] = {
@@ -125,17 +124,23 @@ class Conversion:
         return []
 
 
-class _Yaml12Bools(yaml.SafeLoader):  # type: ignore[misc]  # PyYAML has no types
-    """SafeLoader whose booleans are YAML 1.2's (``true``/``false`` only): promptfoo reads its
-    config with js-yaml, for which ``body: Yes`` is the string ``Yes``, not true."""
+@functools.cache
+def _yaml12_loader() -> Any:
+    """Return a SafeLoader class whose booleans are YAML 1.2's (``true``/``false`` only):
+    promptfoo reads its config with js-yaml, for which ``body: Yes`` is the string ``Yes``, not
+    true. Built on first use, so `llmgate --help` does not import PyYAML."""
+    import yaml
 
+    class Yaml12Bools(yaml.SafeLoader):  # type: ignore[misc]  # PyYAML has no types
+        """SafeLoader with YAML 1.2 booleans (see `_yaml12_loader`)."""
 
-_Yaml12Bools.yaml_implicit_resolvers = {
-    first: [(tag, rx) for tag, rx in resolvers if tag != "tag:yaml.org,2002:bool"]
-    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()}
-_Yaml12Bools.add_implicit_resolver("tag:yaml.org,2002:bool",
-                                   re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$"),
-                                   list("tTfF"))
+    Yaml12Bools.yaml_implicit_resolvers = {
+        first: [(tag, rx) for tag, rx in resolvers if tag != "tag:yaml.org,2002:bool"]
+        for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()}
+    Yaml12Bools.add_implicit_resolver("tag:yaml.org,2002:bool",
+                                      re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$"),
+                                      list("tTfF"))
+    return Yaml12Bools
 
 
 def convert(source: Path) -> Conversion:
@@ -145,7 +150,10 @@ def convert(source: Path) -> Conversion:
         ValueError: the file is not a YAML mapping.
         OSError: a file cannot be read.
     """
-    doc = yaml.load(source.read_text(encoding="utf-8"), Loader=_Yaml12Bools)  # noqa: S506
+    import yaml
+
+    loader = _yaml12_loader()  # a SafeLoader
+    doc = yaml.load(source.read_text(encoding="utf-8"), Loader=loader)  # noqa: S506
     if not isinstance(doc, dict):
         raise ValueError(f"{source}: not a promptfoo config (a YAML mapping)")
     out = Conversion(source)
@@ -198,6 +206,8 @@ def _suite(name: str, prompt: str, model: str, key: str) -> str:
 
 def cmd_import_promptfoo(args: argparse.Namespace) -> int:
     """Write the converted files in the current folder; exit 0, 1 (some not converted), 2."""
+    import yaml
+
     try:
         out = convert(args.config)
     except (OSError, ValueError, yaml.YAMLError) as err:

@@ -7,8 +7,10 @@ alike (worker/pipeline/overrides.py).
 from __future__ import annotations
 
 import argparse
+from typing import TYPE_CHECKING
 
-from worker.evals.context import RunOverrides
+if TYPE_CHECKING:
+    from worker.evals.context import RunOverrides
 
 #: Largest ``--samples``: ``settings.repeats``' own limit (``MAX_REPEATS`` of
 #: worker/evals/config/llm_suites.py, not imported here: ``--help`` stays fast; a test keeps
@@ -45,5 +47,7 @@ def add_selection_options(run: argparse.ArgumentParser) -> None:
 
 def run_overrides(args: argparse.Namespace) -> RunOverrides:
     """Return the `RunOverrides` of ``llmgate run``'s parsed options."""
+    from worker.evals.context import RunOverrides
+
     return RunOverrides(tuple(getattr(args, "suite", None) or ()),
                         getattr(args, "smoke", None), getattr(args, "samples", None))

@@ -15,11 +15,9 @@ import json
 import secrets
 import sys
 import threading
-import webbrowser
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs, urlsplit
 
 from worker.cli.setup_flow import (
@@ -30,6 +28,9 @@ from worker.cli.setup_flow import (
     new_app_url,
     store_credentials,
 )
+
+if TYPE_CHECKING:
+    from http.server import BaseHTTPRequestHandler
 
 #: How often the local server checks whether it should stop, seconds.
 POLL_S = 0.05
@@ -76,6 +77,8 @@ class SetupFlow:
         self.error: str | None = None
         self.done = threading.Event()
         self._lock = threading.Lock()
+        from http.server import ThreadingHTTPServer  # not for `llmgate --help`
+
         self._server = ThreadingHTTPServer(("127.0.0.1", options.port), _handler(self))
         self.url = f"http://127.0.0.1:{self._server.server_address[1]}/"
         self.manifest = app_manifest(name=options.name, webhook_url=options.webhook_url,
@@ -142,6 +145,7 @@ class SetupFlow:
 
 def _handler(flow: SetupFlow) -> type[BaseHTTPRequestHandler]:
     """Return the request handler class of ``flow``'s local server (``/`` and ``/callback``)."""
+    from http.server import BaseHTTPRequestHandler
 
     class Handler(BaseHTTPRequestHandler):
         def do_GET(self) -> None:  # noqa: N802 (http.server's naming)
@@ -186,6 +190,8 @@ def run_setup(options: SetupOptions, *, open_browser: bool = True,
         print(f"Open {url} in a browser on this machine to register the GitHub App "
               f"(waiting up to {timeout_s / 60:.0f} minutes).", flush=True)
         if open_browser:
+            import webbrowser
+
             webbrowser.open(url)
         reg = flow.wait(timeout_s)
     except SetupError as exc:

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from worker.errors import ConfigError
+from worker.evals.filenames import CONFIG_FILENAME as CONFIG_FILENAME
 from worker.evals.llm_types import CacheMode as CacheMode
 from worker.evals.llm_types import CostEstimate as CostEstimate
 from worker.evals.llm_types import Endpoint as Endpoint
@@ -26,11 +27,6 @@ from worker.evals.llm_types import TokenUsage as TokenUsage
 from worker.evals.llm_types import ToolCall as ToolCall
 from worker.evals.llm_types import Trace as Trace
 from worker.evals.llm_types import TrapSummary as TrapSummary
-
-#: File name of the configuration at the repository root.
-CONFIG_FILENAME = ".llmgate.yml"
-
-
 
 
 @dataclass(frozen=True)

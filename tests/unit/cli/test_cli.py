@@ -353,12 +353,32 @@ def test_support_bot_regression_as_a_process(tmp_path):
 
 
 def test_help_and_healthcheck_import_neither_the_engine_nor_scipy() -> None:
+    # `llmgate --help` builds every command's parser: none of them may import the engine, the
+    # event loop, Redis, PyYAML, git's helpers or the value types (issue 20: --help <= 0.15 s)
     probe = ("import sys, worker.cli.main; worker.cli.main._parser(); "
              "print(sorted(m for m in ('scipy', 'numpy', 'litellm', 'worker.report.render', "
-             "'worker.evals.run.engine') if m in sys.modules))")
+             "'worker.evals.run.engine', 'asyncio', 'redis', 'yaml', 'worker.checkout', "
+             "'worker.evals.types', 'http.server', 'importlib.metadata') "
+             "if m in sys.modules))")
     shown = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
                            check=True, cwd=ROOT).stdout.strip()
     assert shown == "[]"
+
+
+def test_version_imports_neither_the_parser_nor_asyncio_and_matches_the_parsers() -> None:
+    # the console script answers --version before importing the CLI (worker/cli/entry.py)
+    probe = ("import sys, worker.cli.entry as e; code = e.main(['--version']); "
+             "print(code, sorted(m for m in ('worker.cli.main', 'asyncio', 'argparse') "
+             "if m in sys.modules))")
+    fast = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                          check=True, cwd=ROOT).stdout.splitlines()
+    import importlib.metadata
+
+    assert fast == [f"llmgate {importlib.metadata.version('llmgate')}", "0 []"]
+    # the parser's own --version (among other arguments) prints the same line
+    full = subprocess.run([sys.executable, "-m", "worker.cli", "--version", "run"],
+                          capture_output=True, text=True, cwd=ROOT)
+    assert (full.returncode, full.stdout) == (0, fast[0] + "\n")
 
 
 def test_help_shows_plain_text_not_docstring_markup(capsys: pytest.CaptureFixture[str]) -> None:

@@ -1,0 +1,43 @@
+"""The ``llmgate`` console script: answers ``llmgate --version`` without importing the CLI.
+
+``llmgate --version`` is what scripts and bug reports run first; it needs only the installed
+distribution's version (`importlib.metadata`), so it does not build the argument parser of
+every command (worker/cli/main.py), which imports the commands' modules. Anything else is
+handed to `worker.cli.main.main`. The goal is ≤ 0.15 s for ``--version`` and ``--help``
+(issue 20); measured by hand with ``time llmgate --version``.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+
+
+def version_text() -> str:
+    """Return ``llmgate X.Y.Z``: the installed distribution's version, as ``--version`` prints.
+
+    Raises:
+        importlib.metadata.PackageNotFoundError: llmgate is not installed (a bare source tree).
+    """
+    from importlib.metadata import version
+
+    return f"llmgate {version('llmgate')}"
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line on ``argv`` (default ``sys.argv[1:]``); returns the exit code.
+
+    ``--version`` alone prints `version_text` and returns 0 (argparse's own ``--version`` in
+    worker/cli/main.py prints the same text, for ``--version`` among other arguments).
+    """
+    args = list(sys.argv[1:] if argv is None else argv)
+    if args == ["--version"]:
+        print(version_text())
+        return 0
+    from worker.cli.main import main as full_main
+
+    return full_main(args)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
