@@ -7,13 +7,21 @@ head against the merge base of base and head (as the App and ``llmgate run --bas
 - append the markdown report to ``GITHUB_STEP_SUMMARY`` (the job summary);
 - print one ``::error`` workflow command per regressed example on its dataset line, and one on
   the ``.llmgate.yml`` line of a configuration error (GitHub shows them on the PR's diff);
+- with ``--comment``, post the App's sticky comment on the pull request with the token in
+  ``LLMGATE_GITHUB_TOKEN`` (`worker.cli.action_comment`; edited in place on re-runs); a post
+  GitHub refuses (403 for a fork's read-only token) or that cannot reach GitHub is one
+  ``::warning`` line and one line of the job summary, never another exit code;
 - exit as ``llmgate run`` does (0 pass, 1 failed, 2 configuration error, 3 execution error,
   4 undecided).
 
+``LLMGATE_GITHUB_TOKEN`` is removed from the environment before anything runs, whether or not
+``--comment`` is given, so no target command, custom metric or provider process started by
+the run inherits it (targets get a scrubbed environment anyway:
+`worker.security.process.build_env`).
+
 Workflow commands: docs.github.com "Workflow commands for GitHub Actions" (``::error file=,
 line=::message``, with ``%``, ``\\r``, ``\\n`` escaped as ``%25``, ``%0D``, ``%0A`` and, in
-properties, ``:`` and ``,`` as ``%3A`` and ``%2C``). Not done: posting the App's sticky
-comment with the workflow's token.
+properties, ``:`` and ``,`` as ``%3A`` and ``%2C``).
 """
 
 from __future__ import annotations
@@ -23,9 +31,11 @@ import json
 import os
 import sys
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from worker.cli.action_comment import DEFAULT_COMMENT_AUTHOR, TOKEN_ENV
 from worker.cli.baseline import add_store_option
 
 #: Most ``::error`` annotations printed (GitHub shows at most 10 errors per step anyway).
@@ -41,6 +51,13 @@ def add_action_command(sub: argparse._SubParsersAction[argparse.ArgumentParser])
     add_store_option(action)
     action.add_argument("--allow-undecided", action="store_true",
                         help="exit 0, not 4, when the gate could not decide")
+    action.add_argument("--comment", action="store_true",
+                        help=f"also post the App's sticky comment on the pull request with the "
+                             f"token in ${TOKEN_ENV}, edited in place on re-runs; a refused "
+                             f"post is a warning and leaves the exit code alone")
+    action.add_argument("--comment-author", default=DEFAULT_COMMENT_AUTHOR, metavar="LOGIN",
+                        help="the bot the token comments as, whose comment is edited (default "
+                             f"{DEFAULT_COMMENT_AUTHOR}; a GitHub App's token: SLUG[bot])")
     action.set_defaults(func=cmd_action)
 
 
@@ -67,8 +84,17 @@ def workflow_annotations(report: Mapping[str, Any]) -> list[str]:
     return lines
 
 
-def _event(environ: Mapping[str, str]) -> tuple[str, str]:
-    """Return (base SHA, head SHA) of the event's pull request.
+@dataclass(frozen=True)
+class PullEvent:
+    """The pull request of a ``pull_request`` event: base and head SHAs and its number."""
+
+    base_sha: str
+    head_sha: str
+    number: int
+
+
+def _event(environ: Mapping[str, str]) -> PullEvent:
+    """Return the event's pull request.
 
     Raises:
         ValueError: not in GitHub Actions, no event file, or not a pull_request event.
@@ -79,27 +105,33 @@ def _event(environ: Mapping[str, str]) -> tuple[str, str]:
     try:
         event = json.loads(Path(path).read_text(encoding="utf-8"))
         pull = event["pull_request"]
-        return str(pull["base"]["sha"]), str(pull["head"]["sha"])
-    except (OSError, ValueError, KeyError, TypeError) as err:
+        return PullEvent(str(pull["base"]["sha"]), str(pull["head"]["sha"]),
+                         int(pull.get("number") or 0))
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as err:
         raise ValueError(f"GITHUB_EVENT_PATH ({path or 'unset'}) holds no pull_request "
                          f"event: {err}") from None
 
 
 def cmd_action(args: argparse.Namespace) -> int:
-    """Gate the event's pull request and write the summary and annotations (module doc)."""
+    """Gate the event's pull request, write the summary and annotations and, with
+    ``--comment``, post the sticky comment (module doc); return ``llmgate run``'s exit code."""
     from worker.cli.main import main
 
+    token = os.environ.pop(TOKEN_ENV, "")  # before anything runs: nothing started inherits it
     try:
-        base, head = _event(os.environ)
+        pull = _event(os.environ)
     except ValueError as err:
         print(f"llmgate: {err}", file=sys.stderr)
         return 3
     workdir = Path(os.environ.get("RUNNER_TEMP") or ".")
-    report_path = workdir / "llmgate-report.json"
+    report_path, comment_path = workdir / "llmgate-report.json", workdir / "llmgate-comment.md"
+    for stale in (report_path, comment_path):  # an earlier step's must not be taken for ours
+        stale.unlink(missing_ok=True)
     store = ["--baseline-store", args.baseline_store] if args.baseline_store else []
     undecided = ["--allow-undecided"] if args.allow_undecided else []
-    code = main(["run", "--base", base, "--head", head, "--format", "json",
-                 "--output", str(report_path), *store, *undecided])
+    comment = ["--format", f"comment:{comment_path}"] if args.comment else []
+    code = main(["run", "--base", pull.base_sha, "--head", pull.head_sha, "--format", "json",
+                 "--output", str(report_path), *comment, *store, *undecided])
     try:
         report = json.loads(report_path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
@@ -110,7 +142,34 @@ def cmd_action(args: argparse.Namespace) -> int:
     if summary:
         with open(summary, "a", encoding="utf-8") as out:
             out.write(summary_markdown(report) + "\n")
+    if args.comment:
+        _comment(pull.number, args.comment_author, token, comment_path, summary)
     return code
+
+
+def _comment(number: int, author: str, token: str, body_path: Path,
+             summary: str | None) -> None:
+    """Post the comment at ``body_path``; say why not as a ``::warning`` and in the summary."""
+    from worker.cli.action_comment import comment_target, post_comment
+    from worker.report.markdown import inline
+
+    try:
+        target = comment_target(os.environ, number, author)
+        body = body_path.read_text(encoding="utf-8")
+    except (ValueError, OSError) as err:
+        why = str(err)
+    else:
+        comment_id, why = post_comment(target, token, body)
+        if comment_id is not None:
+            print(f"llmgate: pull request #{number}'s comment is up to date (comment "
+                  f"{comment_id})", file=sys.stderr)
+            return
+    print(f"::warning title=llmgate comment::the pull request comment was not posted: "
+          f"{escape(why)}")
+    if summary:
+        with open(summary, "a", encoding="utf-8") as out:
+            out.write(f"\n> :warning: llmgate could not post its pull request comment: "
+                      f"{inline(why, 500)}\n")
 
 
 def summary_markdown(report: Mapping[str, Any]) -> str:

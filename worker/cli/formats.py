@@ -6,6 +6,9 @@ PATH; the option repeats (``--format junit:report.xml --format html:report.html`
 terminal (worker/report/terminal.py), markdown when stdout is a file or a pipe. ``github``
 takes no path: it prints workflow commands and appends the job summary to
 ``$GITHUB_STEP_SUMMARY``, and only inside GitHub Actions (``GITHUB_ACTIONS=true``).
+``comment`` is the App's sticky pull request comment, byte for byte what the App posts for
+the same report (`worker.report.multi.comment_body`: the hidden marker line first, the re-run
+footer last); ``llmgate action --comment`` posts it.
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ if TYPE_CHECKING:
     from worker.pipeline.multi import MultiReport
 
 #: Every report ``--format`` names.
-FORMATS = ("markdown", "json", "junit", "sarif", "html", "github")
+FORMATS = ("markdown", "json", "junit", "sarif", "html", "github", "comment")
 
 
 @dataclass(frozen=True)
@@ -123,6 +126,8 @@ def render(name: str, multi: MultiReport, head_sha: str, base_sha: str | None) -
         from worker.report.html_report import render_html
 
         return render_html(multi, head_sha, base_sha or "")
+    if name == "comment":
+        return report_multi.comment_body(multi, head_sha=head_sha, base_sha=base_sha)
     if name == "terminal":
         from worker.report.terminal import render_terminal
 

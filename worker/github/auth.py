@@ -1,10 +1,14 @@
-"""Authenticate as the GitHub App: app JWTs and cached installation access tokens.
+"""Authenticate to GitHub: app JWTs, cached installation access tokens, or one given token.
 
 Sources: GitHub docs "Generating a JSON Web Token (JWT) for a GitHub App" (RS256, ``iat`` 60 s in
 the past for clock drift, ``exp`` at most 10 minutes ahead, ``iss`` = the App id) and "Generating
 an installation access token for a GitHub App" (``POST /app/installations/{id}/access_tokens``,
 tokens live one hour and have no fixed length). Neither the private key nor a token ever appears
 in a ``repr`` or a log line.
+
+`GitHubClient` takes its tokens from a `TokenSource`: the App's `InstallationTokenCache`, or
+`FixedToken` for a token someone else minted (a GitHub Actions workflow's ``GITHUB_TOKEN``,
+itself an installation token of the GitHub Actions app, used by ``llmgate action --comment``).
 """
 
 from __future__ import annotations
@@ -14,7 +18,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, Protocol
 
 import gidgethub.abc
 import jwt
@@ -30,7 +34,61 @@ TOKEN_REFRESH_MARGIN_S = 300
 
 
 class GitHubAuthError(Exception):
-    """The App could not authenticate: a bad private key or an unusable token response."""
+    """The App could not authenticate: a bad private key, an unusable token response, or a
+    client holding no App credentials asked for an App JWT."""
+
+
+class TokenSource(Protocol):
+    """Where `GitHubClient` gets the token of its ``/repos`` calls (``Authorization: token X``).
+
+    `InstallationTokenCache` mints and caches installation tokens as the App; `FixedToken`
+    hands out one token it was given.
+    """
+
+    async def get(self, gh: gidgethub.abc.GitHubAPI, installation_id: int) -> str:
+        """Return a token valid for ``installation_id``.
+
+        Args:
+            gh: a gidgethub client whose ``base_url`` is the API root (to mint with).
+            installation_id: the App installation to act as (a fixed token ignores it).
+
+        Raises:
+            GitHubAuthError: no usable token can be had.
+            gidgethub.HTTPException: GitHub refused to mint one.
+        """
+        ...
+
+    async def invalidate(self, installation_id: int, token: str | None = None) -> None:
+        """Forget ``token`` (any token of ``installation_id`` when None): GitHub answered 401."""
+        ...
+
+
+@dataclass(frozen=True)
+class FixedToken:
+    """A `TokenSource` of one token minted elsewhere, e.g. a workflow's ``GITHUB_TOKEN``.
+
+    Nothing is minted or refreshed: a token GitHub refuses (401) stays refused. The token
+    never appears in a ``repr``.
+
+    Attributes:
+        token: the token, sent as ``Authorization: token <token>``; any length, not empty.
+    """
+
+    token: str = field(repr=False)
+
+    def __post_init__(self) -> None:
+        if not self.token:
+            raise GitHubAuthError("the given GitHub token is empty")
+
+    def __repr__(self) -> str:
+        return "FixedToken(token='***')"
+
+    async def get(self, gh: gidgethub.abc.GitHubAPI, installation_id: int) -> str:
+        """Return the token, whatever the installation (`TokenSource.get`)."""
+        return self.token
+
+    async def invalidate(self, installation_id: int, token: str | None = None) -> None:
+        """Do nothing: there is no other token to mint (`TokenSource.invalidate`)."""
 
 
 @dataclass(frozen=True)

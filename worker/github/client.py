@@ -21,7 +21,7 @@ import gidgethub
 import httpx
 
 from worker.contract import CHECK_NAME
-from worker.github.auth import AppCredentials, InstallationTokenCache, api_url, app_jwt
+from worker.github.auth import AppCredentials, GitHubAuthError, TokenSource, api_url, app_jwt
 from worker.github.errors import (
     GitHubError,
     GitHubOutcomeUnknown,
@@ -158,7 +158,7 @@ class AppInfo:
 
 
 class GitHubClient:
-    """Typed calls to the GitHub REST API on behalf of one App installation.
+    """Typed calls to the GitHub REST API on behalf of one App installation (or one token).
 
     Every method waits out short rate-limit pauses of the installation (shared by every worker)
     and retries 5xx answers; it raises ``GitHubRateLimited`` (with ``reset_at``) when the wait
@@ -170,14 +170,18 @@ class GitHubClient:
     performed (a 5xx, a timeout: `GitHubOutcomeUnknown`) is sent again only after looking
     for what it may have created, which is adopted when found (issue 14: a gateway's 502
     after GitHub acted must not leave a second check run or comment).
+
+    Without App credentials (a `FixedToken`, e.g. a workflow's ``GITHUB_TOKEN``) the calls
+    that authenticate as the App itself (``get_app``, ``list_installation_ids``) raise
+    `GitHubAuthError`; every other call works with the token's own permissions.
     """
 
     def __init__(
         self,
         session: httpx.AsyncClient,
         api_url: str,
-        creds: AppCredentials,
-        cache: InstallationTokenCache,
+        creds: AppCredentials | None,
+        tokens: TokenSource,
         installation_id: int,
         *,
         retry_delays_s: Sequence[float] = DEFAULT_RETRY_DELAYS_S,
@@ -188,9 +192,12 @@ class GitHubClient:
         Args:
             session: the shared HTTP client (its timeouts apply to every request).
             api_url: the API root, ``https://api.github.com`` or ``https://HOST/api/v3``.
-            creds: App credentials, used for the JWT of ``/app`` calls.
-            cache: the process-wide installation token cache.
-            installation_id: the installation this client acts as.
+            creds: App credentials, used for the JWT of ``/app`` calls; None for a client
+                with a given token only (its ``/app`` calls raise `GitHubAuthError`).
+            tokens: the token of every other call: the process-wide
+                `InstallationTokenCache`, or a `FixedToken`.
+            installation_id: the installation this client acts as (with a `FixedToken`,
+                only the name of its rate-limit bucket).
             retry_delays_s: backoff ceilings, seconds, one per retry of a 5xx answer or a
                 connection error (full jitter: each sleep is uniform in ``[0, ceiling]``).
             limiter: the worker's shared rate-limit state (`worker.github.ratelimit`, in
@@ -198,7 +205,7 @@ class GitHubClient:
         """
         self._api_url = api_url.rstrip("/")
         self._creds = creds
-        self._cache = cache
+        self._tokens = tokens
         self._installation_id = installation_id
         self._gh = LimitedHttpxAPI(session, self._api_url, retry_delays_s, str(installation_id),
                                    limiter)
@@ -214,13 +221,24 @@ class GitHubClient:
             yield
         except gidgethub.HTTPException as exc:
             if int(exc.status_code) == 401:
-                await self._cache.invalidate(self._installation_id, token)
+                await self._tokens.invalidate(self._installation_id, token)
             raise _as_github_error(what, exc) from exc
 
     async def installation_token(self) -> str:
         """Return the installation token (for ``git`` over HTTPS); never log or persist it."""
         async with self._errors("minting an installation access token"):
-            return await self._cache.get(self._gh, self._installation_id)
+            return await self._tokens.get(self._gh, self._installation_id)
+
+    def _app_jwt(self, what: str) -> str:
+        """Return an App JWT for the call ``what``.
+
+        Raises:
+            GitHubAuthError: this client has no App credentials, or the key is unusable.
+        """
+        if self._creds is None:
+            raise GitHubAuthError(f"{what} authenticates as the GitHub App, but this client "
+                                  "was given a token only, not the App id and private key")
+        return app_jwt(self._creds)
 
     async def _call(self, method: str, path: str, url_vars: Mapping[str, Any],
                     body: Any = None) -> Any:
@@ -271,9 +289,15 @@ class GitHubClient:
         raise AssertionError("unreachable")  # pragma: no cover
 
     async def get_app(self) -> AppInfo:
-        """Return the authenticated App (``GET /app``, with an app JWT)."""
+        """Return the authenticated App (``GET /app``, with an app JWT).
+
+        Raises:
+            GitHubAuthError: the client has no App credentials, or the key is unusable.
+            GitHubError: GitHub refused the request.
+        """
         async with self._errors("GET /app"):
-            data = await self._gh.getitem(api_url(self._api_url, "/app"), jwt=app_jwt(self._creds))
+            data = await self._gh.getitem(api_url(self._api_url, "/app"),
+                                          jwt=self._app_jwt("GET /app"))
         return AppInfo(id=int(_field(data, "id")), slug=str(_field(data, "slug")))
 
     async def create_check_run(self, owner: str, repo: str, head_sha: str, *,
@@ -337,11 +361,16 @@ class GitHubClient:
 
     async def list_installation_ids(self) -> list[int]:
         """Return the ids of every installation of the App (``GET /app/installations``, with
-        an App JWT; 100 per page, all pages)."""
+        an App JWT; 100 per page, all pages).
+
+        Raises:
+            GitHubAuthError: the client has no App credentials, or the key is unusable.
+            GitHubError: GitHub refused the request.
+        """
         url = api_url(self._api_url, "/app/installations?per_page=100")
         async with self._errors("GET /app/installations"):
             return [int(_field(item, "id")) async for item in
-                    self._gh.getiter(url, jwt=app_jwt(self._creds))]
+                    self._gh.getiter(url, jwt=self._app_jwt("GET /app/installations"))]
 
     async def list_repositories(self) -> list[tuple[str, str, str]]:
         """Return ``(owner, name, clone_url)`` of every repository this installation may

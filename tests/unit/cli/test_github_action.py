@@ -1,6 +1,12 @@
 """The GitHub Action's gate step (deploy/github-action/gate.sh) under a simulated Actions
 environment: a real ``pull_request`` payload (tests/fixtures/github/webhooks, its SHAs
-pointed at the tiny repository), ``GITHUB_STEP_SUMMARY`` and the workflow commands."""
+pointed at the tiny repository), ``GITHUB_STEP_SUMMARY`` and the workflow commands.
+
+With ``comment: true`` the step posts the sticky comment to the schema-checking fake GitHub
+on loopback (``GITHUB_API_URL``) with a token the fake minted, as GitHub mints a workflow's
+``GITHUB_TOKEN``; the App's own gate job, on the same fake, posts the comment it is compared
+with.
+"""
 
 from __future__ import annotations
 
@@ -9,17 +15,46 @@ import os
 import shutil
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
+import httpx
 import pytest
 import yaml
 
-from tests.unit.worker_support import build_tiny_repo
+from tests.fakes.fake_github import FakeGitHubServer, generate_app_keypair
+from tests.unit import worker_support
+from tests.unit.worker_support import (
+    APP_ID,
+    ECHO,
+    INSTALLATION_ID,
+    OWNER,
+    REPO,
+    build_tiny_repo,
+    commit,
+    fake_github_env,
+    gate_payload,
+)
 from worker.cli.action import escape, workflow_annotations
+from worker.github.auth import AppCredentials, InstallationTokenCache
+from worker.github.client import GitHubClient
 
 ROOT = Path(__file__).resolve().parents[3]
 ACTION = ROOT / "deploy" / "github-action"
 PAYLOAD = ROOT / "tests/fixtures/github/webhooks/pull_request.opened.json"
+#: The pull request number of `PAYLOAD`.
+PR_NUMBER = 2
+#: Who a workflow's GITHUB_TOKEN comments as.
+ACTIONS_BOT = "github-actions[bot]"
+
+
+def dumping_target(dump: Path) -> str:
+    """A head target that breaks ``bravo`` and appends its whole environment, as a JSON
+    line, to ``dump``."""
+    return ECHO.replace('BROKEN = ""', 'BROKEN = "bravo"') + (
+        f"import os\nwith open({str(dump)!r}, 'a') as out:\n"
+        "    out.write(json.dumps(dict(os.environ)) + '\\n')\n")
 
 
 def test_workflow_command_escaping():
@@ -32,29 +67,46 @@ def test_workflow_command_escaping():
 
 def test_the_action_declares_its_inputs_and_runs_the_script():
     action = yaml.safe_load((ACTION / "action.yml").read_text())
-    assert set(action["inputs"]) == {"version", "baseline-store", "allow-undecided"}
-    assert action["runs"]["steps"][-1]["run"] == '"$GITHUB_ACTION_PATH/gate.sh"'
+    assert set(action["inputs"]) == {"version", "baseline-store", "allow-undecided", "comment",
+                                     "github-token", "comment-author"}
+    assert action["inputs"]["comment"]["default"] == "false"
+    assert action["inputs"]["github-token"]["default"] == "${{ github.token }}"
+    step = action["runs"]["steps"][-1]
+    assert step["run"] == '"$GITHUB_ACTION_PATH/gate.sh"'
+    # the workflow's token reaches the step only when the comment is asked for
+    assert step["env"]["LLMGATE_GITHUB_TOKEN"] == (
+        "${{ inputs.comment == 'true' && inputs.github-token || '' }}")
     assert os.access(ACTION / "gate.sh", os.X_OK)
+
+
+def run_gate_step(tmp_path: Path, repo: Path, base_sha: str, head_sha: str,
+                  **env: str) -> subprocess.CompletedProcess[str]:
+    """Run gate.sh in ``repo`` as GitHub Actions runs it for the pull_request event `PAYLOAD`
+    (its SHAs replaced); ``env``: the step's inputs and any other variables. The job summary
+    is ``tmp_path / "summary.md"``, which starts with ``earlier step``."""
+    event = json.loads(PAYLOAD.read_text())
+    event["pull_request"]["base"]["sha"] = base_sha
+    event["pull_request"]["head"]["sha"] = head_sha
+    (tmp_path / "event.json").write_text(json.dumps(event))
+    summary = tmp_path / "summary.md"
+    if not summary.exists():
+        summary.write_text("earlier step\n")
+    llmgate = shutil.which("llmgate", path=str(Path(sys.executable).parent))
+    step_env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path), "GITHUB_ACTIONS": "true",
+                "GITHUB_EVENT_PATH": str(tmp_path / "event.json"),
+                "GITHUB_STEP_SUMMARY": str(summary), "RUNNER_TEMP": str(tmp_path),
+                "LLMGATE": str(llmgate), "LLMGATE_CACHE_DIR": str(tmp_path / "cache"), **env}
+    return subprocess.run([str(ACTION / "gate.sh")], cwd=repo, env=step_env,
+                          capture_output=True, text=True, timeout=120)
 
 
 @pytest.mark.slow
 def test_gate_step_writes_summary_and_annotations_and_fails_the_job(tmp_path: Path):
     repo = tmp_path / "repo"
     shas = build_tiny_repo(repo)
-    event = json.loads(PAYLOAD.read_text())
-    event["pull_request"]["base"]["sha"] = shas["main"]
-    event["pull_request"]["head"]["sha"] = shas["pr/drop"]
-    (tmp_path / "event.json").write_text(json.dumps(event))
     summary = tmp_path / "summary.md"
-    summary.write_text("earlier step\n")
-    llmgate = shutil.which("llmgate", path=str(Path(sys.executable).parent))
-    env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path), "GITHUB_ACTIONS": "true",
-           "GITHUB_EVENT_PATH": str(tmp_path / "event.json"),
-           "GITHUB_STEP_SUMMARY": str(summary), "RUNNER_TEMP": str(tmp_path),
-           "LLMGATE": str(llmgate), "LLMGATE_CACHE_DIR": str(tmp_path / "cache"),
-           "LLMGATE_BASELINE_STORE": str(tmp_path / "baselines")}
-    done = subprocess.run([str(ACTION / "gate.sh")], cwd=repo, env=env, capture_output=True,
-                          text=True, timeout=120)
+    done = run_gate_step(tmp_path, repo, shas["main"], shas["pr/drop"],
+                         LLMGATE_BASELINE_STORE=str(tmp_path / "baselines"))
     assert done.returncode == 1, done.stderr
     [annotation] = [line for line in done.stdout.splitlines() if line.startswith("::error")]
     assert annotation.startswith("::error file=evals/echo.jsonl,line=2,title=llmgate%3A echo::"
@@ -69,3 +121,127 @@ def test_the_gitlab_example_runs_llmgate_in_merge_requests():
     job = yaml.safe_load((ROOT / "deploy/gitlab-ci/llmgate.gitlab-ci.yml").read_text())["llmgate"]
     assert job["rules"] == [{"if": '$CI_PIPELINE_SOURCE == "merge_request_event"'}]
     assert any(step.startswith("llmgate run --base") for step in job["script"])
+
+
+async def workflow_token(github: FakeGitHubServer, private_pem: str) -> str:
+    """A token of installation `INSTALLATION_ID` minted by the fake, as GitHub mints a
+    workflow's ``GITHUB_TOKEN`` (an installation token of the GitHub Actions app)."""
+    creds = AppCredentials(APP_ID, private_pem)
+    async with httpx.AsyncClient(timeout=10) as session:
+        return await GitHubClient(session, github.url, creds, InstallationTokenCache(creds),
+                                  INSTALLATION_ID).installation_token()
+
+
+def comments_on(state: dict[str, Any], number: int) -> list[dict[str, Any]]:
+    """The fake's comments on pull request ``number`` of the tiny repository, oldest first."""
+    return [c for c in state["comments"] if (c["owner"], c["repo"], c["issue_number"]) == (
+        OWNER, REPO, number)]
+
+
+def baseline_line(body: str) -> str:
+    """The comment's one ``**Baseline:**`` line."""
+    [line] = [line for line in body.splitlines() if line.startswith("**Baseline:**")]
+    return line
+
+
+def without_baseline(body: str) -> str:
+    """The comment without its ``**Baseline:**`` line."""
+    return body.replace(baseline_line(body) + "\n", "")
+
+
+@pytest.fixture()
+def dump(tmp_path: Path) -> Path:
+    """The file a `dumping_target` appends its environment to (writable by targets)."""
+    path = tmp_path / "target-env.jsonl"
+    path.write_text("")
+    return path
+
+
+@pytest.fixture()
+def actions_github(monkeypatch: pytest.MonkeyPatch, redis_url: str, tmp_path: Path,
+                   dump: Path) -> Iterator[tuple[FakeGitHubServer, str]]:
+    """A fresh fake GitHub the App's worker (environment, Redis) points at; (it, App key)."""
+    keys = generate_app_keypair()
+    with fake_github_env(monkeypatch, redis_url, tmp_path / "work", keys=keys,
+                         LLMGATE_SANDBOX_WRITE_PATHS=str(dump)) as server:
+        yield server, keys[0]
+
+
+@pytest.mark.slow
+async def test_comment_is_posted_once_then_edited_and_is_the_apps_comment(
+        actions_github, tmp_path: Path, dump: Path):
+    github, private_pem = actions_github
+    repo = tmp_path / "repo"
+    shas = build_tiny_repo(repo)
+    shas["pr/env"] = commit(repo, "pr/env", {"echo.py": dumping_target(dump)})
+    # the App's own gate job comments on pull request 5 of the same repository and heads
+    await worker_support.run_jobs([gate_payload(str(repo), shas["pr/env"], shas["main"],
+                                                number=5)])
+    [app_comment] = comments_on(github.state(), 5)
+    dump.write_text("")  # what the App's run of the head wrote
+    github.setup({"bot_login": ACTIONS_BOT})  # from here on, comments are the workflow's
+    token = await workflow_token(github, private_pem)
+    step = {"LLMGATE_COMMENT": "true", "LLMGATE_GITHUB_TOKEN": token, "GITHUB_TOKEN": token,
+            "GITHUB_API_URL": github.url, "GITHUB_REPOSITORY": f"{OWNER}/{REPO}",
+            "LLMGATE_SANDBOX_WRITE_PATHS": str(dump),
+            "LLMGATE_BASELINE_STORE": str(tmp_path / "baselines")}  # as the App keeps its bases
+
+    first = run_gate_step(tmp_path, repo, shas["main"], shas["pr/env"], **step)
+    assert first.returncode == 1, first.stderr
+    assert "::warning" not in first.stdout
+    [posted] = comments_on(github.state(), PR_NUMBER)
+    assert posted["user"] == {"login": ACTIONS_BOT, "type": "Bot"}
+    # the App's comment, byte for byte, but for the one sentence `llmgate run` words its own
+    # way (worker/cli/baseline.py: the base it was given is "the base")
+    base = shas["main"][:7]
+    assert without_baseline(posted["body"]) == without_baseline(app_comment["body"])
+    assert baseline_line(app_comment["body"]) == (
+        f"**Baseline:** compared with {base} (base run now, stored for later pull requests)")
+    assert baseline_line(posted["body"]) == (
+        f"**Baseline:** compared with {base}, the base (base run now, stored for later pull "
+        "requests)")
+    assert "bravo" in posted["body"]
+
+    second = run_gate_step(tmp_path, repo, shas["main"], shas["pr/docs"], **step)  # a new push
+    assert second.returncode == 0, second.stderr
+    [edited] = comments_on(github.state(), PR_NUMBER)  # still one comment: edited in place
+    assert edited["id"] == posted["id"]
+    assert edited["history"] == [posted["body"], edited["body"]]
+    assert edited["body"] != posted["body"] and "bravo" not in edited["body"]
+    assert github.state()["violations"] == []
+
+    seen = [json.loads(line) for line in dump.read_text().splitlines()]
+    assert len(seen) == 4  # the head's target ran once per example, and wrote its environment
+    for env in seen:
+        assert not {"LLMGATE_GITHUB_TOKEN", "GITHUB_TOKEN"} & set(env)
+        assert token not in json.dumps(env)
+
+
+@pytest.mark.slow
+async def test_a_refused_comment_is_a_warning_and_leaves_the_exit_code(actions_github,
+                                                                        tmp_path: Path):
+    github, private_pem = actions_github
+    repo = tmp_path / "repo"
+    shas = build_tiny_repo(repo)
+    forbidden = "Resource not accessible by integration"  # a fork's read-only GITHUB_TOKEN
+    github.setup({"faults": [{"operation": "issues/create-comment", "status": 403,
+                              "body": {"message": forbidden,
+                                       "documentation_url": "https://docs.github.com/rest"}}]})
+    token = await workflow_token(github, private_pem)
+    done = run_gate_step(tmp_path, repo, shas["main"], shas["pr/drop"], LLMGATE_COMMENT="true",
+                         LLMGATE_GITHUB_TOKEN=token, GITHUB_API_URL=github.url,
+                         GITHUB_REPOSITORY=f"{OWNER}/{REPO}")
+    assert done.returncode == 1, done.stderr  # the gate's failure, as without the comment
+    [warning] = [line for line in done.stdout.splitlines() if line.startswith("::warning")]
+    assert warning.startswith("::warning title=llmgate comment::the pull request comment was "
+                              "not posted: POST /repos/{owner}/{repo}/issues/{number}/comments: "
+                              f"GitHub answered 403: {forbidden}")
+    assert "pull-requests: write" in warning and token not in done.stdout + done.stderr
+    summary = (tmp_path / "summary.md").read_text()
+    assert summary.startswith("earlier step\n### llmgate: failure")
+    assert summary.rstrip().endswith(f"llmgate could not post its pull request comment: POST "
+                                     f"/repos/{{owner}}/{{repo}}/issues/{{number}}/comments: "
+                                     f"GitHub answered 403: {forbidden} (a pull request from a "
+                                     f"fork gets a read-only token; otherwise give the job "
+                                     f"\\`permissions: pull-requests: write\\`)")
+    assert comments_on(github.state(), PR_NUMBER) == []

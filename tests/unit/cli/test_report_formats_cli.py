@@ -34,7 +34,7 @@ FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
 JUNIT_XSD = FIXTURES / "junit" / "JUnit.xsd"
 SARIF_SCHEMA = FIXTURES / "sarif" / "sarif-schema-2.1.0.json"
 REPORT_SCHEMA = Path(__file__).resolve().parents[3] / "docs" / "report-schema-v1.json"
-FORMATS = ("junit", "sarif", "json", "markdown", "html")
+FORMATS = ("junit", "sarif", "json", "markdown", "html", "comment")
 
 
 @dataclass(frozen=True)
@@ -257,3 +257,13 @@ def test_a_value_cannot_start_a_workflow_command_of_its_own():
     hostile = "50% done\n::error file=x.py,line=1::forged\r\n"
     assert escape_data(hostile) == "50%25 done%0A::error file=x.py,line=1::forged%0A"
     assert escape_property("a:b,c%\nd") == "a%3Ab%2Cc%25%0Ad"
+
+
+def test_comment_is_the_apps_sticky_comment_of_the_report(dropped):
+    from worker.contract import COMMENT_MARKER, RERUN_COMMAND
+
+    comment, markdown = dropped.text("comment"), dropped.text("markdown")
+    assert comment.startswith(COMMENT_MARKER + "\n")  # found and edited by it
+    assert f"Comment `{RERUN_COMMAND}` to run again." in comment.splitlines()[-1]
+    assert COMMENT_MARKER not in markdown and RERUN_COMMAND not in markdown
+    assert "bravo" in comment

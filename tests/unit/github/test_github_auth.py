@@ -1,4 +1,5 @@
-"""App JWTs against published vectors, and the installation token cache against the fake."""
+"""App JWTs against published vectors, the installation token cache against the fake, and a
+client with a given token only (a workflow's ``GITHUB_TOKEN``)."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from tests.unit import github_fixtures as fx
 from tests.unit.github_fixtures import APP_ID, FAST_RETRIES, INSTALLATION_ID, requests_for
 from worker.github.auth import (
     AppCredentials,
+    FixedToken,
     GitHubAuthError,
     InstallationTokenCache,
     app_jwt,
@@ -86,7 +88,7 @@ async def test_token_is_minted_once_then_cached(client: GitHubClient,
     minted = requests_for(state, "apps/create-installation-access-token")
     assert [r["path"] for r in minted] == [f"/app/installations/{INSTALLATION_ID}/access_tokens"]
     assert state["violations"] == []
-    assert first not in repr(client) and first not in repr(client._cache)
+    assert first not in repr(client) and first not in repr(client._tokens)
 
 
 async def test_concurrent_callers_share_one_mint(session: httpx.AsyncClient,
@@ -130,3 +132,40 @@ async def test_unknown_installation_is_a_404(client: GitHubClient,
     with pytest.raises(GitHubError) as info:
         await client.installation_token()
     assert info.value.status_code == 404
+
+
+async def test_a_fixed_token_client_calls_the_api_with_it_and_mints_nothing(
+        session: httpx.AsyncClient, fake_gh: FakeGitHubServer, creds: AppCredentials) -> None:
+    minted = await InstallationTokenCache(creds).get(
+        GitHubClient(session, fake_gh.url, creds, InstallationTokenCache(creds),
+                     INSTALLATION_ID)._gh, INSTALLATION_ID)  # as GitHub mints GITHUB_TOKEN
+    gh = GitHubClient(session, fake_gh.url, None, FixedToken(minted), 0)
+    comment_id = await gh.create_issue_comment(fx.OWNER, fx.REPO, 3, "hello")
+    state = fake_gh.state()
+    assert [c["id"] for c in state["comments"]] == [comment_id]
+    assert len(requests_for(state, "apps/create-installation-access-token")) == 1  # ours only
+    assert requests_for(state, "issues/create-comment")[0]["installation_id"] == INSTALLATION_ID
+    assert minted not in repr(gh) + repr(FixedToken(minted))
+    assert state["violations"] == []
+
+
+async def test_a_client_without_app_credentials_cannot_act_as_the_app(
+        session: httpx.AsyncClient, fake_gh: FakeGitHubServer) -> None:
+    gh = GitHubClient(session, fake_gh.url, None, FixedToken("ghs_given"), 0)
+    for call in (gh.get_app, gh.list_installation_ids):
+        with pytest.raises(GitHubAuthError, match="authenticates as the GitHub App, but this "
+                                                  "client was given a token only"):
+            await call()
+    assert fake_gh.state()["requests"] == []  # refused before anything was sent
+    with pytest.raises(GitHubAuthError, match="empty"):
+        FixedToken("")
+
+
+async def test_a_refused_fixed_token_stays_refused(session: httpx.AsyncClient,
+                                                   fake_gh: FakeGitHubServer) -> None:
+    gh = GitHubClient(session, fake_gh.url, None, FixedToken("ghs_revoked"), 0)
+    for _ in range(2):  # no token to mint in its place: the same token, refused again
+        with pytest.raises(GitHubError) as info:
+            await gh.update_issue_comment(fx.OWNER, fx.REPO, 1, "x")
+        assert info.value.status_code == 401
+    assert [r["operation"] for r in fake_gh.state()["requests"]] == ["issues/update-comment"] * 2
