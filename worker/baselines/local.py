@@ -107,26 +107,50 @@ class DirectoryStore:
         return None
 
 
-class GitRefStore:
-    """Records as blobs of a commit under ``ref`` in the repository at ``repo_dir``.
+class GitRunner(Protocol):
+    """Runs ``git args`` in a repository (worker/checkout.py `local_git`'s signature)."""
 
-    Each `put` makes a new commit whose parent is the ref's current commit (one more file in
-    its tree) and moves the ref to it; nothing touches the working tree, the index or HEAD.
+    async def __call__(self, repo_dir: Path, *args: str,
+                       env: Mapping[str, str] | None = None) -> tuple[int, str, str]:
+        """Return (exit code, stdout, stderr)."""
+
+
+class GitRefStore:
+    """Records as blobs of commits under ``ref`` in the repository at ``repo_dir``.
+
+    Each `put` outside a batch is one commit. Between `start_batch` and `commit_batch` the puts
+    are held and written as one commit whose message lists them (``llmgate baseline push``:
+    one commit per push). A commit's tree is its parent's (the ref's tip) plus the new files;
+    the ref is moved with ``git update-ref REF NEW OLD``, so a writer that moved it meanwhile
+    (a concurrent push) is never overwritten: the commit is rebuilt on the new tip and tried
+    again, at most `MAX_TRIES` times. Nothing touches the working tree, the index or HEAD.
     """
 
+    #: Commits tried per write when other writers keep moving the ref.
+    MAX_TRIES = 5
+
     def __init__(self, repo_dir: Path, ref: str = DEFAULT_REF,
-                 clock: Callable[[], float] = time.time) -> None:
+                 clock: Callable[[], float] = time.time, *, git: GitRunner = local_git) -> None:
+        """Keep records under ``ref`` of ``repo_dir``; ``git`` runs git (default
+        `worker.checkout.local_git`: the user's safe config, no hooks)."""
         self.repo_dir = repo_dir
         self.ref = ref
         self.clock = clock
+        self.git = git
+        self._held: dict[str, Baseline] | None = None
 
     async def _git(self, *args: str, env: Mapping[str, str] | None = None) -> tuple[int, str]:
-        code, out, err = await local_git(self.repo_dir, *args, env=env)
+        code, out, err = await self.git(self.repo_dir, *args, env=env)
         return code, out.strip() if code == 0 else f"git {args[0]} failed: {err.strip()}"
 
     async def get(self, repo: str, sha: str, key: BaselineKey) -> Baseline | None:
-        """Return the record of ``key`` at ``sha`` under the ref, or None."""
-        code, text = await self._git("cat-file", "blob", f"{self.ref}:{_relative(repo, sha, key)}")
+        """Return the record of ``key`` at ``sha`` (held in the batch, or under the ref), or
+        None."""
+        path = _relative(repo, sha, key)
+        held = (self._held or {}).get(path)
+        if held is not None:
+            return held if held.key == key and held.sha == sha else None
+        code, text = await self._git("cat-file", "blob", f"{self.ref}:{path}")
         try:
             raw = base64.b64decode(text, validate=True) if code == 0 else None
         except binascii.Error:
@@ -134,31 +158,92 @@ class GitRefStore:
         return _matching(raw, sha, key, self.ref)
 
     async def put(self, baseline: Baseline) -> str | None:
-        """Commit the record under the ref; None, or git's words."""
+        """Commit the record under the ref (hold it, in a batch); None, or git's words."""
+        path = _relative(baseline.repo, baseline.sha, baseline.key)
+        if self._held is not None:
+            self._held[path] = baseline
+            return None
+        return await self._commit({path: baseline}, f"llmgate baseline {baseline.key.suite} "
+                                                    f"at {baseline.sha[:12]}")
+
+    def start_batch(self) -> None:
+        """Hold every `put` from now on until `commit_batch`."""
+        self._held = {}
+
+    @property
+    def held(self) -> tuple[Baseline, ...]:
+        """The records put since `start_batch` and not committed yet."""
+        return tuple((self._held or {}).values())
+
+    async def commit_batch(self, title: str) -> str | None:
+        """Write the held records as one commit and end the batch.
+
+        The message is ``title``, a blank line and one line per record in the order put,
+        ``<namespace>: <suite> at <sha12>``. Nothing is committed when nothing is held.
+
+        Returns:
+            None (committed, or nothing held), or git's words (nothing was stored).
+        """
+        held, self._held = self._held or {}, None
+        if not held:
+            return None
+        lines = [f"{b.repo}: {b.key.suite} at {b.sha[:12]}" for b in held.values()]
+        return await self._commit(held, "\n".join([title, "", *lines]) + "\n")
+
+    async def _commit(self, records: Mapping[str, Baseline], message: str) -> str | None:
+        """Commit ``records`` (path -> record) on the ref's tip and move the ref to it,
+        rebuilding on a moved tip (see the class docstring); None, or why not stored."""
         with tempfile.TemporaryDirectory() as tmp:
-            record = Path(tmp) / "record"
-            record.write_bytes(base64.b64encode(encode(baseline)))  # git's output is text
-            code, blob = await self._git("hash-object", "-w", "--", str(record))
-            if code != 0:
-                return blob
-            code, parent = await self._git("rev-parse", "--verify", "-q",
-                                           f"{self.ref}^{{commit}}")
-            parents = ["-p", parent] if code == 0 else []
+            entries = await self._blobs(records, Path(tmp))
+            if isinstance(entries, str):
+                return entries
             index = {"GIT_INDEX_FILE": str(Path(tmp) / "index")}
-            path = _relative(baseline.repo, baseline.sha, baseline.key)
-            for args in (["read-tree", *([self.ref] if parents else ["--empty"])],
-                         ["update-index", "--add", "--cacheinfo", f"100644,{blob},{path}"],
-                         ["write-tree"]):
-                code, tree = await self._git(*args, env=index)
-                if code != 0:
-                    return tree
-        code, commit = await self._git("commit-tree", tree, *parents, "-m",
-                                       f"llmgate baseline {baseline.key.suite} at "
-                                       f"{baseline.sha[:12]}", env=_IDENTITY)
+            for _ in range(self.MAX_TRIES):
+                parent = await self._tip()
+                commit = await self._commit_on(parent, entries, message, index)
+                if commit.startswith("git "):
+                    return commit
+                code, moved = await self._git("update-ref", self.ref, commit, parent)
+                if code == 0:
+                    return None
+                if await self._tip() == parent:  # the ref did not move: git's own failure
+                    return moved
+                log.info("%s moved while committing; rebuilding on its new tip", self.ref)
+        return (f"{self.ref} moved {self.MAX_TRIES} times while committing (other writers): "
+                "not stored, run again")
+
+    async def _blobs(self, records: Mapping[str, Baseline], tmp: Path) -> list[str] | str:
+        """Write each record as a blob; return ``update-index --cacheinfo`` values, or
+        git's words."""
+        files = []
+        for number, baseline in enumerate(records.values()):
+            files.append(tmp / f"record{number}")
+            files[-1].write_bytes(base64.b64encode(encode(baseline)))  # git's output is text
+        code, out = await self._git("hash-object", "-w", "--", *map(str, files))
         if code != 0:
-            return commit
-        code, moved = await self._git("update-ref", self.ref, commit, *parents[1:])
-        return None if code == 0 else moved
+            return out
+        return [f"100644,{blob},{path}" for blob, path in zip(out.split(), records, strict=True)]
+
+    async def _tip(self) -> str:
+        """The ref's commit, or "" when the ref does not exist."""
+        code, tip = await self._git("rev-parse", "--verify", "-q", f"{self.ref}^{{commit}}")
+        return tip if code == 0 else ""
+
+    async def _commit_on(self, parent: str, entries: list[str], message: str,
+                         index: Mapping[str, str]) -> str:
+        """Return a new commit of ``parent``'s tree (none: empty) with ``entries`` added,
+        or git's words (they start with ``git ``)."""
+        cacheinfo = [arg for entry in entries for arg in ("--cacheinfo", entry)]
+        tree = ""
+        for args in (["read-tree", parent or "--empty"],
+                     ["update-index", "--add", *cacheinfo], ["write-tree"]):
+            code, tree = await self._git(*args, env=index)
+            if code != 0:
+                return tree
+        parents = ["-p", parent] if parent else []
+        code, commit = await self._git("commit-tree", tree, *parents, "-m", message,
+                                       env=_IDENTITY)
+        return commit
 
 
 def open_store(spec: str, repo_dir: Path,

@@ -55,6 +55,8 @@ class StoredBaselines:
     Attributes:
         keys: after a call, suite name -> key of every suite of the config (for the push
             job's latest pointer).
+        not_stored: after a call, suite name -> why the result run now was not stored (a
+            suite absent here was reused, or stored now).
     """
 
     def __init__(self, store: Records, repo: str, origin: Origin, *,
@@ -66,6 +68,7 @@ class StoredBaselines:
         self.origin = origin
         self.reuse = reuse
         self.keys: dict[str, BaselineKey] = {}
+        self.not_stored: dict[str, str] = {}
 
     async def __call__(self, config: Config, root: Path, sha: str,
                        evals: EvalContext | None) -> BaseRun:
@@ -75,6 +78,7 @@ class StoredBaselines:
             ConfigError: a suite that has to run has a missing or invalid file.
         """
         self.keys = {s.name: suite_key(config, s, root) for s in config.suites}
+        self.not_stored = {}
         found = {}
         for name, key in self.keys.items() if self.reuse else ():
             stored = await self.store.get(self.repo, sha, key)
@@ -86,6 +90,7 @@ class StoredBaselines:
             if missing else RunResult(sha, {})
         ran = {name: await self._store(sha, name, result, run)  # name -> why not stored
                for name, result in run.suites.items()}
+        self.not_stored = {name: why for name, why in ran.items() if why is not None}
         suites = {s.name: replace(found[s.name].result, spend=RunUsage()) if s.name in found
                   else run.suites[s.name] for s in config.suites
                   if s.name in found or s.name in run.suites}

@@ -25,7 +25,7 @@ from pathlib import Path
 from worker.contract import CHECK_NAME
 from worker.errors import ConfigError
 from worker.evals.context import EvalContext
-from worker.evals.types import CONFIG_FILENAME, GateReport, RuleOutcome, RunResult, Settings
+from worker.evals.types import CONFIG_FILENAME, Config, GateReport, RuleOutcome, RunResult, Settings
 from worker.evals.verdict.compare import config_error_report
 from worker.pipeline.plan import CheckMode, ConfigPlan, Plan, folder_root
 from worker.pipeline.trees import BaseRunner, gate_trees, read_config, run_base_now
@@ -209,9 +209,9 @@ def _folder_notes(head_dir: Path, path: str) -> list[str]:
         return []  # gate_trees reports it, with its line
     if config is None:
         return []
-    if config.configs or config.discover:
-        raise ConfigError(path, config.layout_line, "only the repository's root .llmgate.yml "
-                          "may list or discover configs: remove `configs`/`discover` here")
+    error = folder_config_error(config, path)
+    if error is not None:
+        raise error
     default = Settings()
     ignored = [k for k in ROOT_ONLY_SETTINGS
                if getattr(config.settings, k) != getattr(default, k)]
@@ -220,6 +220,21 @@ def _folder_notes(head_dir: Path, path: str) -> list[str]:
     keys = ", ".join(f"settings.{k}" for k in ignored)
     return [f"{path}: {keys} ignored: only the root .llmgate.yml decides "
             f"{'it' if len(ignored) == 1 else 'them'}"]
+
+
+def folder_config_error(config: Config, path: str) -> ConfigError | None:
+    """Return the error of a folder's config (file ``path``, repository-relative) that lists
+    or discovers configs (only the root config may), or None."""
+    if not config.configs and not config.discover:
+        return None
+    return ConfigError(path, config.layout_line, "only the repository's root .llmgate.yml "
+                       "may list or discover configs: remove `configs`/`discover` here")
+
+
+def error_in_repository(err: ConfigError, folder: str) -> ConfigError:
+    """Return ``err`` of a config in ``folder`` (its path relative to the folder, "" for the
+    config file) with its path repository-relative."""
+    return ConfigError(_join(folder, err.path), err.line, err.message)
 
 
 def deleted_report(path: str) -> GateReport:
@@ -247,7 +262,7 @@ def unconfigured_report() -> MultiReport:
 def in_repository(report: GateReport, folder: str) -> GateReport:
     """Return ``report`` with its file paths (relative to ``folder``) repository-relative."""
     err = report.config_error
-    moved = None if err is None else ConfigError(_join(folder, err.path), err.line, err.message)
+    moved = None if err is None else error_in_repository(err, folder)
     return replace(report, config_error=moved,
                    regressions=tuple(replace(r, dataset=_join(folder, r.dataset))
                                      for r in report.regressions),
