@@ -12,17 +12,9 @@ request from a fork answering 403, GitHub unreachable) comes back as one line fo
 
 from __future__ import annotations
 
-import asyncio
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-
-import httpx
-
-from worker.github.auth import FixedToken, GitHubAuthError
-from worker.github.client import GitHubClient, GitHubError
-from worker.github.comments import upsert_sticky_comment
-from worker.runtime.settings import DEFAULT_API_URL
 
 #: The environment variable the Action hands the token in (set only with ``comment: true``).
 TOKEN_ENV = "LLMGATE_GITHUB_TOKEN"  # noqa: S105 - a variable name, not a secret
@@ -59,6 +51,8 @@ def comment_target(environ: Mapping[str, str], number: int, author: str) -> Comm
     Raises:
         ValueError: ``GITHUB_REPOSITORY`` is not ``owner/name``, or ``number`` is not positive.
     """
+    from worker.runtime.settings import DEFAULT_API_URL
+
     repository = environ.get("GITHUB_REPOSITORY", "")
     if not _REPOSITORY.match(repository):
         raise ValueError(f"GITHUB_REPOSITORY ({repository or 'unset'}) is not owner/name")
@@ -85,6 +79,12 @@ async def upsert_comment(target: CommentTarget, token: str, body: str) -> int:
             or could not be reached through the client's retries (`GitHubUnavailable`).
         httpx.HTTPError, ValueError: ``api_url`` is not a usable URL.
     """
+    import httpx
+
+    from worker.github.auth import FixedToken
+    from worker.github.client import GitHubClient
+    from worker.github.comments import upsert_sticky_comment
+
     async with httpx.AsyncClient(timeout=HTTP_TIMEOUT_S) as session:
         client = GitHubClient(session, target.api_url, None, FixedToken(token), 0)
         return await upsert_sticky_comment(client, target.owner, target.repo, target.number,
@@ -95,6 +95,13 @@ def post_comment(target: CommentTarget, token: str, body: str) -> tuple[int | No
     """Post the comment (`upsert_comment`); return ``(comment id, "")``, or ``(None, why)``
     with one line saying why it was not posted (never the token). Raises nothing GitHub or
     the network can cause."""
+    import asyncio  # the HTTP client's imports wait until a comment is posted (fast --help)
+
+    import httpx
+
+    from worker.github.auth import GitHubAuthError
+    from worker.github.client import GitHubError
+
     if not token:
         return None, (f"no token: with `comment: true` the action passes `github-token` (by "
                       f"default the workflow's) as {TOKEN_ENV}")

@@ -358,7 +358,8 @@ def test_help_and_healthcheck_import_neither_the_engine_nor_scipy() -> None:
     probe = ("import sys, worker.cli.main; worker.cli.main._parser(); "
              "print(sorted(m for m in ('scipy', 'numpy', 'litellm', 'worker.report.render', "
              "'worker.evals.run.engine', 'asyncio', 'redis', 'yaml', 'worker.checkout', "
-             "'worker.evals.types', 'http.server', 'importlib.metadata') "
+             "'worker.evals.types', 'http.server', 'importlib.metadata', 'httpx', "
+             "'gidgethub') "
              "if m in sys.modules))")
     shown = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
                            check=True, cwd=ROOT).stdout.strip()
