@@ -45,8 +45,10 @@ class Progress:
         self.printed: dict[int, str] = {}  # line position -> its text last printed (CI)
 
     def plan(self, plan: RunPlan) -> None:
-        """Start a side's suites (`worker.evals.context.EvalContext.on_plan`)."""
+        """Start a side's suites (`worker.evals.context.EvalContext.on_plan`); the next line is
+        due an interval from now (checkouts and estimates before it do not count)."""
         self.counts.plan(plan)
+        self.shown = self.clock()
 
     def call(self, event: CallEvent) -> None:
         """Count one finished call and print when it is due."""
