@@ -1,11 +1,12 @@
-"""Progress of a long ``llmgate run`` on stderr: calls done, cache hits, cost so far, ETA.
+"""Progress of a long ``llmgate run`` on stderr: one line per suite and side.
 
-On a terminal one line is redrawn in place (at most every `TTY_EVERY_S`); otherwise (CI logs)
-one line is printed at most every `LOG_EVERY_S` seconds, so a long run is never silent for
-minutes and a short one prints nothing. A side starts when the engine announces its plan
-(`worker.evals.context.EvalContext.on_plan`): its commit and the model calls it expects. The
-ETA is the elapsed time per call done times the calls left (model, judge and embedding calls;
-commands are counted but have no total).
+Each line (worker/pipeline/progress.py `SuiteLine`) gives the calls done of those expected,
+cache hits, cost so far, time and ETA, e.g. ``llmgate: head 1a2b3c4 tickets: 120/400 calls (30
+cached), $0.0123, 35 s, about 1 min 22 s left``. On a terminal the block of lines is redrawn in
+place (at most every `TTY_EVERY_S`); otherwise (CI logs) the lines that moved are printed at most
+every `LOG_EVERY_S` seconds, so a long run is never silent for minutes and a short one prints
+nothing. Base and head may progress at once (worker/pipeline/sides.py): every redraw or batch of
+lines is one write of whole lines, so two sides never garble a line.
 """
 
 from __future__ import annotations
@@ -15,7 +16,8 @@ import time
 from collections.abc import Callable
 from typing import TextIO
 
-from worker.evals.context import CallEvent
+from worker.evals.context import CallEvent, RunPlan
+from worker.pipeline.progress import GateProgress
 
 #: Seconds between lines when stderr is not a terminal (the issue's "every ~10 s in CI").
 LOG_EVERY_S = 10.0
@@ -24,73 +26,56 @@ TTY_EVERY_S = 0.2
 
 
 class Progress:
-    """Counts one side's calls and prints the progress line (see the module docstring)."""
+    """Prints a gate's progress lines (see the module docstring).
+
+    Args:
+        stream: where to print (stderr by default).
+        clock: monotonic seconds.
+        tty: whether to redraw in place (default: whether ``stream`` is a terminal).
+    """
 
     def __init__(self, stream: TextIO | None = None, clock: Callable[[], float] = time.monotonic,
                  tty: bool | None = None) -> None:
         self.stream = stream or sys.stderr
         self.clock = clock
         self.tty = self.stream.isatty() if tty is None else tty
-        self.side, self.total = "", 0
-        self.done = self.hits = self.commands = 0
-        self.cost_usd = 0.0
-        self.started = self.shown = clock()
-        self.drawn = False
+        self.counts = GateProgress(clock)
+        self.shown = clock()
+        self.drawn = 0  # lines of the block on screen (a terminal)
+        self.printed: dict[int, str] = {}  # line position -> its text last printed (CI)
 
-    def plan(self, sha: str, calls: int) -> None:
-        """Start a side: its commit ("" for the working tree) and the model calls expected."""
-        self.finish()
-        self.side, self.total = sha[:7] or "working tree", calls
-        self.done = self.hits = self.commands = 0
-        self.cost_usd = 0.0
-        self.started = self.shown = self.clock()
+    def plan(self, plan: RunPlan) -> None:
+        """Start a side's suites (`worker.evals.context.EvalContext.on_plan`); the next line is
+        due an interval from now (checkouts and estimates before it do not count)."""
+        self.counts.plan(plan)
+        self.shown = self.clock()
 
     def call(self, event: CallEvent) -> None:
-        """Count one finished call and print the line when it is due."""
-        if event.kind == "command":
-            self.commands += 1
-        else:
-            self.done += 1
-            self.hits += event.cache_hits
-        self.cost_usd += event.cost_usd
+        """Count one finished call and print when it is due."""
+        self.counts.call(event)
         now = self.clock()
         if now - self.shown >= (TTY_EVERY_S if self.tty else LOG_EVERY_S):
             self.shown = now
-            self._print(self.line(now))
+            self._print(now)
 
-    def line(self, now: float) -> str:
-        """Return the progress line, e.g. ``llmgate: 1a2b3c4: 120/400 calls (30 cached),
-        $0.0123, 35 s, about 1 min 22 s left``."""
-        parts = [f"{self.done}/{self.total} calls ({self.hits} cached)" if self.total
-                 else f"{self.done} calls ({self.hits} cached)"]
-        if self.commands:
-            parts.append(f"{self.commands} commands")
-        elapsed = now - self.started
-        parts += [f"${self.cost_usd:.4f}", _duration(elapsed)]
-        if self.total and self.done:
-            left = elapsed / self.done * max(self.total - self.done, 0)
-            parts.append(f"about {_duration(left)} left")
-        return f"llmgate: {self.side}: {', '.join(parts)}"
-
-    def _print(self, line: str) -> None:
+    def _print(self, now: float) -> None:
+        texts = [line.text(now) for line in self.counts.lines()]
         if self.tty:
-            self.stream.write("\r\x1b[2K" + line)
-            self.drawn = True
+            up = f"\x1b[{self.drawn}F" if self.drawn else ""  # to the block's first line
+            self.stream.write(up + "".join(f"\r\x1b[2K{text}\n" for text in texts))
+            self.drawn = len(texts)
         else:
-            self.stream.write(line + "\n")
+            lines = self.counts.lines()
+            moved = [(i, text) for i, text in enumerate(texts)
+                     if (lines[i].done or lines[i].commands) and
+                     self.printed.get(i, "").split(", $")[:1] != text.split(", $")[:1]]
+            if not moved:
+                return
+            self.printed.update(moved)
+            self.stream.write("".join(text + "\n" for _, text in moved))
         self.stream.flush()
 
     def finish(self) -> None:
-        """End a redrawn line (a terminal), so what follows starts on its own line."""
+        """Draw the block a last time (a terminal), so it shows the final counts."""
         if self.drawn:
-            self.stream.write("\n")
-            self.stream.flush()
-            self.drawn = False
-
-
-def _duration(seconds: float) -> str:
-    whole = int(round(seconds))
-    if whole < 60:
-        return f"{whole} s"
-    minutes, rest = divmod(whole, 60)
-    return f"{minutes} min {rest} s" if minutes < 60 else f"{minutes // 60} h {minutes % 60} min"
+            self._print(self.clock())

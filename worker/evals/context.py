@@ -3,6 +3,10 @@
 `EvalContext` is made once per job (worker) or command (CLI) and passed down to the engine; its
 clock, sleep and random source are parameters so tests control retries and budgets without
 waiting. Without a context the engine runs with no response cache, real time and real sleeps.
+A gate gives each side its own copy naming the side (``base`` or ``head``) and holding the
+`Sides` both share: one limiter of model calls and one of commands for the whole gate, and what
+lets base and head run at once with the results of one after the other
+(worker/pipeline/sides.py).
 """
 
 from __future__ import annotations
@@ -38,6 +42,8 @@ class CallEvent:
             the budget stopped. 1 for a command that ran.
         cache_hits: 1 when the response cache answered the call, else 0.
         cost_usd: USD spent on the call (0 for a cache hit, a failed or an unpriced call).
+        side: the gate side that made it (`EvalContext.side`), "" outside a gate.
+        suite: the suite it was made for, "" when not known (a pairwise judge, a calibration).
     """
 
     kind: str
@@ -45,6 +51,92 @@ class CallEvent:
     sent: int
     cache_hits: int
     cost_usd: float
+    side: str = ""
+    suite: str = ""
+
+
+@dataclass(frozen=True)
+class RunPlan:
+    """What one side of a gate expects before its calls start (`EvalContext.on_plan`).
+
+    Attributes:
+        sha: its commit ("" for a working tree).
+        calls: model, judge and embedding calls expected (sent or cached: the estimate's).
+        suites: (suite name, calls expected) per suite, in run order; a suite two configs of the
+            run share (head's own contract beside base's) once, with both counts; the judge
+            calls of a calibration after the suites under the name "".
+        side: ``base``, ``head`` or "" (a run outside a gate).
+    """
+
+    sha: str
+    calls: int
+    suites: tuple[tuple[str, int], ...] = ()
+    side: str = ""
+
+
+class Sides:
+    """What the base and head runs of one gate share (worker/pipeline/sides.py).
+
+    Model calls of both sides wait for one ``limiter`` slot and commands for one
+    ``command_limit`` slot, each of ``concurrency`` (the gate's budget, not a side's). Base
+    leads: a head call the response cache misses first waits for base's flight of the same
+    key (then it reads base's answer from the cache, as it would after base had run), and a head
+    scoring call (judge, embeddings) that misses waits until base is done, so base sends every
+    call the two share, as when base runs first.
+
+    Attributes:
+        base_started: set once base's estimate is made and its calls may start (or it ended).
+        base_done: set once base ended, however.
+    """
+
+    def __init__(self, concurrency: int) -> None:
+        self.limiter = asyncio.Semaphore(concurrency)
+        self.command_limit = asyncio.Semaphore(concurrency)
+        self.base_started = asyncio.Event()
+        self.base_done = asyncio.Event()
+        self._flights: dict[str, tuple[asyncio.Event, int]] = {}
+
+    def fetching(self, key: str) -> None:
+        """Note that base is fetching the answer of ``key`` (a cache miss it sends)."""
+        event, count = self._flights.get(key, (asyncio.Event(), 0))
+        self._flights[key] = (event, count + 1)
+
+    def fetched(self, key: str) -> None:
+        """Note that base's fetch of ``key`` ended (its answer stored, or an error)."""
+        event, count = self._flights.get(key, (asyncio.Event(), 1))
+        if count > 1:
+            self._flights[key] = (event, count - 1)
+            return
+        self._flights.pop(key, None)
+        event.set()
+
+    async def before_head_sends(self, key: str, scoring: bool) -> bool:
+        """Wait before head sends ``key`` (a cache miss) while base may fetch it first.
+
+        Args:
+            key: the call's response cache key.
+            scoring: a judge or embeddings call (its key depends on an answer, so base may
+                ask for it later): it waits until base is done.
+
+        Returns:
+            Whether it waited (then the caller reads the cache again).
+        """
+        flight = self._flights.get(key)
+        waited = flight is not None
+        if flight is not None:
+            await flight[0].wait()
+        if scoring and not self.base_done.is_set():
+            await self.base_done.wait()
+            waited = True
+        return waited
+
+    def finish_base(self) -> None:
+        """Mark base ended: nothing of head waits for it any more."""
+        self.base_started.set()
+        self.base_done.set()
+        for event, _ in self._flights.values():
+            event.set()
+        self._flights.clear()
 
 
 @dataclass(frozen=True)
@@ -64,7 +156,7 @@ class RunOverrides:
     samples: int | None = None
 
 
-def _ignore_plan(sha: str, calls: int) -> None:
+def _ignore_plan(plan: RunPlan) -> None:
     """Observe nothing (the worker's default)."""
 
 
@@ -90,12 +182,16 @@ class EvalContext:
         history: earlier values of each suite's examples in runs of unchanged code (the A/A
             runs of a calibration: suite -> metric -> example id -> values, fractions 0-1);
             they weigh the examples of the sign-flip family (worker/evals/verdict/flakiness.py).
-        on_plan: told, before a side's calls start, its commit ("" for a working tree) and
-            the model, judge and embedding calls it expects (sent or cached; the estimate's);
-            the CLI's progress line (worker/cli/progress.py). It must not block or raise.
+        on_plan: told, before a side's calls start, what it expects (`RunPlan`: its commit,
+            its calls in all and per suite); the progress lines of the CLI
+            (worker/cli/progress.py) and of the App's check run (worker/gate/progress.py). It
+            must not block or raise.
         overrides: the command line's changes to every config (`RunOverrides`).
         cache_file: the SQLite file of the response cache when there is no ``redis``
             (``llmgate run``'s default: worker/evals/llm/disk_cache.py), or None.
+        side: the side of a gate this context runs (``base``, ``head``), "" outside a gate;
+            named in every `CallEvent` and `RunPlan`.
+        sides: what both sides of the gate share (`Sides`), or None (a run of its own).
     """
 
     redis: Redis | None = None
@@ -108,6 +204,8 @@ class EvalContext:
     on_call: Callable[[CallEvent], None] = _ignore_call
     history: Mapping[str, Mapping[str, Mapping[str, Sequence[float]]]] = field(
         default_factory=dict)
-    on_plan: Callable[[str, int], None] = _ignore_plan
+    on_plan: Callable[[RunPlan], None] = _ignore_plan
     overrides: RunOverrides = RunOverrides()
     cache_file: Path | None = None
+    side: str = ""
+    sides: Sides | None = None

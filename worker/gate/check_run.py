@@ -73,7 +73,9 @@ def retry_later(job: JobRef, err: Exception) -> Retry:
     return Retry(defer=delay_s)
 
 
-def _running_output(head_sha: str, job: JobRef | None) -> dict[str, str]:
+def running_output(head_sha: str, job: JobRef | None) -> dict[str, str]:
+    """Return the ``output`` of an in-progress check run: ``{"title", "summary"}`` naming the
+    head and, on a later try of the job, which try it is."""
     if job is None or job.attempt == 1:
         return {"title": "llmgate: running", "summary": f"Running the eval suites at "
                                                        f"`{head_sha[:7]}`."}
@@ -93,7 +95,7 @@ async def open_run(registry: RunRegistry, gh: GitHubClient, request: GateRequest
     """
     repo, head_sha = request.repo, request.head_sha
     owner, name = repo["owner"], repo["name"]
-    output = _running_output(head_sha, job)
+    output = running_output(head_sha, job)
     external_id = request.external_id or pr_external_id(request.pr_number)
     if job is None:
         return OpenRun(await gh.create_check_run(owner, name, head_sha, status="in_progress",

@@ -14,7 +14,7 @@ from both trees); each runs as worker/pipeline/multi.py says.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import AsyncExitStack, contextmanager
 from dataclasses import replace
 
@@ -22,7 +22,7 @@ from worker.baselines.reuse import Origin, StoredBaselines
 from worker.baselines.store import BaselineStore
 from worker.checkout import GitError
 from worker.errors import ExecutionError
-from worker.evals.context import EvalContext
+from worker.evals.context import CallEvent, EvalContext
 from worker.evals.types import GateReport
 from worker.gate.calibration import calibration_history
 from worker.gate.request import GateRequest
@@ -30,6 +30,7 @@ from worker.gate.services import Services
 from worker.github.client import GitHubClient
 from worker.pipeline.multi import MultiReport, gate_plan
 from worker.pipeline.plan import baseline_namespace, plan_configs, tip_reason, unconfigured_tree
+from worker.pipeline.progress import GateProgress
 from worker.pipeline.trees import BaseRunner
 from worker.runtime.metrics import record_call
 
@@ -46,11 +47,12 @@ async def evaluate(services: Services, gh: GitHubClient, request: GateRequest) -
     return (await evaluate_configs(services, gh, request)).merged()
 
 
-async def evaluate_configs(services: Services, gh: GitHubClient,
-                           request: GateRequest) -> MultiReport:
+async def evaluate_configs(services: Services, gh: GitHubClient, request: GateRequest,
+                           progress: GateProgress | None = None) -> MultiReport:
     """Check out ``request``'s head and its base commit and gate every config on them.
 
-    The installation token is given to git per command and added to the redactor.
+    The installation token is given to git per command and added to the redactor. ``progress``
+    is told each side's plan and every call (worker/pipeline/progress.py), when given.
 
     Returns:
         One report per config (a single one for a repository with only a root config); each
@@ -84,8 +86,10 @@ async def evaluate_configs(services: Services, gh: GitHubClient,
                                                              request.head_sha, token)
             evals = EvalContext(redis=services.cache, namespace=key,  # cache per repository
                                 cache_mode="off" if request.no_cache else "use",
-                                on_call=record_call,  # provider calls, cache hits, USD
+                                on_call=_observed(progress),  # metrics (and progress)
                                 history=await calibration_history(services.redis, key))
+            if progress is not None:
+                evals.on_plan = progress.plan
             role = "" if merge_base == request.base_sha else "the merge base" \
                 if base_sha == merge_base else f"the base branch's tip, {why_tip}"
             store = BaselineStore(services.redis, services.baselines)
@@ -140,6 +144,19 @@ async def unconfigured(services: Services, gh: GitHubClient, request: GateReques
                     return False
         async with services.checkouts.worktree(key, url, request.head_sha, token) as head_root:
             return unconfigured_tree(head_root)
+
+
+def _observed(progress: GateProgress | None) -> Callable[[CallEvent], None]:
+    """The run's ``on_call``: the worker's metrics, and ``progress`` when given."""
+    if progress is None:
+        return record_call
+    counts = progress
+
+    def both(event: CallEvent) -> None:
+        record_call(event)  # provider calls, cache hits, USD
+        counts.call(event)
+
+    return both
 
 
 @contextmanager

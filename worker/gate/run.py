@@ -8,7 +8,8 @@ the ``llmgate`` check run on the head SHA (or reuses the one an earlier try of i
 (`worker.gate.drafts`), decides trust, concludes ``neutral`` with no comment a repository without
 any config at the merge base and at head (`worker.gate.evaluate.unconfigured`; for an untrusted head
 not approved yet, which is not fetched, at the base's tip), evaluates base and head
-(`worker.gate.evaluate`: every config of the repository, `worker.pipeline.plan`), writes the PR's
+(`worker.gate.evaluate`: every config of the repository, `worker.pipeline.plan`; its progress per
+suite and side shown in the check run meanwhile, `worker.gate.progress`), writes the PR's
 sticky comment, completes the check runs of configs that report on their own
 (`worker.gate.config_checks`) and completes the ``llmgate`` check run with annotations
 (`worker.report.multi`). Every way out but one concludes the check run: ``cancelled`` when
@@ -22,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 
 from worker.errors import ExecutionError
 from worker.gate import accept, drafts, shared_head, untrusted
@@ -33,10 +35,12 @@ from worker.gate.check_run import (
     forget,
     open_run,
     retry_later,
+    running_output,
     stopped_reason,
 )
 from worker.gate.config_checks import publish_config_checks
 from worker.gate.evaluate import evaluate_configs, unconfigured
+from worker.gate.progress import updating
 from worker.gate.registry import RunRegistry
 from worker.gate.request import GateRequest
 from worker.gate.services import Services
@@ -46,6 +50,7 @@ from worker.github.checks import CheckOutput, complete_check_run
 from worker.github.client import GitHubClient, GitHubError
 from worker.github.comments import upsert_sticky_comment
 from worker.pipeline.multi import NO_CONFIG_HEADLINE, unconfigured_report
+from worker.pipeline.progress import GateProgress
 from worker.report import multi as report_multi
 from worker.report.html_report import render_html
 from worker.report.pii import redact_pii
@@ -176,7 +181,10 @@ async def _gate(services: Services, gh: GitHubClient, request: GateRequest, chec
         await untrusted.conclude_waiting(gh, repo, check_run_id, pr_number, head_sha, verdict)
         await _record(services, request, "action_required", check_run_id)
         return {"conclusion": "action_required", "head_sha": head_sha}
-    multi = services.redactor.redact_value(await evaluate_configs(services, gh, request))
+    progress = GateProgress(time.monotonic)  # per suite and side, in the running check run
+    async with updating(gh, owner, name, check_run_id, running_output(head_sha, job), progress):
+        multi = await evaluate_configs(services, gh, request, progress)
+    multi = services.redactor.redact_value(multi)
     multi = redact_pii(multi)  # no report quotes what a `pii` assertion found
     gate_report = multi.merged()  # every config's verdict in one report
     record_gate_report(gate_report)

@@ -6,7 +6,9 @@ Configuration problems become a `GateReport` with ``config_error`` set (a failed
 annotation), never an exception; only failures of the run itself raise.
 
 The base side goes through a `BaseRunner`: ``llmgate run`` runs base now (`run_base_now`); the
-worker first looks for stored baselines (worker/baselines/reuse.py).
+worker first looks for stored baselines (worker/baselines/reuse.py). Base and head run at once
+where that gives the results of one after the other (worker/pipeline/sides.py), sharing one
+limiter of the config's ``concurrency``.
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ from worker.pipeline.judge_trust import apply_judge_rules, planned
 from worker.pipeline.on_paths import restrict, select_suites
 from worker.pipeline.overrides import apply_overrides, check_suites
 from worker.pipeline.sequential import SequentialGate, restrict_base, scale_alpha
+from worker.pipeline.sides import at_once, run_both, side_contexts
 
 
 @dataclass(frozen=True)
@@ -173,17 +176,23 @@ async def gate_trees(
         notes += selection.skipped.values()
     head_config, settings_notes = with_base_settings(base_config, head_config)
     notes += settings_notes
-    base = await _base_run(base_runner, base_config, base_root, base_sha, notes, problems,
-                           evals) if base_root and base_config else None
+    try:
+        base, hoped, ran = await _sides(base_runner, (base_config, base_root, base_sha),
+                                        (head_config, head_root, head_sha), (notes, problems),
+                                        evals)
+    except ConfigError as err:  # head's: base's become notes
+        return config_error_report(err)
     base_run = base.result if base else None
-    plan = _plan(base_config if base else None, base_root, head_config, head_root, notes)
+    plan = hoped if base and hoped else _plan(None, base_root, head_config, head_root, notes)
     sequential = _sequential(plan, base_config, base_run, evals)
     judged_base = base_config if base else None
-    state = RunState(plan.configs[0].settings, evals)  # the judge calibration spends it too
+    head_evals = ran[1] if ran else _head_context(evals, base_root is not None)
+    state = ran[2] if ran else RunState(plan.configs[0].settings, head_evals)  # calibration too
     try:
         heads, base_run = await _head_runs(plan, (head_root, head_sha), base_root, base_config,
-                                           base_run, sequential, (notes, problems), evals,
-                                           (state, planned(head_config, judged_base, base_root)))
+                                           base_run, sequential, (notes, problems), head_evals,
+                                           (state, planned(head_config, judged_base, base_root)),
+                                           ran[3] if ran else None)
     except ConfigError as err:
         return config_error_report(err)
     if base_root is None:
@@ -202,6 +211,52 @@ async def gate_trees(
         report = replace(report, notes=(*report.notes, source))
     return replace(at_head_lines(report, plan.gating, head_config, head_root),
                    base_source=source)
+
+
+_Ran = tuple["_Plan", EvalContext, RunState, list[RunResult]]
+
+
+async def _sides(runner: BaseRunner, base: tuple[Config | None, Path | None, str],
+                 head: tuple[Config, Path, str], lines: tuple[list[str], list[str]],
+                 evals: EvalContext | None,
+                 ) -> tuple[BaseRun | None, _Plan | None, _Ran | None]:
+    """Run base, and head's suites beside it when they may run at once
+    (worker/pipeline/sides.py); return base's run (None: none, or its files are invalid:
+    noted), head's plan on base's contract (None without a base config) and, when head ran
+    beside base, head's plan, context, run state and runs.
+
+    Raises:
+        ConfigError: a file head's run needs is missing or invalid (base is cancelled).
+    """
+    (base_config, base_root, base_sha), (head_config, head_root, head_sha) = base, head
+    if base_root is None or base_config is None:
+        return None, None, None
+    base_evals, head_evals, shared = side_contexts(evals, head_config.settings.concurrency)
+    base_side = _base_run(runner, base_config, base_root, base_sha, *lines, base_evals)
+    plan = _plan(base_config, base_root, head_config, head_root, [])
+    if not at_once(base_config, plan.configs, base_root, head_root, evals):
+        try:
+            return await base_side, plan, None
+        finally:
+            shared.finish_base()
+    state = RunState(plan.configs[0].settings, head_evals)
+
+    async def head_side() -> list[RunResult]:
+        return await run_configs(plan.configs, head_root, head_sha, head_evals, with_base=True,
+                                 state=state, judgings=planned(head_config, base_config,
+                                                               base_root))
+
+    found, heads = await run_both(base_side, head_side, shared, lambda run: run is None)
+    if found is None or heads is None:
+        return found, plan, None  # head runs again, as after a base that was not evaluated
+    return found, plan, (plan, head_evals, state, heads)
+
+
+def _head_context(evals: EvalContext | None, with_base: bool) -> EvalContext | None:
+    """Head's context when it runs after base (its side named; base's `Sides` are done)."""
+    if evals is None and not with_base:
+        return None
+    return replace(evals or EvalContext(), side="head", sides=None)
 
 
 @dataclass(frozen=True)
@@ -235,18 +290,20 @@ async def _head_runs(plan: _Plan, head: tuple[Path, str], base_root: Path | None
                      sequential: SequentialGate | None, lines: tuple[list[str], list[str]],
                      evals: EvalContext | None,
                      spending: tuple[RunState, Sequence[Judging]],
+                     ran: list[RunResult] | None = None,
                      ) -> tuple[list[RunResult], RunResult | None]:
     """Run head (in looks under ``settings.sequential``), its pairwise judges, and the
     ``confirm_flips`` re-runs; return head's runs and the base run they are compared with.
 
     ``spending`` is head's run state (its budget and totals, shared with the judge calibration
-    that follows) and the calibration's judge calls, counted in head's estimate.
+    that follows) and the calibration's judge calls, counted in head's estimate. ``ran``: head's
+    runs when they were made beside base's (`_sides`).
 
     Raises:
         ConfigError: a file head's run needs is missing or invalid.
     """
     (head_root, head_sha), (notes, problems) = head, lines
-    heads = await run_configs(
+    heads = ran if ran is not None else await run_configs(
         plan.configs, head_root, head_sha, evals, with_base=base_root is not None,
         looks=_looks(sequential, plan, head_root, base_config, problems, evals),
         state=spending[0], judgings=spending[1])

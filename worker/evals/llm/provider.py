@@ -5,7 +5,8 @@ the call up in the response cache, checks the budget, waits for one of ``setting
 slots (held only while a request is in flight, not while backing off), retries by the policy
 of worker/evals/llm/retry.py, prices the answer (worker/evals/llm/cost.py) and stores it. A call
 that fails is returned as an error with the provider's message, never raised: the example errors,
-the job goes on.
+the job goes on. In a gate whose sides run at once (`worker.evals.context.Sides`), the slots
+are the gate's, and a head call the cache misses may first wait for base's fetch of it.
 
 An answer without usable text (empty, null content, withheld by a content filter, cut at the
 token limit before any text: `llm.answer_problem`) is returned as an error of kind ``empty``
@@ -109,8 +110,10 @@ class ModelCaller:
         self.cache = cache
         self.budget = budget
         self.ctx = ctx
-        self.limiter = asyncio.Semaphore(settings.concurrency)
+        self.limiter = ctx.sides.limiter if ctx.sides is not None \
+            else asyncio.Semaphore(settings.concurrency)
         self.total = RunUsage()
+        self.suite = ""  # the suite being run, named in each CallEvent
         self._prices: dict[tuple[str, Pricing | None], TokenPrices | None] = {}
 
     def prices(self, endpoint: Endpoint) -> TokenPrices | None:
@@ -208,14 +211,31 @@ class ModelCaller:
         return (f"not sent: {endpoint.model} has no known price and max_cost_usd is set "
                 "(give the model `pricing: {input, output}`, USD per million tokens)")
 
+    async def _cached(self, key: str) -> Answer | None:
+        hit = await self.cache.get(key)
+        return _from_cache(hit) if hit is not None else None
+
     async def _call(self, key: str, send: Any, use_cache: bool, what: tuple[str, str],
                     endpoint: Endpoint, lengths: str | None = None) -> CallOutcome:
+        sides = self.ctx.sides if use_cache else None
         if use_cache:
-            hit = await self.cache.get(key)
-            answer = _from_cache(hit) if hit is not None else None
+            answer = await self._cached(key)
+            if answer is None and sides is not None and self.ctx.side == "head" and \
+                    await sides.before_head_sends(key, what[0] not in ("model", "command")):
+                answer = await self._cached(key)  # what base fetched meanwhile
             if answer is not None:
                 hit_outcome = CallOutcome(answer, None, None, RunUsage(cache_hits=1))
                 return self._account(what, hit_outcome)
+        if sides is None or self.ctx.side != "base":
+            return await self._send(key, send, use_cache, what, endpoint, lengths)
+        sides.fetching(key)  # head waits for it (Sides)
+        try:
+            return await self._send(key, send, use_cache, what, endpoint, lengths)
+        finally:
+            sides.fetched(key)
+
+    async def _send(self, key: str, send: Any, use_cache: bool, what: tuple[str, str],
+                    endpoint: Endpoint, lengths: str | None) -> CallOutcome:
         refused = self._unpriced_under_budget(endpoint)
         if refused is not None:
             return self._account(what, CallOutcome(None, refused, "budget", RunUsage()))
@@ -253,7 +273,7 @@ class ModelCaller:
         self.total = self.total + outcome.spend
         spend = outcome.spend
         self.ctx.on_call(CallEvent(what[0], what[1], spend.provider_calls, spend.cache_hits,
-                                   spend.cost_usd))
+                                   spend.cost_usd, self.ctx.side, self.suite))
         return outcome
 
 

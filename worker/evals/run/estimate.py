@@ -89,10 +89,13 @@ class Estimate:
         cost: calls, tokens and USD (None when ``unpriced`` is not empty).
         unpriced: the first use of each model without a known price that the run will call
             (calls the cache answers do not count).
+        suites: (suite name, calls expected, sent or cached) per suite in run order, a name
+            two configs share once with both counts; the ``judgings`` under "" (when any).
     """
 
     cost: CostEstimate
     unpriced: tuple[ModelUse, ...] = ()
+    suites: tuple[tuple[str, int], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -205,16 +208,24 @@ async def estimate_configs(configs: Sequence[Config], root: Path, caller: ModelC
         ConfigError: as `estimate_config`.
     """
     tally = _Tally()
+    per_suite: dict[str, int] = {}
     for config in configs:
         for suite in config.suites:
+            before = tally.calls + tally.cached
             await _count(tally, caller, await _suite(tally, suite, root, config, caller,
                                                      with_base))
+            per_suite[suite.name] = per_suite.get(suite.name, 0) + tally.calls + tally.cached \
+                - before
+    before = tally.calls + tally.cached
     await _count(tally, caller, [await _judged(tally, j.judge, j.example, 1, caller, j.answer,
                                                j.use, configs[0].settings, cacheable=True)
                                  for j in judgings])
+    if tally.calls + tally.cached > before:
+        per_suite[""] = tally.calls + tally.cached - before
     cost = None if tally.cost_usd is None else round(tally.cost_usd, 6)
     return Estimate(CostEstimate(tally.calls, tally.tokens_in, tally.tokens_out, cost,
-                                 tally.cached), tuple(tally.unpriced.values()))
+                                 tally.cached), tuple(tally.unpriced.values()),
+                    tuple(per_suite.items()))
 
 
 async def _count(tally: _Tally, caller: ModelCaller, calls: list[_Call]) -> None:

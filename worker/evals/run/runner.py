@@ -40,7 +40,7 @@ from worker.errors import ConfigError
 from worker.evals.config.consistency import load_suite_dataset
 from worker.evals.config.prompts import PromptTemplate, load_prompt, render
 from worker.evals.config.schemas import load_schema_file
-from worker.evals.context import CallEvent, EvalContext
+from worker.evals.context import CallEvent, EvalContext, RunPlan
 from worker.evals.llm import pool as llm_pool
 from worker.evals.llm.cache import ResponseCache
 from worker.evals.llm.cost import Budget, BudgetExceeded
@@ -92,7 +92,8 @@ class RunState:
             else ResponseCache(self.ctx.redis, self.ctx.namespace, mode)
         self.budget = Budget(settings.max_cost_usd, settings.max_duration_s, self.ctx.clock)
         self.caller = ModelCaller(settings, self.cache, self.budget, self.ctx)
-        self.command_limit = asyncio.Semaphore(settings.concurrency)
+        self.command_limit = self.ctx.sides.command_limit if self.ctx.sides is not None \
+            else asyncio.Semaphore(settings.concurrency)
         self.answers: dict[tuple[str, int, str, str], TargetOutput] = {}
 
 
@@ -176,10 +177,12 @@ async def run_suites(configs: Sequence[Config], root: Path, sha: str = "",
     llm_pool.expect(estimate.calls)  # a large run gets provider processes
     if estimate.calls or estimate.cached_calls:
         state.ctx.say(describe_estimate(sha, estimate, unpriced))
-    state.ctx.on_plan(sha, estimate.calls + estimate.cached_calls)
+    state.ctx.on_plan(RunPlan(sha, estimate.calls + estimate.cached_calls, planned.suites,
+                              state.ctx.side))
     limit = settings.max_cost_usd
     if limit is not None and planned.unpriced:
         raise unpriced_error(planned.unpriced[0], limit)
+    _started(state.ctx)
     if not state.budget.started:  # a caller's state may have started its clock already
         state.budget.start()
     if limit is not None and estimate.cost_usd is not None and estimate.cost_usd > limit:
@@ -198,8 +201,15 @@ async def run_suites(configs: Sequence[Config], root: Path, sha: str = "",
         found = [RunResult(sha, dict(suites), spend=state.caller.total, estimate=estimate,
                            stopped=state.budget.stopped) for suites in runs]
         if looks is None or look == count or await looks.decide(found, look):
+            state.caller.suite = ""  # later calls on this state are of no suite
             return found
     raise AssertionError("the last look returns")
+
+
+def _started(ctx: EvalContext) -> None:
+    """Tell a gate's head that base's calls may start (worker/pipeline/sides.py)."""
+    if ctx.sides is not None and ctx.side == "base":
+        ctx.sides.base_started.set()
 
 
 async def confirm_run(configs: Sequence[Config], root: Path, sha: str, state: RunState,
@@ -259,6 +269,7 @@ async def run_suite(suite: SuiteConfig, root: Path, settings: Settings,
     """
     state = state or RunState(settings)
     before = state.caller.total
+    state.caller.suite = suite.name  # named in each call's event (progress)
     contract = suite.contract_root or root  # where its dataset and scoring files are
     examples = load_suite_dataset(contract, suite)
     earlier = part[2] if part is not None else None
@@ -372,7 +383,8 @@ async def _answer(suite: SuiteConfig, examples: tuple[Example, ...], root: Path,
         for output in outputs:  # one command call per example that ran, at its reported cost
             if output.error_kind != "budget":
                 cost_usd = max(output.cost_usd or 0.0, 0.0)
-                state.ctx.on_call(CallEvent("command", "", 1, 0, cost_usd))
+                state.ctx.on_call(CallEvent("command", "", 1, 0, cost_usd, state.ctx.side,
+                                            suite.name))
         return outputs
     template = load_prompt(root, target.prompt)
     return list(await asyncio.gather(*(
