@@ -343,7 +343,8 @@ def test_support_bot_regression_as_a_process(tmp_path):
         capture_output=True, text=True, timeout=120)
     # nothing on stderr but progress lines (one per ~10 s in a log: a slow machine prints some)
     said = [line for line in done.stderr.splitlines()
-            if not re.fullmatch(r"llmgate: [0-9a-f]{7}: .*, \$\d+\.\d{4}, .*", line)]
+            if not re.fullmatch(r"llmgate: (base |head )?[0-9a-f]{7} [^:]+: .*, \$\d+\.\d{4}, .*",
+                                line)]
     assert (done.returncode, done.stdout, said) == (EXIT_GATE_FAILED, "", [])
     report = json.loads(out_file.read_text())
     assert report["conclusion"] == "failure"
