@@ -60,6 +60,10 @@ class Records(Protocol):
     async def put(self, baseline: Baseline) -> str | None:
         """Store ``baseline``; return None, or why it was not stored."""
 
+    async def runs(self, repo: str, key: BaselineKey, limit: int) -> list[Baseline]:
+        """Return up to ``limit`` records of ``key`` at any commit, newest first (flakiness
+        evidence, worker/baselines/history.py); unreadable records are skipped."""
+
 
 def _relative(repo: str, sha: str, key: BaselineKey) -> str:
     """The record's path inside a store: ``<repo>/<sha>/<digest>.rec`` (safe characters)."""
@@ -105,6 +109,21 @@ class DirectoryStore:
         except OSError as err:
             return f"cannot write {path}: {err.strerror or err}"
         return None
+
+    async def runs(self, repo: str, key: BaselineKey, limit: int) -> list[Baseline]:
+        """Return up to ``limit`` records of ``key`` at any commit under the directory, newest
+        first (see `Records.runs`)."""
+        folder = (self.root / _relative(repo, "x", key)).parent.parent
+        found = []
+        for path in sorted(folder.glob(f"*/{key.digest}.rec")) if folder.is_dir() else ():
+            try:
+                record = _matching(path.read_bytes(), path.parent.name, key, str(path))
+            except OSError:
+                continue
+            if record is not None:
+                found.append(record)
+        found.sort(key=lambda r: -r.created_at)
+        return found[:limit]
 
 
 class GitRunner(Protocol):
@@ -244,6 +263,20 @@ class GitRefStore:
         code, commit = await self._git("commit-tree", tree, *parents, "-m", message,
                                        env=_IDENTITY)
         return commit
+
+    async def runs(self, repo: str, key: BaselineKey, limit: int) -> list[Baseline]:
+        """Return up to ``limit`` records of ``key`` at any commit under the ref, newest first
+        (see `Records.runs`); no ref yet: none."""
+        folder = _relative(repo, "x", key).rsplit("/", 2)[0]
+        code, text = await self._git("ls-tree", "-r", "--name-only", self.ref, "--", folder)
+        found = []
+        for path in text.splitlines() if code == 0 else ():
+            sha = path.rsplit("/", 2)[-2]
+            if path.endswith(f"/{key.digest}.rec") and (
+                    record := await self.get(repo, sha, key)) is not None:
+                found.append(record)
+        found.sort(key=lambda r: -r.created_at)
+        return found[:limit]
 
 
 def open_store(spec: str, repo_dir: Path,

@@ -6,6 +6,11 @@ config it looks up a baseline of exactly the base commit with an equal `Baseline
 others run now and are stored for later pull requests. It never falls back to another commit
 (an ancestor or the branch tip): without a baseline of that SHA, base runs.
 
+Stored records of the same key at other commits are also the examples' flakiness evidence: the
+newest `MAX_STORED_RUNS` of each suite, never the record of the base commit being gated, are
+added to ``evals.history`` after the calibration's (worker/baselines/history.py), where they
+weigh the sign-flip family, and the base sentence says how many were read.
+
 A suite result is stored only when it is complete: not stopped by a budget or time limit, and
 with no unscored example (provider errors, judge errors), so bad luck at one run is never
 frozen into later comparisons. The push job (worker/jobs/push.py) uses the same runner.
@@ -19,12 +24,14 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Literal
 
+from worker.baselines.history import MAX_STORED_RUNS, merged, stored_history
 from worker.baselines.keys import BaselineKey, suite_key
 from worker.baselines.local import Records
 from worker.baselines.store import Baseline
 from worker.evals.context import EvalContext
 from worker.evals.llm_types import RunUsage
 from worker.evals.run.engine import run_config
+from worker.evals.score.example_values import has_example_values
 from worker.evals.types import Config, RunResult, SuiteResult
 from worker.pipeline.trees import BaseRun
 
@@ -94,8 +101,30 @@ class StoredBaselines:
         suites = {s.name: replace(found[s.name].result, spend=RunUsage()) if s.name in found
                   else run.suites[s.name] for s in config.suites
                   if s.name in found or s.name in run.suites}
-        merged = replace(run, suites=suites)
-        return BaseRun(merged, describe(sha, self.origin.role, found, ran))
+        weighed = await self.weigh(config, sha, evals)
+        return BaseRun(replace(run, suites=suites),
+                       describe(sha, self.origin.role, found, ran) + weighed)
+
+    async def weigh(self, config: Config, sha: str, evals: EvalContext | None) -> str:
+        """Add the stored runs of each suite's key at commits other than ``sha`` to
+        ``evals.history`` (module docstring); return the base sentence's words on them ("" for
+        none). Call after ``keys`` is set."""
+        if evals is None:
+            return ""
+        metrics = {s.name: [m for m in s.gate if has_example_values(m)] for s in config.suites}
+        records: list[Baseline] = []
+        for name, key in self.keys.items():
+            if metrics.get(name):
+                records += await self.store.runs(self.repo, key, MAX_STORED_RUNS + 1)
+        history = stored_history(records, metrics, exclude_sha=sha)
+        if not history:
+            return ""
+        evals.history = merged(evals.history, history)
+        depth = {suite: max((len(v) for rows in found.values() for v in rows.values()),
+                            default=0) for suite, found in history.items()}
+        parts = ", ".join(f"{suite}: {n}" for suite, n in sorted(depth.items()))
+        return (f"; example weights also from stored runs of the unchanged suite at earlier "
+                f"commits ({parts})")
 
     async def _store(self, sha: str, name: str, result: SuiteResult,
                      run: RunResult) -> str | None:

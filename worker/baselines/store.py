@@ -10,6 +10,8 @@ Keys (``repo`` is ``owner/name``)::
 
     llmgate:baseline:<repo>:<sha>:<key digest>   one suite's record, expires after the TTL
     llmgate:baseline-latest:<repo>:<branch>      {"sha", "keys", "pushed_at", "created_at"}
+    llmgate:baseline-runs:<repo>:<key digest>    sorted set: sha -> created_at, the commits
+                                                 holding a record of that key (`runs`)
 
 Retention: records expire ``LLMGATE_BASELINE_TTL_S`` seconds (default 30 days) after they were
 made, except those of the latest push to each branch: `BaselineStore.mark_latest` removes
@@ -44,6 +46,7 @@ log = logging.getLogger("llmgate.baselines")
 RECORD_VERSION = 1
 KEY_PREFIX = "llmgate:baseline:"
 LATEST_PREFIX = "llmgate:baseline-latest:"
+RUNS_PREFIX = "llmgate:baseline-runs:"
 DEFAULT_TTL_S = 30 * 24 * 3600
 DEFAULT_MAX_BYTES = 16 * 1024 * 1024
 #: JSON larger than this is stored zlib-compressed.
@@ -133,6 +136,11 @@ def record_key(repo: str, sha: str, key: BaselineKey) -> str:
     return f"{KEY_PREFIX}{repo}:{sha}:{key.digest}"
 
 
+def runs_key(repo: str, key: BaselineKey) -> str:
+    """Return the Redis key of the index of commits holding a record of ``key``."""
+    return f"{RUNS_PREFIX}{repo}:{key.digest}"
+
+
 def latest_key(repo: str, branch: str) -> str:
     """Return the Redis key of a branch's latest-push pointer."""
     return f"{LATEST_PREFIX}{repo}:{branch}"
@@ -204,9 +212,33 @@ class BaselineStore:
         if len(data) > self.settings.max_bytes:
             return (f"{len(data)} bytes compressed, over the cap of {self.settings.max_bytes} "
                     "(LLMGATE_BASELINE_MAX_BYTES)")
-        await self.redis.set(record_key(baseline.repo, baseline.sha, baseline.key), data,
-                             ex=self.settings.ttl_s)
+        index = runs_key(baseline.repo, baseline.key)
+        async with self.redis.pipeline(transaction=True) as pipe:
+            pipe.set(record_key(baseline.repo, baseline.sha, baseline.key), data,
+                     ex=self.settings.ttl_s)
+            pipe.zadd(index, {baseline.sha: baseline.created_at})
+            pipe.expire(index, self.settings.ttl_s)
+            await pipe.execute()
         return None
+
+    async def runs(self, repo: str, key: BaselineKey, limit: int) -> list[Baseline]:
+        """Return up to ``limit`` records of ``key`` at any commit, newest first.
+
+        Read from the index `put` keeps; a commit whose record expired or is unreadable is
+        skipped (and dropped from the index). For the flakiness evidence of
+        worker/baselines/history.py: runs of the same key are runs of unchanged examples.
+        """
+        index = runs_key(repo, key)
+        shas = await self.redis.zrevrange(index, 0, max(limit, 1) * 2 - 1)
+        found: list[Baseline] = []
+        for raw_sha in shas:
+            sha = raw_sha.decode() if isinstance(raw_sha, bytes) else str(raw_sha)
+            record = await self.get(repo, sha, key)
+            if record is None:
+                await self.redis.zrem(index, raw_sha)
+            elif len(found) < limit:
+                found.append(record)
+        return found
 
     async def mark_latest(self, repo: str, branch: str, sha: str, keys: Sequence[BaselineKey],
                           pushed_at: float) -> bool:

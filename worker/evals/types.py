@@ -154,8 +154,10 @@ class StatisticsSettings:
         sequential: ``settings.sequential``: run head in `looks` batches and stop once the
             gate can only fail or is all but sure to pass (worker/pipeline/sequential.py).
         looks: batches of a sequential run (2-10, default 4).
-        spending: alpha-spending function of a sequential run: ``obrien_fleming`` (default)
-            or ``pocock`` (Lan & DeMets 1983).
+        spending: alpha-spending function of a sequential run: ``haybittle_peto`` (default:
+            a fifth of alpha over the interim looks, the rest kept for the last),
+            ``obrien_fleming`` or ``pocock`` (Lan & DeMets 1983;
+            worker/evals/verdict/sequential.py says why).
     """
 
     method: Literal["signflip", "holm"] = "signflip"
@@ -165,7 +167,7 @@ class StatisticsSettings:
     confirm_flips: float = 0.0
     sequential: bool = False
     looks: int = 4
-    spending: Literal["obrien_fleming", "pocock"] = "obrien_fleming"
+    spending: Literal["haybittle_peto", "obrien_fleming", "pocock"] = "haybittle_peto"
 
 
 @dataclass(frozen=True)

@@ -99,3 +99,33 @@ def test_the_sentence_when_nothing_could_be_stored() -> None:
         "(provider or judge errors))")
     assert describe(SHA, "", {}, {}) == f"compared with {SHA[:7]}"
 
+
+
+GATED = CONFIG.replace("""      - type: equals
+  - name: beta""", """      - type: equals
+    gate:
+      pass_rate: {regression: {alpha: 0.05}}
+  - name: beta""")
+
+
+async def test_stored_runs_of_other_commits_weigh_examples_never_the_base_itself(redis, tmp_path):
+    root = tree(tmp_path / "base")
+    (root / ".llmgate.yml").write_text(GATED)
+    config = read_config(root)
+    store = BaselineStore(redis, BaselineSettings(ttl_s=600))
+    push = StoredBaselines(store, "acme/bot", Origin("push", branch="main"))
+    earlier, base_sha = "e1" * 20, "e2" * 20
+    await push(config, root, earlier, EvalContext())
+    fresh = EvalContext()
+    first = await StoredBaselines(store, "acme/bot", Origin("pull_request", pr_number=3))(
+        config, root, base_sha, fresh)  # base runs now and is stored
+    assert first.source.endswith("example weights also from stored runs of the unchanged "
+                                 "suite at earlier commits (alpha: 1)")
+    again = EvalContext()
+    second = await StoredBaselines(store, "acme/bot", Origin("pull_request", pr_number=4))(
+        config, root, base_sha, again)  # base's own record is in the store now: not read
+    assert again.history == fresh.history
+    assert second.source.endswith("(alpha: 1)")
+    rows = fresh.history["alpha"]["pass_rate"]
+    assert len(rows) == 100 and all(len(v) == 1 for v in rows.values())
+    assert "beta" not in fresh.history  # no paired rule, no weights

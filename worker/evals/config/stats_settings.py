@@ -9,7 +9,7 @@ Format (every key optional; docs/statistics.md, "Sound gating: paired statistics
         group_share: 0.5        # of each metric's alpha, to its group tests
         draws: 2000             # random sign patterns (100-100000)
         confirm_flips: 0.25     # extra calls (fraction of a head run) to re-run flips
-      sequential: true          # or {looks: 4, spending: obrien_fleming | pocock}
+      sequential: true          # or {looks: 4, spending: haybittle_peto | obrien_fleming | pocock}
 """
 
 from __future__ import annotations
@@ -27,7 +27,8 @@ STATS_SETTINGS_KEYS = ("statistics", "sequential")
 STATISTICS_KEYS = ("method", "primary_share", "group_share", "draws", "confirm_flips")
 SEQUENTIAL_KEYS = ("looks", "spending")
 METHODS = ("signflip", "holm")
-SPENDING = ("obrien_fleming", "pocock")
+SPENDING = ("haybittle_peto", "obrien_fleming", "pocock")
+Spending = Literal["haybittle_peto", "obrien_fleming", "pocock"]
 #: Bounds of ``draws`` and ``looks``.
 DRAWS = (100, 100_000)
 LOOKS = (2, 10)
@@ -66,14 +67,14 @@ def _sequential(reader: Reader, node: Node) -> dict[str, Any]:
         value = reader.value(node)
         if not isinstance(value, bool):
             raise reader.error(node, "`settings.sequential` must be true, false or "
-                               f"{{looks: 4, spending: obrien_fleming}}, got {value!r}")
+                               f"{{looks: 4, spending: haybittle_peto}}, got {value!r}")
         return {"sequential": value}
     found: dict[str, Any] = {"sequential": True}
     for key, (_, value) in reader.mapping(node, "`settings.sequential`",
                                           SEQUENTIAL_KEYS).items():
         what = f"`settings.sequential.{key}`"
         found[key] = _integer(reader, value, what, LOOKS) if key == "looks" else cast(
-            Literal["obrien_fleming", "pocock"], _choice(reader, value, what, SPENDING))
+            Spending, _choice(reader, value, what, SPENDING))
     return found
 
 

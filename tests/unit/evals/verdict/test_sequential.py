@@ -175,3 +175,12 @@ def test_only_regression_rules_may_pass_early_and_scaling_touches_alpha_only() -
     assert not only_regression(rule_config(max_new_failures=0))
     scaled = scale_alpha(rule_config(min=0.5), 0.5).suites[0].gate["pass_rate"]
     assert (scaled.regression_alpha, scaled.min) == (0.025, 0.5)
+
+
+def test_haybittle_peto_spends_a_fifth_of_alpha_before_the_last_look() -> None:
+    for t in (0.1, 0.25, 0.5, 0.75, 0.999):
+        assert spent_alpha(t, 0.05, "haybittle_peto") == pytest.approx(0.2 * 0.05 * t, abs=1e-15)
+    assert spent_alpha(1.0, 0.05, "haybittle_peto") == 0.05
+    assert spent_alpha(0.0, 0.05, "haybittle_peto") == 0.0
+    # the interims of 4 looks together spend 0.0075 (O'Brien-Fleming: 0.0236)
+    assert spent_alpha(0.75, 0.05, "haybittle_peto") < spent_alpha(0.75, 0.05, "obrien_fleming")
