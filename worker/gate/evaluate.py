@@ -27,6 +27,7 @@ from worker.evals.types import GateReport
 from worker.gate.calibration import calibration_history
 from worker.gate.request import GateRequest
 from worker.gate.services import Services
+from worker.gate.shards import RedisShards
 from worker.github.client import GitHubClient
 from worker.pipeline.multi import MultiReport, gate_plan
 from worker.pipeline.plan import baseline_namespace, plan_configs, tip_reason, unconfigured_tree
@@ -85,7 +86,12 @@ async def evaluate_configs(services: Services, gh: GitHubClient,
             evals = EvalContext(redis=services.cache, namespace=key,  # cache per repository
                                 cache_mode="off" if request.no_cache else "use",
                                 on_call=record_call,  # provider calls, cache hits, USD
-                                history=await calibration_history(services.redis, key))
+                                history=await calibration_history(services.redis, key),
+                                shards=RedisShards(  # a large suite over many workers
+                                    services.redis, services.shards, repo,
+                                    gh.installation_id,
+                                    {head_root: request.head_sha, base_root: base_sha},
+                                    "off" if request.no_cache else "use"))
             role = "" if merge_base == request.base_sha else "the merge base" \
                 if base_sha == merge_base else f"the base branch's tip, {why_tip}"
             store = BaselineStore(services.redis, services.baselines)
