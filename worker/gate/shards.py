@@ -102,6 +102,8 @@ class RedisShards:
         Raises:
             ExecutionError: a shard failed, was given up, or its result is garbled.
         """
+        if self.settings.examples < 1:  # sharding is off (LLMGATE_SHARD_EXAMPLES=0)
+            return None
         parts = slices(len(work.examples), self.settings.examples)
         found = next(((top, sha) for top, sha in self.tops.items()
                       if work.root.is_relative_to(top) and sha == work.sha), None)

@@ -7,8 +7,10 @@ from dataclasses import dataclass
 
 from worker.runtime.settings import SettingsError
 
-#: Defaults of ``LLMGATE_SHARD_EXAMPLES`` and ``LLMGATE_SHARD_OUTSTANDING``.
-DEFAULT_SHARD_EXAMPLES = 2000
+#: Defaults of ``LLMGATE_SHARD_EXAMPLES`` and ``LLMGATE_SHARD_OUTSTANDING``. Sharding is off
+#: (0) until a shard lost with its worker is redone within the lease (it now waits for arq's own
+#: in-progress timeout, or the gate times out).
+DEFAULT_SHARD_EXAMPLES = 0
 DEFAULT_SHARD_OUTSTANDING = 4
 
 @dataclass(frozen=True)
@@ -16,8 +18,9 @@ class ShardSettings:
     """How a gate's examples are sharded, read from the environment once.
 
     Attributes:
-        examples: examples per shard (``LLMGATE_SHARD_EXAMPLES``, >= 1); a suite's draw with at
-            most this many examples is answered in the gate's own job.
+        examples: examples per shard (``LLMGATE_SHARD_EXAMPLES``; 0, the default, turns
+            sharding off); a suite's draw with at most this many examples is answered in the
+            gate's own job.
         outstanding: shards one gate keeps queued or running at once
             (``LLMGATE_SHARD_OUTSTANDING``, >= 1).
     """
@@ -32,14 +35,14 @@ class ShardSettings:
         Raises:
             SettingsError: a value is not a whole number >= 1.
         """
-        return cls(_count(environ, "LLMGATE_SHARD_EXAMPLES", DEFAULT_SHARD_EXAMPLES),
+        return cls(_count(environ, "LLMGATE_SHARD_EXAMPLES", DEFAULT_SHARD_EXAMPLES, least=0),
                    _count(environ, "LLMGATE_SHARD_OUTSTANDING", DEFAULT_SHARD_OUTSTANDING))
 
 
-def _count(environ: Mapping[str, str], name: str, default: int) -> int:
+def _count(environ: Mapping[str, str], name: str, default: int, least: int = 1) -> int:
     raw = environ.get(name, "").strip()
     if not raw:
         return default
-    if not (raw.isascii() and raw.isdigit()) or int(raw) < 1:
-        raise SettingsError(f"{name} must be a whole number >= 1, got {raw[:20]!r}")
+    if not (raw.isascii() and raw.isdigit()) or int(raw) < least:
+        raise SettingsError(f"{name} must be a whole number >= {least}, got {raw[:20]!r}")
     return int(raw)
