@@ -38,6 +38,7 @@ JOB_STORE_BASELINE = "store_baseline"
 JOB_RERUN_CHECK = "rerun_check"
 JOB_ACCEPT = "accept_regression"
 JOB_MERGE_GROUP = "gate_merge_group"
+JOB_ANSWER_SHARD = "answer_shard"
 JOB_COMMAND_REPLY = "reply_to_command"
 JOB_INSTALLATION = "installation_changed"
 
@@ -94,6 +95,18 @@ class RepoRef(TypedDict):
     owner: str
     name: str
     clone_url: str
+
+
+class ShardPayload(TypedDict):
+    """Answer one shard of a gate's examples (worker/gate/shards.py).
+
+    ``shard_key`` is the shard's Redis key prefix (its work at ``<key>:work``, its result
+    written once at ``<key>:result``); ``installation_id`` is the App installation whose
+    token checks the commit out.
+    """
+
+    shard_key: str
+    installation_id: int
 
 
 class GatePayload(TypedDict):

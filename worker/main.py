@@ -38,6 +38,7 @@ from worker.jobs.pull_request import (
     rerun_from_comment,
 )
 from worker.jobs.push import store_baseline
+from worker.jobs.shard import answer_shard
 from worker.report.store import ReportSettings, ReportStore
 from worker.runtime.hardening import check_settings, harden
 from worker.runtime.lease import CTX_KEY, JobLimits
@@ -51,6 +52,7 @@ from worker.runtime.logs import configure_worker_logging
 from worker.runtime.poll_guard import guard_job_claims
 from worker.runtime.redis_checks import check_queue_redis, patient_redis, retry_options
 from worker.runtime.settings import SettingsError, WorkerConfig
+from worker.runtime.shard_settings import ShardSettings
 from worker.security.redact import Redactor
 
 #: Wall-clock limit of one job, seconds, unless ``LLMGATE_JOB_TIMEOUT_S`` says otherwise.
@@ -92,6 +94,7 @@ class StartupSettings:
         reports: full reports behind Details (``LLMGATE_PUBLIC_URL``, ``*_REPORT_TTL_S``), or
             None when off.
         baselines: stored baselines (``LLMGATE_BASELINE_*``).
+        shards: sharded gates (``LLMGATE_SHARD_*``: worker/gate/shards.py).
         job_limits: leases and job limits (``LLMGATE_JOB_*``).
         grace_s: seconds a stopping worker waits for its jobs (``LLMGATE_SHUTDOWN_GRACE_S``).
     """
@@ -103,6 +106,7 @@ class StartupSettings:
     reports: ReportSettings | None
     baselines: BaselineSettings
     job_limits: JobLimits
+    shards: ShardSettings
     grace_s: int
 
     @classmethod
@@ -127,11 +131,12 @@ class StartupSettings:
         calibration = CalibrationSchedule.from_env(environ)
         job_limits = JobLimits.from_env(environ)
         reconcile_interval_s(environ)  # LLMGATE_RECONCILE_S, checked before arq starts
+        shards = ShardSettings.from_env(environ)
         return cls(config=config, redis_settings=redis_settings, calibration=calibration,
                    github_limits=GitHubLimits.from_env(environ),
                    reports=ReportSettings.from_env(environ),
                    baselines=BaselineSettings.from_env(environ), job_limits=job_limits,
-                   grace_s=grace_s)
+                   shards=shards, grace_s=grace_s)
 
 
 async def startup(ctx: dict[str, Any], settings: StartupSettings | None = None) -> None:
@@ -186,6 +191,7 @@ def make_services(settings: StartupSettings, redactor: Redactor) -> Services:
         reports=ReportStore(cache, settings.reports) if settings.reports else None,
         cache_redis=cache,
         baselines=settings.baselines,
+        shards=settings.shards,
     )
 
 
@@ -231,7 +237,7 @@ def worker_settings(environ: Mapping[str, str] | None = None) -> type:
         functions: ClassVar[list[Any]] = instrument_all([
             *(quiet_when_uninstalled(fn) for fn in (gate_pull_request, rerun_from_comment,
                                                     approve_pull_request, *EVENT_JOBS,
-                                                    store_baseline)),
+                                                    store_baseline, answer_shard)),
             installation_changed])
         on_startup = on_startup_hook
         on_shutdown = shutdown

@@ -18,10 +18,12 @@ import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Protocol
 
 from redis.asyncio import Redis
 
 from worker.evals.llm_types import CacheMode
+from worker.evals.types import CommandTarget, Example, ModelTarget, Settings, TargetOutput
 
 log = logging.getLogger("llmgate.evals")
 
@@ -156,6 +158,43 @@ class RunOverrides:
     samples: int | None = None
 
 
+@dataclass(frozen=True)
+class ShardWork:
+    """The examples of one suite and draw a run is about to answer, offered to `AnswerShards`.
+
+    Attributes:
+        target: the suite's target.
+        examples: the examples to answer, in dataset order (none answered yet in this run).
+        root: the checkout the target runs in (a config folder inside it, or its top).
+        sha: the commit at ``root`` ("" for a working tree).
+        settings: the run settings.
+        use_cache: whether answers may come from the response cache (one draw only).
+        repeat: the draw (0-based).
+        foreign: the examples are of base's dataset (head's target on base's contract).
+    """
+
+    target: CommandTarget | ModelTarget
+    examples: tuple[Example, ...]
+    root: Path
+    sha: str
+    settings: Settings
+    use_cache: bool
+    repeat: int
+    foreign: bool
+
+
+class AnswerShards(Protocol):
+    """A seam that answers a suite's examples elsewhere (other workers: worker/gate/shards.py)."""
+
+    async def answer(self, work: ShardWork) -> list[TargetOutput] | None:
+        """Return one output per example of ``work``, in order, or None to answer here.
+
+        Each output's ``spend`` is what producing it cost (the engine adds it to the run's
+        totals and budget). Raises whatever makes the run fail (never a partial list).
+        """
+        ...
+
+
 def _ignore_plan(plan: RunPlan) -> None:
     """Observe nothing (the worker's default)."""
 
@@ -192,6 +231,7 @@ class EvalContext:
         side: the side of a gate this context runs (``base``, ``head``), "" outside a gate;
             named in every `CallEvent` and `RunPlan`.
         sides: what both sides of the gate share (`Sides`), or None (a run of its own).
+        shards: answers large example sets on other workers (`AnswerShards`), or None.
     """
 
     redis: Redis | None = None
@@ -209,3 +249,4 @@ class EvalContext:
     cache_file: Path | None = None
     side: str = ""
     sides: Sides | None = None
+    shards: AnswerShards | None = None

@@ -27,6 +27,7 @@ from worker.evals.types import GateReport
 from worker.gate.calibration import calibration_history
 from worker.gate.request import GateRequest
 from worker.gate.services import Services
+from worker.gate.shards import RedisShards
 from worker.github.client import GitHubClient
 from worker.pipeline.multi import MultiReport, gate_plan
 from worker.pipeline.plan import baseline_namespace, plan_configs, tip_reason, unconfigured_tree
@@ -87,7 +88,12 @@ async def evaluate_configs(services: Services, gh: GitHubClient, request: GateRe
             evals = EvalContext(redis=services.cache, namespace=key,  # cache per repository
                                 cache_mode="off" if request.no_cache else "use",
                                 on_call=_observed(progress),  # metrics (and progress)
-                                history=await calibration_history(services.redis, key))
+                                history=await calibration_history(services.redis, key),
+                                shards=RedisShards(  # a large suite over many workers
+                                    services.redis, services.shards, repo,
+                                    gh.installation_id,
+                                    {head_root: request.head_sha, base_root: base_sha},
+                                    "off" if request.no_cache else "use"))
             if progress is not None:
                 evals.on_plan = progress.plan
             role = "" if merge_base == request.base_sha else "the merge base" \

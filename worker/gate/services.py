@@ -17,6 +17,7 @@ from worker.github.client import GitHubClient
 from worker.github.ratelimit import GitHubLimiter, RedisLimitStore
 from worker.report.store import ReportStore
 from worker.runtime.settings import WorkerConfig
+from worker.runtime.shard_settings import ShardSettings
 from worker.security.redact import Redactor
 
 
@@ -38,6 +39,8 @@ class Services:
     reports: ReportStore | None = None
     #: Stored baselines' TTL and size cap (``LLMGATE_BASELINE_*``, read once at start-up).
     baselines: BaselineSettings = field(default_factory=BaselineSettings)
+    #: examples per shard and shards outstanding per gate (``LLMGATE_SHARD_*``).
+    shards: ShardSettings = field(default_factory=ShardSettings)
     #: The Redis of the response cache, the learned answer lengths and the reports, which may
     #: evict (``LLMGATE_CACHE_REDIS_URL``); None: ``redis``, the queue's.
     cache_redis: Redis | None = None

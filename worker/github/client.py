@@ -211,6 +211,11 @@ class GitHubClient:
                                    limiter)
         self._delays_s = tuple(retry_delays_s)
 
+    @property
+    def installation_id(self) -> int:
+        """The App installation this client acts as."""
+        return self._installation_id
+
     def __repr__(self) -> str:
         return f"GitHubClient(api_url={self._api_url!r}, installation_id={self._installation_id})"
 

@@ -40,7 +40,7 @@ from worker.errors import ConfigError
 from worker.evals.config.consistency import load_suite_dataset
 from worker.evals.config.prompts import PromptTemplate, load_prompt, render
 from worker.evals.config.schemas import load_schema_file
-from worker.evals.context import CallEvent, EvalContext, RunPlan
+from worker.evals.context import CallEvent, EvalContext, RunPlan, ShardWork
 from worker.evals.llm import pool as llm_pool
 from worker.evals.llm.cache import ResponseCache
 from worker.evals.llm.cost import Budget, BudgetExceeded
@@ -95,6 +95,7 @@ class RunState:
         self.command_limit = self.ctx.sides.command_limit if self.ctx.sides is not None \
             else asyncio.Semaphore(settings.concurrency)
         self.answers: dict[tuple[str, int, str, str], TargetOutput] = {}
+        self.sha = ""  # the commit of the run (`run_suites`), told to `EvalContext.shards`
 
 
 @dataclass(frozen=True)
@@ -169,6 +170,7 @@ async def run_suites(configs: Sequence[Config], root: Path, sha: str = "",
     """
     settings = configs[0].settings
     state = state or RunState(settings, ctx)
+    state.sha = sha
     if only is not None:
         return await confirm_run(configs, root, sha, state, only)
     planned = await estimate_configs(configs, root, state.caller, with_base, judgings)
@@ -366,7 +368,7 @@ async def answer(suite: SuiteConfig, examples: tuple[Example, ...], root: Path,
     """
     keys = answer_keys(suite.target, repeat, examples)
     todo = {key: e for key, e in zip(keys, examples, strict=True) if key not in state.answers}
-    fresh = await _answer(suite, tuple(todo.values()), root, settings, state, use_cache)
+    fresh = await _answer(suite, tuple(todo.values()), root, settings, state, use_cache, repeat)
     for key, output in zip(todo, fresh, strict=True):
         state.answers[key] = replace(output, spend=RunUsage())
     given = dict(zip(todo, fresh, strict=True))
@@ -374,8 +376,35 @@ async def answer(suite: SuiteConfig, examples: tuple[Example, ...], root: Path,
 
 
 async def _answer(suite: SuiteConfig, examples: tuple[Example, ...], root: Path,
-                  settings: Settings, state: RunState, use_cache: bool) -> list[TargetOutput]:
-    target = suite.target
+                  settings: Settings, state: RunState, use_cache: bool,
+                  repeat: int = 0) -> list[TargetOutput]:
+    """Answer ``examples`` on other workers when `EvalContext.shards` takes them, else here."""
+    shards = state.ctx.shards
+    if shards is not None and examples:
+        given = await shards.answer(ShardWork(suite.target, examples, root, state.sha,
+                                              settings, use_cache, repeat,
+                                              suite.contract_root is not None))
+        if given is not None:
+            for output in given:  # the run's totals and budget count the shards' calls
+                state.caller.total = state.caller.total + output.spend
+                state.budget.charge(output.spend.cost_usd)
+            return given
+    return await answer_examples(suite.target, examples, root, settings, state, use_cache,
+                                 foreign=suite.contract_root is not None, suite_name=suite.name)
+
+
+async def answer_examples(target: CommandTarget | ModelTarget, examples: tuple[Example, ...],
+                          root: Path, settings: Settings, state: RunState, use_cache: bool, *,
+                          foreign: bool = False, suite_name: str = "") -> list[TargetOutput]:
+    """Answer every example with ``target`` in this process, in order (one draw).
+
+    Used by `answer` and by a shard job (worker/gate/shards.py). ``foreign``: the examples are
+    of base's dataset, so a prompt that cannot be rendered for one is that example's failure.
+    ``suite_name`` names the suite in each command's `CallEvent` (progress per suite).
+
+    Raises:
+        ConfigError: the prompt is missing or invalid (and ``foreign`` is False).
+    """
     if not examples:
         return []
     if isinstance(target, CommandTarget):
@@ -384,12 +413,11 @@ async def _answer(suite: SuiteConfig, examples: tuple[Example, ...], root: Path,
             if output.error_kind != "budget":
                 cost_usd = max(output.cost_usd or 0.0, 0.0)
                 state.ctx.on_call(CallEvent("command", "", 1, 0, cost_usd, state.ctx.side,
-                                            suite.name))
+                                            suite_name))
         return outputs
     template = load_prompt(root, target.prompt)
     return list(await asyncio.gather(*(
-        _model(target, template, e, state, use_cache, suite.contract_root is not None,
-               (root, settings))
+        _model(target, template, e, state, use_cache, foreign, (root, settings))
         for e in examples)))
 
 

@@ -1,0 +1,51 @@
+"""Shard results are accepted only whole and in order: a garbled one never counts (pure)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from worker.errors import ExecutionError
+from worker.evals.serialize import to_jsonable
+from worker.evals.types import TargetOutput
+from worker.gate.shards import parse_result, slices
+from worker.runtime.settings import SettingsError
+from worker.runtime.shard_settings import ShardSettings
+
+
+def _result(ids: list[str], outputs: list[TargetOutput]) -> str:
+    return json.dumps({"ids": ids, "outputs": [to_jsonable(o) for o in outputs]})
+
+
+def test_slices_cover_every_example_once_in_order() -> None:
+    parts = slices(12, 5)
+    assert [list(p) for p in parts] == [[0, 1, 2, 3, 4], [5, 6, 7, 8, 9], [10, 11]]
+    assert slices(5, 5) == [range(0, 5)]  # a small suite is one slice: not sharded
+
+
+def test_a_whole_result_is_read_in_order() -> None:
+    outputs = [TargetOutput("a", None), TargetOutput(None, "boom", error_kind="target")]
+    assert parse_result(_result(["e1", "e2"], outputs), ["e1", "e2"]) == outputs
+
+
+@pytest.mark.parametrize("raw", [
+    "not json", "[]", json.dumps({"ids": ["e1"], "outputs": []}),
+    _result(["e2", "e1"], [TargetOutput("a", None), TargetOutput("b", None)]),
+    json.dumps({"ids": ["e1", "e2"], "outputs": [{"output": 1, "surprise": 2}] * 2}),
+])
+def test_a_garbled_or_foreign_result_fails_closed(raw: str) -> None:
+    with pytest.raises(ExecutionError, match="shard"):
+        parse_result(raw, ["e1", "e2"], "llmgate:shard:g:3")
+
+
+def test_an_error_a_shard_reports_fails_the_run_with_its_text() -> None:
+    with pytest.raises(ExecutionError, match="prompts/x.txt is missing"):
+        parse_result(json.dumps({"error": "prompts/x.txt is missing"}), ["e1"])
+
+
+def test_settings_read_from_the_environment() -> None:
+    assert ShardSettings.from_env({}) == ShardSettings(0, 4)  # off by default
+    assert ShardSettings.from_env({"LLMGATE_SHARD_EXAMPLES": "50"}).examples == 50
+    with pytest.raises(SettingsError, match="LLMGATE_SHARD_OUTSTANDING"):
+        ShardSettings.from_env({"LLMGATE_SHARD_OUTSTANDING": "0"})

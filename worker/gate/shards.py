@@ -1,0 +1,252 @@
+"""One gate over many workers: a suite's examples answered in shards by any worker.
+
+A gate's job hands its run an `EvalContext.shards` (`RedisShards`). When a suite's draw has more
+than ``LLMGATE_SHARD_EXAMPLES`` examples still to answer, they are cut into contiguous slices of
+that size (dataset order). Each slice's work (target, settings, examples, commit, config folder)
+is written to Redis under the gate's key and an ``answer_shard`` job (`answer_shard`,
+worker/jobs/shard.py) is enqueued for it; any worker takes it, checks the commit out, answers
+the examples and writes the outputs once (``SET NX`` on the shard's result key: a shard answered
+twice, by a worker that was thought dead and one that took over, counts once). The gate's job
+polls the result keys, merges the outputs in example order and goes on scoring, comparing and
+concluding the check run itself: shard jobs never write to GitHub.
+
+Leases: a shard job is an arq job under the worker's job lease (worker/runtime/lease.py), so a
+shard whose worker died (SIGKILL) is started again by another worker within
+``LLMGATE_JOB_LEASE_S`` and counted as its next try. Fail closed: a shard arq gave up, a result
+that is garbled or does not name the shard's examples, or an error a shard reports fails the
+run with `ExecutionError` (its text reaches the check run); a shard still missing at the job's
+time limit ends the gate ``timed_out`` (worker/gate/run.py). Nothing missing ever counts as an
+answer.
+
+Fairness: arq's queue is first in, first out. A gate keeps at most
+``LLMGATE_SHARD_OUTSTANDING`` of its shards queued or running at once and enqueues the next as
+one ends, so a small pull request's gate waits behind a few shards of a huge one, not all.
+
+Budget: each shard gets the share of ``max_cost_usd`` of its examples (so the shards together
+never spend more than the run may); the run's estimate was checked before any shard started.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import uuid
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from arq.connections import ArqRedis
+from arq.jobs import Job, JobStatus
+from redis.asyncio import Redis
+
+from worker.contract import JOB_ANSWER_SHARD, RepoRef, ShardPayload
+from worker.errors import ConfigError, ExecutionError
+from worker.evals.context import EvalContext, ShardWork
+from worker.evals.llm_types import CacheMode
+from worker.evals.run import runner
+from worker.evals.serialize import SerializeError, from_jsonable, json_object, to_jsonable
+from worker.evals.types import CommandTarget, Example, ModelTarget, Settings, TargetOutput
+from worker.gate.services import Services
+from worker.runtime.metrics import record_call
+from worker.runtime.shard_settings import ShardSettings
+
+log = logging.getLogger("llmgate.worker")
+
+#: How long a gate's shard keys live in Redis (seconds): past any job time limit.
+SHARD_TTL_S = 6 * 3600
+#: How often the gate's job looks for its shards' results (seconds).
+POLL_S = 0.1
+
+
+def slices(count: int, size: int) -> list[range]:
+    """Return the contiguous index ranges of ``count`` examples in shards of ``size``."""
+    return [range(start, min(start + size, count)) for start in range(0, count, size)]
+
+
+def shard_key(gate_id: str, number: int) -> str:
+    """Return the Redis key prefix of one shard of a gate (``:work``, ``:result`` follow)."""
+    return f"llmgate:shard:{gate_id}:{number}"
+
+
+@dataclass
+class RedisShards:
+    """`worker.evals.context.AnswerShards` over arq and Redis for one gate run.
+
+    Attributes:
+        redis: the queue's Redis.
+        settings: shard size and outstanding shards per gate.
+        repo, installation_id: the repository the shards check out, and its installation.
+        tops: each checkout's top directory -> its commit SHA (head's, base's).
+        cache_mode: the response cache mode of the run (``use``, ``off``).
+        gate_id: the key of this gate run's shards (unique per run).
+    """
+
+    redis: Redis
+    settings: ShardSettings
+    repo: RepoRef
+    installation_id: int
+    tops: Mapping[Path, str]
+    cache_mode: CacheMode = "use"
+    gate_id: str = ""
+    _next: int = 0
+
+    def __post_init__(self) -> None:
+        self.gate_id = self.gate_id or uuid.uuid4().hex
+
+    async def answer(self, work: ShardWork) -> list[TargetOutput] | None:
+        """Answer ``work`` in shards (module docstring); None when it is small enough or its
+        checkout is not one of `tops` (then the gate's job answers it).
+
+        Raises:
+            ExecutionError: a shard failed, was given up, or its result is garbled.
+        """
+        if self.settings.examples < 1:  # sharding is off (LLMGATE_SHARD_EXAMPLES=0)
+            return None
+        parts = slices(len(work.examples), self.settings.examples)
+        found = next(((top, sha) for top, sha in self.tops.items()
+                      if work.root.is_relative_to(top) and sha == work.sha), None)
+        if len(parts) < 2 or found is None:
+            return None
+        folder = work.root.relative_to(found[0]).as_posix()
+        keys = []
+        for part in parts:
+            keys.append(shard_key(self.gate_id, self._next))
+            self._next += 1
+            await self.redis.set(keys[-1] + ":work", json.dumps(
+                _work_json(work, part, len(work.examples), folder, self)), ex=SHARD_TTL_S)
+        outputs = await self._run(keys, [[work.examples[i].id for i in p] for p in parts])
+        return [output for part in outputs for output in part]
+
+    async def _run(self, keys: Sequence[str], ids: Sequence[list[str]]
+                   ) -> list[list[TargetOutput]]:
+        """Enqueue the shards at most `ShardSettings.outstanding` at a time; wait for all."""
+        done: dict[int, list[TargetOutput]] = {}
+        running: dict[int, Job] = {}
+        queue = ArqRedis(connection_pool=self.redis.connection_pool)
+        waiting = list(range(len(keys)))
+        while len(done) < len(keys):
+            while waiting and len(running) < self.settings.outstanding:
+                number = waiting.pop(0)
+                job = await queue.enqueue_job(JOB_ANSWER_SHARD, ShardPayload(
+                    shard_key=keys[number], installation_id=self.installation_id),
+                    _job_id=f"{keys[number]}:job")
+                running[number] = job or Job(f"{keys[number]}:job", queue)
+            for number, job in list(running.items()):
+                outputs = await _collect(self.redis, keys[number], ids[number], job)
+                if outputs is not None:
+                    done[number] = outputs
+                    del running[number]
+            if len(done) < len(keys):
+                await asyncio.sleep(POLL_S)
+        return [done[n] for n in range(len(keys))]
+
+
+def _work_json(work: ShardWork, part: range, total: int, folder: str,
+               shards: RedisShards) -> dict[str, Any]:
+    """Return one shard's work as JSON (module docstring: the share of ``max_cost_usd``)."""
+    limit = work.settings.max_cost_usd
+    settings = work.settings if limit is None else replace(
+        work.settings, max_cost_usd=limit * len(part) / total)
+    return {"target": to_jsonable(work.target),
+            "target_kind": "command" if isinstance(work.target, CommandTarget) else "model",
+            "examples": [to_jsonable(work.examples[i]) for i in part],
+            "settings": to_jsonable(settings), "sha": work.sha, "folder": folder,
+            "use_cache": work.use_cache, "foreign": work.foreign,
+            "repo": dict(shards.repo), "cache_mode": shards.cache_mode}
+
+
+async def _collect(redis: Redis, key: str, ids: list[str], job: Job
+                   ) -> list[TargetOutput] | None:
+    """Return a shard's outputs once written; None while it is queued or running.
+
+    Raises:
+        ExecutionError: the shard reported an error, arq gave it up without a result, or its
+            result is garbled or names other examples (fail closed: never a pass).
+    """
+    raw = await redis.get(key + ":result")
+    if raw is None:
+        status = await job.status()
+        if status in (JobStatus.complete, JobStatus.not_found):
+            raw = await redis.get(key + ":result")  # written just before the job ended?
+            if raw is None:
+                info = await job.result_info()
+                why = "its job is gone" if info is None else f"its job failed: {info.result!r}"
+                raise ExecutionError(f"shard {key.rsplit(':', 1)[-1]} was not answered: {why}")
+        else:
+            return None
+    return parse_result(raw, ids, key)
+
+
+def parse_result(raw: str | bytes, ids: list[str], key: str = "") -> list[TargetOutput]:
+    """Return the outputs of a stored shard result for the examples ``ids``, in order.
+
+    Raises:
+        ExecutionError: the result is an error the shard reported, unreadable, or does not
+            hold exactly one output per example of ``ids`` in order.
+    """
+    data = json_object(raw)
+    where = f"shard {key.rsplit(':', 1)[-1]}" if key else "a shard"
+    if data is not None and isinstance(data.get("error"), str):
+        raise ExecutionError(f"{where} failed: {data['error']}")
+    if data is None or data.get("ids") != ids or not isinstance(data.get("outputs"), list):
+        raise ExecutionError(f"{where} has a garbled result (not counted)")
+    try:
+        outputs = [from_jsonable(TargetOutput, o) for o in data["outputs"]]
+    except SerializeError as err:
+        raise ExecutionError(f"{where} has a garbled result (not counted): {err}") from None
+    if len(outputs) != len(ids):
+        raise ExecutionError(f"{where} has {len(outputs)} outputs for {len(ids)} examples")
+    return outputs
+
+
+async def answer_shard(services: Services, payload: ShardPayload) -> dict[str, str]:
+    """Answer one shard's examples and write its result once (module docstring).
+
+    Returns:
+        ``{"status": ...}``: ``answered``, ``duplicate`` (another try wrote it first),
+        ``done`` (already written), ``gone`` (its gate's keys expired) or ``failed``.
+
+    Raises:
+        GitHubError, redis.exceptions.RedisError, GitError: transient (arq tries again).
+    """
+    key = payload["shard_key"]
+    work = json_object(await services.redis.get(key + ":work"))
+    if work is None:
+        return {"status": "gone"}
+    if await services.redis.exists(key + ":result"):
+        return {"status": "done"}
+    try:
+        result: dict[str, Any] = await _answer_work(services, payload["installation_id"], work)
+    except (ConfigError, ExecutionError, SerializeError, KeyError, TypeError) as err:
+        result = {"error": services.redactor.redact(str(err))}
+    written = await services.redis.set(key + ":result", json.dumps(result), nx=True,
+                                       ex=SHARD_TTL_S)
+    status = "failed" if "error" in result else "answered" if written else "duplicate"
+    log.info("shard %s: %s", key, status)
+    return {"status": status}
+
+
+async def _answer_work(services: Services, installation_id: int,
+                       work: dict[str, Any]) -> dict[str, Any]:
+    """Check the shard's commit out and answer its examples; return its result JSON."""
+    kind: type[CommandTarget] | type[ModelTarget] = \
+        CommandTarget if work["target_kind"] == "command" else ModelTarget
+    target = from_jsonable(kind, work["target"])
+    settings = from_jsonable(Settings, work["settings"])
+    examples = tuple(from_jsonable(Example, e) for e in work["examples"])
+    repo = work["repo"]
+    key = f"{repo['owner']}/{repo['name']}"
+    token = await services.github(installation_id).installation_token()
+    services.redactor.add(token)
+    async with services.checkouts.worktree(key, repo["clone_url"], work["sha"], token) as top:
+        root = top / work["folder"] if work["folder"] not in ("", ".") else top
+        state = runner.RunState(settings, EvalContext(
+            redis=services.cache, namespace=key, cache_mode=work["cache_mode"],
+            on_call=record_call))
+        state.budget.start()
+        outputs = await runner.answer_examples(target, examples, root, settings, state,
+                                               bool(work["use_cache"]),
+                                               foreign=bool(work["foreign"]))
+    return {"ids": [e.id for e in examples], "outputs": [to_jsonable(o) for o in outputs]}

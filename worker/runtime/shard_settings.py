@@ -1,0 +1,48 @@
+"""The settings of sharded gates (worker/gate/shards.py), read from the environment once."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from worker.runtime.settings import SettingsError
+
+#: Defaults of ``LLMGATE_SHARD_EXAMPLES`` and ``LLMGATE_SHARD_OUTSTANDING``. Sharding is off
+#: (0) until a shard lost with its worker is redone within the lease (it now waits for arq's own
+#: in-progress timeout, or the gate times out).
+DEFAULT_SHARD_EXAMPLES = 0
+DEFAULT_SHARD_OUTSTANDING = 4
+
+@dataclass(frozen=True)
+class ShardSettings:
+    """How a gate's examples are sharded, read from the environment once.
+
+    Attributes:
+        examples: examples per shard (``LLMGATE_SHARD_EXAMPLES``; 0, the default, turns
+            sharding off); a suite's draw with at most this many examples is answered in the
+            gate's own job.
+        outstanding: shards one gate keeps queued or running at once
+            (``LLMGATE_SHARD_OUTSTANDING``, >= 1).
+    """
+
+    examples: int = DEFAULT_SHARD_EXAMPLES
+    outstanding: int = DEFAULT_SHARD_OUTSTANDING
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str]) -> ShardSettings:
+        """Read the settings.
+
+        Raises:
+            SettingsError: a value is not a whole number >= 1.
+        """
+        return cls(_count(environ, "LLMGATE_SHARD_EXAMPLES", DEFAULT_SHARD_EXAMPLES, least=0),
+                   _count(environ, "LLMGATE_SHARD_OUTSTANDING", DEFAULT_SHARD_OUTSTANDING))
+
+
+def _count(environ: Mapping[str, str], name: str, default: int, least: int = 1) -> int:
+    raw = environ.get(name, "").strip()
+    if not raw:
+        return default
+    if not (raw.isascii() and raw.isdigit()) or int(raw) < least:
+        raise SettingsError(f"{name} must be a whole number >= {least}, got {raw[:20]!r}")
+    return int(raw)
