@@ -100,7 +100,8 @@ def validate_judge(spec: AssertionSpec, fail: Fail, extra: tuple[str, ...] = ())
         _validate_criterion(spec, fail)
     else:
         _validate_rubric(p, fail)
-    if p.get("scale", "pass_fail") not in SCALES:
+    scale = p.get("scale", "pass_fail")
+    if not isinstance(scale, str) or scale not in SCALES:
         raise fail(f"`scale` must be one of {', '.join(SCALES)}")
     n = p.get("n", 1)
     if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= MAX_N:
@@ -139,6 +140,10 @@ def _validate_criterion(spec: AssertionSpec, fail: Fail) -> None:
         raise fail("`criterion` is an option of `llm_judge`")
     if "rubric" in p or "criteria" in p:
         raise fail("`criterion` picks a built-in rubric: give no `rubric` or `criteria`")
+    if not isinstance(p["criterion"], str):
+        raise fail(f"`criterion` must be a string naming one built-in rubric (built in: "
+                   f"{', '.join(CRITERIA)}), got {type(p['criterion']).__name__} "
+                   f"{p['criterion']!r}; give one assertion per criterion")
     if p["criterion"] not in CRITERIA:
         raise fail(f"unknown criterion {p['criterion']!r} (built in: {', '.join(CRITERIA)})")
     if "include_expected" in p:

@@ -107,7 +107,8 @@ def validate_safety(spec: AssertionSpec, fail: Fail) -> None:
         _names(p, "countries", COUNTRIES, fail)
         _strings(p, "allow", fail)
     elif spec.type == "refusal":
-        if p.get("expect", "refuse") not in ("refuse", "comply"):
+        if not isinstance(p.get("expect", "refuse"), str) \
+                or p.get("expect", "refuse") not in ("refuse", "comply"):
             raise fail("`expect` must be `refuse` (the default) or `comply`")
         _strings(p, "phrases", fail)
     else:
