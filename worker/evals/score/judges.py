@@ -41,12 +41,13 @@ from worker.evals.llm.endpoints import ENDPOINT_KEYS, parse_endpoint
 from worker.evals.llm.provider import ModelCaller
 from worker.evals.llm_types import Endpoint, RunUsage
 from worker.evals.score.judge_parse import SCALES, Scale, explanation, parse_verdict
+from worker.evals.score.judge_text import untrusted
 from worker.evals.score.rag_judges import CRITERIA, findings, missing_input, rag_messages
 from worker.evals.score.safety import HARMFUL_RUBRIC, HARMFUL_VERSION
 from worker.evals.types import AssertionResult, AssertionSpec, Example
 
 #: Bumped whenever the judge prompt template below changes.
-JUDGE_TEMPLATE_VERSION = "llm_judge/1"
+JUDGE_TEMPLATE_VERSION = "llm_judge/2"
 JUDGE_KEYS = ("rubric", "criteria", "scale", "threshold", "n", "include_expected",
               *ENDPOINT_KEYS, "name", "criterion")
 #: Assertion types judged per example by `run_judge` (``harmful``: a built-in rubric,
@@ -179,7 +180,7 @@ def judge_spec(spec: AssertionSpec, default: Endpoint | None, fail: Fail,
 
 
 def _text(value: Any) -> str:
-    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+    return untrusted(value if isinstance(value, str) else json.dumps(value, ensure_ascii=False))
 
 
 def judge_messages(js: JudgeSpec, example: Example, output: Any,

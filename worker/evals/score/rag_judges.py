@@ -30,10 +30,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from worker.evals.score.judge_text import untrusted
 from worker.evals.types import Example
 
 #: Bumped whenever the prompt template below changes.
-RAG_TEMPLATE_VERSION = "rag_judge/1"
+RAG_TEMPLATE_VERSION = "rag_judge/2"
 #: Most contexts shown to the judge (the first ones, in the target's order).
 MAX_CONTEXTS = 50
 #: Most findings (unsupported claims, missing statements) kept per assertion.
@@ -111,7 +112,7 @@ CRITERIA: dict[str, Criterion] = {c.name: c for c in (
 
 
 def _text(value: Any) -> str:
-    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+    return untrusted(value if isinstance(value, str) else json.dumps(value, ensure_ascii=False))
 
 
 def missing_input(criterion: Criterion, example: Example, contexts: Sequence[Any]) -> str:
