@@ -100,7 +100,7 @@ def validate_judge(spec: AssertionSpec, fail: Fail, extra: tuple[str, ...] = ())
     if "criterion" in p:
         _validate_criterion(spec, fail)
     else:
-        _validate_rubric(p, fail)
+        _validate_rubric(p, fail, spec.type)
     scale = p.get("scale", "pass_fail")
     if not isinstance(scale, str) or scale not in SCALES:
         raise fail(f"`scale` must be one of {', '.join(SCALES)}")
@@ -123,10 +123,12 @@ def _validate_name(p: dict[str, Any], fail: Fail) -> None:
         raise fail("`name` must be non-empty text (the criterion's name in calibration)")
 
 
-def _validate_rubric(p: dict[str, Any], fail: Fail) -> None:
+def _validate_rubric(p: dict[str, Any], fail: Fail, kind: str) -> None:
     if ("rubric" in p) == ("criteria" in p):
-        raise fail("needs exactly one of `rubric` or `criteria` (what a good answer does), "
-                   f"or `criterion` (built in: {', '.join(CRITERIA)})")
+        builtin = f", or `criterion` (built in: {', '.join(CRITERIA)})" \
+            if kind == "llm_judge" else " (a built-in `criterion` is for `llm_judge` only)"
+        raise fail("needs exactly one of `rubric` or `criteria` (what a good answer does)"
+                   + builtin)
     text = p.get("rubric", p.get("criteria"))
     if not isinstance(text, str) or not text.strip():
         raise fail("the rubric must be non-empty text")

@@ -62,3 +62,17 @@ def test_llmgate_run_reports_a_listed_criterion_on_its_line_and_exits_2(
                    "`llm_judge`: `criterion` must be a string naming one built-in rubric (built "
                    "in: faithfulness, answer_relevance, context_relevance, context_recall), got "
                    "list ['faithfulness']; give one assertion per criterion\n")
+
+
+@pytest.mark.parametrize(("kind", "error"), [
+    ("llm_judge", "needs exactly one of `rubric` or `criteria` (what a good answer does), or "
+     "`criterion` (built in: faithfulness, answer_relevance, context_relevance, context_recall)"),
+    ("trajectory_judge", "needs exactly one of `rubric` or `criteria` (what a good answer does) "
+     "(a built-in `criterion` is for `llm_judge` only)"),
+    ("pairwise", "needs exactly one of `rubric` or `criteria` (what a good answer does) (a "
+     "built-in `criterion` is for `llm_judge` only)"),
+])
+def test_a_judge_without_a_rubric_is_told_what_it_accepts(kind: str, error: str) -> None:
+    with pytest.raises(ConfigError) as caught:
+        validate_spec(AssertionSpec(kind, dict(JUDGE), 4), ".llmgate.yml")
+    assert (caught.value.line, caught.value.message) == (4, f"assertion `{kind}`: {error}")
