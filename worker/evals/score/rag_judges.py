@@ -74,7 +74,7 @@ class Criterion:
 
     @property
     def kind(self) -> str:
-        """The template and rubric version, e.g. ``rag_judge/1+faithfulness/1``."""
+        """The template and rubric version, e.g. ``rag_judge/2+faithfulness/1``."""
         return f"{RAG_TEMPLATE_VERSION}+{self.name}/{self.version}"
 
 
