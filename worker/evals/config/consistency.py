@@ -41,6 +41,7 @@ from worker.evals.config.dataset import MAX_EXAMPLES
 from worker.evals.config.dataset_formats import load_any, parse_any
 from worker.evals.config.gate_rules import Reader
 from worker.evals.config.mc_dataset import MCQuestion, load_questions, parse_questions
+from worker.evals.score.agent import check_tool_names
 from worker.evals.types import (
     AssertionSpec,
     ConsistencySpec,
@@ -135,7 +136,7 @@ def load_suite_dataset(root: Path, suite: SuiteConfig) -> tuple[Example, ...]:
         ConfigError: the dataset is missing or invalid, or a perturbation fails.
     """
     if suite.consistency is None:
-        return load_any(root, suite.dataset, dict(suite.columns))[:suite.smoke]
+        return _offered(load_any(root, suite.dataset, dict(suite.columns))[:suite.smoke], suite)
     return expand(load_questions(root, suite.dataset)[:suite.smoke], suite.consistency,
                   suite.dataset)
 
@@ -143,9 +144,21 @@ def load_suite_dataset(root: Path, suite: SuiteConfig) -> tuple[Example, ...]:
 def parse_suite_dataset(text: str, suite: SuiteConfig) -> tuple[Example, ...]:
     """Parse the text of ``suite``'s dataset into its examples (pure; see `load_suite_dataset`)."""
     if suite.consistency is None:
-        return parse_any(text, suite.dataset, dict(suite.columns))[:suite.smoke]
+        return _offered(parse_any(text, suite.dataset, dict(suite.columns))[:suite.smoke], suite)
     return expand(parse_questions(text, suite.dataset)[:suite.smoke], suite.consistency,
                   suite.dataset)
+
+
+def _offered(examples: tuple[Example, ...], suite: SuiteConfig) -> tuple[Example, ...]:
+    """Return ``examples``, once their agent assertions name only the target's tools."""
+    offered = [tool.name for tool in getattr(suite.target, "tools", ())]
+    for example in examples if offered else ():
+        for spec in example.assertions:
+            def fail(message: str, spec: AssertionSpec = spec) -> ConfigError:
+                return ConfigError(suite.dataset, spec.line, f"assertion `{spec.type}`: {message}")
+
+            check_tool_names(spec, offered, fail)
+    return examples
 
 
 def expand(questions: tuple[MCQuestion, ...], spec: ConsistencySpec,

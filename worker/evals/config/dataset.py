@@ -27,7 +27,7 @@ from typing import Any
 from worker.errors import ConfigError
 from worker.evals.config.files import decode_utf8, read_repo_file, refuse_stray_bom
 from worker.evals.score.assertions import KNOWN_ASSERTIONS, validate_spec
-from worker.evals.score.retrieval import parse_relevant
+from worker.evals.score.retrieval import parse_relevant, relevant_id_problem
 from worker.evals.types import AssertionSpec, Example, Turn
 
 #: Largest dataset file read, bytes (64 MiB).
@@ -211,6 +211,9 @@ def _relevant(doc: dict[str, Any], line: int, path: str) -> dict[str, float] | N
     if "relevant_ids" not in doc:
         return None
     qrels = parse_relevant(doc["relevant_ids"])
+    problem = relevant_id_problem(doc["relevant_ids"]) if qrels is not None else None
+    if problem is not None:
+        raise ConfigError(path, line, problem)
     if qrels is None:
         raise ConfigError(path, line, "`relevant_ids` must be a list of document ids (strings "
                           "or integers) or an object of id -> gain (a number >= 0)")

@@ -163,6 +163,9 @@ def agent_fields(reader: Reader, entries: _Entries, target: ModelTarget) -> Mode
     if "tools" in entries:
         changes["tools"] = parse_tools(reader, entries["tools"][1])
     if "max_steps" in entries:
+        if "tools" not in entries:
+            raise reader.error(entries["max_steps"][0], "`max_steps` limits the model calls of "
+                               "an agent: give the target `tools` too, or remove `max_steps`")
         changes["max_steps"] = parse_max_steps(reader, entries["max_steps"][1])
     return replace(target, **changes)
 

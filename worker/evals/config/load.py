@@ -41,6 +41,7 @@ from worker.evals.config.dataset_formats import csv_columns
 from worker.evals.config.files import decode_utf8, read_repo_file
 from worker.evals.config.gate_rules import parse_gate
 from worker.evals.config.metric_specs import parse_metrics
+from worker.evals.score.agent import check_tool_names
 from worker.evals.score.assertions import validate_spec
 from worker.evals.types import (
     CONFIG_FILENAME,
@@ -301,6 +302,8 @@ class _Reader:
             else ()
         judge = config_judge.judge_rules(self, entries["judge"][1], what) \
             if "judge" in entries else None
+        if isinstance(target, ModelTarget):
+            self.offered_tools(assertions, target)
         suite = SuiteConfig(name, dataset, target, assertions, gate,
                             int(node.start_mark.line) + 1, options, traps=traps, on_paths=paths,
                             judge=judge, metrics=metrics, columns=csv_columns(self, entries))
@@ -343,6 +346,14 @@ class _Reader:
             validate_spec(spec, self.path)
             specs.append(spec)
         return tuple(specs)
+
+    def offered_tools(self, specs: tuple[AssertionSpec, ...], target: ModelTarget) -> None:
+        offered = [tool.name for tool in target.tools]
+        for spec in specs:
+            def fail(message: str, spec: AssertionSpec = spec) -> ConfigError:
+                return ConfigError(self.path, spec.line, f"assertion `{spec.type}`: {message}")
+
+            check_tool_names(spec, offered, fail)
 
     def gate(self, node: Node, what: str) -> tuple[dict[str, GateRule], GateOptions]:
         return parse_gate(self, node, what)

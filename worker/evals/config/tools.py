@@ -87,6 +87,10 @@ def _results(values: dict[str, Any], fail: Any) -> tuple[tuple[Any, Any], ...]:
     if not isinstance(rows, list) or not all(
             isinstance(r, dict) and set(r) == {"arguments", "result"} for r in rows):
         raise fail("`results` must be a list of `{arguments: {...}, result: ...}`")
+    for index, row in enumerate(rows, start=1):
+        if not isinstance(row["arguments"], dict):
+            raise fail(f"`results` row {index}: `arguments` must be a mapping (the call's "
+                       f"arguments object), got {type(row['arguments']).__name__}")
     return tuple((r["arguments"], r["result"]) for r in rows)
 
 

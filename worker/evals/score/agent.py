@@ -76,6 +76,29 @@ def _validate_values(kind: str, p: dict[str, Any], fail: Fail) -> None:
         _names(p.get("steps"), "steps", fail)
 
 
+def check_tool_names(spec: AssertionSpec, offered: Sequence[str], fail: Fail) -> None:
+    """Check that an agent assertion names only tools the model target offers (``tools:``).
+
+    ``tools``, ``tool`` and the keys of ``schemas`` must be offered names; each ``steps``
+    pattern but ``?`` and ``*`` must match (as a glob) at least one. Other assertion types,
+    and targets whose tools are unknown (command targets: ``offered`` empty), pass unchecked.
+
+    Raises:
+        ConfigError: ``fail("unknown tool nosuch; the target offers: a, b")``.
+    """
+    if spec.type not in AGENT_TYPES or not offered:
+        return
+    p = spec.params
+    names = [*p.get("tools", ()), *([p["tool"]] if "tool" in p else []), *p.get("schemas", {})]
+    for name in names:
+        if name not in offered:
+            raise fail(f"unknown tool {name}; the target offers: {', '.join(offered)}")
+    for pattern in p.get("steps", ()) if spec.type == "trajectory" else ():
+        if pattern not in ("?", "*") and not fnmatch.filter(offered, pattern):
+            raise fail(f"unknown tool {pattern} (no offered tool matches it); the target "
+                       f"offers: {', '.join(offered)}")
+
+
 def _names(value: Any, key: str, fail: Fail) -> None:
     if not isinstance(value, list) or not value or not all(
             isinstance(v, str) and v.strip() for v in value):

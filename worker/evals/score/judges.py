@@ -41,12 +41,13 @@ from worker.evals.llm.endpoints import ENDPOINT_KEYS, parse_endpoint
 from worker.evals.llm.provider import ModelCaller
 from worker.evals.llm_types import Endpoint, RunUsage
 from worker.evals.score.judge_parse import SCALES, Scale, explanation, parse_verdict
+from worker.evals.score.judge_text import untrusted
 from worker.evals.score.rag_judges import CRITERIA, findings, missing_input, rag_messages
 from worker.evals.score.safety import HARMFUL_RUBRIC, HARMFUL_VERSION
 from worker.evals.types import AssertionResult, AssertionSpec, Example
 
 #: Bumped whenever the judge prompt template below changes.
-JUDGE_TEMPLATE_VERSION = "llm_judge/1"
+JUDGE_TEMPLATE_VERSION = "llm_judge/2"
 JUDGE_KEYS = ("rubric", "criteria", "scale", "threshold", "n", "include_expected",
               *ENDPOINT_KEYS, "name", "criterion")
 #: Assertion types judged per example by `run_judge` (``harmful``: a built-in rubric,
@@ -99,8 +100,9 @@ def validate_judge(spec: AssertionSpec, fail: Fail, extra: tuple[str, ...] = ())
     if "criterion" in p:
         _validate_criterion(spec, fail)
     else:
-        _validate_rubric(p, fail)
-    if p.get("scale", "pass_fail") not in SCALES:
+        _validate_rubric(p, fail, spec.type)
+    scale = p.get("scale", "pass_fail")
+    if not isinstance(scale, str) or scale not in SCALES:
         raise fail(f"`scale` must be one of {', '.join(SCALES)}")
     n = p.get("n", 1)
     if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= MAX_N:
@@ -121,10 +123,12 @@ def _validate_name(p: dict[str, Any], fail: Fail) -> None:
         raise fail("`name` must be non-empty text (the criterion's name in calibration)")
 
 
-def _validate_rubric(p: dict[str, Any], fail: Fail) -> None:
+def _validate_rubric(p: dict[str, Any], fail: Fail, kind: str) -> None:
     if ("rubric" in p) == ("criteria" in p):
-        raise fail("needs exactly one of `rubric` or `criteria` (what a good answer does), "
-                   f"or `criterion` (built in: {', '.join(CRITERIA)})")
+        builtin = f", or `criterion` (built in: {', '.join(CRITERIA)})" \
+            if kind == "llm_judge" else " (a built-in `criterion` is for `llm_judge` only)"
+        raise fail("needs exactly one of `rubric` or `criteria` (what a good answer does)"
+                   + builtin)
     text = p.get("rubric", p.get("criteria"))
     if not isinstance(text, str) or not text.strip():
         raise fail("the rubric must be non-empty text")
@@ -139,6 +143,10 @@ def _validate_criterion(spec: AssertionSpec, fail: Fail) -> None:
         raise fail("`criterion` is an option of `llm_judge`")
     if "rubric" in p or "criteria" in p:
         raise fail("`criterion` picks a built-in rubric: give no `rubric` or `criteria`")
+    if not isinstance(p["criterion"], str):
+        raise fail(f"`criterion` must be a string naming one built-in rubric (built in: "
+                   f"{', '.join(CRITERIA)}), got {type(p['criterion']).__name__} "
+                   f"{p['criterion']!r}; give one assertion per criterion")
     if p["criterion"] not in CRITERIA:
         raise fail(f"unknown criterion {p['criterion']!r} (built in: {', '.join(CRITERIA)})")
     if "include_expected" in p:
@@ -174,7 +182,7 @@ def judge_spec(spec: AssertionSpec, default: Endpoint | None, fail: Fail,
 
 
 def _text(value: Any) -> str:
-    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+    return untrusted(value if isinstance(value, str) else json.dumps(value, ensure_ascii=False))
 
 
 def judge_messages(js: JudgeSpec, example: Example, output: Any,

@@ -22,6 +22,7 @@ from worker.errors import ConfigError
 from worker.evals.llm.provider import ModelCaller
 from worker.evals.llm_types import PairwiseResult, RunUsage
 from worker.evals.score.judge_parse import parse_pick
+from worker.evals.score.judge_text import untrusted
 from worker.evals.score.judges import SYSTEM, JudgeSpec, judge_spec
 from worker.evals.types import (
     CONFIG_FILENAME,
@@ -33,13 +34,13 @@ from worker.evals.types import (
 )
 
 #: Bumped whenever the pairwise prompt template below changes.
-PAIRWISE_TEMPLATE_VERSION = "pairwise/1"
+PAIRWISE_TEMPLATE_VERSION = "pairwise/2"
 INSTRUCTION = ("Explain briefly if you need to, then end your reply with one last line that is "
                "exactly `WINNER: A`, `WINNER: B` or `WINNER: TIE`.")
 
 
 def _text(value: Any) -> str:
-    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+    return untrusted(value if isinstance(value, str) else json.dumps(value, ensure_ascii=False))
 
 
 def pairwise_messages(js: JudgeSpec, example: ExampleResult, first: Any,

@@ -30,10 +30,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from worker.evals.score.judge_text import untrusted
 from worker.evals.types import Example
 
 #: Bumped whenever the prompt template below changes.
-RAG_TEMPLATE_VERSION = "rag_judge/1"
+RAG_TEMPLATE_VERSION = "rag_judge/2"
 #: Most contexts shown to the judge (the first ones, in the target's order).
 MAX_CONTEXTS = 50
 #: Most findings (unsupported claims, missing statements) kept per assertion.
@@ -73,7 +74,7 @@ class Criterion:
 
     @property
     def kind(self) -> str:
-        """The template and rubric version, e.g. ``rag_judge/1+faithfulness/1``."""
+        """The template and rubric version, e.g. ``rag_judge/2+faithfulness/1``."""
         return f"{RAG_TEMPLATE_VERSION}+{self.name}/{self.version}"
 
 
@@ -111,7 +112,7 @@ CRITERIA: dict[str, Criterion] = {c.name: c for c in (
 
 
 def _text(value: Any) -> str:
-    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+    return untrusted(value if isinstance(value, str) else json.dumps(value, ensure_ascii=False))
 
 
 def missing_input(criterion: Criterion, example: Example, contexts: Sequence[Any]) -> str:

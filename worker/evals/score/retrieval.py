@@ -87,6 +87,25 @@ def normalise_qrels(qrels: Qrels) -> dict[str, float]:
     return out
 
 
+def relevant_id_problem(value: Any) -> str | None:
+    """Return what is wrong with the ids of ``relevant_ids`` (a list or object), else None.
+
+    An id that is empty or blank names no document; two ids equal in NFC (`normalise_id`),
+    such as a precomposed ``é`` and ``e`` + U+0301, are one document given twice.
+    """
+    ids = [str(i) for i in value] if isinstance(value, list | dict) else []
+    seen: dict[str, str] = {}
+    for doc_id in ids:
+        if not doc_id.strip():
+            return f"`relevant_ids` holds an empty id {doc_id!r}: each id names a document"
+        key = normalise_id(doc_id)
+        if key in seen:
+            return (f"`relevant_ids` gives the id {key!r} twice ({seen[key]!r} and {doc_id!r} "
+                    "are equal in Unicode NFC): give each document once")
+        seen[key] = doc_id
+    return None
+
+
 def parse_relevant(value: Any) -> dict[str, float] | None:
     """Return the qrels of a dataset line's ``relevant_ids``, or None when it is malformed.
 

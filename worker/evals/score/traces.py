@@ -7,18 +7,23 @@ The shape a command target writes under ``"trace"`` of its output document::
      "steps": 2, "turns": 1, "tokens": 812, "cost": 0.0012}
 
 Every key is optional. ``tool_calls`` is in call order; each call needs ``name``;
-``arguments`` may be JSON text (parsed when it is valid JSON); ``error`` (text) marks a failed
-call. A call may also be written as OpenAI's chat API (and litellm) give it:
+``arguments`` may be JSON text (parsed when it is valid JSON); a non-empty ``error`` marks a
+failed call (``null``, ``false``, ``""``, ``0``, ``[]`` and ``{}`` do not; other values are shown
+as their JSON text). A call may also be written as OpenAI's chat API (and litellm) give it:
 ``{"id", "type": "function", "function": {"name", "arguments": "<JSON text>"}}``. Instead of
 ``tool_calls`` a trace may hold ``messages``, an OpenAI chat message list: the calls are read
 from the assistant messages' ``tool_calls``, each result from the ``tool`` message with its
-``tool_call_id``, and ``steps`` (when not given) is the number of assistant messages.
+``tool_call_id``, and ``steps`` (when not given) is the number of assistant messages; a
+``tool`` message whose content is a JSON object with a non-empty ``"error"`` (the shape
+llmgate's own agent writes for a failed call) is a failed call. A trace holding both
+``tool_calls`` and ``messages`` is ambiguous and refused.
 """
 
 from __future__ import annotations
 
 import json
 import math
+from dataclasses import replace
 from typing import Any
 
 from worker.evals.llm_types import ToolCall, Trace
@@ -35,14 +40,18 @@ def parse_trace(value: Any) -> Trace | None:
     """Read a reported ``trace`` (module docstring); None when there is none.
 
     Raises:
-        TraceError: not an object, a call without a name, or a count that is not a
-            non-negative integer (``cost``: a non-negative number of USD).
+        TraceError: not an object, both ``tool_calls`` and ``messages``, a call without a
+            name, or a count that is not a non-negative integer (``cost``: a non-negative
+            number of USD).
     """
     if value is None:
         return None
     if not isinstance(value, dict):
         raise TraceError('"trace" must be an object')
-    if "messages" in value and "tool_calls" not in value:
+    if "messages" in value and "tool_calls" in value:
+        raise TraceError('"trace" gives both "tool_calls" and "messages": give one (the calls '
+                         'in llmgate\'s shape, or the OpenAI chat messages they come from)')
+    if "messages" in value:
         calls, assistants = calls_from_messages(value["messages"])
     else:
         calls, assistants = _calls(value.get("tool_calls")), None
@@ -85,9 +94,23 @@ def tool_call(item: Any, result: Any = None) -> ToolCall:
     name = function.get("name")
     if not isinstance(name, str) or not name:
         raise TraceError(f"a tool call needs a `name`, got {json.dumps(item)[:200]}")
-    error = item.get("error")
     return ToolCall(name, arguments_of(function.get("arguments")),
-                    item.get("result", result), None if error in (None, "") else str(error))
+                    item.get("result", result), error_text(item.get("error")))
+
+
+def error_text(value: Any) -> str | None:
+    """Return a reported ``error`` as text, or None when it marks no failure.
+
+    ``None``, ``False``, ``0``, and empty or blank text, lists and objects mark none; text is
+    kept as it is, any other value becomes its JSON text.
+    """
+    if value is None or value is False or (isinstance(value, int | float) and value == 0):
+        return None
+    if isinstance(value, str):
+        return value if value.strip() else None
+    if isinstance(value, list | dict) and not value:
+        return None
+    return json.dumps(value, ensure_ascii=False)[:500]
 
 
 def arguments_of(value: Any) -> Any:
@@ -120,6 +143,9 @@ def calls_from_messages(messages: Any) -> tuple[tuple[ToolCall, ...], int]:
             continue
         assistants += 1
         for item in message.get("tool_calls") or []:
-            answer = results.get(item.get("id")) if isinstance(item, dict) else None
-            calls.append(tool_call(item, arguments_of(answer)))
+            answer = arguments_of(results.get(item.get("id"))) if isinstance(item, dict) \
+                else None
+            call = tool_call(item, answer)
+            failed = error_text(answer.get("error")) if isinstance(answer, dict) else None
+            calls.append(replace(call, result=None, error=failed) if failed else call)
     return tuple(calls[:MAX_CALLS]), assistants

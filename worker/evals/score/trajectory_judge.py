@@ -18,18 +18,19 @@ from typing import Any
 from worker.evals.llm.provider import ModelCaller
 from worker.evals.llm_types import RunUsage
 from worker.evals.score.agent import NO_TRACE
+from worker.evals.score.judge_text import untrusted
 from worker.evals.score.judges import INSTRUCTIONS, SYSTEM, JudgeSpec, run_judge
 from worker.evals.types import AssertionResult, Example, Trace
 
 #: Bumped whenever the prompt below changes.
-TRAJECTORY_TEMPLATE_VERSION = "trajectory_judge/1"
+TRAJECTORY_TEMPLATE_VERSION = "trajectory_judge/2"
 MAX_VALUE_CHARS = 500
 MAX_CALLS_SHOWN = 50
 
 
 def _json(value: Any) -> str:
     text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
-    return text if len(text) <= MAX_VALUE_CHARS else text[:MAX_VALUE_CHARS] + " ..."
+    return untrusted(text if len(text) <= MAX_VALUE_CHARS else text[:MAX_VALUE_CHARS] + " ...")
 
 
 def trace_text(trace: Trace) -> str:
@@ -51,8 +52,8 @@ def trajectory_messages(js: JudgeSpec, example: Example, output: Any,
              f"{js.rubric}", f"Input:\n<input>\n{_json(example.input)}\n</input>"]
     if js.include_expected and example.expected is not None:
         parts.append(f"Reference answer:\n<reference>\n{_json(example.expected)}\n</reference>")
-    parts.append(f"The agent's tool calls, in order:\n<trajectory>\n{trace_text(trace)}\n"
-                 "</trajectory>")
+    shown = untrusted(trace_text(trace))  # tool names are the trace's, so untrusted too
+    parts.append(f"The agent's tool calls, in order:\n<trajectory>\n{shown}\n</trajectory>")
     parts.append(f"The agent's final answer:\n<answer>\n{_json(output)}\n</answer>")
     parts.append(INSTRUCTIONS[js.scale])
     return [{"role": "system", "content": SYSTEM}, {"role": "user", "content": "\n\n".join(parts)}]

@@ -176,3 +176,65 @@ def test_the_trajectory_judge_sees_the_calls_and_passes_or_fails_on_them(monkeyp
     prompt = next(c for c in calls if "lookup" in c["messages"][1]["content"])
     assert '1. lookup({"id": 1}) -> result: 2\nsteps: 2' in prompt["messages"][1]["content"]
     assert results[0].trace == good.trace
+
+
+TWO = ("[{name: lookup, result: 1}, {name: refund, result: 2}]")
+
+
+@pytest.mark.parametrize(("assertion", "error"), [
+    ("{type: tools_not_called, tools: [nosuch]}",
+     "assertion `tools_not_called`: unknown tool nosuch; the target offers: lookup, refund"),
+    ("{type: tools_called, tools: [lookup, refnud]}",
+     "assertion `tools_called`: unknown tool refnud; the target offers: lookup, refund"),
+    ("{type: max_tool_calls, max: 2, tool: lokup}",
+     "assertion `max_tool_calls`: unknown tool lokup; the target offers: lookup, refund"),
+    ("{type: tool_arguments, schemas: {nosuchtool: {type: object}}}",
+     "assertion `tool_arguments`: unknown tool nosuchtool; the target offers: lookup, refund"),
+    ("{type: trajectory, steps: [lookup, '*', refnd_*]}",
+     "assertion `trajectory`: unknown tool refnd_* (no offered tool matches it); the target "
+     "offers: lookup, refund"),
+])
+def test_an_agent_assertion_naming_a_tool_the_target_lacks_is_a_config_error(assertion, error):
+    text = config(TWO) + f"    assertions:\n      - {assertion}\n"
+    with pytest.raises(ConfigError) as caught:
+        parse_config(text)
+    assert (caught.value.line, caught.value.message) == (7, error)
+
+
+def test_offered_tools_globs_and_command_targets_pass_the_tool_name_check():
+    ok = ("      - {type: trajectory, steps: [look*, '?', '*']}\n"
+          "      - {type: tools_called, tools: [refund]}\n")
+    assert len(parse_config(config(TWO) + "    assertions:\n" + ok).suites[0].assertions) == 2
+    command = ("version: 1\nsuites:\n  - name: s\n    dataset: d.jsonl\n    target: {command: "
+               "'x {input_file} {output_file}'}\n    assertions:\n"
+               "      - {type: tools_called, tools: [anything]}\n")
+    assert parse_config(command).suites[0].assertions[0].params == {"tools": ["anything"]}
+
+
+def test_a_dataset_assertion_naming_a_missing_tool_is_an_error_on_its_dataset_line():
+    from worker.evals.config.consistency import parse_suite_dataset
+
+    suite = parse_config(config(TWO)).suites[0]
+    rows = ('{"id": "a", "input": "x"}\n'
+            '{"id": "b", "input": "y", "assert": [{"type": "tools_called", "tools": ["nope"]}]}\n')
+    with pytest.raises(ConfigError) as caught:
+        parse_suite_dataset(rows, suite)
+    assert (caught.value.path, caught.value.line, caught.value.message) == (
+        "d.jsonl", 2, "assertion `tools_called`: unknown tool nope; the target offers: lookup, "
+        "refund")
+
+
+@pytest.mark.parametrize(("target", "line", "error"), [
+    ("{model: openai/m, prompt: p.txt, max_steps: 3}", 5,
+     "`max_steps` limits the model calls of an agent: give the target `tools` too, or remove "
+     "`max_steps`"),
+    ("{model: openai/m, prompt: p.txt, tools: [{name: a, results: [{arguments: [1], "
+     "result: 2}]}]}", 5,
+     "tool 'a': `results` row 1: `arguments` must be a mapping (the call's arguments object), "
+     "got list"),
+])
+def test_max_steps_without_tools_and_non_object_arguments_are_config_errors(target, line, error):
+    text = f"version: 1\nsuites:\n  - name: s\n    dataset: d.jsonl\n    target: {target}\n"
+    with pytest.raises(ConfigError) as caught:
+        parse_config(text)
+    assert (caught.value.line, caught.value.message) == (line, error)

@@ -206,3 +206,41 @@ def test_the_estimate_counts_the_trajectory_judges_calls_and_asks_for_its_price(
     assert caught.value.line == 8
     assert "the judge of `trajectory_judge`: openai/unpriced-judge-x has no known price" in \
         caught.value.message
+
+
+@pytest.mark.parametrize(("error", "kept"), [
+    (None, None), (False, None), ("", None), ("  ", None), (0, None), ([], None), ({}, None),
+    ("down", "down"), (True, "true"), ({"code": 503}, '{"code": 503}'), (7, "7"),
+])
+def test_only_a_non_empty_error_marks_a_failed_call(error, kept):
+    [call] = parse_trace({"tool_calls": [{"name": "a", "result": 1, "error": error}]}).tool_calls
+    assert call.error == kept
+    success = example_value(_result_with(call), "tool_success_rate")
+    assert success == (1.0 if kept is None else 0.0)
+
+
+def _result_with(call: ToolCall) -> ExampleResult:
+    return ExampleResult("e", 1, True, False, "ok", None, trace=Trace((call,), 1))
+
+
+def test_a_tool_message_with_an_error_object_is_a_failed_call_as_llmgate_writes_it():
+    calls = [{"id": f"c{n}", "type": "function", "function": {"name": "lookup",
+                                                              "arguments": "{}"}}
+             for n in (1, 2, 3)]
+    messages = [{"role": "assistant", "content": None, "tool_calls": calls},
+                {"role": "tool", "tool_call_id": "c1", "content": '{"error": "no such order"}'},
+                {"role": "tool", "tool_call_id": "c2", "content": '{"error": null, "n": 1}'},
+                {"role": "tool", "tool_call_id": "c3", "content": '{"status": "shipped"}'},
+                {"role": "assistant", "content": "Done."}]
+    assert parse_trace({"messages": messages}) == Trace((
+        ToolCall("lookup", {}, None, "no such order"),
+        ToolCall("lookup", {}, {"error": None, "n": 1}),
+        ToolCall("lookup", {}, {"status": "shipped"})), 2)
+
+
+def test_a_trace_with_both_tool_calls_and_messages_is_refused_as_ambiguous():
+    with pytest.raises(TraceError) as caught:
+        parse_trace({"tool_calls": [{"name": "a"}], "messages": []})
+    assert str(caught.value) == ('"trace" gives both "tool_calls" and "messages": give one '
+                                 "(the calls in llmgate's shape, or the OpenAI chat messages "
+                                 "they come from)")

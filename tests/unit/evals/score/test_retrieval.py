@@ -207,7 +207,7 @@ _NFC, _NFD = "caf\u00e9", "cafe\u0301"  # the same id, precomposed and with a co
     ([_NFC], [_NFD, "x"], 1.0, ["x"]),  # the tester's case: NFC in the dataset, NFD retrieved
     ([_NFD], [_NFC, "x"], 1.0, ["x"]),
     (["\u212b"], ["\u00c5"], 1.0, []),  # ANGSTROM SIGN is NFC's LATIN CAPITAL A WITH RING
-    ({_NFC: 2, _NFD: 1}, [_NFD], 1.0, []),  # two spellings of one id: one document, top gain
+    # two spellings of one id in one line are refused: test_an_empty_or_repeated_relevant_id_...
     ([_NFC], ["cafe"], 0.0, ["cafe"]),  # no accent is another id
 ])
 def test_ids_compare_in_unicode_nfc_on_both_sides(relevant: Any, retrieved: list[str],
@@ -218,3 +218,23 @@ def test_ids_compare_in_unicode_nfc_on_both_sides(relevant: Any, retrieved: list
     assert result.score == pytest.approx(score) and result.passed == (score == 1.0)
     assert result.details["irrelevant"] == irrelevant
     assert result.details["missing"] == ([] if score == 1.0 else [_NFC])
+
+
+@pytest.mark.parametrize(("relevant", "message"), [
+    (["d1", ""], "`relevant_ids` holds an empty id '': each id names a document"),
+    ({" ": 1, "d1": 2}, "`relevant_ids` holds an empty id ' ': each id names a document"),
+    (["caf\u00e9", "cafe\u0301"], "`relevant_ids` gives the id 'caf\u00e9' twice ('caf\u00e9' "
+     "and 'cafe\u0301' are equal in Unicode NFC): give each document once"),
+    ({"caf\u00e9": 1, "cafe\u0301": 3}, "`relevant_ids` gives the id 'caf\u00e9' twice "
+     "('caf\u00e9' and 'cafe\u0301' are equal in Unicode NFC): give each document once"),
+    (["d1", "d1"], "`relevant_ids` gives the id 'd1' twice ('d1' and 'd1' are equal in Unicode "
+     "NFC): give each document once"),
+])
+def test_an_empty_or_repeated_relevant_id_is_a_dataset_error_on_its_line(
+        relevant: Any, message: str) -> None:
+    text = '{"id": "a", "input": "q"}\n' + json.dumps({"id": "b", "input": "q",
+                                                        "relevant_ids": relevant}) + "\n"
+    with pytest.raises(ConfigError) as caught:
+        parse_dataset(text, "evals/r.jsonl")
+    assert (caught.value.path, caught.value.line, caught.value.message) == (
+        "evals/r.jsonl", 2, message)
