@@ -1,7 +1,7 @@
 """The ``llmgate`` console script: answers ``llmgate --version`` without importing the CLI.
 
 ``llmgate --version`` is what scripts and bug reports run first; it needs only the installed
-distribution's version (`importlib.metadata`), so it does not build the argument parser of
+distribution's version (worker/version.py), so it does not build the argument parser of
 every command (worker/cli/main.py), which imports the commands' modules. Anything else is
 handed to `worker.cli.main.main`. The goal is ≤ 0.15 s for ``--version`` and ``--help``
 (issue 20); measured by hand with ``time llmgate --version``.
@@ -14,14 +14,11 @@ from collections.abc import Sequence
 
 
 def version_text() -> str:
-    """Return ``llmgate X.Y.Z``: the installed distribution's version, as ``--version`` prints.
+    """Return ``llmgate X.Y.Z``, as ``--version`` prints: worker/version.py's `VERSION`, which
+    is also the installed distribution's version (pyproject.toml reads it from there)."""
+    from worker.version import VERSION
 
-    Raises:
-        importlib.metadata.PackageNotFoundError: llmgate is not installed (a bare source tree).
-    """
-    from importlib.metadata import version
-
-    return f"llmgate {version('llmgate')}"
+    return f"llmgate {VERSION}"
 
 
 def main(argv: Sequence[str] | None = None) -> int:
