@@ -9,7 +9,7 @@
   (worker/runtime/hardening.check_redis_socket);
 - ``git`` or ``git:refs/llmgate/<name>``: records are blobs (base64) in a commit under that
   ref of the repository itself (default `DEFAULT_REF`); ``llmgate baseline push`` pushes the
-  ref to a remote, and a CI job fetches it (``git fetch origin 'refs/llmgate/*:refs/llmgate/*'``).
+  ref to a remote, and a CI job fetches it (``git fetch origin '+refs/llmgate/*:refs/llmgate/*'``).
 
 Every store holds the bytes of `worker.baselines.store.encode`, so a record means the same
 wherever it is kept, and a record is reused only for exactly its commit and an equal key

@@ -65,18 +65,22 @@ def format_paths(specs: Sequence[FormatSpec] | None, output: Path | None) -> lis
     return [*paths, output] if output is not None else paths
 
 
-def format_refusal(specs: Sequence[FormatSpec] | None) -> str | None:
+def format_refusal(specs: Sequence[FormatSpec] | None, output: Path | None = None) -> str | None:
     """Return why ``specs`` cannot all be written (one line), or None.
 
-    Two formats to the same place (``--output``/stdout, or one path) would overwrite each other.
+    Two reports to the same place (``--output``/stdout, or one file, also through a symbolic
+    link) would overwrite each other; ``--output`` always receives a report (a format without
+    a path, or the default one), so no ``--format NAME:PATH`` may name it either.
     """
     bare = [s.name for s in specs or () if s.path is None and s.name != "github"]
     if len(bare) > 1:
         return (f"--format {' and '.join(bare)} would both go to --output/stdout: give all but "
                 "one a path (NAME:PATH)")
-    paths = [s.path.absolute() for s in specs or () if s.path is not None]
+    paths = [s.path.resolve() for s in specs or () if s.path is not None]
     if len(set(paths)) < len(paths):
         return "two --format values name the same file"
+    if output is not None and output.resolve() in paths:
+        return f"--output {output} is also a --format path: the two reports would overwrite"
     return None
 
 

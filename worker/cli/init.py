@@ -47,7 +47,7 @@ jobs:
       - uses: actions/setup-python@v5
         with: {python-version: "3.11"}
       - run: pip install llmgate
-      - run: git fetch origin 'refs/llmgate/*:refs/llmgate/*' || true
+      - run: git fetch origin '+refs/llmgate/*:refs/llmgate/*' || true
       - run: llmgate run --base "origin/${{ github.base_ref }}" --baseline-store git
 """
 _GITLAB = """llmgate:

@@ -312,7 +312,7 @@ def _refusal(args: argparse.Namespace) -> tuple[int, str] | None:
     ``--output`` whose folder does not exist is refused now, not after a run that may have
     spent money on model calls.
     """
-    clash = format_refusal(args.format)
+    clash = format_refusal(args.format, args.output)
     if clash is not None:
         return EXIT_CONFIG_ERROR, clash
     for output in format_paths(args.format, args.output):
@@ -343,7 +343,8 @@ def _refusal(args: argparse.Namespace) -> tuple[int, str] | None:
 
 def _unwritable(output: Path) -> str | None:
     """Return why ``output`` cannot be written (the OS's words), or None after opening it to
-    append, as the report will (a file this creates is removed again)."""
+    append, as the report will (a file this creates is removed again: the file a symbolic link
+    points to, never the link itself)."""
     existed = output.exists()
     try:
         with output.open("a", encoding="utf-8"):
@@ -351,7 +352,7 @@ def _unwritable(output: Path) -> str | None:
     except OSError as err:
         return err.strerror or str(err)
     if not existed:
-        output.unlink(missing_ok=True)
+        output.resolve().unlink(missing_ok=True)
     return None
 
 

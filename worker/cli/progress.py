@@ -11,6 +11,8 @@ lines is one write of whole lines, so two sides never garble a line.
 
 from __future__ import annotations
 
+import io
+import os
 import sys
 import time
 from collections.abc import Callable
@@ -32,13 +34,15 @@ class Progress:
         stream: where to print (stderr by default).
         clock: monotonic seconds.
         tty: whether to redraw in place (default: whether ``stream`` is a terminal).
+        columns: the terminal's width (default: read from ``stream`` at each redraw).
     """
 
     def __init__(self, stream: TextIO | None = None, clock: Callable[[], float] = time.monotonic,
-                 tty: bool | None = None) -> None:
+                 tty: bool | None = None, columns: int | None = None) -> None:
         self.stream = stream or sys.stderr
         self.clock = clock
         self.tty = self.stream.isatty() if tty is None else tty
+        self.columns = columns
         self.counts = GateProgress(clock)
         self.shown = clock()
         self.drawn = 0  # lines of the block on screen (a terminal)
@@ -61,6 +65,10 @@ class Progress:
     def _print(self, now: float) -> None:
         texts = [line.text(now) for line in self.counts.lines()]
         if self.tty:
+            # a line wider than the terminal wraps onto two rows, and moving up by lines would
+            # leave the extra rows behind: clip every line to the width
+            width = max(self._columns() - 1, 20)
+            texts = [text if len(text) <= width else text[:width - 1] + "…" for text in texts]
             up = f"\x1b[{self.drawn}F" if self.drawn else ""  # to the block's first line
             self.stream.write(up + "".join(f"\r\x1b[2K{text}\n" for text in texts))
             self.drawn = len(texts)
@@ -74,6 +82,15 @@ class Progress:
             self.printed.update(moved)
             self.stream.write("".join(text + "\n" for _, text in moved))
         self.stream.flush()
+
+    def _columns(self) -> int:
+        """The terminal's width in columns (`columns` when given; 80 when it cannot be read)."""
+        if self.columns is not None:
+            return self.columns
+        try:
+            return os.get_terminal_size(self.stream.fileno()).columns
+        except (OSError, ValueError, AttributeError, io.UnsupportedOperation):
+            return 80
 
     def finish(self) -> None:
         """Draw the block a last time (a terminal), so it shows the final counts."""

@@ -38,6 +38,7 @@ class SuiteLine:
         commands: command-target runs ended.
         cost_usd: USD spent so far.
         started_s: when its time starts (the clock's seconds), None before its first call.
+        ended_s: when its last expected call ended (its time stops there), None before.
     """
 
     side: str
@@ -49,6 +50,7 @@ class SuiteLine:
     commands: int = 0
     cost_usd: float = 0.0
     started_s: float | None = None
+    ended_s: float | None = None
 
     @property
     def where(self) -> str:
@@ -57,8 +59,9 @@ class SuiteLine:
         return f"{self.side} {commit}" if self.side else commit
 
     def elapsed_s(self, now: float) -> float:
-        """Seconds since its time started (0 before)."""
-        return 0.0 if self.started_s is None else max(now - self.started_s, 0.0)
+        """Seconds since its time started (0 before), until its last expected call ended."""
+        end = now if self.ended_s is None else self.ended_s
+        return 0.0 if self.started_s is None else max(end - self.started_s, 0.0)
 
     def eta_s(self, now: float) -> float | None:
         """Seconds left at the pace so far, or None (no total, or nothing done yet)."""
@@ -119,6 +122,8 @@ class GateProgress:
         line.cost_usd += event.cost_usd
         self._latest[event.side] = line
         self._last_call_s[event.side] = self.clock()
+        if line.total and line.done >= line.total and line.ended_s is None:
+            line.ended_s = self._last_call_s[event.side]  # done: its time stops
         self.version += 1
 
     def _line(self, event: CallEvent) -> SuiteLine:

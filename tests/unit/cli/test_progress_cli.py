@@ -58,9 +58,26 @@ def test_two_sides_at_once_get_a_line_per_suite_and_side_in_ci() -> None:
         "llmgate: base bbbbbbb b: 1/2 calls (0 cached), $0.0100, 20 s, about 20 s left"]
 
 
+def test_a_finished_suites_time_stops_and_a_terminal_line_fits_its_width() -> None:
+    # field case (fresh-user tester): `40/40 calls ..., 5 s, done` went on to 6, 7, 8 s; and
+    # 96-character lines on an 80-column terminal wrapped, so each redraw left stale rows
+    now, out = [0.0], io.StringIO()
+    bar = Progress(out, clock=lambda: now[0], tty=True, columns=60)
+    bar.plan(RunPlan("b" * 40, 1, (("a-rather-long-suite-name", 1),), "base"))
+    now[0] = 5.0
+    bar.call(chat("base", "a-rather-long-suite-name"))
+    now[0] = 9.0
+    bar.finish()
+    drawn = re.sub(r"\x1b\[\d*[FK]|\r", "", out.getvalue()).split("\n")[:-1]
+    assert drawn == ["llmgate: base bbbbbbb a-rather-long-suite-name: 1/1 calls …"] * 2
+    assert all(len(line) <= 59 for line in drawn)
+    line = bar.counts.lines()[0]
+    assert (line.elapsed_s(9.0), line.text(9.0).split(", ")[-2:]) == (5.0, ["5 s", "done"])
+
+
 def test_on_a_terminal_the_block_of_lines_is_redrawn_in_place() -> None:
     now, out = [0.0], io.StringIO()
-    bar = Progress(out, clock=lambda: now[0], tty=True)
+    bar = Progress(out, clock=lambda: now[0], tty=True, columns=120)
     bar.plan(RunPlan("b" * 40, 2, (("s", 2),), "base"))
     bar.plan(RunPlan("", 0, (("s", 0),), "head"))
     now[0] = 1.0

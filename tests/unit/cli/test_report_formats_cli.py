@@ -189,6 +189,37 @@ def test_clashing_formats_are_refused_before_anything_runs(tiny_repo, capsys, fo
     assert capsys.readouterr().err.startswith(f"llmgate: {message}")
 
 
+def test_a_format_path_that_is_the_output_or_a_link_to_another_is_refused(tiny_repo, capsys,
+                                                                         tmp_path):
+    # field case (fresh-user tester): `--format json:P --output P` wrote the markdown to P and
+    # then the JSON over it; two paths that are one file through a link were not refused
+    same = tmp_path / "same"
+    code = main(["run", "--repo", str(tiny_repo[0]), f"--format=json:{same}", "--output",
+                 str(same)])
+    assert (code, capsys.readouterr().err) == (
+        EXIT_CONFIG_ERROR, f"llmgate: --output {same} is also a --format path: the two reports "
+                           "would overwrite\n")
+    (tmp_path / "link.json").symlink_to(tmp_path / "real.json")
+    code = main(["run", "--repo", str(tiny_repo[0]), f"--format=json:{tmp_path / 'real.json'}",
+                 f"--format=sarif:{tmp_path / 'link.json'}"])
+    assert (code, capsys.readouterr().err) == (
+        EXIT_CONFIG_ERROR, "llmgate: two --format values name the same file\n")
+
+
+def test_a_report_through_a_dangling_link_is_written_where_it_points(tiny_repo, capsys,
+                                                                    tmp_path):
+    # field case (fresh-user tester): the check before the run removed the link itself and left
+    # an empty file at its target
+    (tmp_path / "art").mkdir()
+    link = tmp_path / "link.xml"
+    link.symlink_to(tmp_path / "art" / "report.xml")
+    code = main(["run", "--repo", str(tiny_repo[0]), "--no-cache", f"--format=junit:{link}"])
+    capsys.readouterr()
+    assert code == 0
+    assert link.is_symlink()
+    assert (tmp_path / "art" / "report.xml").read_text().startswith("<?xml")
+
+
 @pytest.mark.parametrize("value", ["xml", "junit:", "github:out.txt"])
 def test_a_bad_format_value_exits_2(capsys, value):
     with pytest.raises(SystemExit) as exited:
