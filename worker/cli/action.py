@@ -38,7 +38,8 @@ from typing import Any
 from worker.cli.action_comment import DEFAULT_COMMENT_AUTHOR, TOKEN_ENV
 from worker.cli.baseline import add_store_option
 
-#: Most ``::error`` annotations printed (GitHub shows at most 10 errors per step anyway).
+#: Most regressions listed in the job summary (the ``::error`` lines are at most
+#: worker/report/github_actions.py's `MAX_ANNOTATIONS`, what GitHub shows per step).
 MAX_ANNOTATIONS = 50
 
 
@@ -62,13 +63,19 @@ def add_action_command(sub: argparse._SubParsersAction[argparse.ArgumentParser])
 
 
 def escape(text: str, *, prop: bool = False) -> str:
-    """Escape ``text`` for a workflow command's message (or, ``prop``, a property)."""
-    out = text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
-    return out.replace(":", "%3A").replace(",", "%2C") if prop else out
+    """Escape ``text`` for a workflow command's message (or, ``prop``, a property), as
+    ``--format github`` does (worker/report/github_actions.py)."""
+    from worker.report.github_actions import escape_data, escape_property
+
+    return escape_property(text) if prop else escape_data(text)
 
 
 def workflow_annotations(report: Mapping[str, Any]) -> list[str]:
-    """Return the ``::error`` lines of a JSON report (``llmgate run --format json``; pure)."""
+    """Return the ``::error`` lines of a JSON report (``llmgate run --format json``; pure): the
+    configuration error, then at most ``--format github``'s `MAX_ANNOTATIONS` regressions (what
+    GitHub shows per step) and a ``::notice`` saying how many more the job summary lists."""
+    from worker.report.github_actions import MAX_ANNOTATIONS as SHOWN
+
     lines = []
     error = report.get("config_error")
     if error:
@@ -76,11 +83,15 @@ def workflow_annotations(report: Mapping[str, Any]) -> list[str]:
             f",line={int(error['line'])}" if error.get("line") else "")
         lines.append(f"::error {where},title=llmgate configuration error::"
                      f"{escape(str(error['message']))}")
-    for reg in report.get("regressions", [])[:MAX_ANNOTATIONS]:
+    regressions = report.get("regressions", [])
+    for reg in regressions[:SHOWN]:
         title = escape(f"llmgate: {reg['suite']}", prop=True)
         lines.append(f"::error file={escape(str(reg['dataset']), prop=True)},"
                      f"line={int(reg['line'])},title={title}"
                      f"::{escape(str(reg['example_id']) + ': ' + str(reg['reason']))}")
+    if len(regressions) > SHOWN:
+        lines.append(f"::notice title=llmgate::{len(regressions) - SHOWN} more findings: see "
+                     "the job summary")
     return lines
 
 

@@ -65,6 +65,17 @@ def test_workflow_command_escaping():
         "::error file=.llmgate.yml,line=7,title=llmgate configuration error::bad"]
 
 
+def test_the_action_prints_what_github_shows_and_says_how_many_more():
+    # field case (fresh-user tester): 44 ::error lines where GitHub shows 10 per step, the
+    # other 34 dropped without a word (`--format github` says how many more)
+    regressions = [{"suite": "s", "dataset": "evals/d.jsonl", "line": n, "example_id": f"e{n}",
+                    "reason": "failed"} for n in range(1, 13)]
+    lines = workflow_annotations({"regressions": regressions})
+    assert lines[0] == "::error file=evals/d.jsonl,line=1,title=llmgate%3A s::e1: failed"
+    assert len(lines) == 11 and all(line.startswith("::error ") for line in lines[:10])
+    assert lines[10] == "::notice title=llmgate::2 more findings: see the job summary"
+
+
 def test_the_action_declares_its_inputs_and_runs_the_script():
     action = yaml.safe_load((ACTION / "action.yml").read_text())
     assert set(action["inputs"]) == {"version", "baseline-store", "allow-undecided", "comment",
