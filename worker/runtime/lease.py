@@ -29,7 +29,7 @@ from arq.constants import in_progress_key_prefix
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
-from worker.runtime.settings import SettingsError
+from worker.runtime.settings import SettingsError, whole_number
 
 log = logging.getLogger(__name__)
 
@@ -46,15 +46,6 @@ MIN_JOB_TIMEOUT_S = 30
 TIMEOUT_MARGIN_S = 5
 #: The ``ctx`` key where the worker's start-up keeps its `JobLimits`.
 CTX_KEY = "job_limits"
-
-
-def _seconds(environ: Mapping[str, str], name: str, default: int, low: int) -> int:
-    raw = environ.get(name, "").strip()
-    if not raw:
-        return default
-    if not (raw.isascii() and raw.isdigit()) or int(raw) < low:
-        raise SettingsError(f"{name} must be a whole number >= {low}, got {raw[:20]!r}")
-    return int(raw)
 
 
 @dataclass(frozen=True)
@@ -86,13 +77,13 @@ class JobLimits:
                 lease 3, tries 1, sweep 1), the lease is not below the timeout, or the sweep
                 interval does not fit a clock (see `worker.gate.sweeper.sweep_schedule`).
         """
-        timeout_s = _seconds(environ, "LLMGATE_JOB_TIMEOUT_S", DEFAULT_JOB_TIMEOUT_S,
+        timeout_s = whole_number(environ, "LLMGATE_JOB_TIMEOUT_S", DEFAULT_JOB_TIMEOUT_S,
                              MIN_JOB_TIMEOUT_S)
         limits = cls(timeout_s,
-                     _seconds(environ, "LLMGATE_JOB_LEASE_S",
+                     whole_number(environ, "LLMGATE_JOB_LEASE_S",
                               min(DEFAULT_LEASE_S, timeout_s // 2), MIN_LEASE_S),
-                     _seconds(environ, "LLMGATE_JOB_MAX_TRIES", DEFAULT_MAX_TRIES, 1),
-                     _seconds(environ, "LLMGATE_SWEEP_INTERVAL_S", DEFAULT_SWEEP_INTERVAL_S, 1))
+                     whole_number(environ, "LLMGATE_JOB_MAX_TRIES", DEFAULT_MAX_TRIES, 1),
+                     whole_number(environ, "LLMGATE_SWEEP_INTERVAL_S", DEFAULT_SWEEP_INTERVAL_S, 1))
         if limits.lease_s >= limits.job_timeout_s:
             raise SettingsError(f"LLMGATE_JOB_LEASE_S ({limits.lease_s}) must be below "
                                 f"LLMGATE_JOB_TIMEOUT_S ({limits.job_timeout_s})")

@@ -103,6 +103,21 @@ def redis_url_from_env(env: Mapping[str, str], name: str = "REDIS_URL",
     return url
 
 
+def whole_number(environ: Mapping[str, str], name: str, default: int, least: int) -> int:
+    """Return the whole-number setting ``name`` of ``environ`` (``default`` when unset or blank).
+
+    Raises:
+        SettingsError: the value is not ASCII digits, or is below ``least``; the message
+            quotes at most its first 20 characters.
+    """
+    raw = environ.get(name, "").strip()
+    if not raw:
+        return default
+    if not (raw.isascii() and raw.isdigit()) or int(raw) < least:
+        raise SettingsError(f"{name} must be a whole number >= {least}, got {raw[:20]!r}")
+    return int(raw)
+
+
 def _max_jobs(env: Mapping[str, str]) -> int:
     raw = env.get("LLMGATE_MAX_JOBS", "").strip()
     if not raw:

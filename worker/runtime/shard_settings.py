@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from worker.runtime.settings import SettingsError
+from worker.runtime.settings import whole_number
 
 #: Defaults of ``LLMGATE_SHARD_EXAMPLES`` and ``LLMGATE_SHARD_OUTSTANDING``. Sharding is off
 #: (0) until a shard lost with its worker is redone within the lease (it now waits for arq's own
@@ -33,16 +33,8 @@ class ShardSettings:
         """Read the settings.
 
         Raises:
-            SettingsError: a value is not a whole number >= 1.
+            SettingsError: a value is not a whole number (examples >= 0, outstanding >= 1).
         """
-        return cls(_count(environ, "LLMGATE_SHARD_EXAMPLES", DEFAULT_SHARD_EXAMPLES, least=0),
-                   _count(environ, "LLMGATE_SHARD_OUTSTANDING", DEFAULT_SHARD_OUTSTANDING))
+        return cls(whole_number(environ, "LLMGATE_SHARD_EXAMPLES", DEFAULT_SHARD_EXAMPLES, 0),
+                   whole_number(environ, "LLMGATE_SHARD_OUTSTANDING", DEFAULT_SHARD_OUTSTANDING, 1))
 
-
-def _count(environ: Mapping[str, str], name: str, default: int, least: int = 1) -> int:
-    raw = environ.get(name, "").strip()
-    if not raw:
-        return default
-    if not (raw.isascii() and raw.isdigit()) or int(raw) < least:
-        raise SettingsError(f"{name} must be a whole number >= {least}, got {raw[:20]!r}")
-    return int(raw)
