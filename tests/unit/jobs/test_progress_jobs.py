@@ -4,6 +4,7 @@ git, the schema-checking fake GitHub, litellm over HTTP to a slow fake provider.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -21,11 +22,9 @@ llm = llm_support.llm
 repo = failclosed_support.failclosed_repo
 
 
-async def test_a_slow_run_patches_its_progress_and_completes_last(
-        github: FakeGitHubServer, repo: tuple[Path, dict[str, str]], llm: FakeLLMServer,
-        monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(progress, "PROGRESS_EVERY_S", 0.05)
-    llm.setup({"latency_ms": 400})  # 5 tickets a side at concurrency 5: > 0.4 s a side
+async def _gate_the_regressing_pr(github: FakeGitHubServer,
+                                  repo: tuple[Path, dict[str, str]]) -> dict[str, Any]:
+    """Open PR 1 (pr/regress against main), run its gate job; return its one check run."""
     path, shas = repo
     github.fake.setup({"pulls": [{"owner": OWNER, "repo": REPO, "number": 1,
                                   "head_sha": shas["pr/regress"], "base_sha": shas["main"],
@@ -34,6 +33,16 @@ async def test_a_slow_run_patches_its_progress_and_completes_last(
     await run_burst([("gate_pull_request", payload,
                       gate_job_id(payload["repo"], 1, shas["pr/regress"]))])
     [check] = github.state()["check_runs"]
+    return check
+
+
+async def test_a_slow_run_patches_its_progress_and_completes_last(
+        github: FakeGitHubServer, repo: tuple[Path, dict[str, str]], llm: FakeLLMServer,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(progress, "PROGRESS_EVERY_S", 0.05)
+    llm.setup({"latency_ms": 400})  # 5 tickets a side at concurrency 5: > 0.4 s a side
+    check = await _gate_the_regressing_pr(github, repo)
+    shas = repo[1]
     bodies = [h["body"] for h in check["history"]]
     assert bodies[-1]["status"] == "completed" and check["conclusion"] == "failure"
     assert all(b.get("status") != "completed" for b in bodies[:-1])
@@ -67,14 +76,7 @@ async def test_a_failing_progress_patch_does_not_fail_the_gate(
 
     monkeypatch.setattr(progress, "_update", failing)
     llm.setup({"latency_ms": 300})
-    path, shas = repo
-    github.fake.setup({"pulls": [{"owner": OWNER, "repo": REPO, "number": 1,
-                                  "head_sha": shas["pr/regress"], "base_sha": shas["main"],
-                                  "author": "writer"}]})
-    payload = gate_payload(path.as_uri(), shas["pr/regress"], shas["main"], number=1)
-    await run_burst([("gate_pull_request", payload,
-                      gate_job_id(payload["repo"], 1, shas["pr/regress"]))])
-    [check] = github.state()["check_runs"]
+    check = await _gate_the_regressing_pr(github, repo)
     assert (check["status"], check["conclusion"]) == ("completed", "failure")
     assert "regress" in check["output"]["title"]
     assert tried  # the updater tried, failed, and the gate went on
