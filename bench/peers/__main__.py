@@ -43,6 +43,7 @@ import json
 import os
 import platform
 import subprocess
+import sys
 import tempfile
 import time
 import urllib.request
@@ -60,6 +61,9 @@ from bench.peers.tree import SAMPLE_INTERVAL_S, TreeRun, become_subreaper, measu
 PEERS = ("llmci", "promptfoo")
 #: The name of llmgate run from ``--before``'s checkout (a column of the table, like a peer).
 BEFORE = "llmgate-before"
+#: How `BEFORE` is started: the CLI's ``main`` of whichever ``worker`` PYTHONPATH names
+#: (``python -P``: the working directory is not put first on the path).
+BEFORE_MAIN = "import sys; from worker.cli import main; sys.exit(main())"
 #: The fake provider's latency per call, milliseconds (default).
 LATENCY_MS = 100.0
 #: How the variant without provider processes is named.
@@ -155,8 +159,11 @@ def build_tools(root: Path, job: jobs.Job, redis_url: str, peers: bool,
     found = [tools.llmgate_tool(root / "llmgate", base_sha, redis_url, flush),
              tools.llmgate_tool(root / "llmgate", base_sha, redis_url, flush,
                                 LLMGATE_PROVIDER_PROCESSES="0")]
-    if before is not None:  # the same console script, importing ``worker`` from ``before``
+    if before is not None:  # the venv's Python, importing ``worker`` from ``before``
+        # Not the console script: it names this checkout's entry point (worker.cli.entry),
+        # which older checkouts lack; every version has had ``worker.cli.main``.
         old = tools.llmgate_tool(root / "llmgate", base_sha, redis_url, flush,
+                                 (sys.executable, "-P", "-c", BEFORE_MAIN),
                                  PYTHONPATH=str(before.resolve()))
         found.append(dataclasses.replace(old, name=BEFORE, version=f"{old.version} ({before})"))
     if peers and tools.llmci_bin().exists():

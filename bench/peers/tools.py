@@ -22,7 +22,7 @@ import os
 import shutil
 import subprocess
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -128,14 +128,17 @@ def install_peers() -> None:
 
 
 def llmgate_tool(folder: Path, base_sha: str, redis_url: str, flush: Callable[[], None],
-                 **extra: str) -> Tool:
-    """Return llmgate over its repository ``folder``; ``extra`` joins its environment."""
+                 command: Sequence[str] = (), **extra: str) -> Tool:
+    """Return llmgate over its repository ``folder``; ``extra`` joins its environment.
+
+    ``command`` is the argv that starts the CLI (default: the venv's ``llmgate`` script).
+    """
     env = base_env(folder.parent / "home-llmgate", **{KEY_ENV: FAKE_KEY}, REDIS_URL=redis_url,
                    **extra)
-    llmgate = str(llmgate_bin())
-    run = Invocation((llmgate, "run"), folder, env)
-    gate = Invocation((llmgate, "run", "--base", base_sha), folder, env)
-    version = version_of([llmgate], env)
+    llmgate = tuple(command) or (str(llmgate_bin()),)
+    run = Invocation((*llmgate, "run"), folder, env)
+    gate = Invocation((*llmgate, "run", "--base", base_sha), folder, env)
+    version = version_of(list(llmgate), env)
     name = "llmgate" + "".join(f" {k}={v}" for k, v in extra.items())
     return Tool(name, version, folder, run, (gate,), flush)
 

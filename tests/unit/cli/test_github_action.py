@@ -47,6 +47,8 @@ PAYLOAD = ROOT / "tests/fixtures/github/webhooks/pull_request.opened.json"
 PR_NUMBER = 2
 #: Who a workflow's GITHUB_TOKEN comments as.
 ACTIONS_BOT = "github-actions[bot]"
+#: Seconds one gate.sh step may take before the test calls it hung (see `run_gate_step`).
+STEP_TIMEOUT_S = 300
 
 
 def dumping_target(dump: Path) -> str:
@@ -107,8 +109,10 @@ def run_gate_step(tmp_path: Path, repo: Path, base_sha: str, head_sha: str,
                 "GITHUB_EVENT_PATH": str(tmp_path / "event.json"),
                 "GITHUB_STEP_SUMMARY": str(summary), "RUNNER_TEMP": str(tmp_path),
                 "LLMGATE": str(llmgate), "LLMGATE_CACHE_DIR": str(tmp_path / "cache"), **env}
+    # One step is a few seconds alone; a 2-core CI machine running the suite's other worker
+    # has taken over 120 s (TimeoutExpired), so the limit only catches a hang.
     return subprocess.run([str(ACTION / "gate.sh")], cwd=repo, env=step_env,
-                          capture_output=True, text=True, timeout=120)
+                          capture_output=True, text=True, timeout=STEP_TIMEOUT_S)
 
 
 @pytest.mark.slow
