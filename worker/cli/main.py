@@ -255,7 +255,11 @@ def _start_up(*, verbose: bool) -> None:
     if verbose:
         logger.addHandler(_Say())
         logger.setLevel(logging.INFO)
-    threading.Thread(target=litellm_module, name="llmgate-import", daemon=True).start()
+    # Not a daemon: the interpreter joins it before it finalizes. A daemon thread still
+    # importing litellm's compiled dependencies when the run ended (Ctrl-C a second in) made a
+    # pyo3 module panic during finalization ("The Python interpreter is not initialized"),
+    # printed after "llmgate: interrupted". The cost is at most the rest of the import.
+    threading.Thread(target=litellm_module, name="llmgate-import", daemon=False).start()
 
 
 class _Say(logging.Handler):
