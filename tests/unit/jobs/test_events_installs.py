@@ -195,7 +195,11 @@ async def test_installation_deleted_mid_run_ends_quietly(monkeypatch, redis_url,
             and r.levelno >= logging.INFO and "quietly" in r.getMessage()]
     assert [r.getMessage() for r in ours] == [f"job ended quietly: {REMOVED} (GitHubError)"]
     assert [r for r in caplog.records if r.exc_info] == []
-    assert [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING] == []
+    # The reconciler's start-up pass may meet the same revoked GitHub (401 on every call) when
+    # the machine is slow, and rightly warns; that is its own concern (tests of
+    # worker/gate/reconcile.py), not the gate job's, which must end without a warning.
+    assert [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING
+            and r.name != "worker.gate.reconcile"] == []
     assert state["comments"] == []
     [run] = state["check_runs"]
     assert run["status"] == "in_progress"  # GitHub drops an uninstalled App's check runs
