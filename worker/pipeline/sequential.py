@@ -129,11 +129,24 @@ class SequentialGate:
 
     @property
     def scale(self) -> float:
-        """Factor on the regression alphas of the report: the last look's boundary / alpha
-        (at least 1e-9: a look that cannot reject), 1 after an early pass."""
+        """Factor (0-1] on the regression alphas of the report: 1 after an early pass, else the
+        last look's level / alpha (`level`)."""
         if self.passed or not self.decided:
             return 1.0
-        return max(self.decided[-1].level / self.alpha, 1e-9)
+        return self.level / self.alpha
+
+    @property
+    def level(self) -> float:
+        """The last look's level on the report's regression tests (0-1].
+
+        Its boundary c_k; when c_k is 0 (no sign pattern of the examples seen reaches the
+        look's spend, e.g. 3 discordant pairs give p >= 0.125), the look's own spend instead.
+        Both decide alike: with c_k = 0 every pattern still in play has G_k above the spend
+        (G counts the patterns at or below it), so the report's first step-down p-value cannot
+        reach it either, and the report shows the alpha the look planned, not a vanishing one.
+        """
+        last = self.decided[-1]
+        return last.level if last.level > 0 else max(last.spend, 1e-9)
 
     def look(self, head: RunResult, look: int) -> Look:
         """Decide look ``look`` (1-based) on head's examples so far (worker/evals/verdict/
@@ -202,8 +215,8 @@ class SequentialGate:
             self.stopped = "the gate fails: a rule that more examples cannot undo failed"
         elif found.verdict == "fail":
             self.stopped = (f"the gate fails: the family's smallest adjusted p-value "
-                            f"{found.family_p:.4f} is at most this look's boundary "
-                            f"{found.level:.4f}")
+                            f"{found.family_p:.4g} is at most this look's boundary "
+                            f"{found.level:.4g}")
         return bool(self.stopped)
 
     def note(self) -> str:
@@ -216,8 +229,14 @@ class SequentialGate:
             return (f"{head}: stopped early after {last.seen} of {last.total} examples "
                     f"(look {last.look} of {last.looks}): {self.stopped}"
                     + ("" if self.passed else "; regression alphas scaled to that boundary"))
-        return (f"{head}: ran all {last.total} examples; the last look decides at "
-                f"{last.level:.4f} (alpha {self.alpha:g} less what earlier looks spent)")
+        if last.level > 0 or last.spend <= 0:
+            return (f"{head}: ran all {last.total} examples; the last look decides at "
+                    f"{last.level:.4g} (alpha {self.alpha:g} less what earlier looks spent)")
+        return (f"{head}: ran all {last.total} examples; no test can reject at the last look: "
+                f"with {last.differing} of them differing between base and head, the smallest "
+                f"p-value any sign pattern gives is {last.smallest:.4g}, above the look's "
+                f"alpha {last.spend:.4g} (alpha {self.alpha:g} less what earlier looks spent), "
+                f"so the regression tests are shown at that alpha and cannot fail")
 
 
 def _interleave(positions: Sequence[np.ndarray], sizes: Sequence[int],

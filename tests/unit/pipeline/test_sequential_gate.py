@@ -99,3 +99,36 @@ def test_a_count_rule_that_failed_stops_at_the_first_look(llm: FakeLLMServer,
     assert head_calls == 10
     assert "stopped early after 10 of 40 examples (look 1 of 4): the gate fails: a rule that " \
         "more examples cannot undo failed" in stop_note(report)
+
+
+#: Breaks 3 of the 40 examples: too few discordant pairs for any sign-flip test to reject.
+FEW = ("{% if input in ['refund for order 1', 'refund for order 3', 'refund for order 5'] %}"
+       "Sorry.{% else %}Customer says: {{ input }}{% endif %}")
+
+
+def test_a_last_look_that_cannot_reject_shows_its_planned_alpha(llm: FakeLLMServer,
+                                                                 tmp_path: Path) -> None:
+    """Field case (tester, issue 15): 3 broken examples with a margin rule ran the whole way
+    and reported "regression alpha 5e-11" and "the last look decides at 0.0000". With 3
+    discordant pairs the smallest sign-flip p-value is 1/8, above the last look's spend
+    0.05 - 0.2 * 0.05 * 3/4 = 0.0425 (haybittle_peto), so the boundary is 0: the report shows
+    the look's alpha 0.0425 and says why no test can reject."""
+    gate_rules = "{pass_rate: {regression: {alpha: 0.05}, non_inferiority_margin: 0.03}}"
+    report, head_calls = gate(llm, *trees(tmp_path, llm.url, FEW, gate=gate_rules))
+    assert head_calls == 40
+    rule = next(o for o in report.outcomes if o.rule.startswith("regression"))
+    assert (rule.rule, rule.status) == ("regression alpha 0.0425", "pass")
+    assert "no test can reject at the last look: with 3 of them differing between base and " \
+        "head, the smallest p-value any sign pattern gives is 0.125, above the look's alpha " \
+        "0.0425" in stop_note(report)
+    assert "5e-11" not in json.dumps([o.rule for o in report.outcomes])
+
+
+def test_few_discordant_pairs_without_a_margin_pass_early_at_the_full_alpha(
+        llm: FakeLLMServer, tmp_path: Path) -> None:
+    """The same 3 broken examples with only a regression rule: the run may stop to pass early,
+    and its regression rule is shown at the gate's own alpha, never a scaled-away one."""
+    report, _ = gate(llm, *trees(tmp_path, llm.url, FEW))
+    assert report.conclusion == "success"
+    rule = next(o for o in report.outcomes if o.rule.startswith("regression"))
+    assert rule.rule == "regression alpha 0.05"

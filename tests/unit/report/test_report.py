@@ -81,7 +81,9 @@ def test_comment_starts_with_the_marker_and_lists_regressions_in_line_order() ->
     body = report.comment_body(_failing(), head_sha=HEAD_SHA, base_sha=BASE_SHA,
                                check_url="https://github.com/o/r/runs/42")
     lines = body.splitlines()
-    assert lines[:4] == [COMMENT_MARKER, "### ❌ llmgate: fail", "",
+    assert lines[:6] == [COMMENT_MARKER, "### ❌ llmgate: fail", "",
+                         "**Why:** decided by tickets pass_rate min 0.80 (fail) (and 1 more): "
+                         "0.775 is below the minimum 0.80.", "",
                          "**Head** `aaaaaaa` · **base** `bbbbbbb`"]
     items = [line for line in lines if line.startswith("**t")]
     assert items == [

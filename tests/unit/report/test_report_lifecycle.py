@@ -108,6 +108,8 @@ def test_the_comment_shows_each_suite_with_both_outputs_ids_and_calls() -> None:
     body = report.comment_body(gate(), head_sha=HEAD, base_sha=BASE)
     head, section = body.split("\n#### ", 1)
     assert head.startswith(f"{COMMENT_MARKER}\n### ❌ llmgate: fail\n\n"
+                           "**Why:** decided by tickets pass_rate max_drop 0.05 (fail): dropped "
+                           "0.33 from base 1.00 (allowed 0.05).\n\n"
                            "**Head** `aaaaaaa` · **base** `ccccccc`\n\n"  # the base compared
                            f"**Baseline:** {SOURCE}\n\n| suite |")
     assert head.count(SOURCE) == 1  # not repeated as a note

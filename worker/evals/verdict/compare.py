@@ -70,7 +70,7 @@ from worker.evals.verdict.paired import (
     require_explicit_ids,
     rules_needing_ids,
 )
-from worker.evals.verdict.signflip import FamilySuite, History, adjust_family
+from worker.evals.verdict.signflip import FamilySuite, History, adjust_family, split_note
 from worker.evals.verdict.thresholds import NO_BASE, check_thresholds, find_regressions
 from worker.evals.verdict.upper_rules import check_upper
 
@@ -127,6 +127,10 @@ def compare(
     outcomes: list[RuleOutcome] = []
     regressions: list[Regression] = []
     extra = list(notes)
+    options = config.settings.statistics
+    if options.method != "holm":
+        extra += [found for found in [split_note(_members(suites, history or {}), options)]
+                  if found]
     for suite in suites:
         outcomes.extend(_suite_outcomes(suite, comparisons))
         extra.extend(_suite_notes(suite))
@@ -223,12 +227,15 @@ def _comparisons(suites: Sequence[_Suite], settings: StatSettings,
 
 def _family(found: _Found, suites: Sequence[_Suite], options: StatisticsSettings,
             history: Mapping[str, History]) -> _Found:
-    members = [FamilySuite(s.config.name, s.paired, s.config.gate,
-                           s.config.gate_options.group_min_items, history.get(s.config.name))
-               for s in suites if s.paired is not None and s.paired.metrics]
     flat = [c for cs in found.values() for c in cs]
-    adjusted = iter(adjust_family(members, flat, options))
+    adjusted = iter(adjust_family(_members(suites, history), flat, options))
     return {key: [next(adjusted) for _ in cs] for key, cs in found.items()}
+
+
+def _members(suites: Sequence[_Suite], history: Mapping[str, History]) -> list[FamilySuite]:
+    return [FamilySuite(s.config.name, s.paired, s.config.gate,
+                        s.config.gate_options.group_min_items, history.get(s.config.name))
+            for s in suites if s.paired is not None and s.paired.metrics]
 
 
 def _holm(found: _Found, suites: Sequence[_Suite]) -> _Found:

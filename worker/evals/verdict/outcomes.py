@@ -94,7 +94,7 @@ def _no_pairs(c: PairedComparison, text: str, effect: Effect) -> RuleOutcome:
 
 
 def _regression(c: PairedComparison, alpha: float, effect: Effect) -> RuleOutcome:
-    text = f"regression alpha {alpha:g}"
+    text = f"regression alpha {alpha:.4g}"
     if c.p_adjusted is None or c.test == "none":
         return _no_pairs(c, text, effect)
     test = (f"McNemar exact, {c.broken} broken / {c.fixed} fixed" if c.test == "mcnemar" else
@@ -102,7 +102,7 @@ def _regression(c: PairedComparison, alpha: float, effect: Effect) -> RuleOutcom
     if c.p_adjusted <= alpha:
         return _outcome(c, text, "regression",
                         f"significant {_drop_word(c.metric)}: p = {_p(c.p_adjusted)} "
-                        f"({_adjusted(c)}; {test}) <= {alpha:g}")
+                        f"({_adjusted(c)}; {test}) <= {alpha:.4g}")
     return _outcome(c, text, "pass")
 
 

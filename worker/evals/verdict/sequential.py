@@ -88,6 +88,11 @@ class Look:
         family_p: the observed smallest adjusted p-value G_k (1 without a test).
         predictive: predictive probability (0-1) that the full run fails (0 at the last look).
         verdict: ``fail`` (G_k <= c_k), ``pass`` (predictive < futility) or ``continue``.
+        spend: alpha spent at this look alone, ``alpha(t_k) - alpha(t_{k-1})``.
+        smallest: the smallest G_k any sign pattern of the examples seen reaches (0-1); when
+            it exceeds ``spend``, c_k is 0: no test can reject at this look.
+        differing: examples seen whose base and head values differ (discordant pairs of a
+            pass/fail metric).
     """
 
     look: int
@@ -99,6 +104,9 @@ class Look:
     family_p: float
     predictive: float
     verdict: Verdict
+    spend: float = 0.0
+    smallest: float = 0.0
+    differing: int = 0
 
 
 def spent_alpha(t: float, alpha: float, spending: Spending) -> float:
@@ -228,8 +236,10 @@ def sequential_look(x: FloatArray, scopes: NDArray[np.bool_], weights: FloatArra
         critical = float(np.quantile(looks[k][1], alpha))
         predictive = predictive_failure(x, scopes, weights, total, critical)
         verdict = "pass" if predictive < futility else "continue"
+    spends = np.diff(np.array([0.0, *spent]))
+    differing = int(np.count_nonzero(np.any(x != 0, axis=1)))
     return Look(k + 1, len(sizes), seen, total, spent[k], float(levels[k]), observed,
-                predictive, verdict)
+                predictive, verdict, float(spends[k]), float(g[:, k].min()), differing)
 
 
 def predictive_failure(x: FloatArray, scopes: NDArray[np.bool_], weights: FloatArray,

@@ -90,6 +90,46 @@ def alpha_shares(suites: Sequence[FamilySuite], options: StatisticsSettings
     return {key: value / total for key, value in shares.items()} if total else shares
 
 
+def split_note(suites: Sequence[FamilySuite], options: StatisticsSettings) -> str:
+    """Return one sentence saying how alpha was split over the family's tests (`alpha_shares`).
+
+    Names ``primary_share`` and ``group_share`` with their values, the primary metrics, and
+    each metric's starting share of alpha for its whole-suite test and for each group test
+    (shares of the gate's alpha, 0-1, 4 significant digits); empty without a ``regression``
+    test. At most 6 metrics are listed, then how many more.
+    """
+    shares = alpha_shares(suites, options)
+    if not shares:
+        return ""
+    metrics = [(s, m) for s in suites for m in s.paired.metrics
+               if s.rules[m].regression_alpha is not None]
+    primary = [f"{s.name} {m}" for s, m in metrics if s.rules[m].primary]
+    if primary and len(primary) < len(metrics):
+        text = (f"primary_share {options.primary_share:g} of alpha went to the `primary: true` "
+                f"metrics ({', '.join(primary)}) and the rest to the other "
+                f"{len(metrics) - len(primary)}")
+    elif len(metrics) == 1:
+        text = f"{metrics[0][0].name} {metrics[0][1]} is the only tested metric"
+    else:
+        text = f"alpha was split evenly over the {len(metrics)} tested metrics"
+    grouped = any(key[2] for key in shares)
+    if grouped:
+        text += (f"; within a metric, group_share {options.group_share:g} of its part went to "
+                 f"its group tests (evenly) and the rest to its whole-suite test")
+    parts = []
+    for suite, metric in metrics[:6]:
+        groups = [v for (name, m, g), v in shares.items() if (name, m) == (suite.name, metric)
+                  and g]
+        part = f"{suite.name} {metric} {shares[(suite.name, metric, '')]:.4g}"
+        if groups:
+            part += f" + {len(groups)} groups × {groups[0]:.4g}"
+        parts.append(part)
+    more = f", and {len(metrics) - 6} more" if len(metrics) > 6 else ""
+    return (f"How alpha was split (settings.statistics): {text}. Each test starts at alpha × "
+            f"its share ({'; '.join(parts)}{more}); a rejected test passes its share on to the "
+            "rest (Bretz et al. 2009).")
+
+
 def _valued_groups(suite: FamilySuite, metric: str) -> list[str]:
     j = suite.paired.metrics.index(metric)
     valid = _valid(suite.paired)[:, j]

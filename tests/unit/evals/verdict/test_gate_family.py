@@ -15,7 +15,7 @@ from worker.evals.types import CommandTarget, GateOptions, GateRule, StatisticsS
 from worker.evals.verdict.compare import paired_verdicts
 from worker.evals.verdict.paired import PairedSuite
 from worker.evals.verdict.rules import merge_rules
-from worker.evals.verdict.signflip import FamilySuite, alpha_shares, family_p_values
+from worker.evals.verdict.signflip import FamilySuite, alpha_shares, family_p_values, split_note
 
 CONFIG = """version: 1
 settings:
@@ -88,6 +88,27 @@ def test_alpha_is_split_by_primary_then_between_suite_and_groups() -> None:
     assert shares[("s", "pass_rate", "category=g0")] == pytest.approx(0.2)
     assert shares[("s", "error_rate", "")] == pytest.approx(0.1)
     assert sum(shares.values()) == pytest.approx(1.0)
+
+
+def test_the_report_says_in_words_how_alpha_was_split() -> None:
+    """Field case (tester, issue 15): the report named no primary_share or group_share; every
+    row showed only its own alpha."""
+    values = paired(np.ones((20, 2, 1)), np.ones((20, 2, 1)))
+    options = StatisticsSettings(primary_share=0.8, group_share=0.5)
+    note = split_note([FamilySuite("s", values, suite(True).gate, 5)], options)
+    assert note == (
+        "How alpha was split (settings.statistics): primary_share 0.8 of alpha went to the "
+        "`primary: true` metrics (s pass_rate) and the rest to the other 1; within a metric, "
+        "group_share 0.5 of its part went to its group tests (evenly) and the rest to its "
+        "whole-suite test. Each test starts at alpha × its share (s pass_rate 0.4 + 2 groups × "
+        "0.2; s error_rate 0.1 + 2 groups × 0.05); a rejected test passes its share on to the "
+        "rest (Bretz et al. 2009).")
+    flat = paired(np.ones((20, 2, 1)), np.ones((20, 2, 1)), False)
+    alone = split_note([FamilySuite("s", flat, suite(groups=False).gate, 5)],
+                       StatisticsSettings())
+    assert alone.startswith("How alpha was split (settings.statistics): alpha was split evenly "
+                            "over the 2 tested metrics. Each test starts at alpha × its share "
+                            "(s pass_rate 0.5; s error_rate 0.5)")
 
 
 def test_a_primary_metric_reaches_significance_that_an_equal_split_misses() -> None:
