@@ -244,22 +244,13 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def _start_up(*, verbose: bool) -> None:
-    """Import litellm (and its price table) in a background thread, so that it overlaps git's
-    checkouts and the configs' parsing; with ``verbose``, log llmgate's INFO lines to stderr."""
-    import threading
-
-    from worker.evals.llm.client import litellm_module
-
+    """With ``verbose``, log llmgate's INFO lines to stderr (litellm's background import starts
+    in `_run_local`, once it knows whether the run needs it: worker/cli/start_up.py)."""
     logger = logging.getLogger("llmgate")
     logger.handlers = [handler for handler in logger.handlers if not isinstance(handler, _Say)]
     if verbose:
         logger.addHandler(_Say())
         logger.setLevel(logging.INFO)
-    # Not a daemon: the interpreter joins it before it finalizes. A daemon thread still
-    # importing litellm's compiled dependencies when the run ended (Ctrl-C a second in) made a
-    # pyo3 module panic during finalization ("The Python interpreter is not initialized"),
-    # printed after "llmgate: interrupted". The cost is at most the rest of the import.
-    threading.Thread(target=litellm_module, name="llmgate-import", daemon=False).start()
 
 
 class _Say(logging.Handler):
@@ -413,6 +404,7 @@ async def _run_local(args: argparse.Namespace) -> tuple[MultiReport, str, str]:
     from worker.cli.baseline import runner_for as store_runner_for
     from worker.cli.progress import Progress
     from worker.cli.run_options import run_overrides
+    from worker.cli.start_up import answered_before, import_in_background, remember, run_fingerprint
     from worker.evals.llm import pool as llm_pool
     from worker.evals.llm.cli_cache import eval_context
     from worker.pipeline.multi import ConfigReport, MultiReport, gate_plan, unconfigured_report
@@ -422,6 +414,9 @@ async def _run_local(args: argparse.Namespace) -> tuple[MultiReport, str, str]:
     repo: Path = args.repo or repo_root(Path.cwd())
     async with AsyncExitStack() as stack:
         stack.push_async_callback(llm_pool.shutdown)  # on every way out: no process outlives
+        evals = await stack.enter_async_context(eval_context(args))
+        fingerprint = await run_fingerprint(repo, args)
+        import_in_background(warm=await answered_before(evals, fingerprint))
         head_root, head_sha = repo, ""
         if args.head:
             head_sha = await _resolve(repo, args.head, "--head")
@@ -434,7 +429,6 @@ async def _run_local(args: argparse.Namespace) -> tuple[MultiReport, str, str]:
             from worker.cli.named import compare_to_side
             base_root, base_sha, base_note, runner_for = await compare_to_side(
                 stack, repo, args.compare_to)
-        evals = await stack.enter_async_context(eval_context(args))
         if args.calibration is not None:
             evals.history = _calibration_history(args.calibration)
         evals.overrides = run_overrides(args)
@@ -457,6 +451,7 @@ async def _run_local(args: argparse.Namespace) -> tuple[MultiReport, str, str]:
                                       base_sha=base_sha, config_path=args.config, evals=evals,
                                       base_runner=runner_for(""))
             multi = MultiReport((ConfigReport(args.config, "", report),))
+        await remember(evals, fingerprint)
         return (multi.with_notes([base_note]) if base_note else multi), head_sha, base_sha
 
 

@@ -21,7 +21,9 @@ import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import closing, contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
+
+from redis.asyncio import Redis
 
 from worker.evals.llm.cache import (
     DEFAULT_TTL_S,
@@ -40,6 +42,17 @@ _SCHEMA = ("CREATE TABLE IF NOT EXISTS answers (key TEXT PRIMARY KEY, value TEXT
            "CREATE TABLE IF NOT EXISTS lengths (key TEXT NOT NULL, tokens INTEGER NOT NULL, "
            "at REAL NOT NULL)",
            "CREATE INDEX IF NOT EXISTS lengths_key ON lengths (key, at)")
+
+
+class _CacheContext(Protocol):
+    """What `context_cache` reads of a run's context (worker/evals/context.py EvalContext)."""
+
+    @property
+    def redis(self) -> Redis | None: ...
+    @property
+    def cache_file(self) -> Path | None: ...
+    @property
+    def namespace(self) -> str: ...
 
 
 def default_path(environ: Mapping[str, str]) -> Path:
@@ -130,3 +143,11 @@ class DiskCache(ResponseCache):
             log.warning("response cache read failed: %s", err)
             return None
         return float(row[0]) if row and row[0] is not None else None
+
+
+def context_cache(ctx: _CacheContext, mode: CacheMode) -> ResponseCache:
+    """Return the response cache a run's context names: its Redis, else its SQLite file, else
+    none (a `ResponseCache` that is always off), in ``mode``."""
+    if ctx.redis is None and ctx.cache_file is not None:
+        return DiskCache(ctx.cache_file, ctx.namespace, mode)
+    return ResponseCache(ctx.redis, ctx.namespace, mode)

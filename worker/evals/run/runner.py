@@ -42,9 +42,8 @@ from worker.evals.config.prompts import PromptTemplate, load_prompt, render
 from worker.evals.config.schemas import load_schema_file
 from worker.evals.context import CallEvent, EvalContext, RunPlan, ShardWork
 from worker.evals.llm import pool as llm_pool
-from worker.evals.llm.cache import ResponseCache
 from worker.evals.llm.cost import Budget, BudgetExceeded
-from worker.evals.llm.disk_cache import DiskCache
+from worker.evals.llm.disk_cache import context_cache
 from worker.evals.llm.provider import ModelCaller
 from worker.evals.llm_types import CostEstimate, RunUsage, TokenUsage
 from worker.evals.run.agent_target import run_agent
@@ -87,9 +86,7 @@ class RunState:
     def __init__(self, settings: Settings, ctx: EvalContext | None = None) -> None:
         self.ctx = ctx or EvalContext()
         mode = self.ctx.cache_mode if settings.cache else "off"
-        self.cache = DiskCache(self.ctx.cache_file, self.ctx.namespace, mode) \
-            if self.ctx.redis is None and self.ctx.cache_file is not None \
-            else ResponseCache(self.ctx.redis, self.ctx.namespace, mode)
+        self.cache = context_cache(self.ctx, mode)
         self.budget = Budget(settings.max_cost_usd, settings.max_duration_s, self.ctx.clock)
         self.caller = ModelCaller(settings, self.cache, self.budget, self.ctx)
         self.command_limit = self.ctx.sides.command_limit if self.ctx.sides is not None \
