@@ -38,7 +38,7 @@ from yaml.nodes import Node, ScalarNode
 
 from worker.errors import ConfigError
 from worker.evals.config.metric_specs import CUSTOM_PREFIX, custom_names
-from worker.evals.config.safe_yaml import as_written
+from worker.evals.config.spelling import as_written
 from worker.evals.score.example_values import has_example_values
 from worker.evals.score.metrics import KNOWN_METRICS, LOWER_IS_BETTER, is_known_metric
 from worker.evals.types import GateOptions, GateRule, MetricSpec

@@ -32,7 +32,7 @@ from typing import Any, Protocol
 from yaml.nodes import Node
 
 from worker.errors import ConfigError
-from worker.evals.config.safe_yaml import as_written
+from worker.evals.config.spelling import as_written
 from worker.evals.llm.endpoints import ENDPOINT_KEYS, parse_endpoint
 from worker.evals.llm_types import Endpoint, ModelTarget, RetrySettings
 from worker.evals.types import Config, Settings

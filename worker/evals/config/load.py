@@ -41,7 +41,7 @@ from worker.evals.config.dataset_formats import csv_columns
 from worker.evals.config.files import decode_utf8, read_repo_file
 from worker.evals.config.gate_rules import parse_gate
 from worker.evals.config.metric_specs import parse_metrics
-from worker.evals.config.safe_yaml import as_written
+from worker.evals.config.spelling import as_written
 from worker.evals.score.agent import check_tool_names
 from worker.evals.score.assertions import validate_spec
 from worker.evals.types import (

@@ -19,7 +19,7 @@ from typing import Any, Protocol
 from yaml.nodes import Node
 
 from worker.errors import ConfigError
-from worker.evals.config.safe_yaml import as_written
+from worker.evals.config.spelling import as_written
 from worker.evals.types import MetricSpec
 
 METRIC_KEYS = ("name", "type", "function", "entry_point", "per_example")

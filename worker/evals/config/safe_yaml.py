@@ -18,7 +18,7 @@ bomb costs time linear in the composed graph, not in its expansion.
 from __future__ import annotations
 
 import yaml
-from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
+from yaml.nodes import MappingNode, Node, SequenceNode
 
 from worker.errors import ConfigError
 
@@ -32,9 +32,6 @@ MAX_ALIASES = 1_000
 MAX_EXPANDED_NODES = 100_000
 #: Deepest nesting of mappings and sequences.
 MAX_DEPTH = 64
-#: Longest spelling of a value an error message echoes (`as_written`), characters.
-MAX_WRITTEN_CHARS = 80
-_STR_TAG = "tag:yaml.org,2002:str"
 
 
 class _CountingLoader(yaml.SafeLoader):  # type: ignore[misc]  # PyYAML has no types
@@ -148,37 +145,3 @@ def expanded_size(root: Node) -> int:
 def _line(node: Node) -> int:
     return int(node.start_mark.line) + 1
 
-
-def as_written(node: Node) -> str:
-    """Return ``node`` as the YAML spells it, for the ``got ...`` of a config error (pure).
-
-    A string is quoted (``'newest'``); any other scalar is echoed as written (``true``,
-    ``yes``, ``~``, ``1e3``, not Python's ``True``, ``None``, ``1000.0``), an empty value as
-    ``nothing``; a mapping or a list in flow style (``{looks: true}``, ``[1, 2]``). At most
-    `MAX_WRITTEN_CHARS` characters (a longer spelling ends in ``...``).
-    """
-    if isinstance(node, ScalarNode) and node.tag != _STR_TAG and not node.value:
-        return "nothing"
-    text = _written(node, MAX_WRITTEN_CHARS)
-    return text if len(text) <= MAX_WRITTEN_CHARS else text[:MAX_WRITTEN_CHARS - 3] + "..."
-
-
-def _written(node: Node, budget: int, depth: int = 0) -> str:
-    """``node`` in flow style, stopping once ``budget`` characters are written."""
-    if isinstance(node, ScalarNode):
-        return repr(node.value) if node.tag == _STR_TAG else str(node.value or "null")
-    if depth >= MAX_DEPTH or not isinstance(node, MappingNode | SequenceNode):
-        return "..."
-    parts: list[str] = []
-    for item in node.value:
-        if sum(len(p) + 2 for p in parts) > budget:
-            parts.append("...")
-            break
-        if isinstance(node, MappingNode):
-            key, value = item
-            name = key.value if isinstance(key, ScalarNode) else _written(key, budget, depth + 1)
-            parts.append(f"{name}: {_written(value, budget, depth + 1)}")
-        else:
-            parts.append(_written(item, budget, depth + 1))
-    inner = ", ".join(parts)
-    return f"{{{inner}}}" if isinstance(node, MappingNode) else f"[{inner}]"

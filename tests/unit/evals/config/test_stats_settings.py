@@ -10,7 +10,7 @@ import yaml
 
 from worker.errors import ConfigError
 from worker.evals.config.load import parse_config
-from worker.evals.config.safe_yaml import MAX_WRITTEN_CHARS, as_written
+from worker.evals.config.spelling import MAX_WRITTEN_CHARS, as_data, as_written
 
 CONFIG = """version: 1
 settings:
@@ -72,3 +72,11 @@ def test_as_written_clips_a_long_value() -> None:
     written = as_written(_node("[" + ", ".join(["x"] * 100) + "]"))
     assert len(written) == MAX_WRITTEN_CHARS and written.endswith("...")
     assert written.startswith("['x', 'x', ")
+
+
+@pytest.mark.parametrize(("value", "written"), [
+    (True, "true"), (None, "null"), (1.5, "1.5"), ("x", "'x'"), ([1, "a"], '[1, "a"]'),
+    ({"k": False}, '{"k": false}'),
+])
+def test_as_data(value: object, written: str) -> None:
+    assert as_data(value) == written
