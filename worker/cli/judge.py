@@ -108,16 +108,13 @@ async def _calibrate(args: argparse.Namespace, root: Path) -> tuple[JudgeCalibra
                                                                     SuiteConfig]:
     from worker.evals.llm.cli_cache import eval_context
     from worker.evals.run.judge_calibration import calibrate_suite
+    from worker.pipeline.overrides import suite_named
     from worker.pipeline.trees import read_config
 
     config = read_config(root, args.config)
     if config is None:
         raise ConfigError(args.config, None, f"no {args.config}: run in your repository")
-    suites = {s.name: s for s in config.suites}
-    if args.suite not in suites:
-        raise ConfigError(config.path, None, f"no suite {args.suite!r} (suites: "
-                          f"{', '.join(suites) or 'none'})")
-    suite = suites[args.suite]
+    suite = suite_named(config, args.suite)
     labels = args.labels or (suite.judge.labels if suite.judge else None)
     if not labels:
         raise ConfigError(config.path, suite.line, f"suite {suite.name!r}: name the labels "

@@ -14,14 +14,46 @@ or an unreadable calibration.
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import sys
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
-from worker.evals.verdict.power import DEFAULT_POWER, mdd_binary, n_needed_binary
+from worker.cli.power_calibration import measured_flip_rate
+from worker.evals.verdict.power import (
+    DEFAULT_POWER,
+    mdd_binary,
+    min_significant_count,
+    n_needed_binary,
+)
 
 EXIT_OK, EXIT_USAGE = 0, 2
+#: Fewest paired examples ``--n`` accepts: one pair is no paired test at all.
+MIN_N = 2
+#: Defaults of the numeric options, as the user would type them (also shown by --help).
+DEFAULTS = {"drop": "0.05", "alpha": "0.05", "tests": "1", "power": f"{DEFAULT_POWER:g}"}
+PREFIX = "llmgate power: "
+
+
+@dataclass(frozen=True)
+class PowerQuestion:
+    """The checked arguments of one ``llmgate power``.
+
+    Attributes:
+        n: paired examples (>= `MIN_N`); tests: tests in the family (>= 1).
+        drop: the drop in the pass rate to detect, fraction in (0, 1].
+        alpha: the gate's one-sided level, fraction in (0, 1); power: fraction in (0, 1).
+        flip_rate: background flips per direction, fraction 0-0.5; source: where it came from.
+    """
+
+    n: int
+    tests: int
+    drop: float
+    alpha: float
+    power: float
+    flip_rate: float
+    source: str
 
 
 def _plain(doc: str | None) -> str | None:
@@ -30,62 +62,111 @@ def _plain(doc: str | None) -> str | None:
 
 
 def add_power_command(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    """Register ``llmgate power`` on the CLI's subcommands."""
+    """Register ``llmgate power`` on the CLI's subcommands (values are checked by `cmd_power`)."""
     parser = sub.add_parser("power", help="examples needed to detect a drop, from measured noise",
                             description=_plain(__doc__))
-    parser.add_argument("--n", type=int, required=True, help="paired examples in the suite")
-    parser.add_argument("--drop", type=float, default=0.05, help="drop to detect (0-1)")
-    parser.add_argument("--alpha", type=float, default=0.05, help="the gate's alpha")
-    parser.add_argument("--tests", type=int, default=1, help="tests in the gate's family")
-    parser.add_argument("--power", type=float, default=DEFAULT_POWER, help="power (0-1)")
-    parser.add_argument("--flip-rate", type=float, help="flips per direction (0-1)")
-    parser.add_argument("--calibration", type=Path, help="llmgate calibrate --format json output")
-    parser.add_argument("--suite", help="the suite of --calibration (default: the only one)")
-    parser.add_argument("--examples", type=int, help="examples of that suite (default: --n)")
+    add = parser.add_argument
+    add("--n", required=True, help=f"paired examples in the suite, a whole number >= {MIN_N} "
+        "(required)")
+    add("--drop", default=DEFAULTS["drop"], help="drop in the pass rate to detect, above 0 and "
+        f"at most 1 (default {DEFAULTS['drop']})")
+    add("--alpha", default=DEFAULTS["alpha"], help="the gate's one-sided alpha, between 0 and 1 "
+        f"(default {DEFAULTS['alpha']})")
+    add("--tests", default=DEFAULTS["tests"], help="tests in the gate's family, a whole number "
+        f">= 1; each gets alpha / tests (default {DEFAULTS['tests']})")
+    add("--power", default=DEFAULTS["power"], help="power to detect with, between 0 and 1 "
+        f"(default {DEFAULTS['power']})")
+    add("--flip-rate", help="flips per direction, 0 to 0.5 (default: none; give it or "
+        "--calibration)")
+    add("--calibration", type=Path, help="the file of `llmgate calibrate --format json` "
+        "(default: none; give it or --flip-rate)")
+    add("--suite", help="the suite of --calibration (default: its only suite)")
+    add("--examples", help="examples of that suite, a whole number >= 1 (default: --n)")
     parser.set_defaults(func=cmd_power)
 
 
 def cmd_power(args: argparse.Namespace) -> int:
-    """Print the minimum detectable drop at ``--n`` and the examples needed for ``--drop``."""
+    """Print the minimum detectable drop at ``--n`` and the examples needed for ``--drop``.
+
+    Returns:
+        `EXIT_OK`, or `EXIT_USAGE` after one line on stderr naming the bad option and its value,
+        or why the calibration cannot be used.
+    """
     try:
-        flips, source = _flip_rate(args)
-        _check(args, flips)
+        question = read_question(args)
     except ValueError as err:
-        print(f"llmgate: {err}", file=sys.stderr)
+        print(f"{PREFIX}{err}", file=sys.stderr)
         return EXIT_USAGE
-    level = args.alpha / args.tests
-    mdd = mdd_binary(args.n, flips, level, args.power)
-    needed = n_needed_binary(args.drop, flips, level, args.power)
-    shown = "none up to 1" if not math.isfinite(mdd) else f"{mdd:.3f}"
-    print(f"noise: {flips:.4f} flips per direction ({source})")
-    print(f"level per test: {level:.4g} (alpha {args.alpha:g} / {args.tests} tests)")
-    print(f"at n = {args.n}: detects drops >= {shown} with {args.power:.0%} power")
-    print(f"to detect a drop of {args.drop:g}: about {needed} paired examples")
+    print(answer(question), end="")
     return EXIT_OK
 
 
-def _check(args: argparse.Namespace, flips: float) -> None:
-    if args.n < 1 or args.tests < 1 or not 0 < args.drop <= 1 or not 0 < args.alpha < 1 \
-            or not 0 < args.power < 1 or not 0 <= flips <= 0.5:
-        raise ValueError("need --n >= 1, --tests >= 1, 0 < --drop <= 1, 0 < --alpha < 1, "
-                         "0 < --power < 1 and a flip rate from 0 to 0.5")
+def answer(q: PowerQuestion) -> str:
+    """Return the four lines of the answer to ``q`` (pure; module doc for the formulas)."""
+    level = q.alpha / q.tests
+    mdd = mdd_binary(q.n, q.flip_rate, level, q.power)
+    needed = n_needed_binary(q.drop, q.flip_rate, level, q.power)
+    if math.isfinite(mdd):
+        detects = f"at n = {q.n}: detects drops >= {mdd:.3f} with {q.power:.0%} power"
+    else:
+        fewest = min_significant_count(level)
+        detects = (f"at n = {q.n}: no drop is detectable with {q.power:.0%} power (at level "
+                   f"{level:.4g} a paired test needs at least {fewest} paired examples)"
+                   if q.n < fewest else
+                   f"at n = {q.n}: no drop is detectable with {q.power:.0%} power")
+    return (f"noise: {q.flip_rate:.4f} flips per direction ({q.source})\n"
+            f"level per test: {level:.4g} (alpha {q.alpha:g} / {q.tests} "
+            f"test{'' if q.tests == 1 else 's'})\n"
+            f"{detects}\n"
+            f"to detect a drop of {q.drop:g}: about {needed} paired examples\n")
 
 
-def _flip_rate(args: argparse.Namespace) -> tuple[float, str]:
-    if args.calibration is None:
-        if args.flip_rate is None:
-            raise ValueError("give --flip-rate or --calibration (llmgate calibrate --format json)")
-        return float(args.flip_rate), "--flip-rate"
+def read_question(args: argparse.Namespace) -> PowerQuestion:
+    """Check every option of ``args`` (strings as typed) and read the flip rate.
+
+    Raises:
+        ValueError: naming the first bad option and its value as typed, or why the calibration
+            cannot be used (no flip rates, an unknown ``--suite``, several suites).
+    """
+    n = whole("--n", args.n, MIN_N)
+    tests = whole("--tests", args.tests, 1)
+    drop = number("--drop", args.drop, "above 0 and at most 1", lambda v: 0 < v <= 1)
+    alpha = number("--alpha", args.alpha, "between 0 and 1", lambda v: 0 < v < 1)
+    power = number("--power", args.power, "between 0 and 1", lambda v: 0 < v < 1)
+    if args.calibration is not None:
+        examples = n if args.examples is None else whole("--examples", args.examples, 1)
+        flips, source = measured_flip_rate(args.calibration, args.suite, examples)
+    elif args.flip_rate is not None:
+        flips = number("--flip-rate", args.flip_rate, "from 0 to 0.5", lambda v: 0 <= v <= 0.5)
+        source = "--flip-rate"
+    else:
+        raise ValueError("give --flip-rate or --calibration (the file of "
+                         "`llmgate calibrate --format json`)")
+    return PowerQuestion(n, tests, drop, alpha, power, flips, source)
+
+
+def whole(option: str, text: str, low: int) -> int:
+    """Return ``text`` as a whole number of at least ``low``.
+
+    Raises:
+        ValueError: ``"<option> must be a whole number >= <low>, got '<text>'"``.
+    """
+    if not (text.isascii() and text.isdigit()) or int(text) < low:
+        raise ValueError(f"{option} must be a whole number >= {low}, got {text!r}")
+    return int(text)
+
+
+def number(option: str, text: str, bounds: str, ok: Callable[[float], bool]) -> float:
+    """Return ``text`` as a finite number that ``ok`` accepts (``bounds`` says which, in words).
+
+    Raises:
+        ValueError: ``"<option> must be a number <bounds>, got '<text>'"``.
+    """
     try:
-        record = json.loads(args.calibration.read_text(encoding="utf-8"))
-        rates: dict[str, dict[str, float]] = record["flip_rates"]
-    except (OSError, ValueError, KeyError, TypeError) as err:
-        raise ValueError(f"cannot read the calibration {args.calibration}: {err}") from None
-    suites = [args.suite] if args.suite else list(rates) or [""]
-    if len(suites) != 1:
-        raise ValueError(f"the calibration has several suites ({', '.join(rates)}): give --suite")
-    examples = args.examples or args.n
-    flipped = rates.get(suites[0], {})
-    mean = sum(flipped.values()) / max(examples, len(flipped))
-    return mean / 2, (f"measured: {len(flipped)} of {examples} examples flipped in "
-                      f"{record.get('runs', '?')} identical runs")
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not (math.isfinite(value) and ok(value)):
+        raise ValueError(f"{option} must be a number {bounds}, got {text!r}")
+    return value
+

@@ -23,6 +23,7 @@ from worker.evals.run.runner import RunState, unpriced_error
 from worker.evals.types import Config, SuiteConfig
 from worker.pipeline import migrate_variants as variants
 from worker.pipeline.migrate_variants import Splits, Variant
+from worker.pipeline.overrides import suite_named
 
 #: Largest dataset or prompt file read, bytes.
 MAX_FILE_BYTES = 16 << 20
@@ -86,11 +87,7 @@ def prepare(root: Path, config: Config, request: MigrationRequest) -> Plan:
         ConfigError: no such suite, not a model target with a text prompt, a dataset that is
             not JSONL, invalid or too small.
     """
-    suites = {s.name: s for s in config.suites}
-    if request.suite not in suites:
-        raise ConfigError(config.path, None, f"no suite {request.suite!r} (suites: "
-                          f"{', '.join(suites) or 'none'})")
-    suite = suites[request.suite]
+    suite = suite_named(config, request.suite)
     target = suite.target
     if not isinstance(target, ModelTarget):
         raise ConfigError(config.path, suite.line, f"suite {suite.name!r} runs a command: "

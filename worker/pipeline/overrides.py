@@ -6,11 +6,12 @@ the two sides stay comparable: the same suites, the same first examples, the sam
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import replace
 
 from worker.errors import ConfigError
 from worker.evals.context import RunOverrides
-from worker.evals.types import Config
+from worker.evals.types import Config, SuiteConfig
 
 
 def apply_overrides(config: Config, overrides: RunOverrides) -> Config:
@@ -34,5 +35,27 @@ def check_suites(config: Config, overrides: RunOverrides) -> None:
     known = [s.name for s in config.suites]
     unknown = [name for name in overrides.suites if name not in known]
     if unknown:
-        raise ConfigError(config.path, None, f"--suite {', '.join(unknown)}: no such suite "
-                          f"in {config.path} (its suites: {', '.join(known) or 'none'})")
+        raise ConfigError(config.path, None, no_such_suite(unknown, known, config.path))
+
+
+def suite_named(config: Config, name: str) -> SuiteConfig:
+    """Return the suite of ``config`` that ``--suite name`` names.
+
+    Raises:
+        ConfigError: no suite of ``config`` has that name (naming the config's own, at no line).
+    """
+    for suite in config.suites:
+        if suite.name == name:
+            return suite
+    raise ConfigError(config.path, None,
+                      no_such_suite([name], [s.name for s in config.suites], config.path))
+
+
+def no_such_suite(unknown: Sequence[str], known: Sequence[str], where: str) -> str:
+    """Return the one line that refuses ``--suite`` names ``where`` (a config, a record) lacks.
+
+    Every command taking ``--suite`` says it so: ``--suite nope: no such suite in .llmgate.yml
+    (its suites: a, b)`` (``none`` for no suites).
+    """
+    return (f"--suite {', '.join(unknown)}: no such suite in {where} "
+            f"(its suites: {', '.join(known) or 'none'})")

@@ -70,7 +70,9 @@ def test_calibrate_refuses_what_it_cannot_use(llm: FakeLLMServer, tmp_path: Path
     assert "evals/labels.jsonl" in text and "`label` must be pass or fail" in text
     code, text = main(["judge", "calibrate", "--suite", "nope", "--repo", str(root)]), \
         capsys.readouterr().err
-    assert code == EXIT_CONFIG_ERROR and "no suite 'nope'" in text
+    assert code == EXIT_CONFIG_ERROR and text == (
+        "llmgate: configuration error: .llmgate.yml: --suite nope: no such suite in "
+        ".llmgate.yml (its suites: s)\n")
 
 
 @pytest.mark.slow

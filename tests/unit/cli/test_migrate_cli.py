@@ -105,7 +105,7 @@ def test_a_migration_over_its_budget_sends_nothing(
     (["--budget-usd", "nan"], "--budget-usd must be a positive number"),
     (["--rewrites", "99"], "--rewrites must be between 0 and 10"),
     (["--pricing", "1"], "--pricing must be IN,OUT"),
-    (["--suite", "nope"], "no suite 'nope' (suites: s)"),
+    (["--suite", "nope"], "--suite nope: no such suite in .llmgate.yml (its suites: s)"),
 ])
 def test_bad_arguments_are_clear_errors(llm: FakeLLMServer, tmp_path: Path,
                                         capsys: pytest.CaptureFixture[str], extra: list[str],

@@ -41,6 +41,7 @@ from worker.evals.config.dataset import MAX_EXAMPLES
 from worker.evals.config.dataset_formats import load_any, parse_any
 from worker.evals.config.gate_rules import Reader
 from worker.evals.config.mc_dataset import MCQuestion, load_questions, parse_questions
+from worker.evals.config.spelling import as_written
 from worker.evals.score.agent import check_tool_names
 from worker.evals.types import (
     AssertionSpec,
@@ -69,7 +70,7 @@ def suite_type(reader: Reader, entries: _Entries, suite: SuiteConfig) -> SuiteCo
     kind = reader.value(entries["type"][1]) if "type" in entries else "examples"
     if kind not in SUITE_TYPES:
         raise reader.error(entries["type"][1], f"suite `type` must be one of "
-                           f"{', '.join(SUITE_TYPES)}, got {kind!r}")
+                           f"{', '.join(SUITE_TYPES)}, got {as_written(entries['type'][1])}")
     if kind != "consistency":
         if "consistency" in entries:
             raise reader.error(entries["consistency"][0], "`consistency` belongs to a suite "
@@ -98,7 +99,8 @@ def _spec(reader: Reader, node: Node) -> ConsistencySpec:
     if "seed" in entries:
         seed = reader.value(entries["seed"][1])
         if isinstance(seed, bool) or not isinstance(seed, int):
-            raise reader.error(entries["seed"][1], f"`seed` must be an integer, got {seed!r}")
+            raise reader.error(entries["seed"][1], "`seed` must be an integer, got "
+                               f"{as_written(entries['seed'][1])}")
         spec = replace(spec, seed=seed)
     if "mca_threshold" in entries:
         spec = replace(spec, mca_threshold=reader.fraction(entries["mca_threshold"][1],
@@ -123,7 +125,7 @@ def _perturbation(reader: Reader, node: Node) -> PerturbationSpec:
     count = reader.value(entries["num_variants"][1]) if "num_variants" in entries else 2
     if isinstance(count, bool) or not isinstance(count, int) or not 1 <= count <= MAX_VARIANTS:
         raise reader.error(node, f"`num_variants` must be an integer from 1 to {MAX_VARIANTS}, "
-                           f"got {count!r}")
+                           f"got {as_written(entries['num_variants'][1])}")
     return PerturbationSpec(name, count)
 
 

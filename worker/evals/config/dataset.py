@@ -26,6 +26,7 @@ from typing import Any
 
 from worker.errors import ConfigError
 from worker.evals.config.files import decode_utf8, read_repo_file, refuse_stray_bom
+from worker.evals.config.spelling import as_data
 from worker.evals.score.assertions import KNOWN_ASSERTIONS, validate_spec
 from worker.evals.score.retrieval import parse_relevant, relevant_id_problem
 from worker.evals.types import AssertionSpec, Example, Turn
@@ -252,7 +253,7 @@ def _inline_spec(kind: str, value: Any, line: int, path: str) -> dict[str, Any]:
     if value is True:
         return {"type": kind}
     raise ConfigError(path, line, f"inline assertion `{kind}` must be a string, a list of "
-                      f"strings, its options or true, got {value!r}")
+                      f"strings, its options or true, got {as_data(value)}")
 
 
 def _tags(value: Any, line: int, path: str) -> tuple[str, ...]:
@@ -272,7 +273,7 @@ def _example_id(value: Any, line: int, path: str) -> str:
         return str(line)
     if isinstance(value, bool) or not isinstance(value, str | int) or value == "":
         raise ConfigError(path, line, f"`id` must be a non-empty string or an integer, "
-                          f"got {value!r}")
+                          f"got {as_data(value)}")
     return str(value)
 
 

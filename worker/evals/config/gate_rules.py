@@ -38,6 +38,7 @@ from yaml.nodes import Node, ScalarNode
 
 from worker.errors import ConfigError
 from worker.evals.config.metric_specs import CUSTOM_PREFIX, custom_names
+from worker.evals.config.spelling import as_written
 from worker.evals.score.example_values import has_example_values
 from worker.evals.score.metrics import KNOWN_METRICS, LOWER_IS_BETTER, is_known_metric
 from worker.evals.types import GateOptions, GateRule, MetricSpec
@@ -157,7 +158,7 @@ def _primary(reader: Reader, entry: tuple[Node, Node] | None, metric: str,
     node, what = entry[1], f"`primary` of {metric!r}"
     value = reader.value(node)
     if not isinstance(value, bool):
-        raise reader.error(node, f"{what} must be true or false, got {value!r}")
+        raise reader.error(node, f"{what} must be true or false, got {as_written(node)}")
     if value and not regression:
         raise reader.error(node, f"{what} gives the metric's `regression` tests most of the "
                            "gate's alpha, but the metric has no `regression` rule: add "
@@ -188,14 +189,14 @@ def _alpha(reader: Reader, node: Node, what: str) -> float:
     alpha = reader.value(alpha_node)
     if isinstance(alpha, bool) or not isinstance(alpha, int | float) or not 0 < alpha < 1:
         raise reader.error(alpha_node, f"`alpha` of {what} must be a number between 0 and 1 "
-                           f"(exclusive; 0.05 is usual), got {alpha!r}")
+                           f"(exclusive; 0.05 is usual), got {as_written(alpha_node)}")
     return float(alpha)
 
 
 def _count(reader: Reader, node: Node, what: str, low: int) -> int:
     value = reader.value(node)
     if isinstance(value, bool) or not isinstance(value, int) or value < low:
-        raise reader.error(node, f"{what} must be an integer >= {low}, got {value!r}")
+        raise reader.error(node, f"{what} must be an integer >= {low}, got {as_written(node)}")
     return value
 
 
@@ -223,7 +224,7 @@ def _percent(reader: Reader, metric: str, node: Node, what: str) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) \
             or value < 0:
         raise reader.error(node, f"{what} must be a number of percent, 0 or more (20 allows "
-                           f"head 20% above base), got {value!r}")
+                           f"head 20% above base), got {as_written(node)}")
     return float(value)
 
 
@@ -232,7 +233,7 @@ def _example_drop(reader: Reader, node: Node, what: str) -> tuple[float, int]:
     if _is_scalar(node):
         raise reader.error(node, f"{what} must be a mapping `{{by: 0.05, count: 0}}` (by: the "
                            "drop of one example's value that counts, count: how many such "
-                           f"examples are allowed), got {reader.value(node)!r}")
+                           f"examples are allowed), got {as_written(node)}")
     entries = reader.mapping(node, what, ("by", "count"))
     if "by" not in entries:
         raise reader.error(node, f"{what} needs `by`, e.g. `{{by: 0.05, count: 0}}`")
@@ -249,7 +250,7 @@ def _number(reader: Reader, node: Node, what: str, *, positive: bool) -> float:
             or value < 0 or (positive and value == 0):
         bound = "above 0" if positive else "0 or more"
         raise reader.error(node, f"{what} must be a number {bound} (in the metric's units, "
-                           f"a fraction 0-1 for rates), got {value!r}")
+                           f"a fraction 0-1 for rates), got {as_written(node)}")
     return float(value)
 
 
@@ -260,7 +261,8 @@ def _is_scalar(node: Node) -> bool:
 def _choice(reader: Reader, node: Node, what: str, choices: tuple[str, ...]) -> str:
     value = reader.value(node)
     if value not in choices:
-        raise reader.error(node, f"{what} must be one of {', '.join(choices)}, got {value!r}")
+        raise reader.error(node, f"{what} must be one of {', '.join(choices)}, "
+                           f"got {as_written(node)}")
     return str(value)
 
 
@@ -296,6 +298,6 @@ def _strings(reader: Reader, node: Node, what: str) -> tuple[str, ...]:
     for item in items:
         value = reader.value(item)
         if isinstance(value, bool) or not isinstance(value, str | int) or value == "":
-            raise reader.error(item, f"{what} entries must be ids or names, got {value!r}")
+            raise reader.error(item, f"{what} entries must be ids or names, got {as_written(item)}")
         values.append(str(value))
     return tuple(values)

@@ -21,6 +21,7 @@ from typing import Any
 
 from worker.errors import ConfigError
 from worker.evals.config.files import decode_utf8, read_repo_file, refuse_stray_bom
+from worker.evals.config.spelling import as_data
 
 #: Largest labels file read, bytes (16 MiB), and most rows.
 MAX_LABELS_BYTES = 16 << 20
@@ -123,8 +124,9 @@ def _rating(doc: dict[str, Any], line: int, path: str) -> tuple[int, bool]:
             return int(label), False
         if isinstance(label, str) and label.strip().lower() in ("pass", "fail"):
             return int(label.strip().lower() == "pass"), False
-        raise ConfigError(path, line, f"`label` must be pass or fail, got {label!r}")
+        raise ConfigError(path, line, f"`label` must be pass or fail, got {as_data(label)}")
     score = doc["score"]
     if isinstance(score, bool) or not isinstance(score, int) or not 1 <= score <= 5:
-        raise ConfigError(path, line, f"`score` must be an integer from 1 to 5, got {score!r}")
+        raise ConfigError(path, line, "`score` must be an integer from 1 to 5, got "
+                          f"{as_data(score)}")
     return score, True

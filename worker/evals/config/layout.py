@@ -23,6 +23,7 @@ from typing import Literal, cast
 from yaml.nodes import Node, SequenceNode
 
 from worker.evals.config.llm_suites import Reader
+from worker.evals.config.spelling import as_written
 from worker.evals.types import CONFIG_FILENAME, ConfigRef
 
 #: Keys of ``settings:`` parsed here, and the values of ``settings.checks``.
@@ -47,7 +48,7 @@ def checks_mode(reader: Reader, node: Node) -> Literal["combined", "per_config"]
     value = reader.value(node)
     if value not in CHECK_MODES:
         raise reader.error(node, f"`checks` must be one of {', '.join(CHECK_MODES)}, "
-                           f"got {value!r}")
+                           f"got {as_written(node)}")
     return cast(Literal["combined", "per_config"], value)
 
 
@@ -95,7 +96,7 @@ def _entry_path(reader: Reader, item: Node) -> str:
     """Return the config file path of one ``configs:`` entry, or raise at its line."""
     raw = reader.value(item)
     if not isinstance(raw, str) or not raw.strip():
-        raise reader.error(item, f"`configs` entries must be folder paths, got {raw!r}")
+        raise reader.error(item, f"`configs` entries must be folder paths, got {as_written(item)}")
     normal = posixpath.normpath(raw.strip())
     if raw.startswith("/") or re.match(r"[A-Za-z]:", raw) or _BAD_CHARS.search(raw) \
             or normal == ".." or normal.startswith("../"):

@@ -32,6 +32,7 @@ from typing import Any, Protocol
 from yaml.nodes import Node
 
 from worker.errors import ConfigError
+from worker.evals.config.spelling import as_written
 from worker.evals.llm.endpoints import ENDPOINT_KEYS, parse_endpoint
 from worker.evals.llm_types import Endpoint, ModelTarget, RetrySettings
 from worker.evals.types import Config, Settings
@@ -71,7 +72,7 @@ def _number(reader: Reader, node: Node, what: str, *, low: float = 0.0,
     if not ok:
         kind = "an integer" if integer else "a number"
         bound = f">= {low:g}" if inclusive else f"> {low:g}"
-        raise reader.error(node, f"{what} must be {kind} {bound}, got {value!r}")
+        raise reader.error(node, f"{what} must be {kind} {bound}, got {as_written(node)}")
     return float(value)
 
 
@@ -179,7 +180,7 @@ def repo_path(reader: Reader, node: Node, what: str) -> str:
     if raw.startswith(("/", "\\")) or re.match(r"[A-Za-z]:", raw) or "\\" in raw \
             or normal in (".", "..") or normal.startswith("../"):
         raise reader.error(node, f"{what} must be a relative POSIX path inside the repository, "
-                           f"got {raw!r}")
+                           f"got {as_written(node)}")
     return normal
 
 

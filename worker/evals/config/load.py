@@ -41,6 +41,7 @@ from worker.evals.config.dataset_formats import csv_columns
 from worker.evals.config.files import decode_utf8, read_repo_file
 from worker.evals.config.gate_rules import parse_gate
 from worker.evals.config.metric_specs import parse_metrics
+from worker.evals.config.spelling import as_written
 from worker.evals.score.agent import check_tool_names
 from worker.evals.score.assertions import validate_spec
 from worker.evals.types import (
@@ -185,7 +186,7 @@ class _Reader:
     def fraction(self, node: Node, what: str) -> float:
         value = self.value(node)
         if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value <= 1:
-            raise self.error(node, f"{what} must be a number from 0 to 1, got {value!r}")
+            raise self.error(node, f"{what} must be a number from 0 to 1, got {as_written(node)}")
         return float(value)
 
     def config(self, root: Node) -> Config:
@@ -193,7 +194,7 @@ class _Reader:
         version_node = self.required(entries, "version", root, "the config")
         version = self.value(version_node)
         if isinstance(version, bool) or version != SUPPORTED_VERSION:
-            raise self.error(version_node, f"unsupported version {version!r} "
+            raise self.error(version_node, f"unsupported version {as_written(version_node)} "
                              f"(supported: {SUPPORTED_VERSION})")
         settings = self.settings(entries["settings"][1]) if "settings" in entries else Settings()
         if "untrusted" in entries:
@@ -227,7 +228,8 @@ class _Reader:
     def choice(self, node: Node, what: str, allowed: tuple[str, ...]) -> str:
         value = self.value(node)
         if value not in allowed:
-            raise self.error(node, f"{what} must be one of {', '.join(allowed)}, got {value!r}")
+            raise self.error(node, f"{what} must be one of {', '.join(allowed)}, "
+                             f"got {as_written(node)}")
         return str(value)
 
     def settings(self, node: Node) -> Settings:
@@ -261,7 +263,8 @@ class _Reader:
         value = self.value(node)
         if isinstance(value, bool) or not isinstance(value, int | float) \
                 or not math.isfinite(value) or value <= 0:
-            raise self.error(node, f"`timeout` must be a number of seconds > 0, got {value!r}")
+            raise self.error(node, "`timeout` must be a number of seconds > 0, "
+                             f"got {as_written(node)}")
         if value > MAX_TIMEOUT_S:
             raise self.error(node, f"`timeout` may be at most {MAX_TIMEOUT_S} seconds, got {value}")
         return float(value)
@@ -269,7 +272,7 @@ class _Reader:
     def concurrency(self, node: Node) -> int:
         value = self.value(node)
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise self.error(node, f"`concurrency` must be an integer >= 1, got {value!r}")
+            raise self.error(node, f"`concurrency` must be an integer >= 1, got {as_written(node)}")
         if value > MAX_CONCURRENCY:
             raise self.error(node, f"`concurrency` may be at most {MAX_CONCURRENCY}, got {value}")
         return value

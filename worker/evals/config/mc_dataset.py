@@ -25,6 +25,7 @@ from typing import Any
 from worker.errors import ConfigError
 from worker.evals.config.dataset import MAX_DATASET_BYTES, MAX_EXAMPLES
 from worker.evals.config.files import decode_utf8, read_repo_file
+from worker.evals.config.spelling import as_data
 
 QUESTION_KEYS = ("id", "stem", "options")
 OPTION_KEYS = ("label", "text", "is_correct")
@@ -162,7 +163,8 @@ def _question(doc: Any, path: str, line: int) -> MCQuestion:
                           f"{', '.join(QUESTION_KEYS)})")
     qid, stem = doc.get("id"), doc.get("stem")
     if isinstance(qid, bool) or not isinstance(qid, str | int) or str(qid).strip() == "":
-        raise ConfigError(path, line, f"`id` must be a non-empty string or integer, got {qid!r}")
+        raise ConfigError(path, line, "`id` must be a non-empty string or integer, got "
+                          f"{as_data(qid)}")
     if not isinstance(stem, str) or not stem.strip():
         raise ConfigError(path, line, "`stem` must be a non-empty string")
     options = _options(doc.get("options"), path, line)

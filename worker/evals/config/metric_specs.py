@@ -19,6 +19,7 @@ from typing import Any, Protocol
 from yaml.nodes import Node
 
 from worker.errors import ConfigError
+from worker.evals.config.spelling import as_written
 from worker.evals.types import MetricSpec
 
 METRIC_KEYS = ("name", "type", "function", "entry_point", "per_example")
@@ -68,11 +69,13 @@ def _spec(reader: Reader, item: Node, entries: dict[str, Any]) -> MetricSpec:
     name = reader.value(entries["name"][1])
     if not isinstance(name, str) or not _NAME.match(name):
         raise reader.error(entries["name"][1], "a metric's `name` must be letters, digits and "
-                           f"'_' (gate rules name it custom.<name>), got {name!r}")
+                           "'_' (gate rules name it custom.<name>), got "
+                           f"{as_written(entries['name'][1])}")
     kind = reader.value(entries["type"][1]) if "type" in entries else None
     if kind != "python":
-        raise reader.error(entries["type"][1] if "type" in entries else item,
-                           f"metric {name!r} needs `type: python` (the only kind), got {kind!r}")
+        node = entries["type"][1] if "type" in entries else item
+        raise reader.error(node, f"metric {name!r} needs `type: python` (the only kind), got "
+                           f"{as_written(node) if 'type' in entries else 'no `type`'}")
     if ("function" in entries) == ("entry_point" in entries):
         raise reader.error(item, f"metric {name!r} needs exactly one of `function: "
                            "path/to/file.py:fn` or `entry_point: name` (group llmgate.metrics)")
@@ -87,7 +90,7 @@ def _spec(reader: Reader, item: Node, entries: dict[str, Any]) -> MetricSpec:
     per_example = reader.value(entries["per_example"][1]) if "per_example" in entries else False
     if not isinstance(per_example, bool):
         raise reader.error(entries["per_example"][1], f"`per_example` of metric {name!r} must "
-                           f"be true or false, got {per_example!r}")
+                           f"be true or false, got {as_written(entries['per_example'][1])}")
     return MetricSpec(name, function, entry_point, per_example, int(item.start_mark.line) + 1)
 
 
@@ -97,7 +100,7 @@ def _function(reader: Reader, node: Node, name: str) -> str:
     if match is None or match["path"].startswith("/") or ".." in match["path"].split("/"):
         raise reader.error(node, f"`function` of metric {name!r} must be "
                            "`path/to/file.py:function_name`, a path inside the repository, "
-                           f"got {value!r}")
+                           f"got {as_written(node)}")
     return str(value)
 
 

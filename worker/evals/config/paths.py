@@ -31,6 +31,7 @@ from typing import Literal, cast
 from yaml.nodes import Node, SequenceNode
 
 from worker.evals.config.llm_suites import Reader
+from worker.evals.config.spelling import as_written
 from worker.evals.types import Settings
 
 #: Keys of ``settings:`` parsed here.
@@ -77,9 +78,10 @@ def on_paths(reader: Reader, node: Node) -> tuple[str, ...]:
     for item in node.value:
         value = reader.value(item)
         if not isinstance(value, str) or not value.strip():
-            raise reader.error(item, f"`on_paths` entries must be non-empty strings, got {value!r}")
+            raise reader.error(item, "`on_paths` entries must be non-empty strings, "
+                               f"got {as_written(item)}")
         if "\\" in value:
-            raise reader.error(item, f"`on_paths`: use / in globs, got {value!r}")
+            raise reader.error(item, f"`on_paths`: use / in globs, got {as_written(item)}")
         try:
             glob_regex(value.removeprefix("!"))
         except ValueError as err:
@@ -91,7 +93,8 @@ def on_paths(reader: Reader, node: Node) -> tuple[str, ...]:
 def _choice(reader: Reader, node: Node, what: str, allowed: tuple[str, ...]) -> str:
     value = reader.value(node)
     if value not in allowed:
-        raise reader.error(node, f"{what} must be one of {', '.join(allowed)}, got {value!r}")
+        raise reader.error(node, f"{what} must be one of {', '.join(allowed)}, "
+                           f"got {as_written(node)}")
     return str(value)
 
 

@@ -144,3 +144,4 @@ def expanded_size(root: Node) -> int:
 
 def _line(node: Node) -> int:
     return int(node.start_mark.line) + 1
+

@@ -20,6 +20,7 @@ from typing import Any, Literal, cast
 from yaml.nodes import MappingNode, Node
 
 from worker.evals.config.llm_suites import Reader
+from worker.evals.config.spelling import as_written
 from worker.evals.types import Settings, StatisticsSettings
 
 #: Keys of ``settings`` parsed here.
@@ -67,7 +68,7 @@ def _sequential(reader: Reader, node: Node) -> dict[str, Any]:
         value = reader.value(node)
         if not isinstance(value, bool):
             raise reader.error(node, "`settings.sequential` must be true, false or "
-                               f"{{looks: 4, spending: haybittle_peto}}, got {value!r}")
+                               f"{{looks: 4, spending: haybittle_peto}}, got {as_written(node)}")
         return {"sequential": value}
     found: dict[str, Any] = {"sequential": True}
     for key, (_, value) in reader.mapping(node, "`settings.sequential`",
@@ -83,12 +84,13 @@ def _integer(reader: Reader, node: Node, what: str, bounds: tuple[int, int]) -> 
     if isinstance(value, bool) or not isinstance(value, int) or \
             not bounds[0] <= value <= bounds[1]:
         raise reader.error(node, f"{what} must be an integer from {bounds[0]} to {bounds[1]}, "
-                           f"got {value!r}")
+                           f"got {as_written(node)}")
     return value
 
 
 def _choice(reader: Reader, node: Node, what: str, allowed: tuple[str, ...]) -> str:
     value = reader.value(node)
     if value not in allowed:
-        raise reader.error(node, f"{what} must be one of {', '.join(allowed)}, got {value!r}")
+        raise reader.error(node, f"{what} must be one of {', '.join(allowed)}, "
+                           f"got {as_written(node)}")
     return str(value)

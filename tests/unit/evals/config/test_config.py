@@ -83,7 +83,7 @@ def test_defaults_when_settings_absent() -> None:
         ("", 1, "empty"),
         ("suites: []\n", 1, "missing `version`"),
         ("version: 2\nsuites: []\n", 1, "unsupported version 2"),
-        ("version: true\nsuites: []\n", 1, "unsupported version True"),
+        ("version: true\nsuites: []\n", 1, "unsupported version true (supported: 1)"),
         ("version: 1\n", 1, "missing `suites`"),
         ("version: 1\n\nsuites: []\n", 3, "`suites` is empty"),
         ("version: 1\nsuites: {a: 1}\n", 2, "must be a list"),
@@ -173,7 +173,7 @@ def test_assertion_errors(assertions: str, line: int, words: str) -> None:
          "to 1, got 1.5"),
         ("      pass_rate:\n        max_drop: -0.1\n", 8, "from 0 to 1"),
         ("      pass_rate:\n        min: high\n", 8, "got 'high'"),
-        ("      pass_rate:\n        min: true\n", 8, "got True"),
+        ("      pass_rate:\n        min: true\n", 8, "must be a number from 0 to 1, got true"),
         ("      pass_rate:\n        min: .nan\n", 8, "from 0 to 1"),
     ],
 )

@@ -73,7 +73,7 @@ def test_metrics_parse_with_their_lines():
      "a metric's `name` must be letters, digits and '_' (gate rules name it custom.<name>), "
      "got 'x y'"),
     ("      - {name: x, function: 'm.py:f'}\n", "", 8,
-     "metric 'x' needs `type: python` (the only kind), got None"),
+     "metric 'x' needs `type: python` (the only kind), got no `type`"),
     ("      - {name: x, type: sql, function: 'm.py:f'}\n", "", 8,
      "metric 'x' needs `type: python` (the only kind), got 'sql'"),
     ("      - {name: x, type: python}\n", "", 8, "metric 'x' needs exactly one of `function: "

@@ -81,7 +81,7 @@ def test_max_and_max_increase_parse_in_metric_units() -> None:
      "for rates), got -1"),
     ("      tokens_out_mean: {max_increase: true}\n", 7,
      "`max_increase` of 'tokens_out_mean' must be a number 0 or more (in the metric's units, a "
-     "fraction 0-1 for rates), got True"),
+     "fraction 0-1 for rates), got true"),
 ])
 def test_wrong_direction_and_bad_values_are_config_errors(gate: str, line: int,
                                                            message: str) -> None:
