@@ -8,17 +8,23 @@ The check runs must agree: conclusion, annotations and the report apart from tim
 
 from __future__ import annotations
 
+import json
 import re
+import subprocess
+import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 import redis
+from arq.jobs import deserialize_result
 
 from tests.e2e.model_support import KEY_ENV, build_support_repo, open_pull_request, support_config
+from tests.e2e.ops_support import wait_until
 from tests.fakes.fake_llm import running_fake_llm
 from tests.unit.worker_support import commit
-from worker.cli.demo import Stack
+from worker.cli.demo import Stack, pull_request_payload
+from worker.runtime.metrics import WORKERS_KEY
 
 pytestmark = pytest.mark.slow
 
@@ -69,6 +75,119 @@ def test_a_sharded_gate_over_two_workers_equals_the_unsharded_one(tmp_path: Path
     assert len(keys) == 8  # 4 shards per side, each result written once
     assert alone["conclusion"] == sharded["conclusion"] == "failure"
     assert len(alone["annotations"]) == 10  # the even tickets regressed
+    assert sharded["annotations"] == alone["annotations"]
+    assert sharded["output"]["title"] == alone["output"]["title"]
+    assert _untimed(sharded["output"]["summary"]) == _untimed(alone["output"]["summary"])
+
+
+# ---------------------------------------------------------------- a shard's worker SIGKILLed
+LEASE_S = 3
+#: After the lease runs out, a worker polls the queue (every 0.5 s) and starts the shard.
+POLL_SLACK_S = 2.5
+#: The fake provider's latency in the kill test (ms): a shard of 5 at concurrency 2 takes ~2 s.
+LATENCY_MS = 600
+KILL_ENV = {KEY_ENV: "sk-e2e-fake", "LLMGATE_SHARD_EXAMPLES": "5", "LLMGATE_JOB_LEASE_S":
+            str(LEASE_S), "LLMGATE_JOB_TIMEOUT_S": "120", "LLMGATE_MAX_JOBS": "2"}
+
+
+def _deliver(stack: Stack, repo: Path, shas: tuple[str, str]) -> None:
+    """Open PR 1 (base -> head) on the fake GitHub and deliver its ``opened`` event."""
+    base, head = shas
+    stack.github("POST", "/_fake/setup", {"pulls": [{
+        "owner": OWNER, "repo": REPO, "number": 1, "head_sha": head, "base_sha": base,
+        "base_ref": "main", "head_ref": "pr1", "clone_url": repo.as_uri()}]})
+    assert stack.deliver("pull_request", pull_request_payload(
+        "opened", owner=OWNER, repo=REPO, clone_url=repo.as_uri(), number=1, head_sha=head,
+        base_sha=base)).status_code < 300
+
+
+def _taken(client: redis.Redis, key: str) -> list[dict[str, Any]]:
+    """The tries of shard ``key`` (``<key>:taken``, oldest first)."""
+    return [json.loads(raw) for raw in client.lrange(key + ":taken", 0, -1)]
+
+
+def _pid(entry: dict[str, Any]) -> int:
+    return int(str(entry["worker"]).rsplit(":", 1)[-1])
+
+
+def _shard_to_kill(stack: Stack, client: redis.Redis, spare: int
+                   ) -> tuple[str, subprocess.Popen[bytes]] | None:
+    """A shard answering for 0.5 s on a live worker other than ``spare`` (the gate job's
+    process), with no result yet; and that worker."""
+    for raw in client.keys("llmgate:shard:*:taken"):
+        key = raw.decode().removesuffix(":taken")
+        tries = _taken(client, key)
+        if len(tries) != 1 or client.exists(key + ":result") or \
+                time.time() - tries[0]["at"] < 0.5:
+            continue
+        proc = next((p for p in stack.procs if p.pid == _pid(tries[0]) and p.poll() is None),
+                    None)
+        if proc is not None and proc.pid != spare:
+            return key, proc
+    return None
+
+
+def _beats(client: redis.Redis) -> dict[int, int]:
+    """Each worker's pid -> jobs it runs, from the heartbeats (ids ``host:pid:random``)."""
+    return {int(wid.decode().split(":")[-2]): json.loads(raw)["running"]
+            for wid, raw in client.hgetall(WORKERS_KEY).items()}
+
+
+def _statuses(client: redis.Redis) -> list[str]:
+    """The arq results of every shard job (``answered``, ``duplicate``, ...), sorted."""
+    found = []
+    for raw in client.keys("arq:result:llmgate:shard:*"):
+        result = deserialize_result(client.get(raw) or b"").result
+        found.append(result["status"] if isinstance(result, dict) else repr(result))
+    return sorted(found)
+
+
+def test_a_shard_whose_worker_is_killed_is_redone_within_the_lease_and_counted_once(
+        tmp_path: Path) -> None:
+    with running_fake_llm() as llm:
+        llm.setup(RULES)
+        repo = tmp_path / REPO
+        shas = _repo(repo, llm.url)
+        (tmp_path / "one").mkdir()
+        (tmp_path / "two").mkdir()
+        alone, _ = _gate(tmp_path / "one", repo, shas, 1, {})
+        llm.reset()
+        llm.setup({"latency_ms": LATENCY_MS})
+        with Stack(tmp_path / "two", workers=3, worker_env=KILL_ENV) as stack:
+            client = redis.Redis.from_url(stack.redis_url)
+            wait_until(lambda: len(_beats(client)) == 3, 90, "the workers did not start")
+            _deliver(stack, repo, shas)
+            wait_until(lambda: [r for r in stack.state()["check_runs"]
+                                if r["status"] == "in_progress"], 60, "the gate did not start")
+            (gate_pid,) = [pid for pid, running in _beats(client).items() if running]
+            key, victim = wait_until(lambda: _shard_to_kill(stack, client, gate_pid), 120,
+                                     "no shard ran on a worker other than the gate's")
+            victim.kill()
+            victim.wait(timeout=10)
+            killed = time.monotonic()
+            stack.start_worker("worker-after-kill")
+            wait_until(lambda: len(_taken(client, key)) == 2, 60, "the shard was not redone")
+            redone_s = time.monotonic() - killed
+            wait_until(lambda: client.exists(key + ":result"), 60, "the redone shard ended")
+            answered_s = time.monotonic() - killed
+            (sharded,) = stack.wait_for_check(shas[1], timeout_s=180)
+            first, second = _taken(client, key)
+            assert (first["try"], second["try"]) == (1, 2)
+            assert _pid(second) != victim.pid
+            results = client.keys("llmgate:shard:*:result")
+            statuses = _statuses(client)
+            assert stack.state()["violations"] == []
+        print(f"kill -> redo {redone_s:.2f} s, kill -> result {answered_s:.2f} s")
+        assert redone_s < LEASE_S + POLL_SLACK_S, redone_s
+        assert answered_s < LEASE_S + POLL_SLACK_S + 10, answered_s
+        assert len(results) == 8  # 4 shards per side, each result written once (SET NX)
+        assert statuses == ["answered"] * 8  # no try found its shard answered by another
+        calls = llm.calls("chat")
+        bot = [c for c in calls if c["model"] == "bot-model"]
+        judged = [c for c in calls if c["model"] == "judge-model"]
+        assert len(judged) == 40  # one verdict per example and side: none counted twice
+        assert 40 <= len(bot) <= 45  # the killed shard's answers may be asked again
+    assert sharded["conclusion"] == alone["conclusion"] == "failure"
     assert sharded["annotations"] == alone["annotations"]
     assert sharded["output"]["title"] == alone["output"]["title"]
     assert _untimed(sharded["output"]["summary"]) == _untimed(alone["output"]["summary"])

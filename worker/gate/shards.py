@@ -31,6 +31,9 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import os
+import socket
+import time
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -49,6 +52,7 @@ from worker.evals.run import runner
 from worker.evals.serialize import SerializeError, from_jsonable, json_object, to_jsonable
 from worker.evals.types import CommandTarget, Example, ModelTarget, Settings, TargetOutput
 from worker.gate.services import Services
+from worker.runtime.lease import current_job
 from worker.runtime.metrics import record_call
 from worker.runtime.shard_settings import ShardSettings
 
@@ -179,6 +183,21 @@ async def _collect(redis: Redis, key: str, ids: list[str], job: Job
     return parse_result(raw, ids, key)
 
 
+async def record_taken(redis: Redis, key: str) -> None:
+    """Append who takes this try of a shard to ``<key>:taken`` (ops, and the kill tests).
+
+    Each entry is JSON ``{"worker": "<host>:<pid>", "try": arq's try (1-based), "at": Unix
+    seconds}``, oldest first; the list lives as long as the shard's other keys.
+    """
+    job = current_job()
+    entry = {"worker": f"{socket.gethostname()}:{os.getpid()}",
+             "try": job.attempt if job else 1, "at": time.time()}
+    async with redis.pipeline(transaction=True) as pipe:
+        pipe.rpush(key + ":taken", json.dumps(entry))
+        pipe.expire(key + ":taken", SHARD_TTL_S)
+        await pipe.execute()
+
+
 def parse_result(raw: str | bytes, ids: list[str], key: str = "") -> list[TargetOutput]:
     """Return the outputs of a stored shard result for the examples ``ids``, in order.
 
@@ -217,6 +236,7 @@ async def answer_shard(services: Services, payload: ShardPayload) -> dict[str, s
         return {"status": "gone"}
     if await services.redis.exists(key + ":result"):
         return {"status": "done"}
+    await record_taken(services.redis, key)
     try:
         result: dict[str, Any] = await _answer_work(services, payload["installation_id"], work)
     except (ConfigError, ExecutionError, SerializeError, KeyError, TypeError) as err:
