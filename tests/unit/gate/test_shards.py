@@ -45,7 +45,7 @@ def test_an_error_a_shard_reports_fails_the_run_with_its_text() -> None:
 
 
 def test_settings_read_from_the_environment() -> None:
-    assert ShardSettings.from_env({}) == ShardSettings(0, 4)  # off by default
+    assert ShardSettings.from_env({}) == ShardSettings(0, 4, 5)  # off by default
     assert ShardSettings.from_env({"LLMGATE_SHARD_EXAMPLES": "50"}).examples == 50
     with pytest.raises(SettingsError, match="LLMGATE_SHARD_OUTSTANDING"):
         ShardSettings.from_env({"LLMGATE_SHARD_OUTSTANDING": "0"})
