@@ -1,9 +1,16 @@
 """End to end: one gate over many workers (worker/gate/shards.py).
 
-The same pull request is gated twice against the deterministic fake provider: once by one
-worker with the default shard size (nothing sharded) and once by two worker processes with
-``LLMGATE_SHARD_EXAMPLES=5`` (each side's 20 examples in 4 shards that either worker takes).
-The check runs must agree: conclusion, annotations and the report apart from timings.
+The same pull request is gated against the deterministic fake provider once by one worker with
+the default shard size (nothing sharded: the module's `unsharded` fixture) and then sharded
+with ``LLMGATE_SHARD_EXAMPLES=5`` (each side's 20 examples in 4 shards); every sharded check run
+must agree with it: conclusion, annotations and the report apart from timings.
+
+- Two workers take the shards.
+- Three workers, lease 3 s, the provider slow (a shard takes ~2 s): the worker answering a
+  shard (not the gate's) is SIGKILLed; the shard is started again elsewhere within the lease
+  plus one poll, each shard result is written once and the judge is asked once per example.
+- One worker with one job slot (``LLMGATE_MAX_JOBS=1``): no worker can take the shards, so the
+  gate's job answers them itself after ``LLMGATE_SHARD_WAIT_S`` (no deadlock).
 """
 
 from __future__ import annotations
@@ -12,6 +19,8 @@ import json
 import re
 import subprocess
 import time
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +30,7 @@ from arq.jobs import deserialize_result
 
 from tests.e2e.model_support import KEY_ENV, build_support_repo, open_pull_request, support_config
 from tests.e2e.ops_support import wait_until
-from tests.fakes.fake_llm import running_fake_llm
+from tests.fakes.fake_llm import FakeLLMServer, running_fake_llm
 from tests.unit.worker_support import commit
 from worker.cli.demo import Stack, pull_request_payload
 from worker.runtime.metrics import WORKERS_KEY
@@ -62,22 +71,52 @@ def _untimed(text: str) -> str:
     return re.sub(r"\d+(\.\d+)? ?(s|ms)\b", "<t>", text)
 
 
-def test_a_sharded_gate_over_two_workers_equals_the_unsharded_one(tmp_path: Path) -> None:
+@dataclass
+class Unsharded:
+    """The fake provider, the repository and PR 1's check run gated by one unsharded worker."""
+
+    llm: FakeLLMServer
+    repo: Path
+    shas: tuple[str, str]
+    run: dict[str, Any]
+    shard_keys: list[str]
+
+    def same_verdict(self, sharded: dict[str, Any]) -> None:
+        """Assert ``sharded`` concludes as the unsharded run: conclusion, annotations, report."""
+        assert sharded["conclusion"] == self.run["conclusion"] == "failure"
+        assert len(self.run["annotations"]) == 10  # the even tickets regressed
+        assert sharded["annotations"] == self.run["annotations"]
+        assert sharded["output"]["title"] == self.run["output"]["title"]
+        assert _untimed(sharded["output"]["summary"]) == _untimed(self.run["output"]["summary"])
+
+
+@pytest.fixture(scope="module")
+def unsharded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Unsharded]:
+    """Gate PR 1 once on one worker with the default shard size (module docstring)."""
+    tmp_path = tmp_path_factory.mktemp("unsharded")
     with running_fake_llm() as llm:
         llm.setup(RULES)
         repo = tmp_path / REPO
         shas = _repo(repo, llm.url)
         (tmp_path / "one").mkdir()
-        (tmp_path / "two").mkdir()
-        alone, none = _gate(tmp_path / "one", repo, shas, 1, {})
-        sharded, keys = _gate(tmp_path / "two", repo, shas, 2, {"LLMGATE_SHARD_EXAMPLES": "5"})
-    assert none == []  # the default shard size does not shard 20 examples
+        run, keys = _gate(tmp_path / "one", repo, shas, 1, {})
+        yield Unsharded(llm, repo, shas, run, keys)
+
+
+@pytest.fixture()
+def fresh(unsharded: Unsharded) -> Unsharded:
+    """`unsharded` with the fake provider's calls forgotten and no latency."""
+    unsharded.llm.reset()
+    unsharded.llm.setup({"latency_ms": 0})
+    return unsharded
+
+
+def test_a_sharded_gate_over_two_workers_equals_the_unsharded_one(
+        fresh: Unsharded, tmp_path: Path) -> None:
+    sharded, keys = _gate(tmp_path, fresh.repo, fresh.shas, 2, {"LLMGATE_SHARD_EXAMPLES": "5"})
+    assert fresh.shard_keys == []  # the default shard size does not shard 20 examples
     assert len(keys) == 8  # 4 shards per side, each result written once
-    assert alone["conclusion"] == sharded["conclusion"] == "failure"
-    assert len(alone["annotations"]) == 10  # the even tickets regressed
-    assert sharded["annotations"] == alone["annotations"]
-    assert sharded["output"]["title"] == alone["output"]["title"]
-    assert _untimed(sharded["output"]["summary"]) == _untimed(alone["output"]["summary"])
+    fresh.same_verdict(sharded)
 
 
 # ---------------------------------------------------------------- a shard's worker SIGKILLed
@@ -87,7 +126,7 @@ POLL_SLACK_S = 2.5
 #: The fake provider's latency in the kill test (ms): a shard of 5 at concurrency 2 takes ~2 s.
 LATENCY_MS = 600
 KILL_ENV = {KEY_ENV: "sk-e2e-fake", "LLMGATE_SHARD_EXAMPLES": "5", "LLMGATE_JOB_LEASE_S":
-            str(LEASE_S), "LLMGATE_JOB_TIMEOUT_S": "120", "LLMGATE_MAX_JOBS": "2"}
+            str(LEASE_S), "LLMGATE_JOB_TIMEOUT_S": "120"}
 
 
 def _deliver(stack: Stack, repo: Path, shas: tuple[str, str]) -> None:
@@ -143,51 +182,63 @@ def _statuses(client: redis.Redis) -> list[str]:
 
 
 def test_a_shard_whose_worker_is_killed_is_redone_within_the_lease_and_counted_once(
-        tmp_path: Path) -> None:
-    with running_fake_llm() as llm:
-        llm.setup(RULES)
-        repo = tmp_path / REPO
-        shas = _repo(repo, llm.url)
-        (tmp_path / "one").mkdir()
-        (tmp_path / "two").mkdir()
-        alone, _ = _gate(tmp_path / "one", repo, shas, 1, {})
-        llm.reset()
-        llm.setup({"latency_ms": LATENCY_MS})
-        with Stack(tmp_path / "two", workers=3, worker_env=KILL_ENV) as stack:
-            client = redis.Redis.from_url(stack.redis_url)
-            wait_until(lambda: len(_beats(client)) == 3, 90, "the workers did not start")
-            _deliver(stack, repo, shas)
-            wait_until(lambda: [r for r in stack.state()["check_runs"]
-                                if r["status"] == "in_progress"], 60, "the gate did not start")
-            (gate_pid,) = [pid for pid, running in _beats(client).items() if running]
-            key, victim = wait_until(lambda: _shard_to_kill(stack, client, gate_pid), 120,
-                                     "no shard ran on a worker other than the gate's")
-            victim.kill()
-            victim.wait(timeout=10)
-            killed = time.monotonic()
-            stack.start_worker("worker-after-kill")
-            wait_until(lambda: len(_taken(client, key)) == 2, 60, "the shard was not redone")
-            redone_s = time.monotonic() - killed
-            wait_until(lambda: client.exists(key + ":result"), 60, "the redone shard ended")
-            answered_s = time.monotonic() - killed
-            (sharded,) = stack.wait_for_check(shas[1], timeout_s=180)
-            first, second = _taken(client, key)
-            assert (first["try"], second["try"]) == (1, 2)
-            assert _pid(second) != victim.pid
-            results = client.keys("llmgate:shard:*:result")
-            statuses = _statuses(client)
-            assert stack.state()["violations"] == []
-        print(f"kill -> redo {redone_s:.2f} s, kill -> result {answered_s:.2f} s")
-        assert redone_s < LEASE_S + POLL_SLACK_S, redone_s
-        assert answered_s < LEASE_S + POLL_SLACK_S + 10, answered_s
-        assert len(results) == 8  # 4 shards per side, each result written once (SET NX)
-        assert statuses == ["answered"] * 8  # no try found its shard answered by another
-        calls = llm.calls("chat")
-        bot = [c for c in calls if c["model"] == "bot-model"]
-        judged = [c for c in calls if c["model"] == "judge-model"]
-        assert len(judged) == 40  # one verdict per example and side: none counted twice
-        assert 40 <= len(bot) <= 45  # the killed shard's answers may be asked again
-    assert sharded["conclusion"] == alone["conclusion"] == "failure"
-    assert sharded["annotations"] == alone["annotations"]
-    assert sharded["output"]["title"] == alone["output"]["title"]
-    assert _untimed(sharded["output"]["summary"]) == _untimed(alone["output"]["summary"])
+        fresh: Unsharded, tmp_path: Path) -> None:
+    llm, repo, shas = fresh.llm, fresh.repo, fresh.shas
+    llm.setup({"latency_ms": LATENCY_MS})
+    with Stack(tmp_path, workers=3, worker_env=KILL_ENV) as stack:
+        client = redis.Redis.from_url(stack.redis_url)
+        wait_until(lambda: len(_beats(client)) == 3, 90, "the workers did not start")
+        _deliver(stack, repo, shas)
+        wait_until(lambda: [r for r in stack.state()["check_runs"]
+                            if r["status"] == "in_progress"], 60, "the gate did not start")
+        (gate_pid,) = [pid for pid, running in _beats(client).items() if running]
+        key, victim = wait_until(lambda: _shard_to_kill(stack, client, gate_pid), 120,
+                                 "no shard ran on a worker other than the gate's")
+        victim.kill()
+        victim.wait(timeout=10)
+        killed = time.monotonic()
+        stack.start_worker("worker-after-kill")
+        wait_until(lambda: len(_taken(client, key)) == 2, 60, "the shard was not redone")
+        redone_s = time.monotonic() - killed
+        wait_until(lambda: client.exists(key + ":result"), 60, "the redone shard ended")
+        answered_s = time.monotonic() - killed
+        (sharded,) = stack.wait_for_check(shas[1], timeout_s=180)
+        first, second = _taken(client, key)
+        assert (first["by"], first["try"]) == ("shard", 1)
+        assert second in ({**second, "by": "shard", "try": 2}, {**second, "by": "gate"})
+        assert _pid(second) != victim.pid
+        lost = [k for k in client.keys("llmgate:shard:*:taken")
+                if _pid(_taken(client, k.decode().removesuffix(":taken"))[0]) == victim.pid]
+        results = client.keys("llmgate:shard:*:result")
+        statuses = _statuses(client)
+        assert stack.state()["violations"] == []
+    print(f"kill -> redo {redone_s:.2f} s, kill -> result {answered_s:.2f} s")
+    assert redone_s < LEASE_S + POLL_SLACK_S, redone_s
+    assert answered_s < LEASE_S + POLL_SLACK_S + 10, answered_s
+    assert len(results) == 8  # 4 shards per side, each result written once (SET NX)
+    assert set(statuses) <= {"answered", "done", "duplicate"}  # "failed": none
+    calls = llm.calls("chat")
+    bot = [c for c in calls if c["model"] == "bot-model"]
+    judged = [c for c in calls if c["model"] == "judge-model"]
+    assert len(judged) == 40  # one verdict per example and side: none counted twice
+    assert 40 <= len(bot) <= 40 + 5 * len(lost)  # the lost shards' answers may be asked again
+    fresh.same_verdict(sharded)
+
+
+def test_one_worker_with_one_job_slot_finishes_a_sharded_gate_itself(
+        fresh: Unsharded, tmp_path: Path) -> None:
+    env = {"LLMGATE_SHARD_EXAMPLES": "5", "LLMGATE_MAX_JOBS": "1", "LLMGATE_SHARD_WAIT_S": "1"}
+    with Stack(tmp_path, workers=1, worker_env={KEY_ENV: "sk-e2e-fake", **env}) as stack:
+        client = redis.Redis.from_url(stack.redis_url)
+        started = time.monotonic()
+        sharded = open_pull_request(stack, fresh.repo, (OWNER, REPO), 1, fresh.shas[1],
+                                    fresh.shas[0])
+        took_s = time.monotonic() - started
+        keys = [k.decode().removesuffix(":taken") for k in client.keys("llmgate:shard:*:taken")]
+        takers = {entry["by"] for key in keys for entry in _taken(client, key)}
+        results = client.keys("llmgate:shard:*:result")
+        assert stack.state()["violations"] == []
+    print(f"one worker, one slot: {took_s:.1f} s")
+    assert (len(keys), len(results), takers) == (8, 8, {"gate"})  # its only slot: the gate's
+    assert len([c for c in fresh.llm.calls("chat") if c["model"] == "bot-model"]) == 40
+    fresh.same_verdict(sharded)
