@@ -12,11 +12,25 @@ concluding the check run itself: shard jobs never write to GitHub.
 
 Leases: a shard job is an arq job under the worker's job lease (worker/runtime/lease.py), so a
 shard whose worker died (SIGKILL) is started again by another worker within
-``LLMGATE_JOB_LEASE_S`` and counted as its next try. Fail closed: a shard arq gave up, a result
+``LLMGATE_JOB_LEASE_S`` plus one poll, counted as its next try (tests/e2e/test_shard_e2e.py
+kills one: 2.5-3.3 s to the redo with a lease of 3 s). Every try appends who took it to
+``<shard>:taken`` (`record_taken`), for operators and the tests. A gate's job that dies itself
+is tried again with a new `RedisShards`, so a new ``gate_id``: its shards are enqueued and read
+under new keys, and what the old try's shards wrote is never merged (it expires with
+`SHARD_TTL_S`). Fail closed: a shard arq gave up, a result
 that is garbled or does not name the shard's examples, or an error a shard reports fails the
 run with `ExecutionError` (its text reaches the check run); a shard still missing at the job's
 time limit ends the gate ``timed_out`` (worker/gate/run.py). Nothing missing ever counts as an
 answer.
+
+No deadlock: the gate's job holds a job slot while it waits. When no slot is free anywhere (one
+worker with ``LLMGATE_MAX_JOBS=1``, or every slot held by gates waiting for their shards), a
+shard still queued after ``LLMGATE_SHARD_WAIT_S`` is taken back from arq's queue (``ZREM``;
+when it returns 0 a worker claimed it first, and the gate waits on) and answered by the gate's
+job itself, one at a time: never slower than not sharding, plus that wait once. Chosen over
+sharding only with ``LLMGATE_MAX_JOBS >= 2`` because a busy fleet of such workers deadlocks
+the same way. A worker claiming the shard in the same instant only repeats the work: the
+result is still written once.
 
 Fairness: arq's queue is first in, first out. A gate keeps at most
 ``LLMGATE_SHARD_OUTSTANDING`` of its shards queued or running at once and enqueues the next as

@@ -7,10 +7,13 @@ from dataclasses import dataclass
 
 from worker.runtime.settings import whole_number
 
-#: Defaults of ``LLMGATE_SHARD_EXAMPLES`` and ``LLMGATE_SHARD_OUTSTANDING``. Sharding is off
-#: (0) until a shard lost with its worker is redone within the lease (it now waits for arq's own
-#: in-progress timeout, or the gate times out).
-DEFAULT_SHARD_EXAMPLES = 0
+#: Defaults of ``LLMGATE_SHARD_EXAMPLES``, ``LLMGATE_SHARD_OUTSTANDING`` and
+#: ``LLMGATE_SHARD_WAIT_S``. 500: a suite's draw of up to 500 examples is answered in the gate's
+#: own job exactly as without sharding; a larger one is spread over the workers in shards of 500
+#: (a shard lost with its worker is redone within the job lease: tests/e2e/test_shard_e2e.py).
+#: 5 s: a free worker claims a queued job within one poll (0.5 s); a shard still unclaimed after
+#: 5 s finds every slot busy, and the gate's job answers it itself.
+DEFAULT_SHARD_EXAMPLES = 500
 DEFAULT_SHARD_OUTSTANDING = 4
 DEFAULT_SHARD_WAIT_S = 5
 
@@ -19,7 +22,7 @@ class ShardSettings:
     """How a gate's examples are sharded, read from the environment once.
 
     Attributes:
-        examples: examples per shard (``LLMGATE_SHARD_EXAMPLES``; 0, the default, turns
+        examples: examples per shard (``LLMGATE_SHARD_EXAMPLES``, default 500; 0 turns
             sharding off); a suite's draw with at most this many examples is answered in the
             gate's own job.
         outstanding: shards one gate keeps queued or running at once
