@@ -11,6 +11,8 @@ must agree with it: conclusion, annotations and the report apart from timings.
   plus one poll, each shard result is written once and the judge is asked once per example.
 - One worker with one job slot (``LLMGATE_MAX_JOBS=1``): no worker can take the shards, so the
   gate's job answers them itself after ``LLMGATE_SHARD_WAIT_S`` (no deadlock).
+- The gate's own worker is SIGKILLed while its shards are out: its job's next try, on the same
+  check run, shards under a new gate id, so the old try's results are never merged.
 """
 
 from __future__ import annotations
@@ -67,6 +69,12 @@ def _gate(work: Path, repo: Path, shas: tuple[str, str], workers: int,
     return run, keys
 
 
+def _report(run: dict[str, Any], cached: bool) -> list[str]:
+    """The lines of a check run's summary, timings masked (and model calls dropped)."""
+    lines = _untimed(run["output"]["summary"]).splitlines()
+    return [line for line in lines if not (cached and line.startswith("- Model calls"))]
+
+
 def _untimed(text: str) -> str:
     return re.sub(r"\d+(\.\d+)? ?(s|ms)\b", "<t>", text)
 
@@ -81,13 +89,15 @@ class Unsharded:
     run: dict[str, Any]
     shard_keys: list[str]
 
-    def same_verdict(self, sharded: dict[str, Any]) -> None:
-        """Assert ``sharded`` concludes as the unsharded run: conclusion, annotations, report."""
+    def same_verdict(self, sharded: dict[str, Any], *, cached: bool = False) -> None:
+        """Assert ``sharded`` concludes as the unsharded run: conclusion, annotations, report
+        (but its "Model calls" lines when ``cached``: a retry hits answers an earlier try
+        cached)."""
         assert sharded["conclusion"] == self.run["conclusion"] == "failure"
         assert len(self.run["annotations"]) == 10  # the even tickets regressed
         assert sharded["annotations"] == self.run["annotations"]
         assert sharded["output"]["title"] == self.run["output"]["title"]
-        assert _untimed(sharded["output"]["summary"]) == _untimed(self.run["output"]["summary"])
+        assert _report(sharded, cached) == _report(self.run, cached)
 
 
 @pytest.fixture(scope="module")
@@ -242,3 +252,32 @@ def test_one_worker_with_one_job_slot_finishes_a_sharded_gate_itself(
     assert (len(keys), len(results), takers) == (8, 8, {"gate"})  # its only slot: the gate's
     assert len([c for c in fresh.llm.calls("chat") if c["model"] == "bot-model"]) == 40
     fresh.same_verdict(sharded)
+
+
+def test_a_gate_whose_own_worker_is_killed_retries_under_new_shard_keys(
+        fresh: Unsharded, tmp_path: Path) -> None:
+    fresh.llm.setup({"latency_ms": LATENCY_MS})
+    with Stack(tmp_path, workers=3, worker_env=KILL_ENV) as stack:
+        client = redis.Redis.from_url(stack.redis_url)
+        wait_until(lambda: len(_beats(client)) == 3, 90, "the workers did not start")
+        _deliver(stack, fresh.repo, fresh.shas)
+        wait_until(lambda: [r for r in stack.state()["check_runs"]
+                            if r["status"] == "in_progress"], 60, "the gate did not start")
+        (gate_pid,) = [pid for pid, running in _beats(client).items() if running]
+        wait_until(lambda: client.keys("llmgate:shard:*:taken"), 60, "no shard started")
+        (gate_proc,) = [p for p in stack.procs if p.pid == gate_pid]
+        gate_proc.kill()  # while its shards are out
+        gate_proc.wait(timeout=10)
+        stack.start_worker("worker-after-kill")
+        (sharded,) = stack.wait_for_check(fresh.shas[1], timeout_s=180)
+        gates: dict[str, int] = {}
+        for raw in client.keys("llmgate:shard:*:result"):
+            gate_id = raw.decode().split(":")[2]
+            gates[gate_id] = gates.get(gate_id, 0) + 1
+        assert stack.state()["violations"] == []
+    titles = [h["body"].get("output", {}).get("title") for h in sharded["history"]]
+    assert "llmgate: running (try 2 of 3)" in titles  # the same check run, its job's next try
+    print(f"results per gate id: {sorted(gates.values())}")
+    assert len(gates) == 2  # the killed try's shards and the retry's own (a base side the
+    # killed try stored may be reused, so the retry may shard only head): old ones unread
+    fresh.same_verdict(sharded, cached=True)

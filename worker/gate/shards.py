@@ -162,10 +162,11 @@ class RedisShards:
                         del running[number]
                 if len(done) < len(keys):
                     await asyncio.sleep(POLL_S)
-        finally:
-            for shard in running.values():  # an error: answers of our own are not needed
-                if shard.here is not None:
-                    shard.here.cancel()
+        finally:  # an error: answers of our own are not needed (their worktrees go)
+            ours = [shard.here for shard in running.values() if shard.here is not None]
+            for task in ours:
+                task.cancel()
+            await asyncio.gather(*ours, return_exceptions=True)
         return [done[n] for n in range(len(keys))]
 
     async def _enqueue(self, queue: ArqRedis, key: str, ids: list[str]) -> _Outstanding:
