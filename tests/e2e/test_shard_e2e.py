@@ -72,7 +72,8 @@ def _gate(work: Path, repo: Path, shas: tuple[str, str], workers: int,
 def _report(run: dict[str, Any], cached: bool) -> list[str]:
     """The lines of a check run's summary, timings masked (and model calls dropped)."""
     lines = _untimed(run["output"]["summary"]).splitlines()
-    return [line for line in lines if not (cached and line.startswith("- Model calls"))]
+    return [line for line in lines
+            if not (cached and line.startswith(("- Model calls", "- Estimated before")))]
 
 
 def _untimed(text: str) -> str:
@@ -91,8 +92,8 @@ class Unsharded:
 
     def same_verdict(self, sharded: dict[str, Any], *, cached: bool = False) -> None:
         """Assert ``sharded`` concludes as the unsharded run: conclusion, annotations, report
-        (but its "Model calls" lines when ``cached``: a retry hits answers an earlier try
-        cached)."""
+        (but its "Model calls" and "Estimated" lines when ``cached``: a retry hits answers an
+        earlier try cached)."""
         assert sharded["conclusion"] == self.run["conclusion"] == "failure"
         assert len(self.run["annotations"]) == 10  # the even tickets regressed
         assert sharded["annotations"] == self.run["annotations"]
