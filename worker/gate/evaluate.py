@@ -93,7 +93,8 @@ async def evaluate_configs(services: Services, gh: GitHubClient, request: GateRe
                                     services.redis, services.shards, repo,
                                     gh.installation_id,
                                     {head_root: request.head_sha, base_root: base_sha},
-                                    "off" if request.no_cache else "use"))
+                                    "off" if request.no_cache else "use",
+                                    services=services))
             if progress is not None:
                 evals.on_plan = progress.plan
             role = "" if merge_base == request.base_sha else "the merge base" \

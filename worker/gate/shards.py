@@ -12,11 +12,25 @@ concluding the check run itself: shard jobs never write to GitHub.
 
 Leases: a shard job is an arq job under the worker's job lease (worker/runtime/lease.py), so a
 shard whose worker died (SIGKILL) is started again by another worker within
-``LLMGATE_JOB_LEASE_S`` and counted as its next try. Fail closed: a shard arq gave up, a result
+``LLMGATE_JOB_LEASE_S`` plus one poll, counted as its next try (tests/e2e/test_shard_e2e.py
+kills one: 2.5-3.3 s to the redo with a lease of 3 s). Every try appends who took it to
+``<shard>:taken`` (`record_taken`), for operators and the tests. A gate's job that dies itself
+is tried again with a new `RedisShards`, so a new ``gate_id``: its shards are enqueued and read
+under new keys, and what the old try's shards wrote is never merged (it expires with
+`SHARD_TTL_S`). Fail closed: a shard arq gave up, a result
 that is garbled or does not name the shard's examples, or an error a shard reports fails the
 run with `ExecutionError` (its text reaches the check run); a shard still missing at the job's
 time limit ends the gate ``timed_out`` (worker/gate/run.py). Nothing missing ever counts as an
 answer.
+
+No deadlock: the gate's job holds a job slot while it waits. When no slot is free anywhere (one
+worker with ``LLMGATE_MAX_JOBS=1``, or every slot held by gates waiting for their shards), a
+shard still queued after ``LLMGATE_SHARD_WAIT_S`` is taken back from arq's queue (``ZREM``;
+when it returns 0 a worker claimed it first, and the gate waits on) and answered by the gate's
+job itself, one at a time: never slower than not sharding, plus that wait once. Chosen over
+sharding only with ``LLMGATE_MAX_JOBS >= 2`` because a busy fleet of such workers deadlocks
+the same way. A worker claiming the shard in the same instant only repeats the work: the
+result is still written once.
 
 Fairness: arq's queue is first in, first out. A gate keeps at most
 ``LLMGATE_SHARD_OUTSTANDING`` of its shards queued or running at once and enqueues the next as
@@ -31,8 +45,11 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import os
+import socket
+import time
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -49,6 +66,7 @@ from worker.evals.run import runner
 from worker.evals.serialize import SerializeError, from_jsonable, json_object, to_jsonable
 from worker.evals.types import CommandTarget, Example, ModelTarget, Settings, TargetOutput
 from worker.gate.services import Services
+from worker.runtime.lease import current_job
 from worker.runtime.metrics import record_call
 from worker.runtime.shard_settings import ShardSettings
 
@@ -80,7 +98,8 @@ class RedisShards:
         repo, installation_id: the repository the shards check out, and its installation.
         tops: each checkout's top directory -> its commit SHA (head's, base's).
         cache_mode: the response cache mode of the run (``use``, ``off``).
-        gate_id: the key of this gate run's shards (unique per run).
+        gate_id: the key of this gate run's shards (unique per run, and per try of its job).
+        services: the gate job's clients, to answer a shard no worker takes (None: never).
     """
 
     redis: Redis
@@ -90,6 +109,7 @@ class RedisShards:
     tops: Mapping[Path, str]
     cache_mode: CacheMode = "use"
     gate_id: str = ""
+    services: Services | None = None
     _next: int = 0
 
     def __post_init__(self) -> None:
@@ -121,26 +141,97 @@ class RedisShards:
 
     async def _run(self, keys: Sequence[str], ids: Sequence[list[str]]
                    ) -> list[list[TargetOutput]]:
-        """Enqueue the shards at most `ShardSettings.outstanding` at a time; wait for all."""
+        """Enqueue the shards at most `ShardSettings.outstanding` at a time; wait for all.
+
+        Raises:
+            ExecutionError: as `answer`. Any error of a shard this job answers itself.
+        """
         done: dict[int, list[TargetOutput]] = {}
-        running: dict[int, Job] = {}
+        running: dict[int, _Outstanding] = {}
         queue = ArqRedis(connection_pool=self.redis.connection_pool)
         waiting = list(range(len(keys)))
-        while len(done) < len(keys):
-            while waiting and len(running) < self.settings.outstanding:
-                number = waiting.pop(0)
-                job = await queue.enqueue_job(JOB_ANSWER_SHARD, ShardPayload(
-                    shard_key=keys[number], installation_id=self.installation_id),
-                    _job_id=f"{keys[number]}:job")
-                running[number] = job or Job(f"{keys[number]}:job", queue)
-            for number, job in list(running.items()):
-                outputs = await _collect(self.redis, keys[number], ids[number], job)
-                if outputs is not None:
-                    done[number] = outputs
-                    del running[number]
-            if len(done) < len(keys):
-                await asyncio.sleep(POLL_S)
+        try:
+            while len(done) < len(keys):
+                while waiting and len(running) < self.settings.outstanding:
+                    number = waiting.pop(0)
+                    running[number] = await self._enqueue(queue, keys[number], ids[number])
+                for number, shard in list(running.items()):
+                    outputs = await self._poll(shard, running.values())
+                    if outputs is not None:
+                        done[number] = outputs
+                        del running[number]
+                if len(done) < len(keys):
+                    await asyncio.sleep(POLL_S)
+        finally:  # an error: answers of our own are not needed (their worktrees go)
+            ours = [shard.here for shard in running.values() if shard.here is not None]
+            for task in ours:
+                task.cancel()
+            await asyncio.gather(*ours, return_exceptions=True)
         return [done[n] for n in range(len(keys))]
+
+    async def _enqueue(self, queue: ArqRedis, key: str, ids: list[str]) -> _Outstanding:
+        """Enqueue shard ``key``'s job (once: its id is the key's) and start watching it."""
+        payload = ShardPayload(shard_key=key, installation_id=self.installation_id)
+        job = await queue.enqueue_job(JOB_ANSWER_SHARD, payload, _job_id=f"{key}:job")
+        return _Outstanding(key, ids, payload, job or Job(f"{key}:job", queue),
+                            queue.default_queue_name)
+
+    async def _poll(self, shard: _Outstanding, others: Iterable[_Outstanding]
+                    ) -> list[TargetOutput] | None:
+        """Return a shard's outputs once written; None while it is queued or running.
+
+        A shard left in the queue `ShardSettings.wait_s` seconds that this job can take back
+        from the queue (``ZREM``: no worker claimed it) is answered here, one at a time
+        (module docstring, "No deadlock").
+
+        Raises:
+            ExecutionError: as `_collect`; or this job's own answer of it wrote no result.
+        """
+        if shard.here is not None:
+            if not shard.here.done():
+                return None
+            shard.here.result()  # re-raises what answering it here raised (transient)
+            raw = await self.redis.get(shard.key + ":result")
+            if raw is None:
+                raise ExecutionError(f"shard {shard.key.rsplit(':', 1)[-1]} was not answered")
+            return parse_result(raw, shard.ids, shard.key)
+        outputs, status = await _collect(self.redis, shard.key, shard.ids, shard.job)
+        if outputs is not None or self.services is None:
+            return outputs
+        now = time.monotonic()
+        if status not in (JobStatus.queued, JobStatus.deferred):
+            shard.queued_since = None  # a worker has it (again)
+        elif shard.queued_since is None:
+            shard.queued_since = now
+        elif now - shard.queued_since >= self.settings.wait_s and \
+                not any(o.here is not None and not o.here.done() for o in others) and \
+                await self.redis.zrem(shard.queue_name, shard.job.job_id):
+            log.info("shard %s: no worker took it in %d s; the gate's job answers it",
+                     shard.key, self.settings.wait_s)
+            shard.here = asyncio.create_task(answer_shard(self.services, shard.payload,
+                                                          by="gate"))
+        return None
+
+
+@dataclass
+class _Outstanding:
+    """One shard a gate has enqueued and waits for.
+
+    Attributes:
+        key, ids: the shard's key prefix and its examples' ids, in order.
+        payload, job: its job's payload and arq job.
+        queue_name: arq's queue it waits in (a sorted set of job ids).
+        queued_since: ``time.monotonic()`` since when it has been seen queued, untaken.
+        here: this gate's own answer of it, once it took it back from the queue.
+    """
+
+    key: str
+    ids: list[str]
+    payload: ShardPayload
+    job: Job
+    queue_name: str
+    queued_since: float | None = None
+    here: asyncio.Task[dict[str, str]] | None = None
 
 
 def _work_json(work: ShardWork, part: range, total: int, folder: str,
@@ -158,25 +249,43 @@ def _work_json(work: ShardWork, part: range, total: int, folder: str,
 
 
 async def _collect(redis: Redis, key: str, ids: list[str], job: Job
-                   ) -> list[TargetOutput] | None:
-    """Return a shard's outputs once written; None while it is queued or running.
+                   ) -> tuple[list[TargetOutput] | None, JobStatus | None]:
+    """Return a shard's outputs once written (else None) and its job's status (None when the
+    result was there).
 
     Raises:
         ExecutionError: the shard reported an error, arq gave it up without a result, or its
             result is garbled or names other examples (fail closed: never a pass).
     """
     raw = await redis.get(key + ":result")
+    if raw is not None:
+        return parse_result(raw, ids, key), None
+    status = await job.status()
+    if status not in (JobStatus.complete, JobStatus.not_found):
+        return None, status
+    raw = await redis.get(key + ":result")  # written just before the job ended?
     if raw is None:
-        status = await job.status()
-        if status in (JobStatus.complete, JobStatus.not_found):
-            raw = await redis.get(key + ":result")  # written just before the job ended?
-            if raw is None:
-                info = await job.result_info()
-                why = "its job is gone" if info is None else f"its job failed: {info.result!r}"
-                raise ExecutionError(f"shard {key.rsplit(':', 1)[-1]} was not answered: {why}")
-        else:
-            return None
-    return parse_result(raw, ids, key)
+        info = await job.result_info()
+        why = "its job is gone" if info is None else f"its job failed: {info.result!r}"
+        raise ExecutionError(f"shard {key.rsplit(':', 1)[-1]} was not answered: {why}")
+    return parse_result(raw, ids, key), status
+
+
+async def record_taken(redis: Redis, key: str, by: str = "shard") -> None:
+    """Append who takes this try of a shard to ``<key>:taken`` (ops, and the kill tests).
+
+    Each entry is JSON ``{"worker": "<host>:<pid>", "by": "shard" (its own job) or "gate"
+    (the gate's job answered it), "job": the arq job id, "try": that job's try (1-based),
+    "at": Unix seconds}``, oldest first; the list lives as long as the shard's other keys.
+    """
+    job = current_job()
+    entry = {"worker": f"{socket.gethostname()}:{os.getpid()}", "by": by,
+             "job": job.job_id if job else "", "try": job.attempt if job else 1,
+             "at": time.time()}
+    async with redis.pipeline(transaction=True) as pipe:
+        pipe.rpush(key + ":taken", json.dumps(entry))
+        pipe.expire(key + ":taken", SHARD_TTL_S)
+        await pipe.execute()
 
 
 def parse_result(raw: str | bytes, ids: list[str], key: str = "") -> list[TargetOutput]:
@@ -201,8 +310,11 @@ def parse_result(raw: str | bytes, ids: list[str], key: str = "") -> list[Target
     return outputs
 
 
-async def answer_shard(services: Services, payload: ShardPayload) -> dict[str, str]:
+async def answer_shard(services: Services, payload: ShardPayload, by: str = "shard"
+                       ) -> dict[str, str]:
     """Answer one shard's examples and write its result once (module docstring).
+
+    ``by`` is who answers it, for `record_taken`: ``shard`` (its own job) or ``gate``.
 
     Returns:
         ``{"status": ...}``: ``answered``, ``duplicate`` (another try wrote it first),
@@ -217,6 +329,7 @@ async def answer_shard(services: Services, payload: ShardPayload) -> dict[str, s
         return {"status": "gone"}
     if await services.redis.exists(key + ":result"):
         return {"status": "done"}
+    await record_taken(services.redis, key, by)
     try:
         result: dict[str, Any] = await _answer_work(services, payload["installation_id"], work)
     except (ConfigError, ExecutionError, SerializeError, KeyError, TypeError) as err:

@@ -6,10 +6,11 @@ import json
 
 import pytest
 
+from worker.contract import RepoRef
 from worker.errors import ExecutionError
 from worker.evals.serialize import to_jsonable
 from worker.evals.types import TargetOutput
-from worker.gate.shards import parse_result, slices
+from worker.gate.shards import RedisShards, parse_result, shard_key, slices
 from worker.runtime.settings import SettingsError
 from worker.runtime.shard_settings import ShardSettings
 
@@ -45,7 +46,22 @@ def test_an_error_a_shard_reports_fails_the_run_with_its_text() -> None:
 
 
 def test_settings_read_from_the_environment() -> None:
-    assert ShardSettings.from_env({}) == ShardSettings(0, 4)  # off by default
+    assert ShardSettings.from_env({}) == ShardSettings(500, 4, 5)
+    assert ShardSettings.from_env({"LLMGATE_SHARD_EXAMPLES": "0"}).examples == 0  # off
     assert ShardSettings.from_env({"LLMGATE_SHARD_EXAMPLES": "50"}).examples == 50
+    assert ShardSettings.from_env({"LLMGATE_SHARD_WAIT_S": "2"}).wait_s == 2
+    with pytest.raises(SettingsError, match="LLMGATE_SHARD_WAIT_S"):
+        ShardSettings.from_env({"LLMGATE_SHARD_WAIT_S": "0"})
     with pytest.raises(SettingsError, match="LLMGATE_SHARD_OUTSTANDING"):
         ShardSettings.from_env({"LLMGATE_SHARD_OUTSTANDING": "0"})
+
+
+def test_a_retried_gate_job_shards_under_new_keys_so_old_results_never_count() -> None:
+    # A gate's job killed while its shards are out is tried again with a new RedisShards (a
+    # new gate_id): its shards are enqueued and read under new keys, and the old try's
+    # results, written under the old keys, are never merged.
+    repo = RepoRef(owner="acme", name="bot", clone_url="file:///r")
+    first, retry = (RedisShards(None, ShardSettings(), repo, 1, {})  # type: ignore[arg-type]
+                    for _ in range(2))
+    assert first.gate_id != retry.gate_id
+    assert shard_key(first.gate_id, 0) != shard_key(retry.gate_id, 0)
