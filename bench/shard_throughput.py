@@ -71,7 +71,9 @@ import time
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
+from typing import cast
 
+import psutil
 import redis
 from arq.jobs import deserialize_result
 
@@ -104,11 +106,13 @@ class Shard:
 
 @dataclass(frozen=True)
 class GateRun:
-    """One gate's wall (delivery to completed check run, seconds), conclusion and shards."""
+    """One gate's wall (delivery to completed check run, seconds), conclusion, shards and the
+    CPU seconds each process spent meanwhile."""
 
     wall_s: float
     conclusion: str
     shards: list[Shard]
+    cpu_s: dict[str, float]
 
     @property
     def span_s(self) -> float:
@@ -176,11 +180,11 @@ def shard_runs(stack: Stack, gate_prefix: str = "") -> list[Shard]:
     out = []
     for raw in client.scan_iter(f"llmgate:shard:{gate_prefix}*:work"):
         key = raw.decode()[:-len(":work")]
-        result = client.get(f"arq:result:{key}:job")
+        result = cast(bytes | None, client.get(f"arq:result:{key}:job"))
         if result is None:
             raise SystemExit(f"{key}: no arq result stored")
         info = deserialize_result(result)
-        examples = len(json.loads(client.get(raw) or b"{}")["examples"])
+        examples = len(json.loads(cast(bytes | None, client.get(raw)) or b"{}")["examples"])
         out.append(Shard(key, info.start_time.timestamp(), info.finish_time.timestamp(),
                          examples, workers.get(key, "?")))
     client.close()
@@ -193,12 +197,28 @@ def wait_ready(stack: Stack, workers: int, timeout_s: float = 120) -> None:
     client = redis.Redis.from_url(stack.redis_url)
     deadline = time.monotonic() + timeout_s
     try:
-        while client.hlen(WORKERS_KEY) < workers:
+        while cast(int, client.hlen(WORKERS_KEY)) < workers:
             if time.monotonic() > deadline:
                 raise SystemExit("the workers did not start (see worker-*.log)")
             time.sleep(0.2)
     finally:
         client.close()
+
+
+def processes(stack: Stack, fake_pid: int) -> dict[str, int]:
+    """Return the stack's processes by name (Stack starts redis, github, web, then workers)."""
+    names = ["redis", "github", "web", *(f"worker-{i}" for i in range(stack.workers))]
+    return {"fake-llm": fake_pid, **{n: p.pid for n, p in zip(names, stack.procs, strict=True)}}
+
+
+def cpu_times(pids: dict[str, int]) -> dict[str, float]:
+    """Return each process's CPU seconds so far (user + system, with its waited-for children:
+    a worker's git)."""
+    out = {}
+    for name, pid in pids.items():
+        t = psutil.Process(pid).cpu_times()
+        out[name] = t.user + t.system + t.children_user + t.children_system
+    return out
 
 
 def worker_env(args: argparse.Namespace) -> dict[str, str]:
@@ -214,8 +234,12 @@ def gate_alone(work: Path, repo: Path, shas: tuple[str, str], workers: int,
     work.mkdir()
     with Stack(work, workers=workers, worker_env=worker_env(args)) as stack:
         wait_ready(stack, workers)
+        pids = processes(stack, args.fake_pid)
+        before = cpu_times(pids)
         wall_s, conclusion = finish_gate(stack, shas[1], start_gate(stack, repo, shas, 1))
-        return GateRun(wall_s, conclusion, shard_runs(stack))
+        after = cpu_times(pids)
+        return GateRun(wall_s, conclusion, shard_runs(stack),
+                       {n: after[n] - before[n] for n in pids})
 
 
 def fairness(work: Path, repos: dict[str, tuple[Path, tuple[str, str]]],
@@ -225,14 +249,18 @@ def fairness(work: Path, repos: dict[str, tuple[Path, tuple[str, str]]],
     work.mkdir()
     with Stack(work, workers=2, worker_env=worker_env(args)) as stack:
         wait_ready(stack, 2)
+        pids = processes(stack, args.fake_pid)
         alone_s, _ = finish_gate(stack, repos["small"][1][1],
                                  start_gate(stack, *repos["small"], 1))
+        before = cpu_times(pids)
         huge_started = start_gate(stack, *repos["huge"], 1)
         time.sleep(args.behind)
         behind_s, _ = finish_gate(stack, repos["small2"][1][1],
                                   start_gate(stack, *repos["small2"], 1))
         huge_s, conclusion = finish_gate(stack, repos["huge"][1][1], huge_started)
-        return alone_s, behind_s, GateRun(huge_s, conclusion, shard_runs(stack))
+        after = cpu_times(pids)
+        return alone_s, behind_s, GateRun(huge_s, conclusion, shard_runs(stack),
+                                          {n: after[n] - before[n] for n in pids})
 
 
 def makespan(durations: list[float], slots: int) -> float:
@@ -260,13 +288,17 @@ def describe(name: str, run: GateRun) -> str:
     durations = [s.duration_s for s in run.shards]
     return (f"{name:<10} {run.wall_s:8.2f} {run.span_s:8.2f} {run.examples / run.wall_s:9.1f} "
             f"{run.examples / run.span_s:9.1f} {len(run.shards):6d} "
-            f"{statistics.median(durations):7.2f} {max_overlap(run.shards):5d}  "
+            f"{statistics.median(durations):7.2f} {sum(durations) / run.span_s:5.1f} "
+            f"{max_overlap(run.shards):5d}  "
             f"{dict(sorted(per_worker.items()))}  {run.conclusion}")
 
 
-def max_overlap(shards: list[Shard]) -> int:
-    """Return the most shards that ran at once."""
-    events = sorted([(s.start_s, 1) for s in shards] + [(s.end_s, -1) for s in shards])
+def max_overlap(shards: list[Shard], slack_s: float = 0.25) -> int:
+    """Return the most shards that ran at once, each counted until ``slack_s`` before arq's
+    finish time: a shard's result is written (and the gate enqueues the next) just before its
+    job function returns and arq records the finish, so the next may start a moment earlier."""
+    events = sorted([(s.start_s, 1) for s in shards] +
+                    [(max(s.start_s, s.end_s - slack_s), -1) for s in shards])
     most = now = 0
     for _, step in events:
         now += step
@@ -277,6 +309,7 @@ def max_overlap(shards: list[Shard]) -> int:
 def run(args: argparse.Namespace, work: Path) -> float:
     """Run the three cases in ``work``; print the table and figures; return 2w/1w."""
     fake = start_fake_llm(work, args.latency_ms)
+    args.fake_pid = fake.pid
     try:
         url = json.loads((work / "fake-llm.json").read_text())["url"]
         big = work / "gate"
@@ -291,9 +324,13 @@ def run(args: argparse.Namespace, work: Path) -> float:
         fake.terminate()
         fake.wait(timeout=10)
     print(f"{'case':<10} {'wall s':>8} {'span s':>8} {'ex/s wall':>9} {'ex/s span':>9} "
-          f"{'shards':>6} {'med s':>7} {'most':>5}  shards per worker  conclusion")
-    for name, gate in (("1 worker", one), ("2 workers", two), ("huge (2w)", huge)):
+          f"{'shards':>6} {'med s':>7} {'mean':>5} {'most':>5}  shards per worker  conclusion")
+    cases = (("1 worker", one), ("2 workers", two), ("huge (2w)", huge))
+    for name, gate in cases:
         print(describe(name, gate))
+    for name, gate in cases:
+        cpu = ", ".join(f"{n} {s:.1f}" for n, s in gate.cpu_s.items() if s >= 0.05)
+        print(f"CPU s during the {name} gate ({gate.wall_s:.1f} s): {cpu}")
     ratio = one.wall_s / two.wall_s
     print(f"throughput 2w/1w: wall {ratio:.2f}, shard span {one.span_s / two.span_s:.2f} "
           "(goal >= 1.8)")

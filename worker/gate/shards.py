@@ -91,6 +91,7 @@ class RedisShards:
     cache_mode: CacheMode = "use"
     gate_id: str = ""
     _next: int = 0
+    _outstanding: int = 0  # this gate's shards queued or running, over all its suites and sides
 
     def __post_init__(self) -> None:
         self.gate_id = self.gate_id or uuid.uuid4().hex
@@ -121,25 +122,32 @@ class RedisShards:
 
     async def _run(self, keys: Sequence[str], ids: Sequence[list[str]]
                    ) -> list[list[TargetOutput]]:
-        """Enqueue the shards at most `ShardSettings.outstanding` at a time; wait for all."""
+        """Enqueue the shards while the gate has fewer than `ShardSettings.outstanding` queued
+        or running (counted over every `answer` of the gate: base's and head's run at once);
+        wait for all."""
         done: dict[int, list[TargetOutput]] = {}
         running: dict[int, Job] = {}
         queue = ArqRedis(connection_pool=self.redis.connection_pool)
         waiting = list(range(len(keys)))
-        while len(done) < len(keys):
-            while waiting and len(running) < self.settings.outstanding:
-                number = waiting.pop(0)
-                job = await queue.enqueue_job(JOB_ANSWER_SHARD, ShardPayload(
-                    shard_key=keys[number], installation_id=self.installation_id),
-                    _job_id=f"{keys[number]}:job")
-                running[number] = job or Job(f"{keys[number]}:job", queue)
-            for number, job in list(running.items()):
-                outputs = await _collect(self.redis, keys[number], ids[number], job)
-                if outputs is not None:
-                    done[number] = outputs
-                    del running[number]
-            if len(done) < len(keys):
-                await asyncio.sleep(POLL_S)
+        try:
+            while len(done) < len(keys):
+                while waiting and self._outstanding < self.settings.outstanding:
+                    number = waiting.pop(0)
+                    job = await queue.enqueue_job(JOB_ANSWER_SHARD, ShardPayload(
+                        shard_key=keys[number], installation_id=self.installation_id),
+                        _job_id=f"{keys[number]}:job")
+                    running[number] = job or Job(f"{keys[number]}:job", queue)
+                    self._outstanding += 1
+                for number, job in list(running.items()):
+                    outputs = await _collect(self.redis, keys[number], ids[number], job)
+                    if outputs is not None:
+                        done[number] = outputs
+                        del running[number]
+                        self._outstanding -= 1
+                if len(done) < len(keys):
+                    await asyncio.sleep(POLL_S)
+        finally:
+            self._outstanding -= len(running)
         return [done[n] for n in range(len(keys))]
 
 
