@@ -6,7 +6,7 @@ schema-checking fake GitHub, the web process and N arq workers; the fake OpenAI-
 provider (``tests/fakes/fake_llm.py``) is one more process, with a fixed latency per call
 (``--latency-ms``, 200 ms by default: it sleeps, so one process serves hundreds of calls at once).
 The suite is I/O-bound: a model target whose answer a ``contains`` check scores (no judge),
-``--examples`` (400) tickets on base and on head, whose prompts differ (so no answer of one side
+``--examples`` (800) tickets on base and on head, whose prompts differ (so no answer of one side
 serves the other, and both sides run at once). ``LLMGATE_SHARD_EXAMPLES`` (``--shard``, 50) cuts
 each side into shards.
 
@@ -33,10 +33,11 @@ What it runs and prints, one fresh stack per case (fresh Redis: no cache, no sto
    per second over each. ``shard_throughput_2w_vs_1w`` is wall(1 worker) / wall(2 workers) of
    the same gate (goal >= 1.8); the span ratio beside it leaves the gate's fixed work out.
 2. **4 workers on paper**: each shard's measured duration (arq's start and finish times) of the
-   1-worker run, list-scheduled in the order they ran onto 2 x W slots (W workers, 2 shards
-   each, outstanding 2 x W: the settings above, scaled), plus the gate's fixed work: its
-   1-worker wall minus the same model's 1-worker makespan (checkouts, estimate, scoring, check
-   run, the gate's polling). The model's 2-worker figure is printed beside the measured one as
+   1-worker run plus its hand-over (the 1-worker span's idle slot time shared out per shard:
+   the gate's 0.1 s poll, arq's pick-up), list-scheduled in the order they ran onto 2 x W slots
+   (W workers, 2 shards each, outstanding 2 x W: the settings above, scaled), plus the gate's
+   fixed work: its 1-worker wall minus the same model's 1-worker makespan (delivery, checkouts,
+   estimate, scoring, check run). The model's 2-worker figure is printed beside the measured one as
    its check; 4 / 1 is the model's wall(1) / wall(4) (goal >= 3.4). It assumes shard durations
    do not grow with more workers (no shared CPU limit: true while the fleet is latency-bound).
 3. **Fairness** (2 workers): the latency of a small pull request's gate (``--small``, 20
@@ -52,7 +53,10 @@ What it runs and prints, one fresh stack per case (fresh Redis: no cache, no sto
 
 How to read it: a 2w/1w ratio well below 2 with a span ratio near 2 is the gate's fixed work
 (raise ``--examples``); a span ratio below 2 means the shards themselves slowed (look at the
-per-worker shard counts, the load average, the shard durations of each run). The last line is
+per-worker shard counts, the load average, the shard durations of each run). Table columns:
+``mean`` is the shards running at once on average (their durations over the span: <= the cap),
+``most`` the peak (a shard whose result is written may overlap the next by a moment before arq
+records its finish). The last line is
 ``shard_throughput_2w_vs_1w=<ratio>``.
 """
 
@@ -346,11 +350,15 @@ def paper(one: GateRun, two: GateRun, args: argparse.Namespace) -> None:
     """Print the list-scheduling model's walls for 1, 2 and 4 workers (module docstring)."""
     per_worker = args.max_jobs - 1
     durations = [s.duration_s for s in one.shards]
-    fixed_s = one.wall_s - makespan(durations, per_worker)
-    model = {w: fixed_s + makespan(durations, per_worker * w) for w in (1, 2, 4)}
-    print(f"model: fixed gate work {fixed_s:.2f} s + list-scheduled 1-worker shard durations "
-          f"on {per_worker} slots a worker: 1w {model[1]:.2f} s, 2w {model[2]:.2f} s "
-          f"(measured {two.wall_s:.2f} s), 4w {model[4]:.2f} s")
+    # the 1-worker span's idle slot time, shared out per shard: the hand-over from one shard to
+    # the next (the gate's poll, arq's pick-up), which scales with the shards, not the gate
+    gap_s = max(0.0, (one.span_s * per_worker - sum(durations)) / len(durations))
+    shards_s = [d + gap_s for d in durations]
+    fixed_s = one.wall_s - makespan(shards_s, per_worker)
+    model = {w: fixed_s + makespan(shards_s, per_worker * w) for w in (1, 2, 4)}
+    print(f"model: fixed gate work {fixed_s:.2f} s + the 1-worker shard durations (+ {gap_s:.2f} s "
+          f"hand-over each) list-scheduled on {per_worker} slots a worker: 1w {model[1]:.2f} s, "
+          f"2w {model[2]:.2f} s (measured {two.wall_s:.2f} s), 4w {model[4]:.2f} s")
     print(f"on paper 4w/1w: {model[1] / model[4]:.2f} (goal >= 3.4); 2w/1w "
           f"{model[1] / model[2]:.2f}")
 
@@ -358,7 +366,7 @@ def paper(one: GateRun, two: GateRun, args: argparse.Namespace) -> None:
 def main(argv: list[str] | None = None) -> int:
     """Command line; see the module docstring."""
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
-    parser.add_argument("--examples", type=int, default=400, help="a side, throughput gate")
+    parser.add_argument("--examples", type=int, default=800, help="a side, throughput gate")
     parser.add_argument("--shard", type=int, default=50, help="LLMGATE_SHARD_EXAMPLES")
     parser.add_argument("--latency-ms", type=float, default=200.0, help="per call")
     parser.add_argument("--concurrency", type=int, default=4, help="calls at once a shard")
