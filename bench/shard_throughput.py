@@ -173,8 +173,8 @@ def finish_gate(stack: Stack, head: str, started: float) -> tuple[float, str]:
     return time.monotonic() - started, str(run["conclusion"])
 
 
-def shard_runs(stack: Stack, gate_prefix: str = "") -> list[Shard]:
-    """Return every shard job's run on the stack: arq's stored result (start, finish) and the
+def shard_runs(stack: Stack, skip: frozenset[str] = frozenset()) -> list[Shard]:
+    """Return every shard job's run on the stack but those of ``skip`` (keys): arq's stored result (start, finish) and the
     worker whose log says it answered it."""
     client = redis.Redis.from_url(stack.redis_url)
     workers: dict[str, str] = {}
@@ -182,8 +182,10 @@ def shard_runs(stack: Stack, gate_prefix: str = "") -> list[Shard]:
         for key in re.findall(r"shard (llmgate:shard:[0-9a-f]+:\d+): answered", log.read_text()):
             workers[key] = log.stem
     out = []
-    for raw in client.scan_iter(f"llmgate:shard:{gate_prefix}*:work"):
+    for raw in client.scan_iter("llmgate:shard:*:work"):
         key = raw.decode()[:-len(":work")]
+        if key in skip:
+            continue
         result = cast(bytes | None, client.get(f"arq:result:{key}:job"))
         if result is None:
             raise SystemExit(f"{key}: no arq result stored")
@@ -233,16 +235,20 @@ def worker_env(args: argparse.Namespace) -> dict[str, str]:
 
 
 def gate_alone(work: Path, repo: Path, shas: tuple[str, str], workers: int,
-               args: argparse.Namespace) -> GateRun:
-    """Gate ``repo``'s pull request on a fresh stack of ``workers`` workers."""
+               args: argparse.Namespace, warm: tuple[Path, tuple[str, str]]) -> GateRun:
+    """Gate ``repo``'s pull request on a fresh stack of ``workers`` workers, after a warm-up
+    gate (``warm``: sharded over every worker, so each has made its first calls, as the
+    fairness case's stack has before its huge gate)."""
     work.mkdir()
     with Stack(work, workers=workers, worker_env=worker_env(args)) as stack:
         wait_ready(stack, workers)
+        finish_gate(stack, warm[1][1], start_gate(stack, *warm, 2))
+        warmed = frozenset(s.key for s in shard_runs(stack))
         pids = processes(stack, args.fake_pid)
         before = cpu_times(pids)
         wall_s, conclusion = finish_gate(stack, shas[1], start_gate(stack, repo, shas, 1))
         after = cpu_times(pids)
-        return GateRun(wall_s, conclusion, shard_runs(stack),
+        return GateRun(wall_s, conclusion, shard_runs(stack, warmed),
                        {n: after[n] - before[n] for n in pids})
 
 
@@ -318,8 +324,9 @@ def run(args: argparse.Namespace, work: Path) -> float:
         url = json.loads((work / "fake-llm.json").read_text())["url"]
         big = work / "gate"
         shas = build_repo(big, url, args.examples, args.concurrency)
-        one = gate_alone(work / "one", big, shas, 1, args)
-        two = gate_alone(work / "two", big, shas, 2, args)
+        warm = (work / "warm", build_repo(work / "warm", url, 4 * args.shard, args.concurrency))
+        one = gate_alone(work / "one", big, shas, 1, args, warm)
+        two = gate_alone(work / "two", big, shas, 2, args, warm)
         repos = {name: (work / name, build_repo(work / name, url, size, args.concurrency))
                  for name, size in (("small", args.small), ("small2", args.small),
                                     ("huge", args.huge))}
