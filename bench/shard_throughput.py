@@ -174,8 +174,8 @@ def finish_gate(stack: Stack, head: str, started: float) -> tuple[float, str]:
 
 
 def shard_runs(stack: Stack, skip: frozenset[str] = frozenset()) -> list[Shard]:
-    """Return every shard job's run on the stack but those of ``skip`` (keys): arq's stored result (start, finish) and the
-    worker whose log says it answered it."""
+    """Return every shard job's run on the stack but those of ``skip`` (keys): arq's stored
+    result (start, finish) and the worker whose log says it answered it."""
     client = redis.Redis.from_url(stack.redis_url)
     workers: dict[str, str] = {}
     for log in stack.workdir.glob("worker-*.log"):
