@@ -111,6 +111,7 @@ class RedisShards:
     gate_id: str = ""
     services: Services | None = None
     _next: int = 0
+    _outstanding: int = 0  # this gate's shards queued or running, over all its suites and sides
 
     def __post_init__(self) -> None:
         self.gate_id = self.gate_id or uuid.uuid4().hex
@@ -141,7 +142,9 @@ class RedisShards:
 
     async def _run(self, keys: Sequence[str], ids: Sequence[list[str]]
                    ) -> list[list[TargetOutput]]:
-        """Enqueue the shards at most `ShardSettings.outstanding` at a time; wait for all.
+        """Enqueue the shards while the gate has fewer than `ShardSettings.outstanding` queued
+        or running (counted over every `answer` of the gate: base's and head's run at once);
+        wait for all.
 
         Raises:
             ExecutionError: as `answer`. Any error of a shard this job answers itself.
@@ -152,17 +155,20 @@ class RedisShards:
         waiting = list(range(len(keys)))
         try:
             while len(done) < len(keys):
-                while waiting and len(running) < self.settings.outstanding:
+                while waiting and self._outstanding < self.settings.outstanding:
                     number = waiting.pop(0)
                     running[number] = await self._enqueue(queue, keys[number], ids[number])
+                    self._outstanding += 1
                 for number, shard in list(running.items()):
                     outputs = await self._poll(shard, running.values())
                     if outputs is not None:
                         done[number] = outputs
                         del running[number]
+                        self._outstanding -= 1
                 if len(done) < len(keys):
                     await asyncio.sleep(POLL_S)
         finally:  # an error: answers of our own are not needed (their worktrees go)
+            self._outstanding -= len(running)
             ours = [shard.here for shard in running.values() if shard.here is not None]
             for task in ours:
                 task.cancel()
