@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
+from collections.abc import Coroutine
+from typing import Any
 
 import pytest
+from arq.constants import default_queue_name
+from redis.asyncio import Redis
 
 from worker.contract import RepoRef
 from worker.errors import ExecutionError
@@ -65,3 +70,38 @@ def test_a_retried_gate_job_shards_under_new_keys_so_old_results_never_count() -
                     for _ in range(2))
     assert first.gate_id != retry.gate_id
     assert shard_key(first.gate_id, 0) != shard_key(retry.gate_id, 0)
+
+
+async def test_both_sides_of_a_gate_share_one_outstanding_cap(redis: Redis) -> None:
+    """Field case (bench/shard_throughput.py, issue 20): base and head ran at once and each
+    counted its own outstanding shards, so a gate held 5 with a cap of 4. A fake fleet (this
+    test) answers one queued shard every 50 ms while counting the gate's jobs in arq's queue:
+    with two sides of 3 shards each and a cap of 2, there are never more than 2."""
+    repo = RepoRef(owner="acme", name="bot", clone_url="file:///r")
+    gate = RedisShards(redis, ShardSettings(2, 2, 3600), repo, 1, {})
+    ids = {f"{side}{n}": [f"{side}{n}-e"] for side in "bh" for n in range(3)}
+    keys = {name: shard_key(gate.gate_id, i) for i, name in enumerate(ids)}
+    most, answered = 0, 0
+
+    async def fleet() -> None:
+        nonlocal most, answered
+        while answered < len(ids):
+            queued = [j.decode() for j in await redis.zrange(default_queue_name, 0, -1)]
+            most = max(most, len(queued))
+            if queued:
+                job = queued[0]
+                await redis.zrem(default_queue_name, job)
+                key = job.removesuffix(":job")
+                name = next(n for n, k in keys.items() if k == key)
+                await redis.set(key + ":result", _result(ids[name], [TargetOutput("ok", None)]))
+                answered += 1
+            await asyncio.sleep(0.05)
+
+    def side(letter: str) -> Coroutine[Any, Any, list[list[TargetOutput]]]:
+        names = [n for n in ids if n.startswith(letter)]
+        return gate._run([keys[n] for n in names], [ids[n] for n in names])
+
+    base, head, _ = await asyncio.wait_for(asyncio.gather(side("b"), side("h"), fleet()), 60)
+    assert base == head == [[TargetOutput("ok", None)]] * 3
+    assert 1 <= most <= 2
+    assert gate._outstanding == 0
