@@ -24,7 +24,6 @@ from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
-from scipy import stats
 
 Weights = Literal["linear", "quadratic"]
 #: Bootstrap resamples per interval, and the seed that makes reports repeat exactly.
@@ -91,6 +90,7 @@ def mae(human: Ratings, judge: Ratings) -> float:
 
 def pearson(human: Ratings, judge: Ratings) -> float:
     """Pearson's r (scipy.stats.pearsonr); NaN with under 2 items or a constant side."""
+    from scipy import stats  # ~60 MB and ~1 s of import: only when used
     if len(human) < 2 or len(set(human)) < 2 or len(set(judge)) < 2:
         return math.nan
     return float(stats.pearsonr(human, judge).statistic)
@@ -98,6 +98,7 @@ def pearson(human: Ratings, judge: Ratings) -> float:
 
 def spearman(human: Ratings, judge: Ratings) -> float:
     """Spearman's rho (scipy.stats.spearmanr, ties averaged); NaN as `pearson`."""
+    from scipy import stats  # ~60 MB and ~1 s of import: only when used
     if len(human) < 2 or len(set(human)) < 2 or len(set(judge)) < 2:
         return math.nan
     return float(stats.spearmanr(human, judge).statistic)

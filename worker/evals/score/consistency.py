@@ -43,7 +43,6 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 from numpy.typing import NDArray
-from scipy import stats
 
 from worker.evals.types import ExampleResult
 
@@ -251,6 +250,8 @@ def intervals(found: Sequence[Question], mca_threshold: float, agreement: float,
         Metric name (``original_accuracy``, ``rc_correct``, ``rc_agree``, ``mca``, ``core``,
         ``aga``) -> (low, high); ``(value, value)`` with fewer than two questions.
     """
+    from scipy import stats  # ~60 MB and ~1 s of import: only when used
+
     correct = np.array([q.rc_correct for q in found], dtype=np.float64)
     agree = np.array([q.rc_agree for q in found], dtype=np.float64)
     original = np.array([float(q.answers[0].right) for q in found], dtype=np.float64)

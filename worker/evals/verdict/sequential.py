@@ -60,7 +60,6 @@ from typing import Literal
 
 import numpy as np
 from numpy.typing import NDArray
-from scipy import stats as sps
 
 from worker.evals.verdict.multiplicity import drop_statistics, marginal_p, subgroup_signs
 from worker.evals.verdict.stats import FloatArray
@@ -123,6 +122,7 @@ def spent_alpha(t: float, alpha: float, spending: Spending) -> float:
     Raises:
         ValueError: t or alpha outside 0-1.
     """
+    from scipy import stats as sps  # ~60 MB and ~1 s of import: only when used
     if not 0 <= t <= 1 or not 0 < alpha < 1:
         raise ValueError(f"need 0 <= t <= 1 and 0 < alpha < 1, got {t}, {alpha}")
     if t == 0:
@@ -256,6 +256,7 @@ def predictive_failure(x: FloatArray, scopes: NDArray[np.bool_], weights: FloatA
         predicted as normal with mean S + r mu and variance r s^2 (1 + r / n_s) (module
         docstring); a test without a non-zero difference yet adds 0.
     """
+    from scipy import stats as sps  # ~60 MB and ~1 s of import: only when used
     seen = x.shape[0]
     probability = 0.0
     for scope, share in zip(scopes, weights, strict=True):

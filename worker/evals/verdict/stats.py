@@ -23,7 +23,6 @@ from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
-from scipy import stats as sps
 
 FloatArray = NDArray[np.float64]
 #: How zero differences enter the signed-rank test: dropped before ranking (Wilcoxon's method).
@@ -94,6 +93,7 @@ def mcnemar_p(broken: int, fixed: int) -> float:
 
     Returns 1.0 when there is no discordant pair. Raises ValueError on negative counts.
     """
+    from scipy import stats as sps  # ~60 MB and ~1 s of import: only when used
     if broken < 0 or fixed < 0:
         raise ValueError(f"counts must be >= 0, got broken={broken}, fixed={fixed}")
     if broken + fixed == 0:
@@ -116,6 +116,7 @@ def signed_rank_drop(differences: FloatArray) -> SignedRankResult:
     Raises:
         ValueError: a difference is NaN or infinite.
     """
+    from scipy import stats as sps  # ~60 MB and ~1 s of import: only when used
     if not np.all(np.isfinite(differences)):
         raise ValueError("differences must be finite numbers")
     nonzero = int(np.count_nonzero(differences))
