@@ -11,29 +11,36 @@ from __future__ import annotations
 import math
 
 from worker.evals.types import GateReport, PairedComparison, RuleOutcome
+from worker.evals.verdict.outcomes import p_text
 from worker.evals.verdict.paired import lower_is_better
+from worker.report.stats_table import THRESHOLD_RULES
 
 _DECIDING = ("fail", "regression")
 
 
 def decision_sentence(report: GateReport) -> str:
-    """Return one sentence naming the rule that decided ``report`` (empty for no rules)."""
+    """Return one sentence naming the rule that decided ``report``: empty for no rules; the
+    report's headline when no rule decided but something else did (base could not be
+    evaluated, the budget, a provider outage: never "all rules pass" beside it)."""
     if report.config_error is not None or not report.outcomes:
         return ""
     deciding = [o for o in report.outcomes
                 if o.status in _DECIDING or o.effect in ("failure", "undecided")]
     if not deciding:
         deciding = [o for o in report.outcomes if o.effect == "neutral"]
+    if not deciding and report.headline:
+        return report.headline.rstrip(".") + "."
     if not deciding:
         tested = [c for c in report.comparisons if c.delta is not None and c.p_adjusted is not None]
         worst = min(tested, key=lambda c: c.p_adjusted or 1.0, default=None)
         text = f"all {len(report.outcomes)} rules pass"
         return text + (f"; the clearest drop tested: {_effect(worst)}" if worst else "") + "."
     first = deciding[0]
-    more = f" (and {len(deciding) - 1} more)" if len(deciding) > 1 else ""
-    found = _comparison(report, first)
+    more = f"; {len(deciding) - 1} more rules too" if len(deciding) > 2 else \
+        "; 1 more rule too" if len(deciding) == 2 else ""
+    found = None if first.rule.startswith(THRESHOLD_RULES) else _comparison(report, first)
     effect = f": {_effect(found)}" if found else f": {first.reason}" if first.reason else ""
-    text = f"decided by {_where(first)} {first.rule} ({first.status}){more}{effect}"
+    text = f"decided by {_where(first)} {first.rule} ({first.status}{more}){effect}"
     if first.status == "inconclusive" and found is not None:
         text += f"; {_needed(found, first.rule)}"
     return text + "."
@@ -54,7 +61,7 @@ def _effect(c: PairedComparison) -> str:
     if c.ci_low is not None and c.ci_high is not None:
         text += f", 95% CI [{c.ci_low:+.3f}, {c.ci_high:+.3f}]"
     if c.p_adjusted is not None:
-        text += f", p = {_p(c.p_adjusted)} (adjusted: {c.adjustment})"
+        text += f", p = {p_text(c.p_adjusted)} (adjusted: {c.adjustment})"
     return text + f", n = {c.n}"
 
 
@@ -75,5 +82,3 @@ def _margin(rule: str) -> float | None:
     return float(rule.split()[1])
 
 
-def _p(value: float) -> str:
-    return f"{value:.2g}" if value < 0.001 else f"{value:.3f}"

@@ -220,7 +220,9 @@ def render_json(report: GateReport, head_sha: str = "", base_sha: str | None = N
     ``base_sha`` (the base compared), ``base_source`` (which baseline, or null),
     ``metrics`` (suite -> ``{"base": {metric: value} | null, "head": ...}``),
     ``comparisons`` (the paired statistics, see `PairedComparison`), ``holm_tests``,
-    ``headline``, ``usage`` (model calls, tokens, USD, estimate per side:
+    ``headline``, ``why`` (`decision_sentence`: the rule that decided, its effect and
+    interval, and the examples that would decide an inconclusive one), ``usage`` (model
+    calls, tokens, USD, estimate per side:
     `worker.report.model_calls.usage_json`) and ``comparability`` (per suite: ``suite``, ``status``
     ``same``/``rescored``/``not_comparable``, ``scoring_changes``, ``output_changes``,
     ``reason``, ``spend``; see `SuiteComparability`), ``errors`` (the first call error of
@@ -248,7 +250,8 @@ def render_json(report: GateReport, head_sha: str = "", base_sha: str | None = N
            "comparability": [asdict(v) for v in report.comparability],
            "comparisons": [asdict(c) for c in report.comparisons],
            "holm_tests": report.holm_tests,
-           "headline": report.headline, "usage": report_llm.usage_json(report),
+           "headline": report.headline, "why": decision_sentence(report),
+           "usage": report_llm.usage_json(report),
            "errors": [asdict(e) for e in report.errors],
            "errored": [asdict(r) for r in report.errored],
            "contract": [asdict(c) for c in report.contract],
@@ -311,6 +314,8 @@ def _common(report: GateReport, rows: list[_Row], k: int,
     why = [inline(f"{o.suite} {_scoped(o.metric, o.group)}: {o.rule}: {o.reason}", 600)
            for o in report.outcomes if o.status != "pass" and o.reason]
     stat_rows = report_stats.comparison_rows(report, inline)
+    decision = decision_sentence(report)
+    said = bool(report.headline) and decision == report.headline.rstrip(".") + "."
     return {"icon": icon, "verdict": verdict, "rows": rows[:k], "more_rows": len(rows) - k,
             "name": inline(name, 200),
             "config_error": _config_error_block(report, local=local), "why": why[:50],
@@ -321,10 +326,10 @@ def _common(report: GateReport, rows: list[_Row], k: int,
             "contract": [inline(contract_line(c), 1200) for c in report.contract[:50]],
             "stat_rows": stat_rows[:report_stats.MAX_ROWS],
             "more_stat_rows": max(len(stat_rows) - report_stats.MAX_ROWS, 0),
-            "headline": inline(report.headline, 600) if report.headline else "",
+            "headline": inline(report.headline, 600) if report.headline and not said else "",
             "run_lines": report_llm.run_lines(report, inline),
             "method": report_stats.method_notes(report),
-            "decision": inline(decision_sentence(report), 600)}
+            "decision": inline(decision, 600)}
 
 
 def _metric_rows(outcomes: Iterable[RuleOutcome]) -> list[_Row]:

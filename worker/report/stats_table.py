@@ -13,6 +13,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from worker.evals.types import GateReport, PairedComparison, RuleOutcome
+from worker.evals.verdict.outcomes import p_text
 from worker.evals.verdict.stats import DEFAULT_RESAMPLES, ZERO_METHOD
 
 #: Comparison rows shown; the rest are counted ("... N more rows").
@@ -106,13 +107,11 @@ def _p_value(c: PairedComparison) -> str:
     if c.p_value is None:
         return "n/a"
     if c.p_adjusted is None:
-        return _p(c.p_value)
+        return p_text(c.p_value)
     raw = c.p_value if c.p_family is None else c.p_family
-    return f"{_p(c.p_adjusted)} ({c.adjustment}; raw {_p(raw)})"
+    return f"{p_text(c.p_adjusted)} ({c.adjustment}; raw {p_text(raw)})"
 
 
-def _p(value: float) -> str:
-    return f"{value:.2g}" if value < 0.001 else f"{value:.3f}"
 
 
 def _interval(c: PairedComparison) -> str:

@@ -15,6 +15,7 @@ from worker.evals.types import GateReport
 from worker.pipeline.multi import MultiReport
 from worker.report import multi as report_multi
 from worker.report import render
+from worker.report.decision import decision_sentence
 from worker.report.markdown import VERDICT
 from worker.report.plain import one_line, reports, run_sha
 
@@ -43,8 +44,9 @@ def _section(name: str, report: GateReport) -> list[str]:
     if err is not None:
         return [*lines, f"configuration error at {one_line(err.path, 200)}:{err.line or 1}: "
                         f"{one_line(err.message, 2000)}"]
-    if report.headline:
-        lines.append(one_line(report.headline, 400))
+    why = decision_sentence(report) or report.headline
+    if why:
+        lines.append(f"why: {one_line(why, 600)}")
     rows = [("suite", "metric", "rule", "base", "head", "delta", "status")]
     rows += [(o.suite, o.metric + (f" [{o.group}]" if o.group else ""), o.rule, _num(o.base),
               _num(o.head), _num(o.delta, signed=True), o.status) for o in report.outcomes]

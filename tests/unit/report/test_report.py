@@ -55,7 +55,7 @@ def test_summary_is_exact_for_a_known_report() -> None:
     assert report.check_summary(_failing()) == (
         "### ❌ llmgate: fail\n"
         "\n"
-        "**Why:** decided by tickets pass_rate min 0.80 (fail) (and 1 more): 0.775 is below "
+        "**Why:** decided by tickets pass_rate min 0.80 (fail; 1 more rule too): 0.775 is below "
         "the minimum 0.80.\n"
         "\n"
         "**Head** `aaaaaaa` · **base** `bbbbbbb`\n"
@@ -82,7 +82,7 @@ def test_comment_starts_with_the_marker_and_lists_regressions_in_line_order() ->
                                check_url="https://github.com/o/r/runs/42")
     lines = body.splitlines()
     assert lines[:6] == [COMMENT_MARKER, "### ❌ llmgate: fail", "",
-                         "**Why:** decided by tickets pass_rate min 0.80 (fail) (and 1 more): "
+                         "**Why:** decided by tickets pass_rate min 0.80 (fail; 1 more rule too): "
                          "0.775 is below the minimum 0.80.", "",
                          "**Head** `aaaaaaa` · **base** `bbbbbbb`"]
     items = [line for line in lines if line.startswith("**t")]

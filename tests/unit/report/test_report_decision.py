@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import json
+from dataclasses import replace
+
 from tests.unit.evals.verdict.test_gate_stats import config, ex, gate
 from worker.evals.types import GateRule
+from worker.pipeline.multi import ConfigReport, MultiReport
 from worker.report import render as report
+from worker.report import terminal
 from worker.report.decision import decision_sentence
 from worker.report.stats_table import comparison_rows
 
@@ -49,3 +54,37 @@ def test_a_passing_gate_names_its_clearest_drop() -> None:
         "all 1 rules pass; the clearest drop tested: pass_rate head - base = -0.033, "
         f"95% CI [{result.comparisons[0].ci_low:+.3f}, +0.000], p = 0.500 (adjusted: "
         "sign-flip min-P), n = 30.")
+
+
+def test_every_format_gives_the_why_of_an_inconclusive_result() -> None:
+    """Field case (tester, issue 15): the terminal report and --format json had only the
+    headline, with no effect, interval or examples that would decide it."""
+    base = [ex(i, i % 5 != 0) for i in range(40)]
+    head = [ex(i, i % 5 != 0 and i != 1) for i in range(40)]
+    result = gate(config(GateRule("pass_rate", non_inferiority_margin=0.05)), base, head)
+    why = decision_sentence(result)
+    assert why.endswith("about 91 paired examples would decide it.")
+    assert json.loads(report.render_json(result))["why"] == why
+    text = terminal.render_terminal(MultiReport((ConfigReport(".llmgate.yml", "", result),)),
+                                    "", None)
+    assert f"why: {why}" in text
+
+
+def test_a_gate_no_rule_decided_says_what_did_and_never_that_all_rules_pass() -> None:
+    """Field case (tester, issue 15): with base's config invalid every rule was skipped, the
+    check was undecided, and the first Why said "all 3 rules pass"."""
+    base = [ex(i, True) for i in range(30)]
+    result = gate(config(GateRule("pass_rate", regression_alpha=0.05)), base, base)
+    headline = "undecided: base could not be evaluated (its config is invalid)"
+    undecided = replace(result, conclusion="action_required", headline=headline)
+    assert decision_sentence(undecided) == headline + "."
+    summary = report.check_summary(undecided)
+    assert summary.count("**Why:**") == 1 and "rules pass" not in summary
+
+
+def test_a_p_value_is_shown_as_precisely_as_its_alpha() -> None:
+    """Field case (tester, issue 15): "p = 0.004 ... <= 0.003906" for p = 1/256."""
+    base = [ex(i, True) for i in range(40)]
+    head = [ex(i, i >= 8) for i in range(40)]  # 8 broken: p = 2**-8 exactly
+    result = gate(config(GateRule("pass_rate", regression_alpha=0.05)), base, head)
+    assert "p = 0.003906 (adjusted: sign-flip min-P)" in decision_sentence(result)

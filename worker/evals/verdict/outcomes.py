@@ -101,7 +101,7 @@ def _regression(c: PairedComparison, alpha: float, effect: Effect) -> RuleOutcom
             f"Wilcoxon signed-rank, {c.n_zero} of {c.n} tied pairs dropped")
     if c.p_adjusted <= alpha:
         return _outcome(c, text, "regression",
-                        f"significant {_drop_word(c.metric)}: p = {_p(c.p_adjusted)} "
+                        f"significant {_drop_word(c.metric)}: p = {p_text(c.p_adjusted)} "
                         f"({_adjusted(c)}; {test}) <= {alpha:.4g}")
     return _outcome(c, text, "pass")
 
@@ -246,8 +246,11 @@ def _drop_word(metric: str) -> str:
     return "rise" if lower_is_better(metric) else "drop"
 
 
-def _p(value: float) -> str:
-    return f"{value:.2g}" if value < 0.001 else f"{value:.3f}"
+def p_text(value: float) -> str:
+    """Return a p-value (0-1) for a report: 3 decimals from 0.1, else 4 significant digits,
+    as precise as the alphas it is compared with (``regression alpha 0.003906``), so a
+    rounded p never reads on the other side of its alpha."""
+    return f"{value:.3f}" if value >= 0.1 else f"{value:.4g}"
 
 
 def _detects(c: PairedComparison) -> str:

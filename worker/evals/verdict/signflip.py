@@ -104,10 +104,11 @@ def split_note(suites: Sequence[FamilySuite], options: StatisticsSettings) -> st
     metrics = [(s, m) for s in suites for m in s.paired.metrics
                if s.rules[m].regression_alpha is not None]
     primary = [f"{s.name} {m}" for s, m in metrics if s.rules[m].primary]
-    if primary and len(primary) < len(metrics):
-        text = (f"primary_share {options.primary_share:g} of alpha went to the `primary: true` "
-                f"metrics ({', '.join(primary)}) and the rest to the other "
-                f"{len(metrics) - len(primary)}")
+    others = [f"{s.name} {m}" for s, m in metrics if not s.rules[m].primary]
+    if primary and others:
+        text = (f"primary_share {options.primary_share:g} of alpha went to the metrics marked "
+                f"primary: true ({', '.join(primary[:6])}) and the rest to the other "
+                f"{len(others)} ({', '.join(others[:6])}{', ...' if len(others) > 6 else ''})")
     elif len(metrics) == 1:
         text = f"{metrics[0][0].name} {metrics[0][1]} is the only tested metric"
     else:
@@ -125,7 +126,9 @@ def split_note(suites: Sequence[FamilySuite], options: StatisticsSettings) -> st
             part += f" + {len(groups)} groups × {groups[0]:.4g}"
         parts.append(part)
     more = f", and {len(metrics) - 6} more" if len(metrics) > 6 else ""
-    return (f"How alpha was split (settings.statistics): {text}. Each test starts at alpha × "
+    alphas = {s.rules[m].regression_alpha for s, m in metrics}
+    which = "its rule's regression alpha" if len(alphas) > 1 else "alpha"
+    return (f"How alpha was split (settings.statistics): {text}. Each test starts at {which} × "
             f"its share ({'; '.join(parts)}{more}); a rejected test passes its share on to the "
             "rest (Bretz et al. 2009).")
 

@@ -98,7 +98,8 @@ def test_the_report_says_in_words_how_alpha_was_split() -> None:
     note = split_note([FamilySuite("s", values, suite(True).gate, 5)], options)
     assert note == (
         "How alpha was split (settings.statistics): primary_share 0.8 of alpha went to the "
-        "`primary: true` metrics (s pass_rate) and the rest to the other 1; within a metric, "
+        "metrics marked primary: true (s pass_rate) and the rest to the other 1 (s error_rate); "
+        "within a metric, "
         "group_share 0.5 of its part went to its group tests (evenly) and the rest to its "
         "whole-suite test. Each test starts at alpha × its share (s pass_rate 0.4 + 2 groups × "
         "0.2; s error_rate 0.1 + 2 groups × 0.05); a rejected test passes its share on to the "
@@ -109,6 +110,10 @@ def test_the_report_says_in_words_how_alpha_was_split() -> None:
     assert alone.startswith("How alpha was split (settings.statistics): alpha was split evenly "
                             "over the 2 tested metrics. Each test starts at alpha × its share "
                             "(s pass_rate 0.5; s error_rate 0.5)")
+    rules = dict(suite(groups=False).gate)
+    rules["error_rate"] = replace(rules["error_rate"], regression_alpha=0.01)
+    mixed = split_note([FamilySuite("s", flat, rules, 5)], StatisticsSettings())
+    assert "Each test starts at its rule's regression alpha × its share" in mixed
 
 
 def test_a_primary_metric_reaches_significance_that_an_equal_split_misses() -> None:

@@ -166,7 +166,7 @@ def test_a_costlier_head_is_a_significant_rise_and_not_non_inferior() -> None:
     # 20 worse examples: too many to enumerate, so a random subgroup of 2^11 sign patterns (the
     # 2000 draws rounded up to a group, the observed pattern its identity; Hemerik & Goeman 2018)
     assert c.p_adjusted == pytest.approx(1 / 2048)
-    assert report.outcomes[1].reason.startswith("significant rise: p = 0.00049 (sign-flip min-P")
+    assert report.outcomes[1].reason.startswith("significant rise: p = 0.0004883 (sign-flip min-P")
     assert report.outcomes[2].reason.endswith("of head - base lies wholly above +0.001")
     cheaper = compare(cfg, base, head)
     assert [o.status for o in cheaper.outcomes] == ["pass", "pass", "pass"]

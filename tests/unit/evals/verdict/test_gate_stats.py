@@ -141,7 +141,7 @@ def test_a_significant_drop_is_a_regression_with_counts_in_the_reason() -> None:
     assert (outcome.status, result.conclusion) == ("regression", "failure")
     # 8 discordant pairs: all 2**8 sign patterns enumerated, so p is exact (= McNemar's)
     assert c.p_family == c.p_adjusted == 2.0 ** -8
-    assert outcome.reason == ("significant drop: p = 0.004 (sign-flip min-P adjusted; McNemar "
+    assert outcome.reason == ("significant drop: p = 0.003906 (sign-flip min-P adjusted; McNemar "
                               "exact, 8 broken / 0 fixed) <= 0.05")
 
 
