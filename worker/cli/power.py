@@ -1,14 +1,16 @@
 """``llmgate power``: how many examples a gate needs, from the suite's own measured noise.
 
-``llmgate power --n 300 --drop 0.05`` answers for a pass/fail metric: the smallest drop the gate
-detects with 80% power at n paired examples, and the examples needed to detect ``--drop``.
-The noise is the background flip rate per direction (pass->fail, and as often fail->pass): given
-with ``--flip-rate``, or measured by ``llmgate calibrate --format json`` (``--calibration``: the
-mean over the suite's ``--examples`` examples of their flip rate between identical runs, half of
-it per direction). The formulas are worker/evals/verdict/power.py's (Connor 1987, exact-test floor);
-with ``--tests k`` each test gets alpha / k, the Bonferroni level, a lower bound of what the
-sign-flip family allows (it pays less for dependent tests). Exit codes: 0 answered, 2 bad arguments
-or an unreadable calibration.
+``llmgate power --n 300 --drop 0.05 --flip-rate 0.02`` (or ``--calibration cal.json``)
+answers for a pass/fail metric: the smallest drop the gate detects with 80% power at n paired
+examples, and the examples needed to detect ``--drop``.
+The noise is the background flip rate per direction (pass->fail, and as often fail->pass):
+given with ``--flip-rate``, or measured by ``llmgate calibrate --format json``
+(``--calibration``: the mean over the suite's examples, as many as the record lists unless
+``--examples`` says, of their flip rate between identical runs, half of it per direction). The
+formulas are worker/evals/verdict/power.py's (Connor 1987, exact-test floor); with ``--tests
+k`` each test gets alpha / k, the Bonferroni level, a lower bound of what the sign-flip family
+allows (it pays less for dependent tests). Exit codes: 0 answered, 2 bad arguments or an
+unreadable calibration.
 """
 
 from __future__ import annotations
@@ -81,7 +83,8 @@ def add_power_command(sub: argparse._SubParsersAction[argparse.ArgumentParser]) 
     add("--calibration", type=Path, help="the file of `llmgate calibrate --format json` "
         "(default: none; give it or --flip-rate)")
     add("--suite", help="the suite of --calibration (default: its only suite)")
-    add("--examples", help="examples of that suite, a whole number >= 1 (default: --n)")
+    add("--examples", help="examples of that suite, a whole number >= 1 (default: as many as "
+        "the calibration lists, else --n)")
     parser.set_defaults(func=cmd_power)
 
 
@@ -106,19 +109,29 @@ def answer(q: PowerQuestion) -> str:
     level = q.alpha / q.tests
     mdd = mdd_binary(q.n, q.flip_rate, level, q.power)
     needed = n_needed_binary(q.drop, q.flip_rate, level, q.power)
+    power = _percent(q.power)
     if math.isfinite(mdd):
-        detects = f"at n = {q.n}: detects drops >= {mdd:.3f} with {q.power:.0%} power"
+        detects = f"at n = {q.n}: detects drops >= {mdd:.3f} with {power} power"
     else:
         fewest = min_significant_count(level)
-        detects = (f"at n = {q.n}: no drop is detectable with {q.power:.0%} power (at level "
+        detects = (f"at n = {q.n}: no drop is detectable with {power} power (at level "
                    f"{level:.4g} a paired test needs at least {fewest} paired examples)"
                    if q.n < fewest else
-                   f"at n = {q.n}: no drop is detectable with {q.power:.0%} power")
+                   f"at n = {q.n}: no drop is detectable with {power} power")
     return (f"noise: {q.flip_rate:.4f} flips per direction ({q.source})\n"
             f"level per test: {level:.4g} (alpha {q.alpha:g} / {q.tests} "
             f"test{'' if q.tests == 1 else 's'})\n"
             f"{detects}\n"
             f"to detect a drop of {q.drop:g}: about {needed} paired examples\n")
+
+
+def _percent(share: float) -> str:
+    """``share`` (0-1) as a percentage that never rounds to 0% or 100% (0.999999: 99.9999%)."""
+    for digits in range(9):
+        text = f"{share * 100:.{digits}f}"
+        if float(text) not in (0.0, 100.0):
+            return text + "%"
+    return f"{share * 100:g}%"
 
 
 def read_question(args: argparse.Namespace) -> PowerQuestion:
@@ -133,9 +146,14 @@ def read_question(args: argparse.Namespace) -> PowerQuestion:
     drop = number("--drop", args.drop, "above 0 and at most 1", lambda v: 0 < v <= 1)
     alpha = number("--alpha", args.alpha, "between 0 and 1", lambda v: 0 < v < 1)
     power = number("--power", args.power, "between 0 and 1", lambda v: 0 < v < 1)
+    if args.calibration is not None and args.flip_rate is not None:
+        raise ValueError("give --flip-rate or --calibration, not both")
     if args.calibration is not None:
-        examples = n if args.examples is None else whole("--examples", args.examples, 1)
-        flips, source = measured_flip_rate(args.calibration, args.suite, examples)
+        examples = None if args.examples is None else whole("--examples", args.examples, 1)
+        flips, source = measured_flip_rate(args.calibration, args.suite, examples, n)
+    elif args.suite is not None or args.examples is not None:
+        raise ValueError(f"{'--suite' if args.suite is not None else '--examples'} needs "
+                         "--calibration (with --flip-rate there is no suite to measure)")
     elif args.flip_rate is not None:
         flips = number("--flip-rate", args.flip_rate, "from 0 to 0.5", lambda v: 0 <= v <= 0.5)
         source = "--flip-rate"

@@ -17,20 +17,24 @@ from typing import Any
 HOW_TO_MEASURE = "llmgate calibrate --format json --output"
 
 
-def measured_flip_rate(path: Path, suite: str | None, examples: int) -> tuple[float, str]:
+def measured_flip_rate(path: Path, suite: str | None, examples: int | None,
+                       n: int) -> tuple[float, str]:
     """Return the flips per direction of ``suite`` in the record at ``path``, and their source.
 
     Args:
         path: the calibration record (JSON).
         suite: ``--suite``; None picks the record's only suite.
-        examples: the suite's examples (>= 1); the mean flip rate is over them all.
+        examples: ``--examples``, the suite's examples (>= 1), or None: as many as the record's
+            ``history`` lists for the suite, else ``n``. The mean flip rate is over them all.
+        n: ``--n``, the last default of ``examples``.
 
     Returns:
         Half the mean flip rate (fraction 0-0.5) and a phrase for the output's ``noise:`` line.
 
     Raises:
         ValueError: an unreadable record, no flip rates in it, malformed rates, a ``suite`` it
-            does not have (naming the suites it has), or several suites and no ``suite``.
+            does not have (naming the suites it has), several suites and no ``suite``, or
+            ``examples`` below the examples that flipped.
     """
     record = _record(path)
     rates = _flip_rates(path, record)
@@ -39,9 +43,17 @@ def measured_flip_rate(path: Path, suite: str | None, examples: int) -> tuple[fl
     known += [name for name in rates if name not in known]
     name = _pick(path, suite, known)
     flipped = rates.get(name, {})
-    mean = sum(flipped.values()) / max(examples, len(flipped))
-    return mean / 2, (f"measured: {len(flipped)} of {examples} examples flipped in "
-                      f"{record.get('runs', '?')} identical runs")
+    listed = history.get(name) if isinstance(history, dict) else None
+    if examples is None:
+        examples = len(listed) if isinstance(listed, dict) and listed else max(n, len(flipped))
+    elif examples < len(flipped):
+        raise ValueError(f"--examples {examples}: the calibration {path} has {len(flipped)} "
+                         f"examples of {name} that flipped, so the suite has at least as many")
+    mean = sum(flipped.values()) / examples
+    runs = record.get("runs")
+    over = f" in {runs} identical runs" if isinstance(runs, int) and not isinstance(runs, bool) \
+        else " between identical runs"
+    return mean / 2, f"measured: {len(flipped)} of {examples} examples flipped{over}"
 
 
 def _record(path: Path) -> dict[str, Any]:

@@ -77,7 +77,7 @@ def test_a_suite_measured_without_flips_has_no_noise(
     path = _record(tmp_path, TWO_SUITES)
     assert main(["power", "--n", "300", "--calibration", path, "--suite", "faq"]) == 0
     assert capsys.readouterr().out == (
-        "noise: 0.0000 flips per direction (measured: 0 of 300 examples flipped in 5 identical "
+        "noise: 0.0000 flips per direction (measured: 0 of 1 examples flipped in 5 identical "
         "runs)\n"
         "level per test: 0.05 (alpha 0.05 / 1 test)\n"
         f"at n = 300: detects drops >= {power.mdd_binary(300, 0.0, 0.05):.3f} with 80% power\n"
@@ -161,6 +161,55 @@ def test_help_states_every_default(capsys: pytest.CaptureFixture[str]) -> None:
     for phrase in ("(required)", "(default 0.05)", "one-sided alpha, between 0 and 1 (default "
                    "0.05)", "(default 1)", "(default 0.8)", "(default: none; give it or "
                    "--calibration)", "(default: none; give it or --flip-rate)",
-                   "(default: its only suite)", "(default: --n)"):
+                   "(default: its only suite)",
+                   "(default: as many as the calibration lists, else --n)"):
         assert phrase in text
     assert "at most 1 (default 0.05)" in text
+
+
+def test_the_examples_of_a_calibration_come_from_its_history(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Field case (tester, issue 15): --examples defaulted to --n, so 8 flips among a suite of
+    120 read as 8 of 300 and understated the noise 2.5x; --examples 5 with 8 flipped passed."""
+    history = {"s": {f"e{i}": [1, 1, 1] for i in range(120)}}
+    rates = {"s": {f"e{i}": 0.5 for i in range(8)}}
+    path = _record(tmp_path, {"runs": 3, "flip_rates": rates, "history": history})
+    assert main(["power", "--n", "300", "--calibration", path]) == 0
+    assert "noise: 0.0167 flips per direction (measured: 8 of 120 examples flipped in 3 " \
+        "identical runs)" in capsys.readouterr().out
+    assert _refused(capsys, "--n", "300", "--calibration", path, "--examples", "5") == (
+        f"llmgate power: --examples 5: the calibration {path} has 8 examples of s that "
+        "flipped, so the suite has at least as many\n")
+    bare = _record(tmp_path, {"flip_rates": rates})
+    assert main(["power", "--n", "300", "--calibration", bare]) == 0
+    assert "(measured: 8 of 300 examples flipped between identical runs)" in \
+        capsys.readouterr().out  # no run count: not "in ? identical runs"
+
+
+def test_options_that_do_not_go_together_are_refused(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Field case (tester, issue 15): --suite and --examples without --calibration were
+    ignored, and --calibration beat --flip-rate without a word."""
+    path = _record(tmp_path, TWO_SUITES)
+    assert _refused(capsys, "--n", "300", "--flip-rate", "0.05", "--suite", "nosuch") == (
+        "llmgate power: --suite needs --calibration (with --flip-rate there is no suite to "
+        "measure)\n")
+    assert _refused(capsys, "--n", "300", "--flip-rate", "0.05", "--examples", "10") == (
+        "llmgate power: --examples needs --calibration (with --flip-rate there is no suite to "
+        "measure)\n")
+    assert _refused(capsys, "--n", "300", "--flip-rate", "0.01", "--calibration", path) == (
+        "llmgate power: give --flip-rate or --calibration, not both\n")
+
+
+def test_power_near_1_is_not_rounded_to_100_percent(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["power", "--n", "300", "--flip-rate", "0.05", "--power", "0.999999"]) == 0
+    assert "with 99.9999% power" in capsys.readouterr().out
+
+
+def test_the_example_in_help_runs(capsys: pytest.CaptureFixture[str]) -> None:
+    """Field case (tester, issue 15): the help's example lacked --flip-rate and exited 2."""
+    with pytest.raises(SystemExit):
+        main(["power", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    example = text.split("llmgate power ", 2)[2].split(" (or")[0]
+    assert main(["power", *example.split()]) == 0
