@@ -93,6 +93,8 @@ class Progress:
             return 80
 
     def finish(self) -> None:
-        """Draw the block a last time (a terminal), so it shows the final counts."""
-        if self.drawn:
+        """Show the final counts: draw the block a last time (a terminal), or print the lines
+        that moved since the last print (a log that printed any line: its last one must not
+        stop at "61 commands" of 120; a run too short to print stays silent)."""
+        if self.drawn or self.printed:
             self._print(self.clock())

@@ -116,3 +116,24 @@ def test_the_cli_prints_progress_per_suite_and_side(llm: FakeLLMServer, tmp_path
                                                             "2/2 calls (0 cached)"]
     assert subprocess.run(["git", "-C", str(repo), "status", "--short"], capture_output=True,
                           text=True, check=True).stdout.strip() == "M prompts/p.txt"
+
+
+def test_in_ci_a_log_that_printed_ends_with_the_final_counts() -> None:
+    """Field case (tester, issue 15): a run's log ended at "61 commands" though all 120 ran:
+    the last lines printed were those of the last 10-second mark."""
+    now, out = [0.0], io.StringIO()
+    bar = Progress(out, clock=lambda: now[0], tty=False)
+    bar.plan(RunPlan("1a2b3c4d5e", 12, (("s", 12),), "head"))
+    for second in range(1, 13):
+        now[0] = float(second)
+        bar.call(chat("head"))
+    bar.finish()
+    assert out.getvalue().splitlines() == [
+        "llmgate: head 1a2b3c4 s: 10/12 calls (0 cached), $0.1000, 10 s, about 2 s left",
+        "llmgate: head 1a2b3c4 s: 12/12 calls (0 cached), $0.1200, 12 s, done"]
+    quiet = io.StringIO()
+    short = Progress(quiet, clock=lambda: 1.0, tty=False)
+    short.plan(RunPlan("1a2b3c4d5e", 1, (("s", 1),), "head"))
+    short.call(chat("head"))
+    short.finish()
+    assert quiet.getvalue() == ""  # a run too short to print stays silent
