@@ -83,9 +83,8 @@ def _row(c: PairedComparison, rules: list[RuleOutcome] | None, inline: Inline) -
     no_change = c.n > 0 and c.n_zero == c.n
     ordered = sorted(rules or [], key=lambda o: _ORDER.index(o.status))
     verdict = "; ".join(f"{_VERDICT[o.status]} ({inline(o.rule, 60)})" for o in ordered) or "—"
-    if no_change:
-        clean = all(o.status == "pass" for o in ordered)
-        verdict = "✅ no change" if clean else f"{verdict} · no change"
+    if no_change:  # each rule's own verdict still shows: a threshold can fail with no change
+        verdict = f"{verdict} · no change" if ordered else "✅ no change"
     return (inline(c.suite, 60), inline(metric, 100), str(c.n), _num(c.base), _num(c.head),
             _signed(c.delta), _interval(c), _p_value(c), _test(c), _mdd(c.mdd), verdict)
 

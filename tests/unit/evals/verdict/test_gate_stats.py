@@ -87,7 +87,9 @@ def test_identical_scores_on_20_examples_is_no_change_and_success() -> None:
     assert (c.test, c.n, c.n_zero, c.p_value, c.p_adjusted) == ("wilcoxon", 20, 20, 1.0, 1.0)
     assert (c.delta, c.ci_low, c.ci_high) == (0.0, 0.0, 0.0)
     assert [o.status for o in result.outcomes] == ["pass", "pass"]
-    assert "| ✅ no change |" in report.check_summary(result)
+    # each rule keeps its own verdict (tester, issue 15: "✅ no change" merged them)
+    assert "| ✅ pass (regression alpha 0.05); ✅ pass (non_inferiority_margin 0.05) · no " \
+        "change |" in report.check_summary(result)
 
 
 def test_identical_pass_fail_on_20_examples_is_no_change_and_success() -> None:
