@@ -62,6 +62,7 @@ from worker.evals.verdict.paired import PairedSuite  # noqa: E402
 from worker.evals.verdict.sequential import (  # noqa: E402
     DRAWS,
     FUTILITY,
+    FUTILITY_FROM,
     Look,
     Spending,
     boundaries,
@@ -139,8 +140,9 @@ def decide(found: Statistics, spending: Spending, futility: float) -> tuple[int,
     """Return (the look the run stops at, 1-based; whether it fails) under ``spending``.
 
     As `run_sequential`: at an interim look, fail when G_k <= c_k and the report on the examples
-    seen fails at c_k; pass early when the predictive probability is under ``futility`` and
-    the report finds no regression at alpha. The last look is the report at c_K.
+    seen fails at c_k; pass early, from half the examples on (`FUTILITY_FROM`), when the
+    predictive probability is under ``futility`` and the report finds no regression at
+    alpha. The last look is the report at c_K.
     """
     total, last = found.sizes[-1], len(found.sizes) - 1
     spent = [spent_alpha(n / total, ALPHA, spending) for n in found.sizes]
@@ -148,7 +150,8 @@ def decide(found: Statistics, spending: Spending, futility: float) -> tuple[int,
     for k in range(last):
         if float(found.g[0, k]) <= levels[k] and found.report_p(k) <= levels[k]:
             return k + 1, True
-        if found.predictive[k] < futility and found.report_p(k) > ALPHA:
+        if found.predictive[k] < futility and found.report_p(k) > ALPHA and \
+                found.sizes[k] >= FUTILITY_FROM * total:
             return k + 1, False
     return last + 1, found.report_p(last) <= levels[last]
 

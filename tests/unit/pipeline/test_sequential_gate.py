@@ -3,7 +3,7 @@ HTTP to the fake provider (tests/fakes/fake_llm.py), the verdict (worker/pipelin
 
 Base's prompt echoes every input, so all 40 examples pass at base. A head prompt that answers
 every "order" ticket wrongly breaks half of them: the gate fails at look 2 of 4, after 20 of
-head's examples. A head that answers as base does passes at look 1 (no discordant example, so
+head's examples. A head that answers as base does passes at look 2 (no discordant example, so
 the full run cannot fail). Without ``sequential`` (or with a rule besides ``regression`` for
 the passing head) head answers all 40.
 """
@@ -74,11 +74,12 @@ def test_without_sequential_head_answers_every_example(llm: FakeLLMServer,
     assert stop_note(report) == ""
 
 
-def test_an_unchanged_head_passes_at_the_first_look(llm: FakeLLMServer, tmp_path: Path) -> None:
+def test_an_unchanged_head_passes_at_half_the_examples(llm: FakeLLMServer,
+                                                       tmp_path: Path) -> None:
     report, head_calls = gate(llm, *trees(tmp_path, llm.url, GOOD))
     assert report.conclusion == "success"
-    assert head_calls == 10
-    assert "stopped early after 10 of 40 examples (look 1 of 4): the gate passes" in \
+    assert head_calls == 20  # not before half: a sparse regression may not show at look 1
+    assert "stopped early after 20 of 40 examples (look 2 of 4): the gate passes" in \
         stop_note(report)
 
 
@@ -126,9 +127,10 @@ def test_a_last_look_that_cannot_reject_shows_its_planned_alpha(llm: FakeLLMServ
 
 def test_few_discordant_pairs_without_a_margin_pass_early_at_the_full_alpha(
         llm: FakeLLMServer, tmp_path: Path) -> None:
-    """The same 3 broken examples with only a regression rule: the run may stop to pass early,
-    and its regression rule is shown at the gate's own alpha, never a scaled-away one."""
+    """The same 3 broken examples with only a regression rule pass, and the regression rule
+    is shown at an alpha the run planned (0.05 after an early pass, the last look's 0.0425
+    after a whole run), never a scaled-away one."""
     report, _ = gate(llm, *trees(tmp_path, llm.url, FEW))
     assert report.conclusion == "success"
     rule = next(o for o in report.outcomes if o.rule.startswith("regression"))
-    assert rule.rule == "regression alpha 0.05"
+    assert rule.rule in ("regression alpha 0.05", "regression alpha 0.0425")
