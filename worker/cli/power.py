@@ -36,6 +36,8 @@ MIN_N = 2
 #: Defaults of the numeric options, as the user would type them (also shown by --help).
 DEFAULTS = {"drop": "0.05", "alpha": "0.05", "tests": "1", "power": f"{DEFAULT_POWER:g}"}
 PREFIX = "llmgate power: "
+#: Smallest level per test and miss rate (1 - power) whose normal quantile is computed.
+MIN_LEVEL = 1e-12
 
 
 @dataclass(frozen=True)
@@ -146,6 +148,10 @@ def read_question(args: argparse.Namespace) -> PowerQuestion:
     drop = number("--drop", args.drop, "above 0 and at most 1", lambda v: 0 < v <= 1)
     alpha = number("--alpha", args.alpha, "between 0 and 1", lambda v: 0 < v < 1)
     power = number("--power", args.power, "between 0 and 1", lambda v: 0 < v < 1)
+    if alpha / tests < MIN_LEVEL or power > 1 - MIN_LEVEL:
+        raise ValueError(f"--alpha {args.alpha} / --tests {args.tests} and --power {args.power} "
+                         f"need a level per test and a miss rate of at least {MIN_LEVEL:g} "
+                         "(normal quantiles past it are not finite in floating point)")
     if args.calibration is not None and args.flip_rate is not None:
         raise ValueError("give --flip-rate or --calibration, not both")
     if args.calibration is not None:

@@ -213,3 +213,12 @@ def test_the_example_in_help_runs(capsys: pytest.CaptureFixture[str]) -> None:
     text = " ".join(capsys.readouterr().out.split())
     example = text.split("llmgate power ", 2)[2].split(" (or")[0]
     assert main(["power", *example.split()]) == 0
+
+
+@pytest.mark.parametrize("argv", [["--alpha", "1e-17"], ["--tests", "100000000000000000"],
+                                  ["--power", "0.9999999999999"]])
+def test_a_level_too_small_to_compute_is_refused_not_a_traceback(
+        argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    """Field case (tester, issue 15): --alpha 1e-17 ended in a StatisticsError traceback."""
+    err = _refused(capsys, "--n", "300", "--flip-rate", "0.02", *argv)
+    assert "need a level per test and a miss rate of at least 1e-12" in err
