@@ -11,10 +11,12 @@ import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TypeVar
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -56,6 +58,23 @@ def processes(work: Path, latency_ms: float) -> Iterator[tuple[str, str]]:
         for proc in procs:
             proc.terminate()
             proc.wait(timeout=10)
+
+
+T = TypeVar("T")
+
+
+def in_folder(keep: Path | None, prefix: str, work: Callable[[Path], T]) -> T:
+    """Return ``work(folder)``: in ``keep`` (created, must not exist: every process's log is
+    kept there), else in a temporary folder named ``prefix...`` that is removed afterwards.
+
+    Raises:
+        FileExistsError: ``keep`` exists.
+    """
+    if keep is not None:
+        keep.mkdir(parents=True)
+        return work(keep)
+    with tempfile.TemporaryDirectory(prefix=prefix) as tmp:
+        return work(Path(tmp))
 
 
 def load_average() -> str:

@@ -70,7 +70,6 @@ import re
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 from collections import Counter
 from dataclasses import dataclass
@@ -84,7 +83,7 @@ from arq.jobs import deserialize_result
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench.local_services import load_average, wait_for  # noqa: E402
+from bench.local_services import in_folder, load_average, wait_for  # noqa: E402
 from tests.e2e.model_support import KEY_ENV, build_support_repo  # noqa: E402
 from tests.unit.worker_support import commit  # noqa: E402
 from worker.cli.demo import Stack, pull_request_payload  # noqa: E402
@@ -396,12 +395,7 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault(KEY_ENV, "sk-bench-fake")
     print(f"machine load average (1, 5, 15 min) at the start: {load_average()}")
     began = time.monotonic()
-    if args.keep is not None:
-        args.keep.mkdir(parents=True)
-        ratio = run(args, args.keep)
-    else:
-        with tempfile.TemporaryDirectory(prefix="llmgate-shards-") as tmp:
-            ratio = run(args, Path(tmp))
+    ratio = in_folder(args.keep, "llmgate-shards-", lambda folder: run(args, folder))
     print(f"settings: {args.examples} examples a side in shards of {args.shard}, latency "
           f"{args.latency_ms:g} ms, concurrency {args.concurrency} a shard, LLMGATE_MAX_JOBS "
           f"{args.max_jobs}, LLMGATE_SHARD_OUTSTANDING {args.outstanding}; bench "

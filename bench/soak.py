@@ -31,7 +31,6 @@ import argparse
 import random
 import signal
 import sys
-import tempfile
 import threading
 import time
 from dataclasses import dataclass
@@ -40,6 +39,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from bench.local_services import in_folder  # noqa: E402
 from tests.e2e.chaos_processes import RedisOptions  # noqa: E402
 from tests.e2e.chaos_repo import build_chaos_repo  # noqa: E402
 from tests.e2e.chaos_support import ChaosFakes, ChaosStack  # noqa: E402
@@ -163,12 +163,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--keep", type=Path, default=None,
                         help="run in this (new) folder and keep it: every process's log")
     args = parser.parse_args(argv)
-    if args.keep is not None:
-        args.keep.mkdir(parents=True)
-        counted = run(args, args.keep)
-    else:
-        with tempfile.TemporaryDirectory(prefix="llmgate-soak-") as tmp:
-            counted = run(args, Path(tmp))
+    counted = in_folder(args.keep, "llmgate-soak-", lambda folder: run(args, folder))
     print(f"soak: {args.prs} PRs ({2 * args.prs} heads) over {args.minutes:g} min, "
           f"{args.workers} workers, settle up to {args.settle:g} s, counted {args.hold:g} s "
           "later")
