@@ -85,3 +85,12 @@ def _private_response_cache(tmp_path_factory: pytest.TempPathFactory,
     """Give each test its own on-disk response cache of ``llmgate run``
     (worker/evals/llm/disk_cache.py), never the user's ``~/.cache/llmgate``."""
     monkeypatch.setenv("LLMGATE_CACHE_DIR", str(tmp_path_factory.mktemp("llmgate-cache")))
+
+
+@pytest.fixture(autouse=True)
+def _fresh_provider_quotas() -> None:
+    """Start each test with no provider quota learned in this process
+    (worker/evals/llm/pace.py), as a new worker or ``llmgate run`` process would."""
+    from worker.evals.llm import pace
+
+    pace.forget_all()

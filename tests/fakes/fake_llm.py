@@ -22,9 +22,11 @@ Endpoints (also served without the ``/v1`` prefix):
 - ``POST /v1/embeddings``: a deterministic 64-dimension unit vector per input text (words hashed
   with SHA-256 into buckets), so texts sharing words have a high cosine similarity; ``usage``
   counts the texts' words (their tokens with ``token_counts``).
-- Control, never recorded: ``GET /_fake/state`` (``calls``, ``faults`` left, ``config``),
-  ``POST /_fake/setup`` (merges ``rules``, ``default_reply``, ``latency_ms``, ``token_counts``,
-  ``faults``; lists are replaced), ``POST /_fake/reset`` (forget calls and faults).
+- Control, never recorded: ``GET /_fake/state`` (``calls``, ``faults`` left, ``config``,
+  ``rate_limit``: ``{"admitted": n, "refused": n}``), ``POST /_fake/setup`` (merges ``rules``,
+  ``default_reply``, ``latency_ms``, ``token_counts``, ``faults``, ``rate_limit``; lists are
+  replaced; a bad ``rate_limit`` is answered 400), ``POST /_fake/reset`` (forget calls and
+  faults, refill the rate-limit buckets and zero their counts; the config stays).
 
 A rule with ``"rag_judge": true`` ignores ``reply`` and judges llmgate's built-in RAG criteria
 by word overlap instead (tests/fakes/fake_rag_judge.py).
@@ -34,13 +36,39 @@ Faults are consumed in order: the first fault ``{"match"?, "model"?, "path"?: "c
 "body"?: JSON, "stall"?: true, "malformed"?: true}`` that applies answers instead of the rule:
 ``stall`` accepts the request and never answers (until the server stops); ``malformed`` answers
 200 with a body that is not JSON; otherwise ``status`` with ``headers`` and ``body``. Every
-answer waits ``latency_ms`` first with ``asyncio.sleep``, so concurrent slow requests overlap.
+answer but a rate limit's 429 waits ``latency_ms`` first with ``asyncio.sleep``, so concurrent
+slow requests overlap.
+
+A provider's quota: ``"rate_limit": {"requests_per_s": R, "request_burst"?: B (default R, at
+least 1), "tokens_per_min"?: T or null (default null: no token limit), "token_burst"?: C
+(default T / 60), "announce"?: "retry_after_ms" (default) | "retry_after" | "headers"}`` (null:
+no limit; setting it refills the buckets) gives each ``authorization`` header value its own
+continuous token buckets, full at first and refilled on the monotonic clock: requests
+(capacity B, R per second) and, with T, tokens (capacity C, T / 60 per second). A chat or
+embeddings request costs 1 request and, with T, its ``usage.prompt_tokens`` (as counted above,
+a rule's override included; an embeddings input's count) plus its ``max_tokens`` (else
+``max_completion_tokens``, else 0) tokens. It is admitted only when both buckets hold its cost;
+else nothing is taken and it is answered 429 at once (no ``latency_ms``, no fault consumed)
+with OpenAI's body ``{"error": {"message": "Rate limit reached for requests per second (RPS):
+Limit R, Used U, Requested 1. Please try again in 50ms.", "type": "requests", "param": null,
+"code": "rate_limit_exceeded"}}`` (``"tokens"`` and ``tokens per min (TPM): Limit T`` for the
+token bucket; when both lack, the one with the longer wait; the wait is exact, rounded up to a
+millisecond). ``announce``: ``retry_after_ms`` sends ``retry-after-ms`` (milliseconds, rounded
+up) and ``retry-after`` (whole seconds, rounded up, at least 1) with a 429; ``retry_after`` only
+``retry-after``; ``headers`` neither, but every answer, admitted or refused, carries OpenAI's
+``x-ratelimit-limit-requests`` (B, whole), ``x-ratelimit-remaining-requests`` (the level after
+the request, rounded down) and ``x-ratelimit-reset-requests`` (the time until the bucket is
+full, as Go prints a duration: ``250ms``, ``1.5s``, ``6m0s``), and with T the same three for
+``-tokens``; under the other two, answers carry no ``x-ratelimit-*``. A request costing more
+than C tokens can never pass: its 429 says ``Request too large`` and names no retry time. A
+refused call is recorded with status 429 and ``fault`` ``"rate_limited"``.
 
 Each recorded call holds ``seq``, ``path``, ``model``, ``status``, ``fault``, ``t``, ``messages``,
 ``input``, ``authorization`` (the header as received) and the other body fields as ``params``.
 
 In-process: ``with running_fake_llm() as llm: llm.url ... llm.calls()``; as a process:
-``python -m tests.fakes.fake_llm --port 0 --ready-file R --latency-ms 100``.
+``python -m tests.fakes.fake_llm --port 0 --ready-file R --latency-ms 100`` (``--rate-limit-rps R``
+and ``--rate-limit-announce A`` set ``rate_limit``).
 """
 
 from __future__ import annotations
@@ -57,8 +85,9 @@ import socket
 import tempfile
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -77,6 +106,10 @@ STALL_S = 3600.0
 #: Usage keys a rule may override.
 USAGE_KEYS = ("prompt_tokens", "completion_tokens", "cached_tokens", "cache_write_tokens",
               "cache_creation_input_tokens")
+#: How a rate limit's 429 names when to retry (``rate_limit.announce``; the first is the default).
+ANNOUNCES = ("retry_after_ms", "retry_after", "headers")
+#: The keys of a ``rate_limit`` setup.
+RATE_LIMIT_KEYS = ("requests_per_s", "request_burst", "tokens_per_min", "token_burst", "announce")
 
 
 def embed_text(text: str) -> list[float]:
@@ -140,6 +173,131 @@ def _last_user(messages: Any) -> str:
     return _text_of(users[-1:]) if users else _text_of(messages[-1:])
 
 
+def _max_tokens(body: dict[str, Any]) -> int:
+    """Return a request's ``max_tokens``, else its ``max_completion_tokens``, else 0."""
+    for key in ("max_tokens", "max_completion_tokens"):
+        value = body.get(key)
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            return max(0, int(value))
+    return 0
+
+
+def _positive(raw: dict[str, Any], key: str, default: float | None = None) -> float:
+    value = raw.get(key, default)
+    if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
+        raise ValueError(f"rate_limit.{key} must be a number above 0, not {value!r}")
+    return float(value)
+
+
+def rate_limit_config(raw: Any) -> dict[str, Any] | None:
+    """Return the ``rate_limit`` setup with its defaults filled in, None for no limit.
+
+    Raises:
+        ValueError: naming the field that is missing, unknown or out of range.
+    """
+    if raw is None:
+        return None
+    if not isinstance(raw, dict) or "requests_per_s" not in raw:
+        raise ValueError('rate_limit must be null or {"requests_per_s": R, ...}')
+    if unknown := sorted(set(raw) - set(RATE_LIMIT_KEYS)):
+        raise ValueError(f"rate_limit has unknown keys {unknown}; known: {list(RATE_LIMIT_KEYS)}")
+    rps = _positive(raw, "requests_per_s")
+    burst = _positive(raw, "request_burst", max(rps, 1.0))
+    if burst < 1:
+        raise ValueError(f"rate_limit.request_burst must be at least 1 (a request), not {burst}")
+    tpm = None if raw.get("tokens_per_min") is None else _positive(raw, "tokens_per_min")
+    announce = raw.get("announce", ANNOUNCES[0])
+    if announce not in ANNOUNCES:
+        raise ValueError(f"rate_limit.announce must be one of {list(ANNOUNCES)}, not {announce!r}")
+    return {"requests_per_s": rps, "request_burst": burst, "tokens_per_min": tpm,
+            "token_burst": None if tpm is None else _positive(raw, "token_burst", tpm / 60),
+            "announce": announce}
+
+
+def go_duration(seconds: float) -> str:
+    """Format ``seconds``, rounded up to a millisecond, as Go prints a ``time.Duration``
+    (``0s``, ``250ms``, ``1.5s``, ``6m0s``, ``1h2m3.04s``), the form of OpenAI's
+    ``x-ratelimit-reset-*`` headers (platform.openai.com/docs/guides/rate-limits)."""
+    ms = math.ceil(max(0.0, seconds) * 1000)
+    if ms < 1000:
+        return f"{ms}ms" if ms else "0s"
+    hours, rest = divmod(ms, 3_600_000)
+    minutes, rest = divmod(rest, 60_000)
+    whole, frac = divmod(rest, 1000)
+    secs = f"{whole}" + (f".{frac:03d}".rstrip("0") if frac else "")
+    return (f"{hours}h" if hours else "") + (f"{minutes}m" if hours or minutes else "") + secs + "s"
+
+
+def _number(value: float) -> str:
+    return str(int(value)) if float(value).is_integer() else f"{value:.6g}"
+
+
+@dataclass
+class _Bucket:
+    """A continuous token bucket: ``level`` refills at ``rate_per_s`` up to ``capacity``."""
+
+    capacity: float
+    rate_per_s: float
+    level: float = field(init=False)
+    at: float = field(default_factory=time.monotonic)
+
+    def __post_init__(self) -> None:
+        self.level = self.capacity
+
+    def refill(self, now: float) -> None:
+        self.level = min(self.capacity, self.level + self.rate_per_s * max(0.0, now - self.at))
+        self.at = now
+
+    def wait_s(self, cost: float) -> float:
+        """Seconds until the bucket holds ``cost``: 0 when it does, inf when it never will."""
+        if cost > self.capacity:
+            return math.inf
+        return max(0.0, (cost - self.level) / self.rate_per_s)
+
+    def headers(self, kind: str) -> dict[str, str]:
+        """OpenAI's ``x-ratelimit-{limit,remaining,reset}-<kind>`` for the current level."""
+        return {f"x-ratelimit-limit-{kind}": str(math.floor(self.capacity)),
+                f"x-ratelimit-remaining-{kind}": str(max(0, math.floor(self.level))),
+                f"x-ratelimit-reset-{kind}": go_duration(
+                    (self.capacity - self.level) / self.rate_per_s)}
+
+
+@dataclass(frozen=True)
+class _Admission:
+    """A rate limit's decision: the 429 to answer at once (None: admitted), and the
+    ``x-ratelimit-*`` headers every answer carries (empty unless ``announce`` is ``headers``)."""
+
+    refusal: Response | None = None
+    headers: dict[str, str] = field(default_factory=dict)
+
+    def stamp(self, response: Response) -> Response:
+        for key, value in self.headers.items():
+            response.headers.setdefault(key, value)
+        return response
+
+
+def _refusal(limit: dict[str, Any], kind: str, bucket: _Bucket, cost: float, wait_s: float,
+             headers: dict[str, str]) -> Response:
+    """The 429 OpenAI sends when ``kind``'s bucket lacks ``cost``, with the ``announce`` headers."""
+    name, rate = (("requests per second (RPS)", limit["requests_per_s"]) if kind == "requests"
+                  else ("tokens per min (TPM)", limit["tokens_per_min"]))
+    if math.isinf(wait_s):
+        message = (f"Request too large for {name}: Limit {_number(rate)}, Requested "
+                   f"{_number(cost)}; at most {_number(bucket.capacity)} fit at once. The input or"
+                   " output tokens must be reduced in order to run successfully.")
+    else:
+        message = (f"Rate limit reached for {name}: Limit {_number(rate)}, Used "
+                   f"{round(bucket.capacity - bucket.level)}, Requested {_number(cost)}. Please "
+                   f"try again in {go_duration(wait_s)}.")
+        headers = dict(headers)
+        if limit["announce"] == "retry_after_ms":
+            headers["retry-after-ms"] = str(math.ceil(wait_s * 1000))
+        if limit["announce"] in ("retry_after_ms", "retry_after"):
+            headers["retry-after"] = str(max(1, math.ceil(wait_s)))
+    return JSONResponse({"error": {"message": message, "type": kind, "param": None,
+                                   "code": "rate_limit_exceeded"}}, 429, headers=headers)
+
+
 class FakeLLM:
     """The state and Starlette app of the fake provider (thread-safe control methods)."""
 
@@ -147,10 +305,12 @@ class FakeLLM:
         self._lock = threading.Lock()
         self.stopping = threading.Event()
         self._config: dict[str, Any] = {"rules": [], "default_reply": None, "latency_ms": 0.0,
-                                        "token_counts": False}
+                                        "token_counts": False, "rate_limit": None}
         self._faults: list[dict[str, Any]] = []
         self._calls: list[dict[str, Any]] = []
         self._seq = 0
+        self._buckets: dict[str, dict[str, _Bucket]] = {}  # authorization -> kind -> bucket
+        self._limited = {"admitted": 0, "refused": 0}
         self.setup(config or {})
         routes = [Route(p, self._chat, methods=["POST"])
                   for p in ("/v1/chat/completions", "/chat/completions")]
@@ -164,19 +324,30 @@ class FakeLLM:
     # ------------------------------------------------------------------ control
     def setup(self, cfg: dict[str, Any]) -> None:
         """Merge ``cfg`` (``rules``, ``default_reply``, ``latency_ms``, ``token_counts``,
-        ``faults``)."""
+        ``faults``, ``rate_limit``; a given ``rate_limit`` refills the buckets).
+
+        Raises:
+            ValueError: for a bad ``rate_limit`` (nothing is merged then).
+        """
+        limit = rate_limit_config(cfg["rate_limit"]) if "rate_limit" in cfg else None
         with self._lock:
             for key in ("rules", "default_reply", "latency_ms", "token_counts"):
                 if key in cfg:
                     self._config[key] = cfg[key]
             if "faults" in cfg:
                 self._faults = [dict(f) for f in cfg["faults"]]
+            if "rate_limit" in cfg:
+                self._config["rate_limit"] = limit
+                self._buckets.clear()
 
     def reset(self) -> None:
-        """Forget recorded calls and pending faults."""
+        """Forget recorded calls and pending faults; refill the rate-limit buckets and zero
+        their counts (the config stays)."""
         with self._lock:
             self._calls.clear()
             self._faults.clear()
+            self._buckets.clear()
+            self._limited = {"admitted": 0, "refused": 0}
 
     def calls(self, path: str | None = None) -> list[dict[str, Any]]:
         """Return a copy of the recorded calls, optionally only ``chat`` or ``embeddings``."""
@@ -184,10 +355,12 @@ class FakeLLM:
             return [dict(c) for c in self._calls if path is None or c["path"] == path]
 
     def state(self) -> dict[str, Any]:
-        """Return ``{"calls", "faults", "config"}`` as JSON-able data."""
+        """Return ``{"calls", "faults", "config", "rate_limit": {"admitted", "refused"}}`` as
+        JSON-able data (requests are counted while a ``rate_limit`` is set)."""
         with self._lock:
             return {"calls": [dict(c) for c in self._calls],
-                    "faults": [dict(f) for f in self._faults], "config": dict(self._config)}
+                    "faults": [dict(f) for f in self._faults], "config": dict(self._config),
+                    "rate_limit": dict(self._limited)}
 
     # ------------------------------------------------------------------ serving
     def _take_fault(self, path: str, model: str, text: str) -> dict[str, Any] | None:
@@ -206,10 +379,10 @@ class FakeLLM:
         return None
 
     def _record(self, path: str, model: str, body: dict[str, Any], status: int,
-                fault: dict[str, Any] | None, authorization: str | None = None) -> int:
+                fault: dict[str, Any] | None, authorization: str | None = None,
+                kind: str | None = None) -> int:
         with self._lock:
             self._seq += 1
-            kind = None
             if fault is not None:
                 kind = "stall" if fault.get("stall") else (
                     "malformed" if fault.get("malformed") else f"status {fault.get('status')}")
@@ -220,6 +393,46 @@ class FakeLLM:
                                 "params": {k: v for k, v in body.items()
                                            if k not in ("messages", "input", "model")}})
             return self._seq
+
+    def _bucket_set(self, authorization: str | None, limit: dict[str, Any]) -> dict[str, _Bucket]:
+        """The buckets of ``authorization``, refilled to now (call under the lock)."""
+        buckets = self._buckets.get(authorization or "")
+        if buckets is None:
+            buckets = {"requests": _Bucket(limit["request_burst"], limit["requests_per_s"])}
+            if limit["tokens_per_min"] is not None:
+                buckets["tokens"] = _Bucket(limit["token_burst"], limit["tokens_per_min"] / 60)
+            self._buckets[authorization or ""] = buckets
+        now = time.monotonic()
+        for bucket in buckets.values():
+            bucket.refill(now)
+        return buckets
+
+    def _admit(self, path: str, model: str, body: dict[str, Any], authorization: str | None,
+               tokens: Callable[[], int]) -> _Admission:
+        """Take a request's cost from its buckets, or record and build its 429."""
+        with self._lock:
+            limit = self._config["rate_limit"]
+        if limit is None:
+            return _Admission()
+        costs = {"requests": 1.0,
+                 "tokens": float(tokens()) if limit["tokens_per_min"] is not None else 0.0}
+        with self._lock:
+            buckets = self._bucket_set(authorization, limit)
+            waits = {kind: bucket.wait_s(costs[kind]) for kind, bucket in buckets.items()}
+            kind = max(waits, key=lambda k: waits[k])  # ties: requests
+            if waits[kind] <= 0:
+                for name, bucket in buckets.items():
+                    bucket.level -= costs[name]
+            self._limited["admitted" if waits[kind] <= 0 else "refused"] += 1
+            headers: dict[str, str] = {}
+            if limit["announce"] == "headers":
+                for name, bucket in buckets.items():
+                    headers.update(bucket.headers(name))
+            if waits[kind] <= 0:
+                return _Admission(None, headers)
+            refusal = _refusal(limit, kind, buckets[kind], costs[kind], waits[kind], headers)
+        self._record(path, model, body, 429, None, authorization, "rate_limited")
+        return _Admission(refusal, headers)
 
     async def _answer_fault(self, fault: dict[str, Any]) -> Response:
         if fault.get("stall"):
@@ -247,16 +460,23 @@ class FakeLLM:
         if body is None:
             return JSONResponse({"error": {"message": "body must be a JSON object"}}, 400)
         model, messages = str(body.get("model", "")), body.get("messages")
-        text = _text_of(messages)
+        text, authorization = _text_of(messages), request.headers.get("authorization")
+        gate = self._admit("chat", model, body, authorization, lambda: self._prompt_count(
+            self._rule(model, text), text, messages) + _max_tokens(body))
+        if gate.refusal is not None:
+            return gate.refusal
         fault = self._take_fault("chat", model, text)
         seq = self._record("chat", model, body, int(fault.get("status", 200)) if fault else 200,
-                           fault, request.headers.get("authorization"))
+                           fault, authorization)
         await asyncio.sleep(float(self._config["latency_ms"]) / 1000)
         if fault is not None:
-            return await self._answer_fault(fault)
+            return gate.stamp(await self._answer_fault(fault))
+        return gate.stamp(self._completion(seq, model, messages, text))
+
+    def _completion(self, seq: int, model: str, messages: Any, text: str) -> Response:
         rule = self._rule(model, text)
         calls = (rule or {}).get("tool_calls")
-        reply = self._reply_text(rule, messages) if not calls or "reply" in rule else None
+        reply = self._reply_text(rule, messages) if not calls or "reply" in (rule or {}) else None
         message: dict[str, Any] = {"role": "assistant", "content": reply}
         if calls:
             message["tool_calls"] = [
@@ -293,13 +513,27 @@ class FakeLLM:
             default = self._config["default_reply"]
         return str(default) if default is not None else "echo: " + _last_user(messages)
 
+    def _prompt_count(self, rule: dict[str, Any] | None, text: str, messages: Any) -> int:
+        """The ``usage.prompt_tokens`` of a chat request (a rule's override, else counted)."""
+        over = (rule or {}).get("usage") or {}
+        if "prompt_tokens" in over:
+            return int(over["prompt_tokens"])
+        with self._lock:
+            exact = bool(self._config["token_counts"])
+        return prompt_tokens(messages) if exact else len(text.split())
+
+    def _input_count(self, texts: list[str]) -> int:
+        """The ``usage.prompt_tokens`` of an embeddings request."""
+        with self._lock:
+            exact = bool(self._config["token_counts"])
+        return sum(count_tokens(t) if exact else len(t.split()) for t in texts)
+
     def _usage(self, rule: dict[str, Any] | None, text: str, messages: Any,
                reply: str) -> dict[str, Any]:
         over = (rule or {}).get("usage") or {}
         with self._lock:
             exact = bool(self._config["token_counts"])
-        prompt = int(over.get("prompt_tokens", prompt_tokens(messages) if exact
-                              else len(text.split())))
+        prompt = self._prompt_count(rule, text, messages)
         completion = int(over.get("completion_tokens", count_tokens(reply) if exact
                                   else len(reply.split())))
         details = {"cached_tokens": int(over.get("cached_tokens", 0))}
@@ -318,20 +552,23 @@ class FakeLLM:
             return JSONResponse({"error": {"message": "body must be a JSON object"}}, 400)
         model, inputs = str(body.get("model", "")), body.get("input")
         texts = [inputs] if isinstance(inputs, str) else [str(t) for t in inputs or []]
+        authorization = request.headers.get("authorization")
+        gate = self._admit("embeddings", model, body, authorization,
+                           lambda: self._input_count(texts) + _max_tokens(body))
+        if gate.refusal is not None:
+            return gate.refusal
         fault = self._take_fault("embeddings", model, "\n".join(texts))
         self._record("embeddings", model, body, int(fault.get("status", 200)) if fault else 200,
-                     fault, request.headers.get("authorization"))
+                     fault, authorization)
         await asyncio.sleep(float(self._config["latency_ms"]) / 1000)
         if fault is not None:
-            return await self._answer_fault(fault)
-        with self._lock:
-            exact = bool(self._config["token_counts"])
-        tokens = sum(count_tokens(t) if exact else len(t.split()) for t in texts)
-        return JSONResponse({
+            return gate.stamp(await self._answer_fault(fault))
+        tokens = self._input_count(texts)
+        return gate.stamp(JSONResponse({
             "object": "list", "model": model,
             "data": [{"object": "embedding", "index": i, "embedding": embed_text(t)}
                      for i, t in enumerate(texts)],
-            "usage": {"prompt_tokens": tokens, "total_tokens": tokens}})
+            "usage": {"prompt_tokens": tokens, "total_tokens": tokens}}))
 
     async def _http_state(self, request: Request) -> Response:
         return JSONResponse(self.state())
@@ -340,7 +577,10 @@ class FakeLLM:
         body = await self._read(request)
         if body is None:
             return JSONResponse({"error": "body must be a JSON object"}, 400)
-        self.setup(body)
+        try:
+            self.setup(body)
+        except ValueError as exc:
+            return JSONResponse({"error": str(exc)}, 400)
         return JSONResponse({"ok": True})
 
     async def _http_reset(self, request: Request) -> Response:
@@ -426,9 +666,23 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--latency-ms", type=float, default=0.0)
     parser.add_argument("--setup-file", type=Path, help="JSON applied as /_fake/setup")
     parser.add_argument("--ready-file", type=Path, help='gets {"url", "port", "pid"} once up')
+    parser.add_argument("--rate-limit-rps", type=float, metavar="R",
+                        help="rate_limit.requests_per_s (merged into the setup file's rate_limit)")
+    parser.add_argument("--rate-limit-announce", choices=ANNOUNCES,
+                        help="rate_limit.announce (needs a rate limit)")
     args = parser.parse_args(argv)
     cfg = json.loads(args.setup_file.read_text()) if args.setup_file else {}
-    fake = FakeLLM({"latency_ms": args.latency_ms, **cfg})
+    limit = dict(cfg.get("rate_limit") or {})
+    if args.rate_limit_rps is not None:
+        limit["requests_per_s"] = args.rate_limit_rps
+    if args.rate_limit_announce is not None:
+        limit["announce"] = args.rate_limit_announce
+    if limit:
+        cfg["rate_limit"] = limit
+    try:
+        fake = FakeLLM({"latency_ms": args.latency_ms, **cfg})
+    except ValueError as exc:
+        parser.error(str(exc))
     sock = _listen(args.port)
     port = int(sock.getsockname()[1])
     info = json.dumps({"url": f"http://127.0.0.1:{port}/v1", "port": port, "pid": os.getpid()})

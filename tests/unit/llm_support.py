@@ -29,24 +29,32 @@ def llm_server() -> Iterator[FakeLLMServer]:
 def llm(llm_server: FakeLLMServer, monkeypatch: pytest.MonkeyPatch) -> FakeLLMServer:
     """The module's fake server, reset (no rules, faults or calls) and its key in the env."""
     llm_server.reset()
-    llm_server.setup({"rules": [], "default_reply": None, "latency_ms": 0})
+    llm_server.setup({"rules": [], "default_reply": None, "latency_ms": 0, "rate_limit": None})
     monkeypatch.setenv(KEY_ENV, "sk-fake-test-key")
     return llm_server
 
 
 class FakeSleep:
-    """An ``asyncio.sleep`` stand-in that records the waits and returns at once."""
+    """An ``asyncio.sleep`` stand-in that records the waits and returns at once; its `clock`
+    is virtual time that only its sleeps move (give it to the context as ``clock``)."""
 
     def __init__(self) -> None:
         self.waits: list[float] = []
+        self.now = 1000.0
 
     async def __call__(self, seconds: float) -> None:
         self.waits.append(seconds)
+        self.now += seconds
+
+    def clock(self) -> float:
+        """Virtual monotonic seconds: the sum of the waits slept so far, plus 1000."""
+        return self.now
 
 
 def context(sleep: FakeSleep | None = None, **kwargs: Any) -> EvalContext:
     """An eval context with a recording sleep and a seeded jitter source."""
-    options: dict[str, Any] = {"sleep": sleep or FakeSleep(), "rng": random.Random(7),
+    sleep = sleep or FakeSleep()
+    options: dict[str, Any] = {"sleep": sleep, "clock": sleep.clock, "rng": random.Random(7),
                                "say": lambda _: None, **kwargs}
     return EvalContext(**options)
 

@@ -3,7 +3,9 @@
 The cache is in Redis when ``REDIS_URL`` names a Redis server (the worker's, or a local one);
 without it, in a SQLite file on this machine (worker/evals/llm/disk_cache.py). ``--no-cache``
 turns it off, ``--refresh-cache`` sends every call again and stores the new answers. The cost
-estimate is printed to stderr.
+estimate is printed to stderr. With ``REDIS_URL``, the providers' quotas are learned and paced
+through that Redis too (worker/evals/llm/pace.py), ``--no-cache`` or not, so runs on several
+machines sharing an API key stay within its quota together.
 """
 
 from __future__ import annotations
@@ -41,7 +43,7 @@ def _stderr(message: str) -> None:
 async def eval_context(args: argparse.Namespace) -> AsyncIterator[EvalContext]:
     """Yield the context of one ``llmgate run`` and close its Redis client afterwards."""
     mode = cache_mode(args)
-    url = cache_url(os.environ) if mode != "off" else None
+    url = cache_url(os.environ)  # with --no-cache too: provider quotas are shared through it
     redis = Redis.from_url(url) if url else None
     try:
         yield EvalContext(redis=redis, namespace="local", cache_mode=mode, say=_stderr,

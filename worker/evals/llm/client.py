@@ -39,12 +39,13 @@ import threading
 import time
 import warnings
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
 from worker.evals.llm import local_embed
 from worker.evals.llm import pool as llm_pool
+from worker.evals.llm.pace import pace_headers, quota_key
 from worker.evals.llm.retry import ProviderError, parse_retry_after
 from worker.evals.llm_types import Endpoint, TokenUsage, ToolRequest
 
@@ -149,6 +150,7 @@ class ChatReply:
         problem: why the answer has no usable text (`answer_problem`), "" when it has.
         tool_calls: the tool calls the model asked for (a request with ``tools``), in order;
             an answer with tool calls is usable without text.
+        headers: the answer's headers that pace calls (`pace.pace_headers`: ``x-ratelimit-*``).
     """
 
     text: str
@@ -156,15 +158,18 @@ class ChatReply:
     latency_ms: float
     problem: str = ""
     tool_calls: tuple[ToolRequest, ...] = ()
+    headers: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
 class EmbeddingReply:
-    """One embeddings call: a vector per input text, in order, and its tokens (None: unknown)."""
+    """One embeddings call: a vector per input text, in order, its tokens (None: unknown) and
+    the headers that pace calls (as `ChatReply`'s)."""
 
     vectors: list[list[float]]
     usage: TokenUsage | None
     latency_ms: float
+    headers: Mapping[str, str] = field(default_factory=dict)
 
 
 def answer_problem(content: Any, finish_reason: Any) -> str:
@@ -194,7 +199,8 @@ def reply_from_pool(answer: dict[str, Any]) -> ChatReply:
     usage = answer["usage"]
     return ChatReply(str(answer["text"]), None if usage is None else TokenUsage(*usage),
                      float(answer["latency_ms"]), str(answer.get("problem") or ""),
-                     tuple(ToolRequest(*map(str, call)) for call in answer.get("tool_calls", [])))
+                     tuple(ToolRequest(*map(str, call)) for call in answer.get("tool_calls", [])),
+                     dict(answer.get("headers") or {}))
 
 
 def check_api_base(api_base: str | None, environ: Mapping[str, str]) -> None:
@@ -311,6 +317,17 @@ def blame(err: ProviderError, endpoint: Endpoint) -> ProviderError:
     return err
 
 
+def quota_of(endpoint: Endpoint) -> str:
+    """Name the provider quota ``endpoint``'s calls draw on (`pace.quota_key`): its
+    ``api_base`` (None: the provider's own), model and the key its ``api_key_env`` names (the
+    key is only hashed; an unset variable counts as no key: the call then fails anyway)."""
+    try:
+        key = api_key(endpoint, os.environ)
+    except ProviderError:
+        key = None
+    return quota_key(endpoint.api_base, endpoint.model, key)
+
+
 def _call_kwargs(endpoint: Endpoint, timeout_s: float) -> dict[str, Any]:
     check_api_base(endpoint.api_base, os.environ)
     kwargs: dict[str, Any] = {**endpoint.params, "model": endpoint.model, "timeout": timeout_s,
@@ -388,7 +405,16 @@ async def send_chat(kwargs: dict[str, Any], messages: list[dict[str, str]]) -> C
         raise to_provider_error(exc, kwargs.get("api_key")) from None
     latency_ms = (time.perf_counter() - started) * 1000
     return ChatReply(text if isinstance(text, str) else "", usage_of(response), latency_ms,
-                     "" if calls else answer_problem(text, finish_reason), calls)
+                     "" if calls else answer_problem(text, finish_reason), calls,
+                     headers_of(response))
+
+
+def headers_of(response: Any) -> dict[str, str]:
+    """The headers of a litellm answer that pace calls (`pace.pace_headers`): litellm keeps the
+    provider's in ``_hidden_params["additional_headers"]`` (``llm_provider-`` prefixed)."""
+    hidden = getattr(response, "_hidden_params", None)
+    headers = hidden.get("additional_headers") if isinstance(hidden, dict) else None
+    return pace_headers(headers or getattr(response, "_response_headers", None))
 
 
 def tool_requests(calls: Any) -> tuple[ToolRequest, ...]:
@@ -427,7 +453,7 @@ async def embed(endpoint: Endpoint, texts: list[str], timeout_s: float) -> Embed
     usage = answer["usage"]
     return EmbeddingReply([[float(x) for x in v] for v in answer["vectors"]],
                           None if usage is None else TokenUsage(*usage),
-                          float(answer["latency_ms"]))
+                          float(answer["latency_ms"]), dict(answer.get("headers") or {}))
 
 
 async def send_embed(kwargs: dict[str, Any], texts: list[str]) -> EmbeddingReply:
@@ -451,7 +477,8 @@ async def send_embed(kwargs: dict[str, Any], texts: list[str]) -> EmbeddingReply
     if len(vectors) != len(texts):
         raise ProviderError("provider", f"expected {len(texts)} embeddings, got {len(vectors)}",
                             retryable=True)
-    return EmbeddingReply(vectors, usage_of(response), (time.perf_counter() - started) * 1000)
+    return EmbeddingReply(vectors, usage_of(response), (time.perf_counter() - started) * 1000,
+                          headers_of(response))
 
 
 def _field(item: Any, name: str) -> Any:
@@ -504,18 +531,22 @@ def to_provider_error(exc: Exception, secret: str | None = None) -> ProviderErro
     if "Timeout" in name or isinstance(exc, TimeoutError):
         return ProviderError("timeout", message, status=status, retryable=True)
     retry_after = _retry_after(exc)
+    headers = pace_headers(_headers_of_error(exc))
     if status == 429 or "RateLimit" in name:
         return ProviderError("rate_limited", message, status=status or 429, retryable=True,
-                             retry_after_s=retry_after)
+                             retry_after_s=retry_after, headers=headers)
     retryable = status is None or status >= 500 or status in (408, 409)
     return ProviderError("provider", message, status=status, retryable=retryable,
-                         retry_after_s=retry_after)
+                         retry_after_s=retry_after, headers=headers)
+
+
+def _headers_of_error(exc: Exception) -> Any:
+    headers = getattr(getattr(exc, "response", None), "headers", None)
+    return headers if headers is not None else getattr(exc, "litellm_response_headers", None)
 
 
 def _retry_after(exc: Exception) -> float | None:
-    headers = getattr(getattr(exc, "response", None), "headers", None)
-    if headers is None:
-        headers = getattr(exc, "litellm_response_headers", None)
+    headers = _headers_of_error(exc)
     if headers is None:
         return None
     millis = headers.get("retry-after-ms")

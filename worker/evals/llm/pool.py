@@ -23,7 +23,8 @@ They see the worker's environment as it was when they started.
 Protocol (worker/evals/llm/serve.py is the other end): one JSON document per line. The child
 reads ``{"environ": {...}}`` once, then ``{"id", "op": "chat" | "embed", "args"}`` and
 ``{"cancel": id}`` on stdin; it writes ``{"ready": true}`` once, then ``{"id", "ok": answer}``
-or ``{"id", "error": {"kind", "message", "status", "retryable", "retry_after_s"}}`` on its
+or ``{"id", "error": {"kind", "message", "status", "retryable", "retry_after_s", "field",
+"headers"}}`` on its
 original stdout (fd 1 is pointed at stderr, so a library's print cannot corrupt the channel).
 
 Secrets: a provider process starts with a few harmless variables (`start_environ`), makes
@@ -325,7 +326,8 @@ class ProviderPool:
             future.set_exception(ProviderError(
                 error["kind"], error["message"], status=error.get("status"),
                 retryable=bool(error.get("retryable")), retry_after_s=error.get("retry_after_s"),
-                field=str(error.get("field") or "")))
+                field=str(error.get("field") or ""),
+                headers={str(k): str(v) for k, v in (error.get("headers") or {}).items()}))
         else:
             future.set_result(message["ok"])
 

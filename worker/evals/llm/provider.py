@@ -22,8 +22,8 @@ worker/evals/run/runner.py; this covers a cached answer that expired since the e
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
 from decimal import Decimal
 from typing import Any
 
@@ -39,12 +39,15 @@ from worker.evals.llm.cost import (
     output_limit,
     prices_for,
 )
-from worker.evals.llm.retry import ProviderError, with_retries
+from worker.evals.llm.pace import Quota, describe_pace, quota_for, refused_unit
+from worker.evals.llm.retry import Patience, ProviderError, with_retries
 from worker.evals.llm_types import Endpoint, ErrorKind, Pricing, RunUsage, TokenUsage, ToolRequest
 from worker.evals.types import Settings
 
 #: The `CallEvent` kind of each cache kind (the rest keep their name: ``judge``, ``pairwise``).
 EVENT_KINDS = {"chat": "model", "embed": "embeddings"}
+#: How long a rate-limited call keeps trying when the run has no ``max_duration``, seconds.
+RATE_LIMIT_PATIENCE_S = 900.0
 #: Prices of in-process models (worker/evals/llm/local_embed.py): free.
 LOCAL_PRICES = TokenPrices(Decimal(0), Decimal(0), Decimal(0), Decimal(0))
 
@@ -65,6 +68,7 @@ class Answer:
         charge_usd: what the budget is charged: ``cost_usd``, or the worst case when the cost
             is unknown (0 for a cache hit).
         tool_calls: the tool calls the model asked for, in order (a chat call with ``tools``).
+        headers: the provider's headers that pace calls (never cached).
     """
 
     text: str
@@ -76,6 +80,7 @@ class Answer:
     problem: str = ""
     charge_usd: float = 0.0
     tool_calls: tuple[ToolRequest, ...] = ()
+    headers: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -115,6 +120,9 @@ class ModelCaller:
         self.total = RunUsage()
         self.suite = ""  # the suite being run, named in each CallEvent
         self._prices: dict[tuple[str, Pricing | None], TokenPrices | None] = {}
+        self._announced: dict[str, float] = {}  # quota key -> the rate last said
+        self.planned = 0  # provider calls the run's estimate expects (`announce`)
+        self.answered = 0  # calls answered by a provider so far
 
     def prices(self, endpoint: Endpoint) -> TokenPrices | None:
         """Return (and remember) the prices of ``endpoint`` (0 for a ``local/`` model)."""
@@ -170,10 +178,15 @@ class ModelCaller:
             reply = await llm.chat(endpoint, messages, self.settings.timeout_s)
             answer = self._priced(endpoint, reply.text, reply.usage, reply.latency_ms,
                                   lambda: llm.count_tokens(endpoint.model, messages))
-            return replace(answer, problem=reply.problem, tool_calls=reply.tool_calls)
+            return replace(answer, problem=reply.problem, tool_calls=reply.tool_calls,
+                           headers=reply.headers)
+
+        def charge() -> float:
+            return float(llm.count_tokens(endpoint.model, messages)
+                         + output_limit(endpoint, self.settings.estimate_output_tokens))
 
         what = (EVENT_KINDS.get(kind, kind), endpoint.model)
-        return await self._call(key, send, use_cache, what, endpoint, lengths)
+        return await self._call(key, send, use_cache, what, endpoint, lengths, charge)
 
     async def embed(self, endpoint: Endpoint, texts: list[str], *,
                     use_cache: bool = True) -> CallOutcome:
@@ -188,9 +201,15 @@ class ModelCaller:
             reply = await llm.embed(endpoint, texts, self.settings.timeout_s)
             answer = self._priced(endpoint, "", reply.usage, reply.latency_ms, lambda: sum(
                 llm.count_tokens(endpoint.model, [{"role": "user", "content": t}]) for t in texts))
-            return replace(answer, vectors=tuple(tuple(v) for v in reply.vectors))
+            return replace(answer, vectors=tuple(tuple(v) for v in reply.vectors),
+                           headers=reply.headers)
 
-        return await self._call(key, send, use_cache, ("embeddings", endpoint.model), endpoint)
+        def charge() -> float:
+            return float(sum(llm.count_tokens(endpoint.model, [{"role": "user", "content": t}])
+                             for t in texts))
+
+        return await self._call(key, send, use_cache, ("embeddings", endpoint.model), endpoint,
+                                None, charge)
 
     def _priced(self, endpoint: Endpoint, text: str, usage: TokenUsage | None,
                 latency_ms: float, prompt_tokens: Callable[[], int]) -> Answer:
@@ -216,7 +235,8 @@ class ModelCaller:
         return _from_cache(hit) if hit is not None else None
 
     async def _call(self, key: str, send: Any, use_cache: bool, what: tuple[str, str],
-                    endpoint: Endpoint, lengths: str | None = None) -> CallOutcome:
+                    endpoint: Endpoint, lengths: str | None = None,
+                    charge: Callable[[], float] | None = None) -> CallOutcome:
         sides = self.ctx.sides if use_cache else None
         if use_cache:
             answer = await self._cached(key)
@@ -227,47 +247,65 @@ class ModelCaller:
                 hit_outcome = CallOutcome(answer, None, None, RunUsage(cache_hits=1))
                 return self._account(what, hit_outcome)
         if sides is None or self.ctx.side != "base":
-            return await self._send(key, send, use_cache, what, endpoint, lengths)
+            return await self._send(key, send, use_cache, what, endpoint, lengths, charge)
         sides.fetching(key)  # head waits for it (Sides)
         try:
-            return await self._send(key, send, use_cache, what, endpoint, lengths)
+            return await self._send(key, send, use_cache, what, endpoint, lengths, charge)
         finally:
             sides.fetched(key)
 
+    def quota(self, endpoint: Endpoint) -> Quota | None:
+        """Return the provider quota ``endpoint``'s calls are paced by (None for a ``local/``
+        model), shared through the context's Redis when it has one (worker/evals/llm/pace.py)."""
+        if local_embed.is_local(endpoint.model):
+            return None
+        return quota_for(llm.quota_of(endpoint), self.ctx.redis, self.ctx.clock)
+
     async def _send(self, key: str, send: Any, use_cache: bool, what: tuple[str, str],
-                    endpoint: Endpoint, lengths: str | None) -> CallOutcome:
+                    endpoint: Endpoint, lengths: str | None,
+                    charge: Callable[[], float] | None = None) -> CallOutcome:
         refused = self._unpriced_under_budget(endpoint)
         if refused is not None:
             return self._account(what, CallOutcome(None, refused, "budget", RunUsage()))
-        sent = 0
-
-        async def attempt() -> Answer:
-            nonlocal sent
-            async with self.limiter:
-                self.budget.check()  # the run may have stopped while this call waited
-                sent += 1
-                result: Answer = await send()
-                return result
-
+        quota = self.quota(endpoint)
+        attempt = _Attempt(self, send, quota, endpoint, charge)
+        patience = None if quota is None else Patience(
+            self.ctx.clock, RATE_LIMIT_PATIENCE_S, lambda: describe_pace(quota.pace()))
         try:
-            answer = await with_retries(attempt, self.settings.retry, sleep=self.ctx.sleep,
-                                        rng=self.ctx.rng, before_attempt=self.budget.check)
+            answer = await with_retries(attempt.run, self.settings.retry, sleep=self.ctx.sleep,
+                                        rng=self.ctx.rng, before_attempt=self.budget.check,
+                                        patience=patience)
         except BudgetExceeded as stop:
             return self._account(what, CallOutcome(None, f"not sent: {stop}", "budget",
-                                             RunUsage(provider_calls=sent)))
+                                             RunUsage(provider_calls=attempt.sent)))
         except ProviderError as err:
             return self._account(what, CallOutcome(None, describe(err), err.kind,
-                                             RunUsage(provider_calls=sent), err.field))
+                                             RunUsage(provider_calls=attempt.sent), err.field))
         self.budget.charge(answer.charge_usd)
-        spend = RunUsage(provider_calls=sent, tokens=answer.usage,
+        spend = RunUsage(provider_calls=attempt.sent, tokens=answer.usage,
                          cost_usd=answer.cost_usd or 0.0,
                          unpriced_calls=int(answer.cost_usd is None))
         if answer.problem:  # billed, but no answer: never cached
             return self._account(what, CallOutcome(None, answer.problem, "empty", spend))
+        self.answered += 1
         if use_cache:
             sample = (lengths, answer.usage.output) if lengths and answer.usage.input else None
             await self.cache.put(key, _to_cache(answer), sample)
         return self._account(what, CallOutcome(answer, None, None, spend))
+
+    def announce(self, quota: Quota, endpoint: Endpoint) -> None:
+        """Say when the provider's quota starts to set the pace of ``endpoint``'s calls, and
+        again when its rate moved by more than a quarter since it was said."""
+        pace = quota.pace()
+        rate = pace.requests_per_s or pace.tokens_per_s
+        said = self._announced.get(quota.key)
+        if rate is None or (said is not None and abs(rate - said) <= said / 4):
+            return
+        self._announced[quota.key] = rate
+        left = self.planned - self.answered
+        about = f": about {left / rate:.0f} s for the {left} calls left" \
+            if pace.requests_per_s and left > 0 else ""
+        self.ctx.say(f"{endpoint.model}: {describe_pace(pace)}{about}")
 
     def _account(self, what: tuple[str, str], outcome: CallOutcome) -> CallOutcome:
         self.total = self.total + outcome.spend
@@ -275,6 +313,74 @@ class ModelCaller:
         self.ctx.on_call(CallEvent(what[0], what[1], spend.provider_calls, spend.cache_hits,
                                    spend.cost_usd, self.ctx.side, self.suite))
         return outcome
+
+
+class _Attempt:
+    """One attempt of a call: its turn of the provider's quota, then a concurrency slot, then
+    the request; what the answer or the error says of the quota is learned."""
+
+    def __init__(self, caller: ModelCaller, send: Any, quota: Quota | None, endpoint: Endpoint,
+                 charge: Callable[[], float] | None) -> None:
+        self.caller, self.send, self.quota, self.endpoint = caller, send, quota, endpoint
+        self.charge = charge
+        self.sent = 0  # requests sent, retries included
+        self.charged = 0.0  # the token charge reserved (0 while no token limit is known)
+
+    def tokens(self) -> float:
+        """The call's token charge: prompt tokens plus its most completion tokens."""
+        self.charged = self.charge() if self.charge is not None else 0.0
+        return self.charged
+
+    async def take_turn(self, quota: Quota) -> int:
+        """Wait for this call's turn of ``quota`` and return the quota's epoch then.
+
+        Raises:
+            ProviderError: rate limited, when the turn is further off than ``max_backoff``.
+            BudgetExceeded: the run's budget or time ran out.
+        """
+        caller = self.caller
+        caller.budget.check()
+        limit_s = caller.settings.retry.max_backoff_s
+        wait = await quota.turn(caller.ctx.sleep, self.tokens, limit_s)
+        if wait > limit_s:
+            raise ProviderError("rate_limited", f"not sent: the provider's quota is spent "
+                                f"for {wait:.0f} s more ({describe_pace(quota.pace())})",
+                                status=429, retryable=True, retry_after_s=wait)
+        caller.announce(quota, self.endpoint)
+        return quota.epoch()
+
+    async def run(self) -> Answer:
+        """Make one attempt (see the class docstring).
+
+        Raises:
+            ProviderError: the provider refused or failed it.
+            BudgetExceeded: the run's budget or time ran out while it waited.
+        """
+        caller, quota = self.caller, self.quota
+        epoch = None if quota is None else await self.take_turn(quota)  # outside the slot
+        async with caller.limiter:
+            if quota is not None and quota.epoch() != epoch:
+                await self.take_turn(quota)  # learned meanwhile: what it waited for changed
+            caller.budget.check()  # the run may have stopped while this call waited
+            self.sent += 1
+            try:
+                result: Answer = await self.send()
+            except ProviderError as err:
+                if quota is not None:
+                    await quota.heard(err.headers, _refused(err), self.charged,
+                                      err.retry_after_s)
+                raise
+        if quota is not None:
+            used = self.charged or float(result.usage.input + result.usage.output)
+            await quota.heard(result.headers, "", used)
+        return result
+
+
+def _refused(err: ProviderError) -> str:
+    """Which provider limit a failed call hit (`pace.refused_unit`), "" when it hit none."""
+    if err.kind != "rate_limited":
+        return ""
+    return refused_unit(err.message)
 
 
 def _to_cache(answer: Answer) -> dict[str, Any]:

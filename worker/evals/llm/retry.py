@@ -1,7 +1,9 @@
 """Retry provider calls: exponential backoff with full jitter, honouring ``Retry-After``.
 
 Policy (``settings.retry``): 429, 5xx, timeouts and dropped connections are retried up to
-``max_retries`` times; other 4xx answers (bad request, unknown model, bad key) are not.
+``max_retries`` times; other 4xx answers (bad request, unknown model, bad key) are not. A call
+paced by the provider's quota (worker/evals/llm/pace.py, `Patience`) retries its 429s by time
+instead: each attempt waits its turn of the quota, until the patience runs out.
 Between attempts the call waits the provider's ``Retry-After`` when it sent one (seconds or an
 HTTP date, RFC 9110 section 10.2.3), else a full-jitter backoff: a uniform draw from
 0 to min(``max_backoff_s``, ``backoff_base_s`` * 2**retry) ("Exponential Backoff And Jitter",
@@ -17,6 +19,7 @@ import email.utils
 import math
 import random
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import TypeVar
 
 from worker.evals.llm_types import ErrorKind, RetrySettings
@@ -39,11 +42,13 @@ class ProviderError(Exception):
             model or provider, or its key variable unset) or ``request`` (a prompt or
             parameters the provider refused: 400, 413, 422); "" for a transient error (429,
             5xx, timeouts, connections).
+        headers: the answer's headers that pace calls (worker/evals/llm/pace.py:
+            ``retry-after``, ``x-ratelimit-*``), lower-cased; {} without an answer.
     """
 
     def __init__(self, kind: ErrorKind, message: str, *, status: int | None = None,
                  retryable: bool = False, retry_after_s: float | None = None,
-                 field: str = "") -> None:
+                 field: str = "", headers: dict[str, str] | None = None) -> None:
         super().__init__(message)
         self.kind: ErrorKind = kind
         self.message = message
@@ -51,6 +56,7 @@ class ProviderError(Exception):
         self.retryable = retryable
         self.retry_after_s = retry_after_s
         self.field = field
+        self.headers = headers or {}
 
 
 def parse_retry_after(value: str | None, now_s: float) -> float | None:
@@ -105,9 +111,30 @@ def wait_before_retry(err: ProviderError, retry: int, settings: RetrySettings,
     return backoff_s(retry, settings, rng)
 
 
+@dataclass(frozen=True)
+class Patience:
+    """How long a paced call keeps retrying rate-limited attempts (worker/evals/llm/pace.py).
+
+    A 429 then counts against no retry count: the attempt itself waits its turn of the
+    provider's quota, and the call is tried again until ``limit_s`` seconds after its first
+    attempt (the run's ``max_duration`` stops it sooner through ``before_attempt``).
+
+    Attributes:
+        clock: monotonic seconds.
+        limit_s: seconds from the first attempt after which a 429 is final.
+        quota: names the quota for the final error's message (e.g. "paced at 20 requests/s
+            by the provider ..."), called only then.
+    """
+
+    clock: Callable[[], float]
+    limit_s: float
+    quota: Callable[[], str] = str
+
+
 async def with_retries(attempt: Callable[[], Awaitable[T]], settings: RetrySettings, *,
                        sleep: Sleep, rng: random.Random,
-                       before_attempt: Callable[[], None] | None = None) -> T:
+                       before_attempt: Callable[[], None] | None = None,
+                       patience: Patience | None = None) -> T:
     """Run ``attempt`` until it succeeds, retrying `ProviderError` by the policy above.
 
     Args:
@@ -116,21 +143,32 @@ async def with_retries(attempt: Callable[[], Awaitable[T]], settings: RetrySetti
         sleep: awaited with the wait in seconds (``asyncio.sleep`` in production).
         rng: the jitter's random source.
         before_attempt: called before every attempt; may raise to stop (a budget check).
+        patience: for a paced call, retry 429s by time instead of by count (`Patience`).
 
     Returns:
         The first successful result.
 
     Raises:
-        ProviderError: the last error, when it is not retryable, retries are used up, or the
-            provider asked to wait longer than ``max_backoff_s`` (the message then says so).
+        ProviderError: the last error, when it is not retryable, retries are used up (or,
+            for a paced 429, the patience), or the provider asked to wait longer than
+            ``max_backoff_s`` (the message then says so).
     """
     retry = 0
+    started = patience.clock() if patience is not None else 0.0
     while True:
         if before_attempt is not None:
             before_attempt()
         try:
             return await attempt()
         except ProviderError as err:
+            if patience is not None and err.kind == "rate_limited" and not (
+                    err.retry_after_s is not None and err.retry_after_s > settings.max_backoff_s):
+                waited = patience.clock() - started
+                if waited < patience.limit_s:
+                    continue  # the next attempt waits its turn of the quota
+                raise _final(err, retry, settings, (
+                    f" (still refused after {waited:.0f} s of retries; "
+                    f"{patience.quota() or 'the provider quota'})")) from None
             wait = wait_before_retry(err, retry, settings, rng)
             if wait is None or retry >= settings.max_retries:
                 raise _final(err, retry, settings) from None
@@ -138,15 +176,16 @@ async def with_retries(attempt: Callable[[], Awaitable[T]], settings: RetrySetti
         retry += 1
 
 
-def _final(err: ProviderError, retries: int, settings: RetrySettings) -> ProviderError:
-    if err.retryable and err.retry_after_s is not None \
+def _final(err: ProviderError, retries: int, settings: RetrySettings,
+           note: str = "") -> ProviderError:
+    if note:
+        pass
+    elif err.retryable and err.retry_after_s is not None \
             and err.retry_after_s > settings.max_backoff_s:
         note = (f" (the provider asked to wait {err.retry_after_s:g} s, more than "
                 f"max_backoff {settings.max_backoff_s:g} s: not retried)")
     elif err.retryable and retries:
         note = f" (after {retries + 1} attempts)"
-    else:
-        note = ""
     return ProviderError(err.kind, err.message + note, status=err.status,
                          retryable=err.retryable, retry_after_s=err.retry_after_s,
-                         field=err.field)
+                         field=err.field, headers=err.headers)

@@ -77,7 +77,7 @@ async def _answer(call_id: int, op: str, args: dict[str, Any],
         out = {"id": call_id, "error": {"kind": err.kind, "message": err.message,
                                         "status": err.status, "retryable": err.retryable,
                                         "retry_after_s": err.retry_after_s,
-                                        "field": err.field}}
+                                        "field": err.field, "headers": err.headers}}
     except Exception as exc:  # a bug here must still answer, without the key
         mapped = llm.to_provider_error(exc, args.get("kwargs", {}).get("api_key"))
         out = {"id": call_id, "error": {"kind": "provider", "message": mapped.message,
@@ -92,11 +92,12 @@ async def _send(op: str, args: dict[str, Any]) -> dict[str, Any]:
         reply = await llm.send_chat(args["kwargs"], args["messages"])
         return {"text": reply.text, "usage": _usage(reply.usage), "latency_ms": reply.latency_ms,
                 "problem": reply.problem,
-                "tool_calls": [[c.id, c.name, c.arguments] for c in reply.tool_calls]}
+                "tool_calls": [[c.id, c.name, c.arguments] for c in reply.tool_calls],
+                "headers": dict(reply.headers)}
     if op == "embed":
         vectors = await llm.send_embed(args["kwargs"], args["texts"])
         return {"vectors": vectors.vectors, "usage": _usage(vectors.usage),
-                "latency_ms": vectors.latency_ms}
+                "latency_ms": vectors.latency_ms, "headers": dict(vectors.headers)}
     raise ProviderError("provider", f"unknown provider operation {op!r}")
 
 

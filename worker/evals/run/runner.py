@@ -174,6 +174,7 @@ async def run_suites(configs: Sequence[Config], root: Path, sha: str = "",
     estimate = planned.cost
     unpriced = tuple(use.model for use in planned.unpriced)
     llm_pool.expect(estimate.calls)  # a large run gets provider processes
+    state.caller.planned += estimate.calls  # what a provider's pace is said to cost
     if estimate.calls or estimate.cached_calls:
         state.ctx.say(describe_estimate(sha, estimate, unpriced))
     state.ctx.on_plan(RunPlan(sha, estimate.calls + estimate.cached_calls, planned.suites,

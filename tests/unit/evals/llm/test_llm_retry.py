@@ -75,7 +75,7 @@ async def test_with_retries_gives_up_after_max_retries_with_the_last_message() -
 
 def caller(sleep: FakeSleep, **settings: object) -> ModelCaller:
     config = Settings(**settings)  # type: ignore[arg-type]
-    ctx = EvalContext(sleep=sleep, rng=random.Random(3))
+    ctx = EvalContext(sleep=sleep, clock=sleep.clock, rng=random.Random(3))
     return ModelCaller(config, ResponseCache(None, "t", "off"), Budget(None, None), ctx)
 
 
@@ -118,12 +118,16 @@ async def test_retry_after_3600_with_a_60_s_cap_fails_fast(llm: FakeLLMServer) -
 
 
 async def test_429_on_every_call_is_a_rate_limit_error_not_a_failure(llm: FakeLLMServer) -> None:
+    """Issue 29: a 429 is retried by time, not by ``max_retries`` (2): without Retry-After the
+    quota's pause doubles from 0.25 s to 30 s, until 900 s (virtual) after the first attempt."""
     llm.setup({"faults": [{"status": 429, "times": None}]})
     sleep = FakeSleep()
     outcome = await caller(sleep).chat(endpoint(llm), MESSAGES)
     assert outcome.error_kind == "rate_limited"
     assert outcome.error is not None and outcome.error.startswith("rate limited (HTTP 429)")
-    assert outcome.spend.provider_calls == 3 and outcome.spend.cost_usd == 0.0
+    assert outcome.error.endswith("(still refused after 902 s of retries; the provider quota)")
+    assert sleep.waits[:8] == [0.25, 0.5, 1, 2, 4, 8, 16, 30] and max(sleep.waits) == 30
+    assert outcome.spend.provider_calls == 37 and outcome.spend.cost_usd == 0.0
 
 
 async def test_500_and_malformed_json_are_retried(llm: FakeLLMServer) -> None:

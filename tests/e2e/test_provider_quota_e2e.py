@@ -1,0 +1,244 @@
+"""End to end: two workers gating two pull requests of one installation at once share one
+provider quota through Redis (issue 29, worker/evals/llm/pace.py).
+
+Real Redis, real git repositories, the schema-checking fake GitHub and the fake OpenAI-compatible
+provider over loopback HTTP, and two arq workers in this process, each with its own services
+(Redis connection, HTTP client, token cache) as two worker processes would have: they share only
+Redis. Their quota objects are one per Redis client (`pace.quota_for`), so what one worker
+learns reaches the other through the ``llmgate:quota:<digest>`` key alone.
+
+The provider allows `RPS` requests a second (a bucket of `BURST`) per API key and announces
+``retry-after-ms`` with each 429. Each pull request runs `EXAMPLES` examples at base and at head
+with the response cache off, so the two gates send ``2 x 2 x EXAMPLES`` calls, several seconds
+of the quota, with the default retry settings. From the fake's own records: every example is
+answered, fewer than `MAX_REFUSED_SHARE` of the requests meet a 429, and both gates decide
+(``success`` for the harmless prompt change, ``failure`` for the regression; never
+``action_required`` or ``neutral``). The shared state in Redis counts every refusal the fake
+sent and every answer it gave: both workers paced from one mirror. Each worker probing the quota
+alone would keep overdrawing the other's share and run far past the bound.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from arq import create_pool
+from arq.connections import ArqRedis
+from arq.worker import Worker, create_worker
+from redis.asyncio import Redis
+
+from tests.fakes.fake_github import FakeGitHubServer
+from tests.fakes.fake_llm import FakeLLMServer, running_fake_llm
+from tests.unit.llm_support import KEY_ENV
+from tests.unit.worker_support import commit, fake_github_env, gate_payload, git
+from worker.contract import GatePayload, gate_job_id
+from worker.evals.llm import pace
+from worker.main import worker_settings
+from worker.security.secretbox import SecretBox
+
+pytestmark = pytest.mark.slow
+
+#: The provider's quota: requests a second, and the bucket's capacity.
+RPS = 20
+BURST = 5
+#: Examples of the suite: base and head of two pull requests send 4 x EXAMPLES calls.
+EXAMPLES = 25
+#: Requests in flight per gate (both sides of a gate share them).
+CONCURRENCY = 5
+#: The fake's latency of an admitted call, milliseconds.
+LATENCY_MS = 50
+#: Share of requests a 429 may answer (fraction).
+MAX_REFUSED_SHARE = 0.05
+#: Longest time both gates may take together, seconds (a bound for a loaded machine: the
+#: quota alone needs about 4 x EXAMPLES / RPS).
+GATES_TIMEOUT_S = 180
+OWNER, REPO = "acme", "tiny"  # the installation's repository in `gate_payload`
+TICKETS = [f"refund for order {n}" for n in range(1, EXAMPLES + 1)]
+REPLY = "We will refund you."
+RUDE = "Go away."
+
+
+def config(url: str) -> str:
+    """``.llmgate.yml``: one suite whose model target on the fake must mention the refund."""
+    return f"""\
+version: 1
+settings:
+  concurrency: {CONCURRENCY}
+  cache: false
+suites:
+  - name: tickets
+    dataset: evals/tickets.jsonl
+    target:
+      model: openai/bot-model
+      prompt: prompts/support.txt
+      api_base: "{url}"
+      api_key_env: {KEY_ENV}
+      pricing: {{input: 2, output: 8}}
+    assertions:
+      - type: contains
+        value: refund
+    gate:
+      pass_rate: {{max_drop: 0.1}}
+"""
+
+
+def build_repo(dest: Path, url: str) -> dict[str, str]:
+    """Create the repository at ``dest``; return branch -> SHA: ``main``, ``pr/warm`` (a
+    harmless prompt change) and ``pr/rude`` (a prompt the provider answers without a refund)."""
+    dest.mkdir(parents=True)
+    git(dest, "init", "-q", "-b", "main")
+    dataset = "".join(json.dumps({"id": f"t{i}", "input": text}) + "\n"
+                      for i, text in enumerate(TICKETS, start=1))
+    shas = {"main": commit(dest, "main", {".llmgate.yml": config(url),
+                                          "prompts/support.txt": "Be kind. {{ input }}",
+                                          "evals/tickets.jsonl": dataset})}
+    shas["base2"] = commit(dest, "base2", {"prompts/support.txt": "Be nice. {{ input }}"})
+    shas["pr/warm"] = commit(dest, "pr/warm", {"prompts/support.txt": "Be warm. {{ input }}"})
+    shas["pr/rude"] = commit(dest, "pr/rude", {"prompts/support.txt": RUDE + " {{ input }}"},
+                             start="base2")
+    return shas
+
+
+@pytest.fixture()
+def llm() -> Iterator[FakeLLMServer]:
+    """The fake provider with the quota: `RPS` a second, a burst of `BURST`, retry-after-ms."""
+    with running_fake_llm() as server:
+        server.setup({"latency_ms": LATENCY_MS, "default_reply": REPLY,
+                      "rules": [{"match": RUDE, "reply": "No."}],
+                      "rate_limit": {"requests_per_s": RPS, "request_burst": BURST,
+                                     "announce": "retry_after_ms"}})
+        yield server
+
+
+@pytest.fixture()
+def github(monkeypatch: pytest.MonkeyPatch, redis_url: str,
+           tmp_path: Path) -> Iterator[FakeGitHubServer]:
+    """The fake GitHub, and the workers' environment (tokens shared, encrypted, in Redis; the
+    provider's key in `KEY_ENV`)."""
+    with fake_github_env(monkeypatch, redis_url, tmp_path / "work",
+                         LLMGATE_ENCRYPTION_KEYS=SecretBox.generate_key(),
+                         **{KEY_ENV: "sk-quota-e2e"}) as server:
+        yield server
+
+
+async def enqueue(pool: ArqRedis, payload: GatePayload) -> None:
+    await pool.enqueue_job("gate_pull_request", payload, _job_id=gate_job_id(
+        payload["repo"], payload["pr_number"], payload["head_sha"]))
+
+
+async def shared_states(redis_url: str) -> dict[str, pace.QuotaState | None]:
+    """Every ``llmgate:quota:*`` key in Redis and its parsed state."""
+    client = Redis.from_url(redis_url)
+    try:
+        keys = await client.keys(pace.KEY_PREFIX + "*")
+        return {key.decode(): pace.QuotaState.from_json(await client.get(key)) for key in keys}
+    finally:
+        await client.aclose()
+
+
+def measured(calls: list[dict[str, Any]], conclusions: dict[str, Any], took_s: float) -> str:
+    """What the run measured, for assertion messages."""
+    refused = sum(c["status"] == 429 for c in calls)
+    span = calls[-1]["t"] - calls[0]["t"] if calls else 0.0
+    start = calls[0]["t"] if calls else 0.0
+    at = ", ".join(f"{c['t'] - start:.2f}" for c in calls if c["status"] == 429)
+    import os
+    if os.environ.get("QUOTA_DEBUG"):
+        for c in calls:
+            text = c["messages"][-1]["content"]
+            who = 1 if text.startswith(("Be kind", "Be warm")) else 2
+            print(f"{c['t'] - start:7.3f} pr{who} {text[:8]:8} {c['status']}")
+    return (f"{len(calls)} requests, {refused} answered 429 (at {at} s), "
+            f"{sum(c['status'] == 200 for c in calls)} answered 200, calls over {span:.1f} s, "
+            f"gates took {took_s:.1f} s, check runs {conclusions}")
+
+
+async def test_two_workers_share_one_provider_quota_through_redis(
+        github: FakeGitHubServer, llm: FakeLLMServer, redis_url: str, tmp_path: Path) -> None:
+    import os
+    if os.environ.get("QUOTA_DEBUG"):
+        t0 = time.monotonic()
+        orig_turn, orig_heard = pace.Quota.turn, pace.Quota.heard
+
+        async def turn(self, sleep, tokens=None, max_wait_s=float("inf")):  # type: ignore[no-untyped-def]
+            async def logged(w):  # type: ignore[no-untyped-def]
+                print(f"TURN {time.monotonic() - t0:7.3f} q{id(self) % 1000:03d} wait {w:.3f} "
+                      f"rate {self.local.requests.rate} lvl {self.local.requests.level:.2f} "
+                      f"shared {self.shared}")
+                await sleep(w)
+            w = await orig_turn(self, logged, tokens, max_wait_s)
+            if w == 0:
+                print(f"TURN {time.monotonic() - t0:7.3f} q{id(self) % 1000:03d} wait 0 "
+                      f"rate {self.local.requests.rate} shared {self.shared}")
+            return w
+
+        async def heard(self, headers, refused="", tokens=0.0, retry_after_s=None):  # type: ignore[no-untyped-def]
+            await orig_heard(self, headers, refused, tokens, retry_after_s)
+            print(f"HEARD {time.monotonic() - t0:7.3f} q{id(self) % 1000:03d} {refused or 'ok'} "
+                  f"ra {retry_after_s} rate {self.local.requests.rate} epoch {self.local.epoch} "
+                  f"shared {self.shared} totals {self.local.totals[0]} marks {self.local.marks}")
+        pytest.MonkeyPatch().setattr(pace.Quota, "turn", turn)
+        pytest.MonkeyPatch().setattr(pace.Quota, "heard", heard)
+    shas = build_repo(tmp_path / REPO, llm.url)
+    clone_url = str(tmp_path / REPO)
+    settings = worker_settings()
+    pool = await create_pool(settings.redis_settings)
+    # One job each (max_jobs=1): both gates run at once, one per worker.
+    first: Worker = create_worker(settings, burst=True, poll_delay=0.05, handle_signals=False,
+                                  max_jobs=1, cron_jobs=[])  # no sweeper cron: it is a job too
+    second: Worker = create_worker(settings, burst=True, poll_delay=0.05, handle_signals=False,
+                                   max_jobs=1, cron_jobs=[])
+    started = time.monotonic()
+    try:
+        await enqueue(pool, gate_payload(clone_url, shas["pr/warm"], shas["main"], number=1))
+        await enqueue(pool, gate_payload(clone_url, shas["pr/rude"], shas["base2"], number=2))
+        await asyncio.wait_for(asyncio.gather(first.async_run(), second.async_run()),
+                               GATES_TIMEOUT_S)
+    finally:
+        took_s = time.monotonic() - started
+        await pool.aclose()
+        await first.close()
+        await second.close()
+
+    state = github.state()
+    conclusions = {r["head_sha"]: (r["status"], r["conclusion"]) for r in state["check_runs"]}
+    calls = sorted(llm.calls("chat"), key=lambda c: c["t"])
+    report = measured(calls, conclusions, took_s)
+    assert (first.jobs_complete, second.jobs_complete) == (1, 1), report
+    assert (first.jobs_failed, second.jobs_failed) == (0, 0), report
+
+    # Every example of both sides of both gates was answered: none lost to the quota.
+    answered = [c for c in calls if c["status"] == 200]
+    assert len(answered) == 4 * EXAMPLES, report
+    prompts = sorted(c["messages"][-1]["content"] for c in answered)
+    expected = sorted(f"{prompt} {ticket}" for prompt in ("Be kind.", "Be nice.", "Be warm.",
+                                                          RUDE) for ticket in TICKETS)
+    assert prompts == expected, report
+    assert {c["status"] for c in calls} <= {200, 429}, report
+
+    # Paced from one shared mirror: few refusals, though 2 gates x 2 sides x CONCURRENCY
+    # requests would be in flight at once unpaced, RPS / LATENCY_MS far over the quota.
+    refused = [c for c in calls if c["status"] == 429]
+    assert len(refused) < MAX_REFUSED_SHARE * len(calls), report
+    assert all(c["fault"] == "rate_limited" for c in refused), report
+
+    # Both gates decided: the harmless change passes, the regression fails.
+    assert conclusions == {shas["pr/warm"]: ("completed", "success"),
+                           shas["pr/rude"]: ("completed", "failure")}, report
+    assert state["violations"] == []
+
+    # One quota, in Redis, that both workers wrote: it counted every refusal the fake sent and
+    # every answer it gave (each worker adds its own counts when it joins the shared state).
+    states = await shared_states(redis_url)
+    assert len(states) == 1, (states, report)
+    [shared] = states.values()
+    assert shared is not None, report
+    assert shared.requests.learned == "429s" and shared.requests.rate is not None, shared
+    assert shared.refusals == len(refused), (shared.refusals, report)
+    assert shared.totals[0] == len(answered), (shared.totals, report)
