@@ -13,6 +13,11 @@ to make the check ``neutral`` (a passing conclusion) instead of ``failure``:
 - ``pr/refused``: ``api_base`` on loopback where nothing listens (connection refused);
 - ``pr/regress``: only the prompt (the plain regression, for outages and budgets).
 
+Issue 30's (a cache the PR can write decides the verdict): ``pr/keyenv-only`` renames
+``api_key_env`` to a variable the worker lacks and changes nothing else, so every call of head's
+has base's cache key (exit 0 with the cache before, 1 without); ``priced`` is a base with a
+budget, and ``pr/unpriced`` drops the target's ``pricing`` under it.
+
 ``undecided-neutral`` is a base whose config says ``settings.undecided: neutral``
 (``pr/on-neutral`` regresses on it), ``pr/head-neutral`` sets it at head only; ``low-budget``
 is a base with a budget the regression's estimate exceeds, and ``pr/raise-budget`` raises it at
@@ -46,10 +51,12 @@ REFUND = "      - type: contains\n        value: refund\n"
 
 def config(url: str, *, settings: str = "", model: str = "openai/bot-model",
            api_base: str | None = None, key_env: str | None = KEY_ENV,
-           assertions: str = REFUND) -> str:
+           assertions: str = REFUND, priced: bool = True) -> str:
     """Return the ``tickets`` suite's config; every target field on its own line (`LINES`);
-    ``assertions`` are its YAML list items."""
+    ``assertions`` are its YAML list items; ``priced`` False leaves out the model's
+    ``pricing`` (``bot-model`` has no price of its own)."""
     key = f"      api_key_env: {key_env}\n" if key_env else "      # no api_key_env\n"
+    pricing = "      pricing: {input: 2, output: 8}\n" if priced else "      # no pricing\n"
     return f"""\
 version: 1
 settings:
@@ -62,8 +69,7 @@ settings:
       model: {model}
       prompt: prompts/support.txt
       api_base: "{api_base or url}"
-{key}      pricing: {{input: 2, output: 8}}
-    assertions:
+{key}{pricing}    assertions:
 {assertions}    gate:
       pass_rate: {{max_drop: 0.1}}
 """
@@ -108,6 +114,12 @@ def build_repo(dest: Path, url: str) -> dict[str, str]:
     }
     for branch, text in branches.items():
         shas[branch] = commit(dest, branch, {**bad, ".llmgate.yml": text})
+    shas["pr/keyenv-only"] = commit(dest, "pr/keyenv-only", {
+        ".llmgate.yml": config(url, key_env="FAKE_LLM_KEY_TYPO")})
+    budget = "  max_cost_usd: 1\n"
+    shas["priced"] = commit(dest, "priced", {".llmgate.yml": config(url, settings=budget)})
+    shas["pr/unpriced"] = commit(dest, "pr/unpriced", {
+        ".llmgate.yml": config(url, settings=budget, priced=False)}, start="priced")
     for base, settings, pr, head_settings in (
             ("undecided-neutral", "  undecided: neutral\n", "pr/on-neutral",
              "  undecided: neutral\n"),

@@ -13,7 +13,7 @@ import pytest
 
 from bench import rate_limit as bench
 from bench.local_services import processes
-from tests.fakes.fake_llm import rate_limit_config
+from tests.fakes.fake_rate_limit import rate_limit_config
 from worker.evals.config.load import parse_config
 
 

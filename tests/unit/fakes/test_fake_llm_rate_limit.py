@@ -11,7 +11,8 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.fakes.fake_llm import FakeLLMServer, go_duration, main, running_fake_llm
+from tests.fakes.fake_llm import FakeLLMServer, main, running_fake_llm
+from tests.fakes.fake_rate_limit import go_duration
 
 KEY = "Bearer sk-one"
 UNITS_S = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 0.001}

@@ -516,8 +516,10 @@ def _count(value: Any) -> int:
 def to_provider_error(exc: Exception, secret: str | None = None) -> ProviderError:
     """Map a litellm or OpenAI SDK exception to a `ProviderError` (pure).
 
-    429 is ``rate_limited``; timeouts are ``timeout``; 408, 409, 5xx, connection errors and
-    answers that cannot be parsed are retryable ``provider`` errors; other statuses (400, 401,
+    429 is ``rate_limited``, except a request larger than the provider's quota lets through
+    at once ("Request too large", never retried, field ``request``); timeouts are ``timeout``;
+    408, 409, 5xx, connection errors and answers that cannot be parsed are retryable
+    ``provider`` errors; other statuses (400, 401,
     403, 404, 422) are not retryable. ``Retry-After`` (or ``retry-after-ms``) is read from the
     response headers. The key, if it appears in the message, is masked.
     """
@@ -532,6 +534,11 @@ def to_provider_error(exc: Exception, secret: str | None = None) -> ProviderErro
         return ProviderError("timeout", message, status=status, retryable=True)
     retry_after = _retry_after(exc)
     headers = pace_headers(_headers_of_error(exc))
+    if (status == 429 or "RateLimit" in name) and "request too large" in message.lower():
+        # larger than the quota lets through at once (OpenAI: "Request too large for ... tokens
+        # per min"): no wait helps, the prompt or max_tokens must shrink
+        return ProviderError("provider", message, status=status or 429, retryable=False,
+                             headers=headers, field="request")
     if status == 429 or "RateLimit" in name:
         return ProviderError("rate_limited", message, status=status or 429, retryable=True,
                              retry_after_s=retry_after, headers=headers)

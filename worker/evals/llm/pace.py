@@ -41,6 +41,7 @@ that hears nothing of a limit for `FORGET_S` is forgotten.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import hashlib
 import json
@@ -78,7 +79,7 @@ MAX_WAIT_S = 30.0
 #: A state that heard nothing of a limit this long is forgotten, seconds.
 FORGET_S = 300.0
 #: How often a process not yet pacing a quota looks for a state other workers wrote, seconds.
-POLL_S = 1.0
+POLL_S = 0.2
 #: Width of one slot of the answered-calls window, seconds.
 SLOT_S = 0.1
 #: Redis key prefix of shared quota states.
@@ -367,6 +368,10 @@ def _refusal(state: QuotaState, now: float, headers: Mapping[str, str], unit: st
         measured = rate_since_refusal(state, now, index)
         if measured is None:
             measured = answered_rate(state, now)[index] * BACKOFF_SHARE
+            precise = parse_duration(headers.get("retry-after-ms"))
+            if unit == "requests" and precise is not None and 0 < precise < 1000:
+                # a bucket refilled at R with under one call left is ready within 1/R
+                measured = min(measured, 1000 / precise)
         if measured > 0:
             bucket.rate = MARK_SHARE * measured
             bucket.learned = "429s"
@@ -412,6 +417,8 @@ class Quota:
         self.local = QuotaState(started=clock())
         self.shared = False  # whether calls read and write the state in Redis
         self._offset = 0.0  # the Redis server's clock minus ``clock``, seconds
+        self._joining: asyncio.Event | None = None  # set while `_join` runs
+        self._merged = False  # whether this process's counts were added to the shared state
         self._polled_at = -1e18
         self.told: set[str] = set()  # what `announce` said already
 
@@ -533,22 +540,30 @@ class Quota:
                 await self._join()
 
     async def _join(self) -> None:
-        """Share this quota through Redis, adding this process's answered calls to it."""
-        if self.redis is None:
+        """Share this quota through Redis, adding this process's answered calls to it once
+        (calls that learn something at once join once: the first merges, the rest wait)."""
+        if self.redis is None or self._joining is not None:
+            if self._joining is not None:
+                await self._joining.wait()
             return
+        self._joining = asyncio.Event()
         local, offset = self.local, self._offset
 
         def step(state: QuotaState | None, now: float) -> QuotaState:
             state = state or QuotaState(started=now, heard_at=now)
-            _merge_answers(state, local, now - self.clock() - offset)
+            if not self._merged:  # a conflict runs this again on the new stored state
+                _merge_answers(state, local, now - self.clock() - offset)
             return state
 
         try:
             state = await self._atomically(self.redis, step)
         except (RedisError, OSError):
             state = None
+        finally:
+            joining, self._joining = self._joining, None
         if state is not None:
-            self.local, self.shared = state, True
+            self.local, self.shared, self._merged = state, True, True
+        joining.set()
 
 
 def _tells_limits(headers: Mapping[str, str]) -> bool:

@@ -268,7 +268,9 @@ class ModelCaller:
         if refused is not None:
             return self._account(what, CallOutcome(None, refused, "budget", RunUsage()))
         quota = self.quota(endpoint)
-        attempt = _Attempt(self, send, quota, endpoint, charge)
+        limit = 0 if what[0] == "embeddings" else output_limit(
+            endpoint, self.settings.estimate_output_tokens)
+        attempt = _Attempt(self, send, quota, endpoint, charge, limit)
         patience = None if quota is None else Patience(
             self.ctx.clock, RATE_LIMIT_PATIENCE_S, lambda: describe_pace(quota.pace()))
         try:
@@ -320,9 +322,12 @@ class _Attempt:
     the request; what the answer or the error says of the quota is learned."""
 
     def __init__(self, caller: ModelCaller, send: Any, quota: Quota | None, endpoint: Endpoint,
-                 charge: Callable[[], float] | None) -> None:
+                 charge: Callable[[], float] | None, completion_limit: int = 0) -> None:
         self.caller, self.send, self.quota, self.endpoint = caller, send, quota, endpoint
         self.charge = charge
+        #: the most completion tokens a call may produce: providers charge a token quota the
+        #: prompt plus these when a request arrives, so answered calls count the same
+        self.completion_limit = completion_limit
         self.sent = 0  # requests sent, retries included
         self.charged = 0.0  # the token charge reserved (0 while no token limit is known)
 
@@ -371,7 +376,7 @@ class _Attempt:
                                       err.retry_after_s)
                 raise
         if quota is not None:
-            used = self.charged or float(result.usage.input + result.usage.output)
+            used = self.charged or float(result.usage.input + self.completion_limit)
             await quota.heard(result.headers, "", used)
         return result
 

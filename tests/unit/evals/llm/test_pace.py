@@ -83,7 +83,9 @@ def test_429s_alone_teach_the_rate_between_two_refusals() -> None:
     pace.learn(state, 1.0, {"retry-after-ms": "40"}, "requests", 0.0)
     assert state.blocked_until == pytest.approx(1.04)
     first = state.requests.rate
-    assert first == pytest.approx(0.95 * 0.9 * 30)  # no earlier refusal: 0.9 of the window
+    # no earlier refusal: 0.9 of the window (27 a second, the first burst counted in), capped
+    # at 25 a second: a bucket that is ready within 40 ms again refills at most 1 / 0.04 a second
+    assert first == pytest.approx(0.95 * 25)
     for i in range(19):
         pace.learn(state, 1.05 + i / 20, {}, "", 0.0)
     pace.learn(state, 2.0, {"retry-after-ms": "30"}, "requests", 0.0)
@@ -219,3 +221,17 @@ async def test_a_quota_nobody_limited_costs_no_redis_write(redis_url: str) -> No
         assert time.monotonic() - start < 5
     finally:
         await client.aclose()
+
+
+async def test_a_request_larger_than_the_token_quota_is_not_retried(llm: FakeLLMServer) -> None:
+    """OpenAI's "Request too large for ... tokens per min" is a 429 no wait can fix: the call
+    fails at once, blamed on the request (the prompt or max_tokens), not paced for 900 s."""
+    llm.setup({"token_counts": True, "rate_limit": {"requests_per_s": 100,
+                                                    "tokens_per_min": 600, "token_burst": 10}})
+    sleep = FakeSleep()
+    outcome = await caller(1, sleep).chat(
+        Endpoint("openai/test-model", {"max_tokens": 50}, llm.url, KEY_ENV),
+        [{"role": "user", "content": "hello"}], use_cache=False)
+    assert (outcome.error_kind, outcome.error_field) == ("provider", "request")
+    assert "Request too large for tokens per min (TPM)" in (outcome.error or "")
+    assert len(llm.calls("chat")) == 1 and sleep.waits == []
