@@ -62,6 +62,8 @@ WINDOW_S = 2.0
 BACKOFF_SHARE = 0.9
 #: Share of the rate measured between two refusals paced at (fraction 0-1).
 MARK_SHARE = 0.95
+#: Least share of its pace a rate learned from 429s keeps after one more refusal (fraction).
+MAX_CUT = 0.8
 #: Refusals this close to each other are too close to measure a rate between, seconds.
 MIN_MARK_S = 0.5
 #: Refusals further back than this are not measured from, seconds.
@@ -373,7 +375,13 @@ def _refusal(state: QuotaState, now: float, headers: Mapping[str, str], unit: st
                 # a bucket refilled at R with under one call left is ready within 1/R
                 measured = min(measured, 1000 / precise)
         if measured > 0:
-            bucket.rate = MARK_SHARE * measured
+            learned = MARK_SHARE * measured
+            if bucket.learned == "429s" and bucket.rate is not None:
+                # between refusals the bucket may have refilled unused (a pause, another
+                # process's burst): the measure is a lower bound, so one refusal takes at most
+                # a fifth off the pace
+                learned = max(learned, MAX_CUT * bucket.rate)
+            bucket.rate = learned
             bucket.learned = "429s"
             bucket.cap = 1.0 if unit == "requests" else max(1.0, bucket.rate * SLOT_S)
             bucket.raised_at = now
@@ -493,7 +501,10 @@ class Quota:
             result[:] = [change(state, now)]
             return state
 
-        state = await self._atomically(redis, step)
+        try:
+            state = await self._atomically(redis, step)
+        except _Contended:  # other processes won 50 times in a row: pace here this once
+            return change(self.local, self._now())
         if state is None or not result:
             self.shared = False
             return change(self.local, self._now())
@@ -505,7 +516,12 @@ class Quota:
                           ) -> QuotaState | None:
         """Apply ``step`` to the stored state in one WATCH/MULTI transaction, on the Redis
         server's clock, and store what it returns (None: nothing); a conflict with another
-        process runs it again (at most 50 times, then None)."""
+        process runs it again.
+
+        Raises:
+            _Contended: 50 conflicts in a row.
+            RedisError, OSError: Redis could not be reached.
+        """
         name = KEY_PREFIX + self.key
         for _ in range(50):
             async with redis.pipeline(transaction=True) as pipe:
@@ -524,7 +540,7 @@ class Quota:
                     return state
                 except WatchError:
                     continue
-        return None
+        raise _Contended
 
     def _now(self) -> float:
         """This process's clock, on the Redis server's time once a state was shared."""
@@ -557,13 +573,17 @@ class Quota:
 
         try:
             state = await self._atomically(self.redis, step)
-        except (RedisError, OSError):
+        except (RedisError, OSError, _Contended):
             state = None
         finally:
             joining, self._joining = self._joining, None
         if state is not None:
             self.local, self.shared, self._merged = state, True, True
         joining.set()
+
+
+class _Contended(Exception):
+    """A shared state changed under every one of 50 tries of a transaction."""
 
 
 def _tells_limits(headers: Mapping[str, str]) -> bool:
