@@ -13,11 +13,14 @@ with the response cache off, so the two gates send ``2 x 2 x EXAMPLES`` calls, s
 of the quota, with the default retry settings. From the fake's own records: every example is
 answered, fewer than `MAX_REFUSED_SHARE` of the requests meet a 429, and both gates decide
 (``success`` for the harmless prompt change, ``failure`` for the regression; never
-``action_required`` or ``neutral``). The shared state in Redis counts every refusal the fake
-sent and every answer it gave: both workers paced from one mirror. Each worker probing the quota
-alone would keep overdrawing the other's share and run far past the bound. Every side of both
-pull requests has its own prompt, so the fake's records tell which worker sent a call (the
-assertion messages list the 429s by pull request and time).
+``action_required`` or ``neutral``). One ``llmgate:quota:*`` state in Redis holds every
+refusal the fake sent and more answers than either worker got alone: both workers paced from
+one mirror. (The share of 429s alone does not show the sharing: measured with
+`pace.Quota`'s joining switched off, each worker learned a rate of about a quarter of the quota
+from its own first refusal and stayed below it, with about 3 refusals in 163 requests; that run
+fails here only for want of the state in Redis.) Every side of both pull requests has its own
+prompt, so the fake's records tell which worker sent a call (the assertion messages list the
+429s by pull request and time).
 """
 
 from __future__ import annotations
@@ -49,7 +52,10 @@ pytestmark = pytest.mark.slow
 #: The provider's quota: requests a second, and the bucket's capacity.
 RPS = 20
 BURST = 5
-#: Examples of the suite: base and head of two pull requests send 4 x EXAMPLES calls.
+#: Examples of the suite: base and head of two pull requests send 4 x EXAMPLES calls (8 s of
+#: the quota). Before anything is learned each worker's first wave goes unpaced (a worker joins
+#: the shared state on its first refusal or its next look, `pace.POLL_S`), so up to about
+#: 2 x CONCURRENCY requests meet a 429 whatever the pacing does: 160 calls keep that under 5%.
 EXAMPLES = 40
 #: Requests in flight per gate (llmgate's default; both sides of a gate share them).
 CONCURRENCY = 4
@@ -205,8 +211,9 @@ async def test_two_workers_share_one_provider_quota_through_redis(
     assert state["violations"] == []
 
     # One quota, in Redis, that both workers paced from: it holds every refusal the fake sent
-    # (each worker's included) and at least every answer it gave (each worker adds its own
-    # counts when it joins the shared state).
+    # and more answers than either worker got alone (each worker gets 2 x EXAMPLES; each adds
+    # its own counts when it joins the shared state, and all its later ones; the count may be
+    # off by a call or two that lands while a worker joins, measured 159 to 162 of 160).
     states = await shared_states(redis_url)
     assert len(states) == 1, (states, report)
     [shared] = states.values()
@@ -215,10 +222,10 @@ async def test_two_workers_share_one_provider_quota_through_redis(
     refused = [c for c in calls if c["status"] == 429]
     assert all(c["fault"] == "rate_limited" for c in refused), report
     assert shared.refusals == len(refused), (shared.refusals, report)
-    assert shared.totals[0] >= len(answered), (shared.totals, report)
+    assert shared.totals[0] > 2 * EXAMPLES, (shared.totals, report)
 
     # Paced from that one mirror, few requests meet a 429, though 2 gates x CONCURRENCY
     # requests in flight unpaced would send 2 x CONCURRENCY x 1000 / LATENCY_MS a second, far
     # over RPS: the first wave of each worker teaches the quota, and then both keep to it.
-    print("MEASURED", report, "shared totals", shared.totals[0], "refusals", shared.refusals, "rate", shared.requests.rate)  # TEMP
+    # (Measured: 1 to 7 refusals in 161 to 167 requests, most in the first second.)
     assert len(refused) < MAX_REFUSED_SHARE * len(calls), report
