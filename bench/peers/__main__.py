@@ -30,8 +30,18 @@ cores shared with other work: the load average is printed at the start and the e
     python -m bench.peers                   # 9 interleaved repetitions
     python -m bench.peers --repeat 3        # fewer
     python -m bench.peers --install --record
+    python -m bench.peers --only rate-limited --repeat 3
 
-The last line is ``peers_cold_wall_vs_promptfoo=<llmgate's median cold wall / promptfoo's>``.
+Each repetition ends with the **rate-limited** row (issue 29; bench/peers/limited.py): one side
+cold again, with the fake provider allowing 20 requests/s (429 with ``retry-after-ms`` beyond
+it), floor 10 s. Its checks differ: the fake's admitted calls are counted (200) and its 429s
+reported; a peer that loses examples is reported as such, while llmgate must answer every
+example and decide (exit 0 or 1), else the bench stops. ``--only rate-limited`` runs this
+row alone.
+
+The last line is ``peers_cold_wall_vs_promptfoo=<llmgate's median cold wall / promptfoo's>``;
+with ``--only rate-limited``, ``peers_rate_limited_wall_vs_fastest_peer=<llmgate's median wall /
+that of the fastest peer that answered every example in every repetition>``.
 """
 
 from __future__ import annotations
@@ -55,7 +65,7 @@ from typing import Any
 from redis import Redis
 
 from bench.local_services import load_average, processes
-from bench.peers import jobs, parse, table, tools
+from bench.peers import jobs, limited, parse, table, tools
 from bench.peers.tree import SAMPLE_INTERVAL_S, TreeRun, become_subreaper, measure
 
 PEERS = ("llmci", "promptfoo")
@@ -97,15 +107,27 @@ class Fake:
         """Return the chat calls answered since the last reset."""
         return sum(1 for c in self._call("/_fake/state")["calls"] if c["path"] == "chat")
 
+    def chat_counts(self) -> limited.Counts:
+        """Return the chat requests received since the last reset, how many were refused (429),
+        and the seconds from the first request to the last admitted one's answer."""
+        state = self._call("/_fake/state")
+        calls = [c for c in state["calls"] if c["path"] == "chat"]
+        admitted = [c["t"] for c in calls if c["status"] != 429]
+        latency_s = float(state["config"].get("latency_ms") or 0) / 1000
+        span_s = max(admitted) + latency_s - calls[0]["t"] if admitted else 0.0
+        return limited.Counts(len(calls), sum(1 for c in calls if c["status"] == 429), span_s)
+
 
 @dataclass
 class Bench:
-    """The tools, the job and every measured run (``runs[tool][kind]``, one per repetition)."""
+    """The tools, the job and every measured run (``runs[tool][kind]``, one per repetition;
+    the rate-limited row's in ``limited[tool]``)."""
 
     fake: Fake
     job: jobs.Job
     logs: Path
     runs: dict[str, dict[str, list[TreeRun]]] = field(default_factory=dict)
+    limited: dict[str, list[limited.LimitedRun]] = field(default_factory=dict)
 
     def run(self, tool: tools.Tool, commands: Sequence[tools.Invocation], kind: str,
             calls: int, sides: int = 1) -> TreeRun:
@@ -182,7 +204,8 @@ def rotated(items: Sequence[tools.Tool], by: int) -> list[tools.Tool]:
 
 
 def repetition(bench: Bench, every: Sequence[tools.Tool], rep: int) -> None:
-    """Run one repetition: each tool cold then warm, then each gate, then --version/--help."""
+    """Run one repetition: each tool cold then warm, then each gate, then --version/--help,
+    then the rate-limited row."""
     examples = bench.job.examples
     for tool in rotated(every, rep):
         tool.clear()
@@ -198,6 +221,13 @@ def repetition(bench: Bench, every: Sequence[tools.Tool], rep: int) -> None:
         command = tools.Invocation((llmgate.cold.argv[0], flag), llmgate.folder,
                                    llmgate.cold.env)
         bench.run(llmgate, (command,), flag, 0, sides=0)
+    limited_repetition(bench, every, rep)
+
+
+def limited_repetition(bench: Bench, every: Sequence[tools.Tool], rep: int) -> None:
+    """Run the rate-limited row once for each tool but the variant (bench/peers/limited.py)."""
+    limited.repetition(bench.fake, rotated([t for t in every if "=" not in t.name], rep),
+                       bench.job.examples, bench.logs, bench.limited)
 
 
 def warm_up(fake: Fake, root: Path, api_base: str, args: argparse.Namespace,
@@ -233,18 +263,23 @@ def node_version() -> str:
 def collect(bench: Bench, every: Sequence[tools.Tool], args: argparse.Namespace) -> tuple[
         dict[str, table.Figures], dict[str, str], list[str]]:
     """Return each tool's figures (a peer not measured: its recorded ones, marked ``(r)``), the
-    marks, and notes saying where each peer's figures come from."""
-    figs = {t.name: table.figures(bench.runs[t.name]["cold"], bench.runs[t.name].get("warm", []),
-                                  bench.runs[t.name].get("gate", [])) for t in every}
+    marks, and notes saying where each peer's figures come from. With ``--only rate-limited``
+    the figures are that row's alone."""
+    figs: dict[str, table.Figures] = {} if args.only else {
+        t.name: table.figures(bench.runs[t.name]["cold"], bench.runs[t.name].get("warm", []),
+                              bench.runs[t.name].get("gate", [])) for t in every}
+    for name, runs in bench.limited.items():
+        figs.setdefault(name, {}).update(limited.figures(runs))
     marks: dict[str, str] = {}
     notes = [f"{t.name}: {t.version}, measured in this run" for t in every if "=" not in t.name]
     recorded = table.load_recorded()
     absent = "not run (--without-peers)" if args.without_peers else "NOT INSTALLED (--install)"
+    needed = "limited_wall_s" if args.only else "cold_wall_s"
     for peer in PEERS:
         if peer in figs:
             continue
         found = recorded and table.recorded_figures(recorded, peer)
-        if recorded and found:
+        if recorded and found and needed in found:
             figs[peer], marks[peer] = found, " (r)"
             notes.append(f"{peer}: {absent}; compared with its figures recorded on "
                          f"{recorded.date} on {recorded.machine}, {recorded.load} (bench/peers/"
@@ -299,6 +334,9 @@ def report(bench: Bench, every: Sequence[tools.Tool], args: argparse.Namespace,
            started: float) -> None:
     """Print the tables, the goals for later, the load, the wall time and the headline."""
     figs, marks, notes = collect(bench, every, args)
+    if args.only:
+        limited_report(bench, figs, marks, notes, args, started)
+        return
     floor_s = args.examples * args.latency_ms / 1000 / args.concurrency
     peers = [p for p in (*PEERS, BEFORE) if p in figs]
     print("\n## Side by side (medians; [range of the ratios of single repetitions]; "
@@ -307,6 +345,8 @@ def report(bench: Bench, every: Sequence[tools.Tool], args: argparse.Namespace,
     print(f"\nfloor {floor_s:.1f} s one side, {2 * floor_s:.1f} s the gate; "
           f"{len(bench.runs['llmgate']['cold'])} repetitions\n")
     print("\n".join(table.absolute_table(figs, marks)))
+    if any("limited_wall_s" in f for f in figs.values()):
+        print("\n".join(limited_section(bench, figs, marks, args)))
     print("\n## Goals for later\n")
     print("\n".join(goals(bench, figs)))
     print("\n" + "\n".join(f"- {note}" for note in notes))
@@ -317,6 +357,33 @@ def report(bench: Bench, every: Sequence[tools.Tool], args: argparse.Namespace,
     ours = table.median(figs["llmgate"]["cold_wall_s"])
     value = f"{ours / headline:.3f}" if headline and ours else "nan"
     print(f"peers_cold_wall_vs_promptfoo={value}")
+
+
+def limited_section(bench: Bench, figs: dict[str, table.Figures], marks: dict[str, str],
+                    args: argparse.Namespace) -> list[str]:
+    """Return the rate-limited row's heading, table and ratio to the fastest whole peer."""
+    repetitions = max((len(runs) for runs in bench.limited.values()), default=0)
+    notes = {name: [f"run {i + 1}: {r.note}" for i, r in enumerate(runs) if r.note]
+             for name, runs in bench.limited.items()}
+    fastest = limited.fastest_whole_peer(figs, PEERS, args.examples)
+    return [f"\n## Rate-limited provider ({limited.RPS:.0f} requests/s, burst "
+            f"{limited.RATE_LIMIT['request_burst']}, 429 with retry-after-ms): one side cold, "
+            f"{args.examples} calls, concurrency {args.concurrency}, floor "
+            f"{limited.floor_s(args.examples):.1f} s; {repetitions} repetition(s); medians "
+            "[lowest–highest]; (r) recorded\n",
+            *limited.lines(figs, marks, args.examples, notes),
+            f"- the fastest peer that answered every example: {fastest or 'none'}; "
+            + limited.headline(figs, PEERS, args.examples)]
+
+
+def limited_report(bench: Bench, figs: dict[str, table.Figures], marks: dict[str, str],
+                   notes: Sequence[str], args: argparse.Namespace, started: float) -> None:
+    """Print the rate-limited row alone (``--only rate-limited``), its headline last."""
+    print("\n".join(limited_section(bench, figs, marks, args)))
+    print("\n" + "\n".join(f"- {note}" for note in notes))
+    print(f"\nload average (1, 5, 15 min) at the end: {load_average()}; bench wall "
+          f"{time.perf_counter() - started:.0f} s")
+    print(limited.headline(figs, PEERS, args.examples))
 
 
 def _args(argv: Sequence[str] | None) -> argparse.Namespace:
@@ -335,7 +402,12 @@ def _args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--before", type=Path, default=None, metavar="CHECKOUT",
                         help=f"also run llmgate from CHECKOUT's code (e.g. main) as {BEFORE}: "
                              f"the table's 'llmgate ÷ {BEFORE}' column is after ÷ before")
-    return parser.parse_args(argv)
+    parser.add_argument("--only", choices=(limited.NAME,), default=None,
+                        help="run only this row (with the untimed warm-up first)")
+    args = parser.parse_args(argv)
+    if args.only and args.record:
+        parser.error("--record keeps the figures of every row: run it without --only")
+    return args
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -365,7 +437,10 @@ def main(argv: Sequence[str] | None = None) -> None:
         bench = Bench(fake, job, Path(tmp))
         for rep in range(args.repeat):
             began = time.perf_counter()
-            repetition(bench, every, rep)
+            if args.only:
+                limited_repetition(bench, every, rep)
+            else:
+                repetition(bench, every, rep)
             print(f"repetition {rep + 1}/{args.repeat}: {time.perf_counter() - began:.0f} s, "
                   f"load {os.getloadavg()[0]:.1f}", flush=True)
     report(bench, every, args, started)

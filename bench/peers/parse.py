@@ -15,6 +15,8 @@ _LLMGATE_CALLS = re.compile(r"^- Model calls at (head|base): (\d+) provider call
 _LLMCI_ROW = re.compile(r"^\|\s*([^|]+?)\s*\|\s*([^|]+?)\s*\|\s*([0-9.]+)\s*\|", re.MULTILINE)
 _PROMPTFOO_COUNT = re.compile(r"(\d+) (passed|failed|errors?) \(")
 _PROMPTFOO_CONCURRENCY = re.compile(r"\(concurrency: (\d+)\)")
+_LLMCI_ERRORS = re.compile(r"(\d+) of (\d+) examples had target errors")
+_LLMGATE_LOST = re.compile(r"Call errors at head in .+?: (\d+) examples?\b")
 
 
 def plain(text: str) -> str:
@@ -33,6 +35,13 @@ def llmci_scores(report: str) -> dict[tuple[str, str], float]:
     two thresholds appears once)."""
     return {(m[1], m[2]): float(m[3]) for m in _LLMCI_ROW.finditer(plain(report))
             if m[1] not in ("Eval", "------")}
+
+
+def llmci_target_errors(report: str) -> int:
+    """Return the examples llmci's report says had target errors (no answer: a provider error
+    after its retries). Its accuracy leaves them out, so a run with them can show 1.000."""
+    found = _LLMCI_ERRORS.search(plain(report))
+    return int(found[1]) if found else 0
 
 
 def promptfoo_summary(output: str) -> dict[str, int]:
@@ -63,8 +72,32 @@ def whole_job(tool: str, output: str, examples: int, sides: int) -> str | None:
             else None
     if tool == "llmci":
         score = llmci_scores(output).get(("tickets", "accuracy"))
+        lost = llmci_target_errors(output)
+        if lost:
+            return f"llmci: {lost} examples had target errors (no answer), accuracy {score}"
         return None if score == 1.0 else f"llmci accuracy {score}, expected 1.000"
     summary = promptfoo_summary(output)
     if summary.get("passed") != examples or summary.get("failed") or summary.get("errors"):
         return f"promptfoo summary {summary}, expected {examples} passed"
     return None
+
+
+def answered(tool: str, output: str, examples: int) -> int | None:
+    """Return how many of ``examples`` examples ``tool`` says it answered at head (one side),
+    or None when its output does not say (it crashed before its report).
+
+    llmgate: ``examples`` less those its report's "Call errors at head" lines count (its
+    provider calls count retries, so they are no measure of answers); llmci: ``examples`` less
+    its target errors (its accuracy leaves them out), when it printed its report table;
+    promptfoo: its passed count (every answer passes the check).
+    """
+    if tool.startswith("llmgate"):
+        text = plain(output)
+        if "head" not in llmgate_calls(text):
+            return None
+        return examples - sum(int(m[1]) for m in _LLMGATE_LOST.finditer(text))
+    if tool == "llmci":
+        if ("tickets", "accuracy") not in llmci_scores(output):
+            return None
+        return examples - llmci_target_errors(output)
+    return promptfoo_summary(output).get("passed")

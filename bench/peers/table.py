@@ -23,6 +23,9 @@ RECORDED = Path(__file__).with_name("recorded.json")
 #: The figures kept per tool, in the order of the table of absolute figures.
 METRICS = ("cold_wall_s", "cpu_s", "sampled_cpu_s", "peak_rss_mb", "processes", "warm_wall_s",
            "gate_wall_s", "gate_cpu_s", "gate_peak_rss_mb", "outlived", "linger_s")
+#: The figures of the rate-limited row (bench/peers/limited.py), kept and recorded beside them.
+LIMITED_METRICS = ("limited_wall_s", "limited_span_s", "limited_cpu_s", "limited_requests",
+                   "limited_refused", "limited_admitted", "limited_answered", "limited_exit")
 MB = 1_000_000
 
 Figures = dict[str, list[float]]
@@ -159,7 +162,8 @@ def recorded_figures(recorded: Recorded, name: str) -> Figures | None:
     tool = recorded.tools.get(name)
     if tool is None:
         return None
-    return {m: [float(tool[m])] for m in METRICS if isinstance(tool.get(m), int | float)}
+    return {m: [float(tool[m])] for m in (*METRICS, *LIMITED_METRICS)
+            if isinstance(tool.get(m), int | float)}
 
 
 def save_recorded(recorded: Recorded, path: Path | None = None) -> None:

@@ -199,7 +199,8 @@ def _cpu_of(usage: resource.struct_rusage) -> float:
 
 
 def measure(argv: Sequence[str], *, cwd: Path, env: Mapping[str, str], log: IO[bytes],
-            interval_s: float = SAMPLE_INTERVAL_S) -> TreeRun:
+            interval_s: float = SAMPLE_INTERVAL_S,
+            timeout_s: float = COMMAND_TIMEOUT_S) -> TreeRun:
     """Run ``argv`` to its end and measure its whole process tree (see the module docstring).
 
     Args:
@@ -208,10 +209,11 @@ def measure(argv: Sequence[str], *, cwd: Path, env: Mapping[str, str], log: IO[b
         env: its whole environment.
         log: an open binary file for its output.
         interval_s: seconds between samples.
+        timeout_s: longest the command may run, seconds.
 
     Raises:
-        subprocess.TimeoutExpired: the command ran longer than `COMMAND_TIMEOUT_S` (its
-            process group is killed first).
+        subprocess.TimeoutExpired: the command ran longer than ``timeout_s`` (its process
+            group is killed first).
     """
     exclude = frozenset(p.pid for p in psutil.Process().children())  # the bench's services
     before = _cpu_of(resource.getrusage(resource.RUSAGE_CHILDREN))
@@ -221,7 +223,7 @@ def measure(argv: Sequence[str], *, cwd: Path, env: Mapping[str, str], log: IO[b
                             stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     sampler.start()
     try:
-        code = proc.wait(timeout=COMMAND_TIMEOUT_S)
+        code = proc.wait(timeout=timeout_s)
     except subprocess.TimeoutExpired:
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
