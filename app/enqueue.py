@@ -33,9 +33,22 @@ Redis restart) does the same work atomically:
 4. only then write the two marks, with the same TTL.
 
 Why the body too: GitHub's own redeliveries reuse the delivery id, but ``X-GitHub-Delivery`` is
-not signed, so a captured signed body re-sent under a new id passes the HMAC check. Every real
-event differs in its body (ids, SHAs, timestamps), so keying on the body's hash refuses such a
-replay for as long as the marks live (``DELIVERY_TTL_S``) without touching distinct deliveries.
+not signed, so a captured signed body re-sent under a new id passes the HMAC check. Keying on
+the body's hash refuses such a replay for as long as the marks live (``DELIVERY_TTL_S``).
+
+Real events almost always differ in their bodies (ids, SHAs, timestamps), with one exception
+that matters: a pull request retargeted back and forth within one second (``main`` ->
+``loose`` -> ``main`` -> ``loose`` -> ``main``) sends byte-identical ``edited`` bodies, since
+``updated_at`` counts whole seconds (issue 30). Dropping the last of them left the gate on the
+base the pull request had just left. So de-duplication never drops a delivery that changes
+what is gated: a body seen before, under a new delivery id, that carries a pull request's
+newest head (step 3) naming another head or base than the record holds now is taken again
+(its ``edited`` job id is new, as it carries the delivery id), at most `BODY_RETAKES_MAX`
+times per body; the body mark counts the times taken. Anything else seen before is a
+duplicate, as is every body that would change nothing. A replayed body is thus worth at most
+`BODY_RETAKES_MAX` more jobs, and the record such a body leaves is marked ``~`` (the same
+second as the record it replaces) or not written at all (an older one), so its run asks
+GitHub whether it is still wanted before it runs anything (`worker.gate.supersede`).
 
 All reads come before all writes, so a script refused by Redis (ACL ``NOPERM`` on a key, out of
 memory on the first write) changes nothing and a redelivery is not taken for a duplicate.
@@ -63,19 +76,33 @@ from worker.contract import DELIVERY_KEY_PREFIX, DELIVERY_TTL_S, PR_HEAD_TTL_S
 #: Prefix of the mark keyed by the hex SHA-256 of a delivery's raw body (replay guard).
 BODY_KEY_PREFIX = "llmgate:body:"
 
+#: How many times a body seen before is taken again because it changes a pull request's
+#: recorded head or base (module docstring): GitHub repeats a body only when a pull request
+#: flips back and forth within one second; a replayer gets at most this many jobs per body.
+BODY_RETAKES_MAX = 3
+
 #: KEYS (always 8): delivery mark, body mark, arq job key, arq result key, arq queue, PR head
-#: key, arq job key and result key of the returned-head job id. ARGV (always 8): mark TTL (s),
+#: key, arq job key and result key of the returned-head job id. ARGV (always 9): mark TTL (s),
 #: job id ("" for no job), serialized job, job expiry (ms), queue score (ms), PR head value
 #: (``<head_sha>@<base_ref>``, ``closed``, or "" to set none), PR head TTL (s), returned-head
-#: job id ("" for none). Keys of absent parts
+#: job id ("" for none), `BODY_RETAKES_MAX`. Keys of absent parts
 #: repeat the delivery mark and are not touched.
 #: Returns 0 duplicate delivery, 1 marked (and queued, when a job was given), 2 already queued.
 SCRIPT = b"""
-if redis.call('EXISTS', KEYS[1], KEYS[2]) > 0 then return 0 end
+local marked = redis.call('EXISTS', KEYS[1], KEYS[2])
 local result = 1
 local record = ARGV[6]
 local current = false
 if record ~= '' then current = redis.call('GET', KEYS[6]) end
+local taken = 1
+if marked > 0 then
+  if record == '' or redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
+  taken = (tonumber(redis.call('GET', KEYS[2])) or 1) + 1
+  if taken > tonumber(ARGV[9]) + 1 then return 0 end
+  if current and string.match(current, '^%S+') == string.match(record, '^%S+') then
+    return 0
+  end
+end
 if ARGV[2] ~= '' then
   local job_id = ARGV[2]
   if redis.call('EXISTS', KEYS[3], KEYS[4]) > 0 then
@@ -109,7 +136,7 @@ if record ~= '' then
   redis.call('SET', KEYS[6], record, 'EX', ARGV[7])
 end
 redis.call('SET', KEYS[1], '1', 'EX', ARGV[1])
-redis.call('SET', KEYS[2], '1', 'EX', ARGV[1])
+redis.call('SET', KEYS[2], tostring(taken), 'EX', ARGV[1])
 return result
 """
 #: The SHA-1 Redis knows the script by (``EVALSHA``).
@@ -121,7 +148,9 @@ class Outcome(enum.IntEnum):
     """What the script did with one delivery (its integer reply)."""
 
     DUPLICATE = 0
-    """The delivery id or the exact body was seen before; nothing was written."""
+    """The delivery id, or the exact body, was seen before (a body that changes a pull
+    request's recorded head or base is taken again instead: module docstring); nothing was
+    written."""
     MARKED = 1
     """The delivery is marked as seen and its job, if any, is queued."""
     ALREADY_QUEUED = 2
@@ -146,7 +175,8 @@ def script_arguments(delivery_id: str, body_sha256: str, job: PlannedJob | None,
     """
     mark = DELIVERY_KEY_PREFIX + delivery_id
     keys = [mark, BODY_KEY_PREFIX + body_sha256, mark, mark, mark, mark, mark, mark]
-    args: list[str | bytes | int] = [DELIVERY_TTL_S, "", "", 0, 0, "", 0, ""]
+    args: list[str | bytes | int] = [DELIVERY_TTL_S, "", "", 0, 0, "", 0, "",
+                                     BODY_RETAKES_MAX]
     if job is not None:
         enqueued_ms = timestamp_ms() if now_ms is None else now_ms
         keys[2:5] = [job_key_prefix + job.job_id, result_key_prefix + job.job_id,
@@ -173,8 +203,11 @@ async def mark_and_enqueue(pipe: RedisPipe, delivery_id: str, body_sha256: str,
                            head_record: tuple[str, str] | None = None) -> Outcome:
     """Mark ``delivery_id`` and its body as seen and enqueue ``job`` (if any), atomically.
 
-    One round trip; ``body_sha256`` is ``body_digest(body)``. Either mark present already
-    makes the delivery a ``DUPLICATE`` (and nothing, not even ``head_record``, is written).
+    One round trip; ``body_sha256`` is ``body_digest(body)``. The delivery mark present
+    already makes the delivery a ``DUPLICATE``, and so does the body mark unless
+    ``head_record`` names another head or base than the one recorded now (then the body is
+    taken again, at most `BODY_RETAKES_MAX` times: module docstring). A ``DUPLICATE`` writes
+    nothing, not even ``head_record``.
     All of it, including loading the script after a ``NOSCRIPT``, must finish within the
     pipe's ``reply_timeout_s``.
 

@@ -254,7 +254,9 @@ class WebhookReceiver:
         One atomic Redis script does both (``app.enqueue``): when it fails, nothing was written
         (or, if only its reply was lost, the job is queued and a redelivery is a duplicate). A
         delivery whose id or body (``body_sha256``, hex SHA-256) was seen before, e.g. a signed
-        body replayed under a new delivery id, is answered 200 ``duplicate``.
+        body replayed under a new delivery id, is answered 200 ``duplicate``, unless the body
+        changes what a pull request is gated on (a byte-identical ``edited`` of a retarget back
+        and forth within one second: `app.enqueue`).
 
         When Redis is unreachable or slower than ``REDIS_TIMEOUT_S``, the delivery is kept in
         the spool (`app.spool`) and answered as queued (``spooled``).

@@ -129,6 +129,11 @@ class GatePayload(TypedDict):
     #: Whether the pull request is a draft (absent: False); the base config's
     #: ``settings.drafts`` decides whether a draft runs.
     draft: NotRequired[bool]
+    #: The delivery's ``pull_request.updated_at`` (ISO 8601 UTC, ``2026-11-30T10:02:00Z``):
+    #: GitHub's time of the update that made ``head_sha`` the head, at the latest. The worker
+    #: records it so an approval binds to the head its writer saw (worker/gate/head_history.py).
+    #: Absent from an older web process, or from a job made without a delivery.
+    updated_at: NotRequired[str]
 
 
 class RerunPayload(TypedDict):
@@ -148,8 +153,9 @@ class ApprovePayload(TypedDict):
     """A writer approves an untrusted PR head, by ``/llmgate approve`` or the check's button.
 
     ``source`` is ``comment`` or ``button``. ``head_sha`` is the check run's full SHA for a
-    button, and for a comment the SHA (or a 7+ hex prefix) it named, or "" for the current
-    head. ``comment_id`` is 0 for a button. The worker checks ``approver``'s permission first.
+    button, and for a comment the SHA (or a 7+ hex prefix) it named, or "" for the head the
+    pull request had when the comment was written. ``comment_id`` is 0 for a button. The worker
+    checks ``approver``'s permission first.
     """
 
     delivery_id: str
@@ -160,6 +166,10 @@ class ApprovePayload(TypedDict):
     source: str
     head_sha: str
     comment_id: int
+    #: The comment's ``created_at`` (ISO 8601 UTC): a comment approves only the head the pull
+    #: request had then (worker/gate/head_history.py). Absent for a button, and from an older
+    #: web process (then only a full 40-hex SHA in the comment can approve).
+    comment_created_at: NotRequired[str]
 
 
 def gate_job_id(repo: RepoRef, pr_number: int, head_sha: str, suffix: str = "") -> str:

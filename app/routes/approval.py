@@ -7,8 +7,10 @@ code block or a mention of the command inside a sentence approves nothing. The b
 ``requested_action`` of llmgate's own check run (identifier ``approve``); that run's
 ``external_id`` (``pr:<number>``) names the pull request, since GitHub leaves
 ``check_run.pull_requests`` empty for forks. Whether the approver may write is checked by the
-worker, which can call GitHub. The other buttons (``rerun``, ``accept``) are planned by
-`app.routes.checks`: this module's handler is the one ``requested_action`` handler.
+worker, which can call GitHub. A comment's ``created_at`` goes with it: the comment approves only
+the head the pull request had when it was written (`worker.gate.head_history`). The other
+buttons (``rerun``, ``accept``) are planned by `app.routes.checks`: this module's handler is the
+one ``requested_action`` handler.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from app.routes.payload import (
     get_id,
     get_obj,
     get_str,
+    get_time,
     installation_id,
     installed,
     repo_ref,
@@ -76,6 +79,8 @@ def plan_comment_approval(event: Event, decision: Decision, sha: str) -> None:
         pr_number=get_id(data, "issue.number"),
         approver=get_str(data, "comment.user.login", LOGIN_PATTERN), source="comment",
         head_sha=sha, comment_id=get_id(data, "comment.id"))
+    if created_at := get_time(data, "comment.created_at"):  # absent: the worker fails closed
+        approval["comment_created_at"] = created_at
     job_id = approve_job_id(repo, approval["pr_number"], comment_id=approval["comment_id"])
     decision.enqueue(JOB_APPROVE, approval, job_id)
 

@@ -26,6 +26,9 @@ FULL_NAME_PATTERN = re.compile(r"[A-Za-z0-9._-]{1,100}/[A-Za-z0-9._-]{1,100}")
 CLONE_URL_PATTERN = re.compile(r"(https?|file)://[^\s]{1,2000}")
 #: Branch names: no whitespace, not starting with ``-``.
 REF_PATTERN = re.compile(r"[^\s-][^\s]{0,254}")
+#: A time as GitHub writes it in webhook payloads (``created_at``, ``updated_at``): ISO 8601,
+#: UTC, whole seconds, e.g. ``2026-11-30T10:02:00Z``.
+TIME_PATTERN = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}Z")
 
 
 class PayloadError(ValueError):
@@ -70,6 +73,18 @@ def get_str(data: Any, path: str, pattern: re.Pattern[str] | None = None) -> str
     if pattern is not None and not pattern.fullmatch(value):
         raise PayloadError(f"payload field {path} is malformed")
     return value
+
+
+def get_time(data: Any, path: str) -> str:
+    """Return the GitHub time at ``path`` (`TIME_PATTERN`), or "" when absent or malformed.
+
+    Never raises: a handler that needs the time passes "" on and the worker fails closed.
+    """
+    try:
+        value = field(data, path)
+    except PayloadError:
+        return ""
+    return value if isinstance(value, str) and TIME_PATTERN.fullmatch(value) else ""
 
 
 def get_id(data: Any, path: str) -> int:

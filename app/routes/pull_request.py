@@ -4,7 +4,6 @@ closed) so workers drop runs of older heads or of the old base."""
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 from gidgethub.routing import Router
@@ -19,6 +18,7 @@ from app.routes.payload import (
     get_id,
     get_obj,
     get_str,
+    get_time,
     installed,
     repo_ref,
 )
@@ -71,6 +71,8 @@ async def gate_pull_request(event: Event, decision: Decision) -> None:
         author=get_str(data, "pull_request.user.login", LOGIN_PATTERN),
         draft=get_obj(data, "pull_request").get("draft") is True,
     )
+    if updated_at := _updated_at(data):  # when this head arrived (worker/gate/head_history.py)
+        gate["updated_at"] = updated_at
     action = data.get("action", "")
     suffix = f"{action}:{event.delivery_id}" if action in FRESH_RUN_ACTIONS else ""
     job_id = gate_job_id(repo, gate["pr_number"], gate["head_sha"], suffix)
@@ -79,7 +81,7 @@ async def gate_pull_request(event: Event, decision: Decision) -> None:
                                              f"returned:{event.delivery_id}")
     decision.enqueue(JOB_GATE_PULL_REQUEST, gate, job_id, returned)
     decision.record_head(pr_head_key(repo, gate["pr_number"]),
-                         pr_head_value(gate["head_sha"], gate["base_ref"], _updated_at(data)))
+                         pr_head_value(gate["head_sha"], gate["base_ref"], updated_at))
 
 
 @router.register("pull_request", action="edited")
@@ -113,12 +115,7 @@ async def record_closed(event: Event, decision: Decision) -> None:
                          pr_closed_value(_updated_at(data)))
 
 
-#: ``pull_request.updated_at`` as GitHub sends it (ISO 8601, UTC, whole seconds).
-UPDATED_AT_PATTERN = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}Z")
-
-
 def _updated_at(data: dict[str, Any]) -> str:
     """Return the pull request's ``updated_at``, or "" when absent or malformed (the record
     is then written without one and any later delivery replaces it)."""
-    value = get_obj(data, "pull_request").get("updated_at")
-    return value if isinstance(value, str) and UPDATED_AT_PATTERN.fullmatch(value) else ""
+    return get_time(data, "pull_request.updated_at")

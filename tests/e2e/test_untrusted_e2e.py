@@ -9,6 +9,7 @@ probe wrote (it ends up in the check run, as the regressed example's output).
 
 from __future__ import annotations
 
+import itertools
 import json
 import subprocess
 import time
@@ -112,7 +113,18 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
         yield {"stack": stack, "repo": repo, "base": base, "attack": attack, "work": work}
 
 
-def _open_fork_pr(world: dict[str, Any], head: str, action: str) -> None:
+_MINUTES = itertools.count()
+
+
+def _tick() -> str:
+    """A GitHub time one minute after the last one this module made: what the fake's
+    deliveries carry as ``updated_at`` and ``created_at`` (an approve comment approves the
+    head pushed before it was written)."""
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(1796032800 + 60 * next(_MINUTES)))
+
+
+def _open_fork_pr(world: dict[str, Any], head: str, action: str,
+                  updated_at: str | None = None) -> None:
     stack, repo = world["stack"], world["repo"]
     clone_url = repo.as_uri()
     stack.github("POST", "/_fake/setup", {"pulls": [{
@@ -126,12 +138,15 @@ def _open_fork_pr(world: dict[str, Any], head: str, action: str) -> None:
     fork["owner"]["login"] = "mallory"
     payload["pull_request"]["head"]["repo"] = fork
     payload["pull_request"]["user"]["login"] = "mallory"
+    payload["pull_request"]["updated_at"] = updated_at or _tick()
     assert stack.deliver("pull_request", payload).status_code == 202
 
 
-def _comment(world: dict[str, Any], body: str, login: str, comment_id: int) -> None:
+def _comment(world: dict[str, Any], body: str, login: str, comment_id: int,
+             created_at: str | None = None) -> None:
     payload = issue_comment_payload(owner=OWNER, repo=REPO, clone_url=world["repo"].as_uri(),
                                     number=NUMBER, body=body, login=login, comment_id=comment_id)
+    payload["comment"]["created_at"] = created_at or _tick()
     assert world["stack"].deliver("issue_comment", payload).status_code == 202
 
 
@@ -223,4 +238,38 @@ def test_a_later_push_needs_a_new_approval_given_by_the_button(world):
     _press_button(world, waiting, "maintainer")
     runs = stack.wait_for_check(head, count=2)
     assert max(runs, key=lambda r: r["id"])["conclusion"] == "success"
+    assert stack.state()["violations"] == []
+
+
+def test_a_push_after_the_approve_comment_is_not_run_on_it(world):
+    """Issue 30, part 5: the writer comments ``/llmgate approve`` at T (head: harmless), the
+    fork pushes its probe at T+1, the worker handles the comment at T+2 (its delivery came late):
+    the probe is not even fetched, and the reply says which commit the comment approves."""
+    stack, repo = world["stack"], world["repo"]
+    reviewed = _fork_commit(repo, world["base"], {"probe.py": BASE_PROBE}, "reviewed")
+    _open_fork_pr(world, reviewed, "synchronize")
+    stack.wait_for_check(reviewed)
+    written = _tick()  # the writer reviews `reviewed` and writes the approval now
+    pushed = _fork_commit(repo, reviewed, {"probe.py": world["attack"]}, "after the review")
+    _open_fork_pr(world, pushed, "synchronize")
+    [waiting] = stack.wait_for_check(pushed)
+    _assert_waiting(waiting, pushed)
+
+    _comment(world, "/llmgate approve", "maintainer", 601, created_at=written)
+    deadline = time.time() + 60
+    while not (replies := [c for c in stack.state()["comments"]
+                           if c["body"].startswith("`/llmgate approve`")]):
+        assert time.time() < deadline, "no reply to the stale approval"
+        time.sleep(0.2)
+    assert replies[0]["body"].startswith(
+        f"`/llmgate approve` was written when the head was `{reviewed[:7]}`, so it approves "
+        f"only that commit. The head is now `{pushed[:7]}`, pushed after the comment")
+    assert [r["conclusion"] for r in _runs(stack, pushed)] == ["action_required"]
+    assert not _mirror_has(world, pushed)  # nothing of the new head was fetched
+    assert (601, "confused") in [(r["comment_id"], r["content"])
+                                 for r in stack.state()["reactions"]]
+
+    _comment(world, "/llmgate approve", "maintainer", 602)  # reviewed it: approve it again
+    runs = stack.wait_for_check(pushed, count=2)
+    assert max(runs, key=lambda r: r["id"])["conclusion"] == "failure"  # the probe ran
     assert stack.state()["violations"] == []

@@ -170,7 +170,7 @@ async def _push(args: argparse.Namespace, repo: Path) -> tuple[str, tuple[Config
         if redis is not None:
             stack.push_async_callback(redis.aclose)
         root = await stack.enter_async_context(local_worktree(repo, sha))
-        evals = await stack.enter_async_context(eval_context(args))
+        evals = await stack.enter_async_context(eval_context(args, repo))
         if batch is not None:
             batch.start_batch()  # one commit for the whole push
         pushed = await push_plan(store, repository_name(), root, sha,

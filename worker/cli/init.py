@@ -11,7 +11,10 @@ with its default. The files written:
   your program's); for ``--target model`` ``prompts/starter.txt`` and the model ``--model``
   with its key in ``--api-key-env``;
 - the CI workflow: ``--ci github`` (default) ``.github/workflows/llmgate.yml``, ``--ci gitlab``
-  ``.gitlab-ci.llmgate.yml`` (to ``include:``), ``--ci none`` nothing.
+  ``.gitlab-ci.llmgate.yml`` (to ``include:``; deploy/gitlab-ci/llmgate.gitlab-ci.yml, word for
+  word), ``--ci none`` nothing. Neither keeps the response cache in the checkout, and neither
+  lets a pull request's job read a cache another pull request's job wrote (docs/local-run.md,
+  "Trust in CI").
 
 An existing file is never overwritten without ``--force`` (exit 2, nothing written).
 """
@@ -49,18 +52,48 @@ jobs:
       - run: pip install llmgate
       - run: git fetch origin '+refs/llmgate/*:refs/llmgate/*' || true
       - run: llmgate run --base "origin/${{ github.base_ref }}" --baseline-store git
+        env: {LLMGATE_CACHE_DIR: "${{ runner.temp }}/llmgate-cache"}  # this job's own
 """
-_GITLAB = """llmgate:
+_GITLAB = """# llmgate in GitLab CI: `include:` this file (docs/local-run.md, "In GitLab CI").
+# Who writes what a merge request's job reads (docs/local-run.md, "Trust in CI"): the cache of
+# answers and base results is keyed by the target branch and saved only by that branch's own
+# pipeline (llmgate-baseline); a merge request's job only restores it (policy: pull), copies it
+# out of the checkout before llmgate runs, and fails if the merge request commits .llmgate-ci/.
+.llmgate:
   image: python:3.11
+  variables: {GIT_DEPTH: "0", LLMGATE_CACHE_DIR: /tmp/llmgate/cache}
+  before_script:
+    - pip install llmgate
+    - |
+      if [ -n "$(git ls-files -- .llmgate-ci)" ]; then
+        echo "llmgate: .llmgate-ci/ is committed; only the CI cache may fill it" >&2; exit 3
+      fi
+    - mkdir -p .llmgate-ci /tmp/llmgate && cp -R .llmgate-ci/. /tmp/llmgate/
+llmgate:
+  extends: .llmgate
   rules:
     - if: $CI_PIPELINE_SOURCE == "merge_request_event"
-  variables: {GIT_DEPTH: "0", LLMGATE_CACHE_DIR: "$CI_PROJECT_DIR/.llmgate-cache"}
-  cache: {key: llmgate, paths: [.llmgate-cache/, .llmgate-baselines/]}
+  cache:
+    key: llmgate-$CI_MERGE_REQUEST_TARGET_BRANCH_NAME
+    paths: [.llmgate-ci/]
+    policy: pull          # never saved: no merge request's job writes what another reads
+    unprotect: true       # the default branch's cache, though merge requests are unprotected
   script:
-    - pip install llmgate
     - git fetch origin "$CI_MERGE_REQUEST_TARGET_BRANCH_NAME"
     - llmgate run --base "origin/$CI_MERGE_REQUEST_TARGET_BRANCH_NAME"
-      --baseline-store .llmgate-baselines
+      --baseline-store /tmp/llmgate/baselines
+llmgate-baseline:
+  extends: .llmgate
+  rules:
+    - if: $CI_COMMIT_BRANCH == $CI_DEFAULT_BRANCH
+  cache:
+    key: llmgate-$CI_COMMIT_BRANCH
+    paths: [.llmgate-ci/]
+    policy: pull-push
+    unprotect: true
+  script:
+    - llmgate baseline push --baseline-store /tmp/llmgate/baselines --branch "$CI_COMMIT_BRANCH"
+    - cp -R /tmp/llmgate/. .llmgate-ci/
 """
 _CI_FILES = {"github": ".github/workflows/llmgate.yml", "gitlab": ".gitlab-ci.llmgate.yml"}
 

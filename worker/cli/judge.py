@@ -119,7 +119,7 @@ async def _calibrate(args: argparse.Namespace, root: Path) -> tuple[JudgeCalibra
     if not labels:
         raise ConfigError(config.path, suite.line, f"suite {suite.name!r}: name the labels "
                           "with --labels or the suite's `judge: {labels: ...}`")
-    async with eval_context(args) as evals:
+    async with eval_context(args, root) as evals:
         calibration = await calibrate_suite(suite, config.settings, root, labels, evals,
                                             use_cache=not args.no_cache, path=config.path)
     return calibration, suite

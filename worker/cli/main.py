@@ -270,8 +270,9 @@ def _promote(args: argparse.Namespace) -> int:
     from worker.evals.llm.cli_cache import eval_context
 
     async def promoted() -> str:
-        async with eval_context(args) as evals:
-            return await run_promote(args, args.repo or repo_root(Path.cwd()), evals)
+        repo = args.repo or repo_root(Path.cwd())
+        async with eval_context(args, repo) as evals:
+            return await run_promote(args, repo, evals)
 
     try:
         line = asyncio.run(promoted())
@@ -414,7 +415,7 @@ async def _run_local(args: argparse.Namespace) -> tuple[MultiReport, str, str]:
     repo: Path = args.repo or repo_root(Path.cwd())
     async with AsyncExitStack() as stack:
         stack.push_async_callback(llm_pool.shutdown)  # on every way out: no process outlives
-        evals = await stack.enter_async_context(eval_context(args))
+        evals = await stack.enter_async_context(eval_context(args, repo))
         fingerprint = await run_fingerprint(repo, args)
         import_in_background(warm=await answered_before(evals, fingerprint))
         head_root, head_sha = repo, ""

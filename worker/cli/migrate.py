@@ -125,7 +125,7 @@ async def _migrate(args: argparse.Namespace, root: Path) -> Migration:
     request = MigrationRequest(args.suite, args.to, args.budget_usd, args.seed, args.optimizer,
                                args.rewrites, parse_pricing(args.pricing) if args.pricing
                                else None)
-    async with eval_context(args) as evals:
+    async with eval_context(args, root) as evals:
         return await migrate(root, config, request, evals)
 
 

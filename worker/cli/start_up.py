@@ -11,8 +11,10 @@ So each finished run leaves a marker in the response cache (same store, same exp
 answers) under a key of what it ran (`run_fingerprint`: the repository, head and base as
 resolved, the config, the flags that change answers, and for a working tree a digest of its
 uncommitted changes). A run whose marker is there skips the early import; if it does need
-litellm after all (an answer expired, a model call the marker did not foresee), the first call
-imports it then, as `worker.evals.llm.client.litellm_module` always does. A wrong guess only
+litellm after all (an answer expired, a model call the marker did not foresee, an endpoint
+without ``api_key_env``, whose key variable litellm names and is checked before the cache
+answers its calls, or a model priced from litellm's table under ``max_cost_usd``), the first
+call imports it then, as `worker.evals.llm.client.litellm_module` always does. A wrong guess only
 moves the import, never changes an answer. ``--verbose`` says which way it went.
 """
 

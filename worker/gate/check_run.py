@@ -19,6 +19,7 @@ from arq.worker import Retry
 from redis.exceptions import RedisError
 
 from worker.contract import pr_external_id
+from worker.gate import regate
 from worker.gate.registry import RunRegistry, new_entry
 from worker.gate.request import GateRequest
 from worker.github.checks import clip_text
@@ -89,6 +90,9 @@ async def open_run(registry: RunRegistry, gh: GitHubClient, request: GateRequest
                    job: JobRef | None) -> OpenRun:
     """Return the check run of this gate run: the registered one of an earlier try, or new.
 
+    A new check run's base branch is recorded (`worker.gate.regate.remember`), so the
+    reconciler can tell a verdict about a base the pull request has left.
+
     Raises:
         GitHubError, redis.exceptions.RedisError: creating or registering failed (a check run
             created but not registered is concluded ``cancelled`` first, so none is orphaned).
@@ -98,8 +102,11 @@ async def open_run(registry: RunRegistry, gh: GitHubClient, request: GateRequest
     output = running_output(head_sha, job)
     external_id = request.external_id or pr_external_id(request.pr_number)
     if job is None:
-        return OpenRun(await gh.create_check_run(owner, name, head_sha, status="in_progress",
-                                                 output=output, external_id=external_id))
+        check_run_id = await gh.create_check_run(owner, name, head_sha, status="in_progress",
+                                                 output=output, external_id=external_id)
+        await regate.remember(registry.redis, repo, request.pr_number, check_run_id,
+                              request.base_ref)
+        return OpenRun(check_run_id)
     entry = await registry.get(job.job_id, request.pr_number)
     if entry is not None and (entry.owner, entry.name, entry.head_sha) == (owner, name, head_sha):
         await gh.update_check_run(owner, name, entry.check_run_id,
@@ -115,6 +122,8 @@ async def open_run(registry: RunRegistry, gh: GitHubClient, request: GateRequest
     fresh = new_entry(job.job_id, check_run_id, job.installation_id, owner, name,
                       request.pr_number, head_sha, job.attempt)
     try:
+        await regate.remember(registry.redis, repo, request.pr_number, check_run_id,
+                              request.base_ref)
         await registry.put(fresh)
     except RedisError:
         await conclude(gh, owner, name, check_run_id, "cancelled",

@@ -21,7 +21,12 @@ head is left to its job. For a head that is not:
   ``timed_out`` with the reason and a Re-run button;
 - a head without any ``llmgate`` check run (its delivery's job was lost, or never queued) gets a
   gate job queued, as the delivery's would have been (the pull request's newest-head record is
-  restored too, when Redis lost it).
+  restored too, when Redis lost it);
+- a head whose newest ``llmgate`` check run is completed but was gated against another base
+  than the one the pull request has now (`worker.gate.regate.gated_base`; a retarget whose
+  delivery was lost, or whose run saw a lagging GitHub: issue 30) gets a gate job queued
+  against the current base. A check run whose base is unknown (made by an older llmgate, or
+  lost with Redis's data) is left as it is.
 
 Each decision is confirmed after `confirm_s` (a third of the job lease, plus a second): a live
 job whose lease key went with the data takes it back within that time (`worker.runtime.lease`), so a
@@ -60,6 +65,7 @@ from worker.contract import (
     pr_head_key,
     pr_head_value,
 )
+from worker.gate import regate
 from worker.gate.accept import RERUN_BUTTON
 from worker.gate.check_run import conclusion_body
 from worker.gate.registry import RunRegistry, job_state
@@ -149,6 +155,9 @@ class Head:
     repo: RepoRef
     open_pull: OpenPull
     runs: tuple[CheckRunInfo, ...]
+    #: The newest check run, when it is completed and was gated against another base than the
+    #: pull request's current one (0: none, or its base is unknown).
+    stale_run_id: int = 0
 
     @property
     def job_prefix(self) -> str:
@@ -163,7 +172,7 @@ class Counts:
     heads: int = 0
     live: int = 0
     concluded: int = 0
-    queued: int = 0
+    queued: int = 0  # gates queued, for a head without a check run or on a stale base
     errors: list[str] = field(default_factory=list)
 
     def as_dict(self) -> dict[str, int]:
@@ -265,6 +274,22 @@ async def _conclude_orphans(gh: GitHubClient, head: Head, counts: Counts) -> Non
                  run.id, head.repo["owner"], head.repo["name"], head.open_pull.number)
 
 
+async def _with_stale_base(redis: Redis, head: Head) -> Head:
+    """Return ``head`` with `Head.stale_run_id` set when its newest check run is completed and
+    was gated against another base than the pull request's current one.
+
+    Raises:
+        redis.exceptions.RedisError: Redis failed.
+    """
+    newest = max(head.runs, key=lambda r: r.id, default=None)
+    if newest is None or newest.status != "completed":
+        return head
+    base = await regate.gated_base(redis, head.repo, head.open_pull.number, newest.id)
+    if base is None or base == head.open_pull.pull.base_ref:
+        return head
+    return dataclasses.replace(head, stale_run_id=newest.id)
+
+
 async def _queue_gate(arq: ArqRedis, head: Head, counts: Counts) -> None:
     payload = gate_payload(head)
     await arq.set(pr_head_key(head.repo, payload["pr_number"]),
@@ -278,9 +303,10 @@ async def _queue_gate(arq: ArqRedis, head: Head, counts: Counts) -> None:
         job = await arq.enqueue_job(JOB_GATE_PULL_REQUEST, payload,
                                     _job_id=f"{head.job_prefix}:reconciled:{time.time_ns()}")
     counts.queued += job is not None
-    log.info("reconciler: queued a gate of %s/%s#%s @%s (no llmgate check run on it)",
-             head.repo["owner"], head.repo["name"], payload["pr_number"],
-             payload["head_sha"][:7])
+    why = (f"its newest llmgate check run was gated against another base than "
+           f"{payload['base_ref']}" if head.stale_run_id else "no llmgate check run on it")
+    log.info("reconciler: queued a gate of %s/%s#%s @%s (%s)", head.repo["owner"],
+             head.repo["name"], payload["pr_number"], payload["head_sha"][:7], why)
 
 
 def _in_progress(head: Head) -> frozenset[int]:
@@ -290,7 +316,8 @@ def _in_progress(head: Head) -> frozenset[int]:
 async def _confirmed(head: Head, gh: GitHubClient, counts: Counts) -> Head | None:
     """Look at ``head`` on GitHub again, after the confirmation wait found no live job of it:
     return it with what still needs the reconciler (no check run at all, or those of its check
-    runs that were in progress at the first look and still are), or None.
+    runs that were in progress at the first look and still are; none either when its newest
+    check run is still the one on a stale base: a gate is queued), or None.
 
     A job that finished in between has concluded its check run (never overwritten with
     ``timed_out``); one that started in between has opened a new one (the head is left to it).
@@ -302,6 +329,10 @@ async def _confirmed(head: Head, gh: GitHubClient, counts: Counts) -> Head | Non
         counts.errors.append(f"{head.repo['owner']}/{head.repo['name']}#"
                              f"{head.open_pull.number}: {err}")
         return None
+    if head.stale_run_id:
+        newest = max(runs, key=lambda r: r.id, default=None)
+        same = newest is not None and newest.id == head.stale_run_id
+        return dataclasses.replace(head, runs=()) if same else None
     if not head.runs:
         return None if runs else head
     still = _in_progress(head)
@@ -311,7 +342,8 @@ async def _confirmed(head: Head, gh: GitHubClient, counts: Counts) -> Head | Non
 
 async def reconcile(arq: ArqRedis, github: GitHubClient, client_for: ClientFor,
                     confirm_s: float) -> Counts:
-    """Run one pass (module docstring): conclude orphaned check runs, queue missing gates.
+    """Run one pass (module docstring): conclude orphaned check runs, queue missing gates and
+    gates of pull requests whose newest check run is about a base they left.
 
     A head found without a live job is looked at again after ``confirm_s``: Redis first (a
     job may have taken its lease back), then GitHub (`_confirmed`: a job may have finished or
@@ -329,11 +361,11 @@ async def reconcile(arq: ArqRedis, github: GitHubClient, client_for: ClientFor,
             ones included) is counted in ``errors`` and the pass goes on.
     """
     counts = Counts()
-    heads = await open_heads(github, client_for, counts)
+    heads = [await _with_stale_base(arq, h) for h in await open_heads(github, client_for, counts)]
     counts.heads = len(heads)
     jobs, owned = await _jobs_alive(arq)
     todo = [h for h in heads if not _is_live(h, jobs, owned) and (
-        not h.runs or _in_progress(h))]
+        not h.runs or _in_progress(h) or h.stale_run_id)]
     if todo:
         await asyncio.sleep(confirm_s)
         jobs, owned = await _jobs_alive(arq)

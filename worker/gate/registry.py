@@ -112,6 +112,11 @@ class RunRegistry:
         self._redis = redis
         self._ttl_s = ttl_s
 
+    @property
+    def redis(self) -> Redis:
+        """The Redis the entries are kept in."""
+        return self._redis
+
     async def get(self, job_id: str, pr_number: int, config: str = "") -> RunEntry | None:
         """Return the entry of ``job_id``'s run for ``pr_number`` (and ``config``), or None."""
         return await self.get_run(run_id(job_id, pr_number, config))

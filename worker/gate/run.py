@@ -12,11 +12,16 @@ not approved yet, which is not fetched, at the base's tip), evaluates base and h
 suite and side shown in the check run meanwhile, `worker.gate.progress`), writes the PR's
 sticky comment, completes the check runs of configs that report on their own
 (`worker.gate.config_checks`) and completes the ``llmgate`` check run with annotations
-(`worker.report.multi`). Every way out but one concludes the check run: ``cancelled`` when
-superseded, ``timed_out`` past the job's time limit or when its worker stopped on the last try,
-``failure`` when the run failed. The one exception is a try that arq will repeat (a stopping worker,
-a transient failure): the check run stays ``in_progress`` for the next try, and the sweeper
-(`worker.gate.sweeper`) concludes it if arq gives the job up.
+(`worker.report.multi`). Right before each of those it asks afresh whether it is still
+wanted (`Supersede.reason` with ``fresh``: GitHub is asked again whenever the web process's
+record does not name this head and base unmarked), so a run never publishes a verdict about
+a head or base the pull request has left, passing or not (issue 30). A run GitHub showed on
+another base of its own head, dropped or cancelled, then makes sure that base gets gated
+(`worker.gate.regate.ensure_gated`). Every way out but one concludes the check run:
+``cancelled`` when superseded, ``timed_out`` past the job's time limit or when its worker
+stopped on the last try, ``failure`` when the run failed. The one exception is a try that arq
+will repeat (a stopping worker, a transient failure): the check run stays ``in_progress`` for
+the next try, and the sweeper (`worker.gate.sweeper`) concludes it if arq gives the job up.
 """
 
 from __future__ import annotations
@@ -25,8 +30,10 @@ import asyncio
 import logging
 import time
 
+from redis.exceptions import RedisError
+
 from worker.errors import ExecutionError
-from worker.gate import accept, drafts, shared_head, untrusted
+from worker.gate import accept, drafts, regate, shared_head, untrusted
 from worker.gate.calibration import with_calibration_note
 from worker.gate.check_run import (
     TRANSIENT_ERRORS,
@@ -90,7 +97,7 @@ async def run_gate(services: Services, gh: GitHubClient, request: GateRequest) -
                 locks.OPEN_LOCK_TTL_S):
             reason = await watch.reason()
             if reason is not None:
-                return await _cancel_unstarted(registry, gh, request, job, reason)
+                return await _cancel_unstarted(services, gh, request, job, watch, reason)
             await _record(services, request, shared_head.PENDING)  # blocks the head's others
             run = await open_run(registry, gh, request, job)
     except TRANSIENT_ERRORS as err:  # no check run of this try to conclude (LockError too)
@@ -100,28 +107,52 @@ async def run_gate(services: Services, gh: GitHubClient, request: GateRequest) -
     return await _run(services, gh, request, job, watch, run)
 
 
-async def _cancel_unstarted(registry: RunRegistry, gh: GitHubClient, request: GateRequest,
-                            job: JobRef | None, reason: str) -> dict[str, str]:
+async def _cancel_unstarted(services: Services, gh: GitHubClient, request: GateRequest,
+                            job: JobRef | None, watch: Supersede,
+                            reason: str) -> dict[str, str]:
     """Drop a queued run that a newer push, a new base or a close superseded before it started:
     no check run is written for it (issue 14: a burst of pushes must not cost two paced writes
     per superseded head; the pull request shows its newest head's check). Only a check run an
-    earlier try of this job opened is concluded ``cancelled``, so none stays in progress."""
+    earlier try of this job opened is concluded ``cancelled``, so none stays in progress. When
+    GitHub shows the head on another base, that base is gated unless it is already (`_regate`).
+    """
+    registry = RunRegistry(services.redis)
     entry = None if job is None else await registry.get(job.job_id, request.pr_number)
     if entry is not None:
         await finish(registry, gh, entry.owner, entry.name,
                      OpenRun(entry.check_run_id, entry.run_id), "cancelled", reason,
                      rerun_hint=False)
     log.info("PR #%s @%s not run: %s", request.pr_number, request.head_sha[:7], reason)
+    await _regate(services, gh, request, job, watch)
     return {"conclusion": "cancelled", "head_sha": request.head_sha, "reason": reason}
+
+
+async def _regate(services: Services, gh: GitHubClient, request: GateRequest,
+                  job: JobRef | None, watch: Supersede) -> None:
+    """After GitHub showed the run's own head on another base (`Supersede.same_head`) and the
+    run's check run, if any, is concluded: queue a gate of that base unless one is there or
+    coming (`worker.gate.regate.ensure_gated`). Otherwise the pull request's newest ``llmgate``
+    check could stay this run's, about a base it left (issue 30). A Redis or GitHub failure is
+    logged, not raised: the reconciler compares the bases again (`worker.gate.reconcile`)."""
+    if not watch.same_head or watch.pull is None:
+        return
+    try:
+        await regate.ensure_gated(services.redis, gh, request, watch.pull,
+                                  "" if job is None else job.job_id)
+    except (RedisError, GitHubError, OSError) as err:
+        log.warning("PR #%s @%s: could not make sure base %s is gated (%s); the reconciler "
+                    "looks again", request.pr_number, request.head_sha[:7],
+                    watch.pull.base_ref, type(err).__name__)
 
 
 async def _run(services: Services, gh: GitHubClient, request: GateRequest, job: JobRef | None,
                watch: Supersede, run: OpenRun) -> dict[str, str]:
     """Run the gate under the supersede watch and the job's time limit; conclude the check."""
-    owner, name, head_sha = request.repo["owner"], request.repo["name"], request.head_sha
+    head_sha = request.head_sha
     ending: tuple[str, str, bool] | None = ("failure", "The eval run could not finish (see the "
                                             "worker logs).", True)
     finished = False  # the check run is concluded: forget the run
+    superseded = False  # cancelled: once concluded, make sure the base it lost is gated
     try:
         async with asyncio.timeout(None if job is None else job.remaining_s()) as limit:
             result = await supervise(_gate(services, gh, request, run.check_run_id, watch,
@@ -129,7 +160,7 @@ async def _run(services: Services, gh: GitHubClient, request: GateRequest, job: 
         ending, finished = None, True  # _gate concluded the check run
         return result
     except Superseded as err:
-        ending = ("cancelled", err.reason, False)
+        ending, superseded = ("cancelled", err.reason, False), True
         return {"conclusion": "cancelled", "head_sha": head_sha, "reason": err.reason}
     except TimeoutError:
         if job is None or not limit.expired():
@@ -153,13 +184,23 @@ async def _run(services: Services, gh: GitHubClient, request: GateRequest, job: 
         ending = ("failure", f"The eval run could not finish: {err}", True)
         raise
     finally:
-        registry = RunRegistry(services.redis)
-        if ending is not None:
-            conclusion, reason, hint = ending
-            await finish(registry, gh, owner, name, run, conclusion,
-                         services.redactor.redact(reason), rerun_hint=hint)
-        elif finished:
-            await forget(registry, run)
+        await _close(services, gh, request, run, ending, finished)
+        if superseded:
+            await _regate(services, gh, request, job, watch)
+
+
+async def _close(services: Services, gh: GitHubClient, request: GateRequest, run: OpenRun,
+                 ending: tuple[str, str, bool] | None, finished: bool) -> None:
+    """Conclude ``run``'s check run with ``ending`` (conclusion, reason, whether to hint at a
+    re-run) and forget it; with no ending, only forget it when ``finished`` (`_gate` concluded
+    it), else leave it for the job's next try."""
+    registry = RunRegistry(services.redis)
+    if ending is not None:
+        conclusion, reason, hint = ending
+        await finish(registry, gh, request.repo["owner"], request.repo["name"], run, conclusion,
+                     services.redactor.redact(reason), rerun_hint=hint)
+    elif finished:
+        await forget(registry, run)
 
 
 async def _gate(services: Services, gh: GitHubClient, request: GateRequest, check_run_id: int,
@@ -169,6 +210,7 @@ async def _gate(services: Services, gh: GitHubClient, request: GateRequest, chec
     owner, name = repo["owner"], repo["name"]
     if request.draft and await drafts.read_base_drafts(
             services.checkouts, repo, request.base_sha, await gh.installation_token()) == "skip":
+        await _still_wanted(watch)
         await drafts.conclude_skipped(gh, repo, check_run_id, request.base_sha)
         await _record(services, request, "skipped", check_run_id)
         return {"conclusion": "skipped", "head_sha": head_sha}
@@ -176,8 +218,10 @@ async def _gate(services: Services, gh: GitHubClient, request: GateRequest, chec
         gh, services.checkouts, services.approvals, repo, pr_number, head_sha,
         request.base_sha, request.facts)
     if await unconfigured(services, gh, request, head_runs=verdict.decision == "run"):
-        return await _conclude_unconfigured(services, gh, request, check_run_id)  # no red PRs
+        return await _conclude_unconfigured(services, gh, request, check_run_id,
+                                            watch)  # no red PRs
     if verdict.decision != "run":  # untrusted and not approved: nothing of the head runs
+        await _still_wanted(watch)
         await untrusted.conclude_waiting(gh, repo, check_run_id, pr_number, head_sha, verdict)
         await _record(services, request, "action_required", check_run_id)
         return {"conclusion": "action_required", "head_sha": head_sha}
@@ -196,9 +240,11 @@ async def _gate(services: Services, gh: GitHubClient, request: GateRequest, chec
     if request.comment:  # a merge group has no pull request to comment on
         body = report_multi.comment_body(multi, head_sha=head_sha, base_sha=request.base_sha)
         await _write_comment(services, gh, request, body, watch)
+    await _still_wanted(watch)
     await publish_config_checks(RunRegistry(services.redis), gh, request, job, multi,
                                 services.reports)  # settings.checks: per_config only
     async with shared_head.held(services.redis, repo, head_sha):  # one head, several PRs
+        await _still_wanted(watch)  # GitHub shows the newest check run: never an old base's
         conclusion, output = await _shared(services, gh, request, check_run_id,
                                            gate_report.conclusion,
                                            report_multi.check_output(multi, head_sha))
@@ -208,6 +254,19 @@ async def _gate(services: Services, gh: GitHubClient, request: GateRequest, chec
             details_url=await store_report(services.reports, output, lambda: render_html(
                 multi, head_sha, request.base_sha)))  # LLMGATE_PUBLIC_URL
     return {"conclusion": conclusion, "head_sha": head_sha}
+
+
+async def _still_wanted(watch: Supersede) -> None:
+    """Ask afresh, right before the run publishes, whether it is still wanted
+    (`Supersede.reason` with ``fresh``: what GitHub said earlier in the run does not count).
+
+    Raises:
+        Superseded: a newer push, a new base branch or a close came first.
+        redis.exceptions.RedisError, GitHubError: Redis or the confirming request failed.
+    """
+    reason = await watch.reason(fresh=True)
+    if reason is not None:
+        raise Superseded(reason)
 
 
 async def _record(services: Services, request: GateRequest, conclusion: str,
@@ -233,9 +292,11 @@ async def _shared(services: Services, gh: GitHubClient, request: GateRequest,
                                     output)
 
 async def _conclude_unconfigured(services: Services, gh: GitHubClient, request: GateRequest,
-                                 check_run_id: int) -> dict[str, str]:
-    """Conclude the check run ``neutral`` ("no llmgate config"), writing no comment."""
+                                 check_run_id: int, watch: Supersede) -> dict[str, str]:
+    """Conclude the check run ``neutral`` ("no llmgate config"), writing no comment, unless
+    the run is no longer wanted (`_still_wanted`)."""
     async with shared_head.held(services.redis, request.repo, request.head_sha):
+        await _still_wanted(watch)
         conclusion, output = await _shared(services, gh, request, check_run_id, "neutral",
                                            report_multi.check_output(unconfigured_report(),
                                                                      request.head_sha))
@@ -252,16 +313,15 @@ async def _write_comment(services: Services, gh: GitHubClient, request: GateRequ
 
     Raises:
         Superseded: a newer push, a new base branch or a close came first (checked under the
-            comment lock, so an older head or base never overwrites a newer run's comment).
+            comment lock, afresh: `_still_wanted`, so an older head or base never overwrites a
+            newer run's comment).
         GitHubUnavailable, GitHubRateLimited: transient (the job is retried). Any other
             GitHub refusal is logged and the check run is still completed.
     """
     owner, name = request.repo["owner"], request.repo["name"]
     async with locks.held(services.redis, locks.comment_lock_key(owner, name, request.pr_number),
                           locks.COMMENT_LOCK_TTL_S):
-        reason = await watch.reason()
-        if reason is not None:
-            raise Superseded(reason)
+        await _still_wanted(watch)
         try:
             await upsert_sticky_comment(gh, owner, name, request.pr_number, body,
                                         bot_login=await services.bot_login(gh))

@@ -11,6 +11,7 @@ from redis.asyncio import Redis
 from worker.baselines.store import BaselineSettings
 from worker.checkout import Checkouts
 from worker.gate.calibration import CalibrationSchedule
+from worker.gate.head_history import HeadHistory
 from worker.gate.trust import ApprovalStore
 from worker.github.auth import AppCredentials, InstallationTokenCache
 from worker.github.client import GitHubClient
@@ -65,6 +66,12 @@ class Services:
     def approvals(self) -> ApprovalStore:
         """Writers' approvals of untrusted heads (`worker.gate.trust`), in this worker's Redis."""
         return ApprovalStore(self.redis)
+
+    @property
+    def heads(self) -> HeadHistory:
+        """The heads each pull request had and since when (`worker.gate.head_history`), in
+        this worker's Redis: what an approve comment binds to."""
+        return HeadHistory(self.redis)
 
     async def bot_login(self, gh: GitHubClient) -> str:
         """Return the login this App comments as, ``<slug>[bot]`` (``GET /app``), asked once

@@ -16,6 +16,13 @@ run, once per record. There GitHub's answer decides: should GitHub's API lag wit
 second, the newest run could be cancelled (``/llmgate rerun`` runs it again). Runs of the same
 head and base (a ``/llmgate rerun``) never supersede each other.
 
+GitHub's answers are remembered for the polls only. Right before a run publishes (its sticky
+comment, its check runs' conclusions) it asks afresh (``reason(fresh=True)``): a record that
+does not name it unmarked is confirmed with GitHub again, whatever GitHub said earlier in the
+run. Issue 30: a run on ``loose`` whose start GitHub's lagging API confirmed (the pull request
+had gone back to ``main``) published ``success`` a few seconds later, and that was the newest
+``llmgate`` check of a pull request into ``main``.
+
 Two cases compare the heads only: a bare head SHA recorded by an older web process (a rolling
 deploy), and a run that knows no base branch (`GateRequest.base_ref` "").
 """
@@ -121,9 +128,16 @@ class Supersede:
         #: The reason found is a new base of the run's own head: the newer run gates this
         #: same commit, so a check run this run would create now would hide the newer one's.
         self.same_head = False
+        #: GitHub's answer that superseded the run (None: not superseded, or not by GitHub).
+        self.pull: PullInfo | None = None
 
-    async def reason(self) -> str | None:
+    async def reason(self, *, fresh: bool = False) -> str | None:
         """Return why the run is superseded (one line), or None while it is still wanted.
+
+        Args:
+            fresh: forget what GitHub said earlier in this run (a record it contradicted, an
+                unordered record it confirmed): ask it again unless the record names the run
+                unmarked. A run asks so right before it publishes (module docstring).
 
         Raises:
             redis.exceptions.RedisError: Redis failed.
@@ -134,7 +148,8 @@ class Supersede:
             return None
         raw = await self._redis.get(pr_head_key(request.repo, request.pr_number))
         recorded = raw.decode() if isinstance(raw, bytes) else raw
-        if recorded is None or recorded in self._agreed or self._recently_confirmed(recorded):
+        if recorded is None or not fresh and (
+                recorded in self._agreed or self._recently_confirmed(recorded)):
             return None
         named = names_run(recorded, request.head_sha, request.base_ref)
         if named and not is_ambiguous(recorded):
@@ -144,6 +159,7 @@ class Supersede:
         reason = confirmed_reason(pull, request.head_sha, request.base_ref)
         if reason is not None:
             self.same_head = pull.state != "closed" and pull.head_sha == request.head_sha
+            self.pull = pull
             return reason
         if named:  # GitHub agrees with the record: until the record changes, it stands
             self._agreed.add(recorded)

@@ -11,7 +11,9 @@ it; an unreadable or absent base config means the default):
   with an **Approve and run** button, and a writer's click or ``/llmgate approve`` comment
   approves exactly that head SHA and runs it once (a second approval of it runs nothing; a
   writer's ``/llmgate rerun`` or a reopen of the same SHA may run it again). A later push is a
-  new SHA and needs a new approval.
+  new SHA and needs a new approval, also when it comes after a comment the worker has not
+  handled yet: a comment approves the head the pull request had when it was written
+  (``worker/gate/head_history.py``).
 - ``never``: nothing from an untrusted head ever runs (``action_required``, no button).
 - ``run``: untrusted heads run like trusted ones (still inside the target sandbox).
 

@@ -1,13 +1,14 @@
 """The jobs' side of untrusted pull requests: look up trust, conclude waiting checks, approve.
 
-The decisions are `worker.gate.trust`'s (pure); this module makes the calls they need: the author's
-permission and the pull request (GitHub), the base commit's ``untrusted`` policy (git), and
-approvals (Redis).
+The decisions are `worker.gate.trust`'s and `worker.gate.head_history`'s (pure); this module
+makes the calls they need: the author's permission and the pull request (GitHub), the base
+commit's ``untrusted`` policy (git), approvals and the heads each pull request had (Redis).
 """
 
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 from typing import Any
 
 from worker.checkout import Checkouts, GitError
@@ -16,6 +17,7 @@ from worker.errors import ConfigError
 from worker.evals.config import safe_yaml
 from worker.evals.config.files import read_repo_file
 from worker.evals.types import CONFIG_FILENAME
+from worker.gate.head_history import HeadAt, HeadHistory, bind_comment, github_time_s
 from worker.gate.trust import (
     DEFAULT_POLICY,
     WRITE_PERMISSIONS,
@@ -104,34 +106,69 @@ async def conclude_waiting(gh: GitHubClient, repo: RepoRef, check_run_id: int, p
     await gh.update_check_run(repo["owner"], repo["name"], check_run_id, body)
 
 
-async def record_approval(gh: GitHubClient, store: ApprovalStore,
-                          payload: ApprovePayload) -> tuple[str, PullInfo | None]:
-    """Check the approver may write, resolve the head SHA, store the approval once.
+@dataclass(frozen=True)
+class ApprovalOutcome:
+    """What an approval came to.
 
-    Returns:
-        ``(status, pull)``: ``approved`` with the pull request when this approval is new and
-        names the current head (the caller runs the gate); otherwise ``refused`` (no write
-        access), ``stale`` (the head moved on, or a pinned SHA does not match) or
-        ``duplicate`` (this head was approved before), with None. The reaction to the
-        command is a courtesy: GitHub refusing it (a locked conversation) is logged and
-        changes none of this, so a stored approval always gets its run.
+    Attributes:
+        status: ``approved`` (new, of the current head: the caller runs the gate), ``refused``
+            (no write access), ``stale`` (not the head, or a comment written before the head
+            was pushed) or ``duplicate`` (this head was approved before).
+        pull: the pull request when ``approved``, else None.
+        reply: for a ``stale`` comment, the reply saying which commit it approves and how to
+            approve the head ("" for none).
+    """
+
+    status: str
+    pull: PullInfo | None = None
+    reply: str = ""
+
+
+async def record_approval(gh: GitHubClient, store: ApprovalStore, heads: HeadHistory,
+                          payload: ApprovePayload) -> ApprovalOutcome:
+    """Check the approver may write, bind the approval to a head SHA, store the approval once.
+
+    A button approves the SHA of the check run it sits on. A comment approves the head the pull
+    request had when it was written (``comment_created_at`` against the heads recorded from
+    the ``pull_request`` deliveries, `worker.gate.head_history`), or the full SHA it names;
+    either only while it is still the head. The reaction to the command is a courtesy: GitHub
+    refusing it (a locked conversation) is logged and changes none of this, so a stored
+    approval always gets its run.
+
+    Raises:
+        GitHubError: GitHub refused the permission or pull request lookup.
+        redis.exceptions.RedisError: Redis refused or could not be reached.
     """
     repo = payload["repo"]
     owner, name, approver = repo["owner"], repo["name"], payload["approver"]
     permission = await gh.get_permission(owner, name, approver)
     if permission not in WRITE_PERMISSIONS:
         log.info("approval refused: %s has %s permission", approver, permission)
-        return "refused", None
+        return ApprovalOutcome("refused")
     pull = await gh.get_pull(owner, name, payload["pr_number"])
-    wanted = payload["head_sha"]
-    matches = pull.head_sha.startswith(wanted) if payload["source"] == "comment" \
-        else wanted == pull.head_sha
-    if not matches:
+    if payload["source"] == "comment":
+        refusal = bind_comment(payload["head_sha"], pull.head_sha,
+                               await _head_when_written(heads, payload))
+    else:
+        refusal = "" if payload["head_sha"] == pull.head_sha else "stale button"
+    if refusal:
         if payload["comment_id"]:
             await courtesy.react(gh, owner, name, payload["comment_id"], "confused")
-        return "stale", None
+        log.info("approval of %s/%s#%d by %s does not cover the head %s", owner, name,
+                 payload["pr_number"], approver, pull.head_sha[:7])
+        return ApprovalOutcome("stale", None, refusal if payload["comment_id"] else "")
     new = await store.approve(f"{owner}/{name}", payload["pr_number"], pull.head_sha, approver,
                               payload["source"])
     if payload["comment_id"]:
         await courtesy.react(gh, owner, name, payload["comment_id"], "+1")
-    return ("approved", pull) if new else ("duplicate", None)
+    return ApprovalOutcome("approved", pull) if new else ApprovalOutcome("duplicate")
+
+
+async def _head_when_written(heads: HeadHistory, payload: ApprovePayload) -> HeadAt:
+    """The head recorded as current when the approve comment was written."""
+    written_s = github_time_s(payload.get("comment_created_at", ""))
+    if written_s is None:
+        return HeadAt("", "its delivery did not say when it was written")
+    repo = payload["repo"]
+    return await heads.head_at(f"{repo['owner']}/{repo['name']}", payload["pr_number"],
+                               written_s)

@@ -28,11 +28,20 @@ __all__ = ["Services", "approve_pull_request", "gate_pull_request", "rerun_from_
 async def gate_pull_request(ctx: dict[str, Any], payload: GatePayload) -> dict[str, str]:
     """Gate one PR head against its base and publish the check run and the sticky comment.
 
+    First records when the head arrived (the delivery's ``updated_at``), which is what an
+    approve comment is bound by (`worker.gate.head_history`).
+
     Returns:
         ``{"conclusion": ..., "head_sha": ...}``, stored by arq as the job result.
+
+    Raises:
+        redis.exceptions.RedisError: Redis could not record the head (before any check run).
     """
     services: Services = ctx["services"]
     gh = services.github(payload["installation_id"])
+    repo = payload["repo"]
+    await services.heads.record(f"{repo['owner']}/{repo['name']}", payload["pr_number"],
+                                payload["head_sha"], payload.get("updated_at", ""))
     await remember_base(services.redis, services.calibration, payload)
     return await run_gate(services, gh, GateRequest(
         repo=payload["repo"], pr_number=payload["pr_number"], head_sha=payload["head_sha"],
@@ -61,7 +70,7 @@ async def rerun_from_comment(ctx: dict[str, Any], payload: RerunPayload) -> dict
     pull = await gh.get_pull(repo["owner"], repo["name"], payload["pr_number"])
     if pull.state != "open":  # a check run here could cancel a commit an open PR shares
         await courtesy.react(gh, repo["owner"], repo["name"], payload["comment_id"], "confused")
-        await _reply_closed(services, gh, repo, payload["pr_number"])
+        await _reply(services, gh, repo, payload["pr_number"], CLOSED_REPLY)
         return {"status": "closed"}
     await courtesy.react(gh, repo["owner"], repo["name"], payload["comment_id"], "+1")
     return await run_gate(services, gh, GateRequest(
@@ -75,14 +84,21 @@ async def approve_pull_request(ctx: dict[str, Any], payload: ApprovePayload) -> 
 
     A writer's first approval of the PR's current head SHA is stored and the head is gated
     (untrusted heads run only with an approval; see `worker.gate.trust`). Anyone else, a stale SHA
-    or a second approval of the same head runs nothing.
+    or a second approval of the same head runs nothing. A comment approves the head the pull
+    request had when it was written (`worker.gate.head_history`): one written before the
+    current head was pushed runs nothing and gets a reply (within the reply limit of
+    `worker.gate.commands.allow_reply`) naming the commit it approves and how to approve the
+    head.
     """
     services: Services = ctx["services"]
     gh = services.github(payload["installation_id"])
-    status, pull = await untrusted.record_approval(gh, services.approvals, payload)
-    if pull is None:
-        return {"status": status}
     repo = payload["repo"]
+    outcome = await untrusted.record_approval(gh, services.approvals, services.heads, payload)
+    if outcome.reply:
+        await _reply(services, gh, repo, payload["pr_number"], outcome.reply)
+    pull = outcome.pull
+    if pull is None:
+        return {"status": outcome.status}
     return await run_gate(services, gh, GateRequest(
         repo=repo, pr_number=payload["pr_number"], head_sha=pull.head_sha,
         base_sha=pull.base_sha, facts=untrusted.facts_from_pull(repo, pull),
@@ -94,7 +110,7 @@ CLOSED_REPLY = ("llmgate runs nothing on a closed pull request: reopen it to gat
                 "again.")
 
 
-async def _reply_closed(services: Services, gh: GitHubClient, repo: RepoRef,
-                        pr_number: int) -> None:
+async def _reply(services: Services, gh: GitHubClient, repo: RepoRef, pr_number: int,
+                 body: str) -> None:
     if await commands.allow_reply(services.redis, f"{repo['owner']}/{repo['name']}", pr_number):
-        await courtesy.reply(gh, repo["owner"], repo["name"], pr_number, CLOSED_REPLY)
+        await courtesy.reply(gh, repo["owner"], repo["name"], pr_number, body)

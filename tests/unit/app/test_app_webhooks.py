@@ -74,7 +74,8 @@ async def test_synchronize_enqueues_the_gate_job_with_exact_payload(redis_url: s
     assert job.args == ({"delivery_id": "sync-1", "installation_id": 1, "repo": REPO,
                          "pr_number": 2, "head_sha": HEAD_SHA, "base_sha": BASE_SHA,
                          "base_ref": "master", "head_repo": "Codertocat/Hello-World",
-                         "author": "Codertocat", "draft": False},)
+                         "author": "Codertocat", "draft": False,
+                         "updated_at": "2019-05-15T15:20:33Z"},)
 
 
 async def test_same_delivery_twice_makes_one_job(redis_url: str) -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import redis as redis_sync
 
+from app.enqueue import BODY_RETAKES_MAX
 from tests.unit.app_support import (
     BASE_SHA,
     HEAD_SHA,
@@ -277,3 +278,29 @@ async def test_a_close_is_not_undone_by_a_late_delivery(redis_url: str) -> None:
         assert _get(redis_url, HEAD_KEY)[0] == b"closed 2026-11-30T10:20:00Z"
         await post(client, "pull_request", "c-3", _delivery("reopened", HEAD_SHA, 30))
         assert _recorded(redis_url) == HEAD_VALUE
+
+
+async def test_a_repeated_body_that_changes_the_record_is_taken_again(redis_url: str) -> None:
+    """Issue 30: master -> release -> master -> release -> master within one second sends
+    byte-identical ``edited`` bodies (one ``updated_at``). Answering the last one
+    ``duplicate`` left the gate on release. De-duplication never drops a body that would
+    change the recorded head or base: it is taken again (a fresh job, the record marked
+    ``~``), at most `BODY_RETAKES_MAX` times. A body that would change nothing, and any body
+    past that, stays a duplicate (a replay)."""
+    to_release = _delivery("edited", HEAD_SHA, 7, "release")
+    to_master = _delivery("edited", HEAD_SHA, 7, "master")
+    flips = [to_release, to_master] * (BODY_RETAKES_MAX + 1)
+    async with running_app(settings(redis_url)) as client:
+        answers = [(await post(client, "pull_request", f"f-{n}", body)).json()["status"]
+                   for n, body in enumerate(flips)]
+        assert _get(redis_url, HEAD_KEY)[0] == (
+            f"{HEAD_SHA}@master 2026-11-30T10:07:00Z~".encode())
+        same = await post(client, "pull_request", "same-1", to_master)  # changes nothing
+        spent = await post(client, "pull_request", "spent-1", to_release)  # taken 4 times
+    assert answers == ["queued"] * len(flips)
+    assert same.json() == spent.json() == {"status": "duplicate"}
+    assert _recorded(redis_url) == f"{HEAD_SHA}@master".encode()
+    plain = gate_job_id(REPO, 2, HEAD_SHA)  # type: ignore[arg-type]
+    jobs = {j.job_id: j.args[0]["base_ref"] for j in await queued_jobs(redis_url)}
+    assert jobs == {f"{plain}:edited:f-{n}": "release" if n % 2 == 0 else "master"
+                    for n in range(len(flips))}

@@ -76,7 +76,24 @@ async def test_approve_comment_enqueues_an_approval_job(redis_url: str) -> None:
         "approve_pull_request", f"approve:Codertocat/Hello-World#{number}:comment:{comment_id}")
     assert job.args == ({"delivery_id": "approve-1", "installation_id": 1, "repo": REPO,
                          "pr_number": number, "approver": "maintainer", "source": "comment",
-                         "head_sha": "1a2b3c4", "comment_id": comment_id},)
+                         "head_sha": "1a2b3c4", "comment_id": comment_id,
+                         "comment_created_at": data["comment"]["created_at"]},)
+
+
+@pytest.mark.parametrize("created_at", [None, "yesterday", 1557933621])
+async def test_an_approve_comment_without_a_readable_time_goes_without_one(
+        redis_url: str, created_at: Any) -> None:
+    """The worker then binds it to no head (only a full SHA approves): fail closed."""
+    data = json.loads(_comment("/llmgate approve", login="maintainer", type="User"))
+    if created_at is None:
+        del data["comment"]["created_at"]
+    else:
+        data["comment"]["created_at"] = created_at
+    async with running_app(settings(redis_url)) as client:
+        answer = await post(client, "issue_comment", "approve-untimed", encode(data))
+    assert answer.json() == {"status": "queued"}
+    [job] = await queued_jobs(redis_url)
+    assert "comment_created_at" not in job.args[0] and job.args[0]["head_sha"] == ""
 
 
 async def test_approve_by_a_bot_is_ignored(redis_url: str) -> None:

@@ -140,4 +140,6 @@ def test_a_head_without_a_price_under_a_budget_is_refused_with_the_cache_as_with
     bounded. Before: exit 0 with the cache (base's answers, same key), 2 with ``--no-cache``."""
     code, report, _ = gate(capsys, "--base", "priced", "--head", "pr/unpriced", *cache)
     assert code == EXIT_CONFIG_ERROR
-    assert "openai/bot-model has no known price" in report["config_error"]
+    error = report["config_error"]
+    assert (error["path"], error["line"]) == (".llmgate.yml", LINES["model"] + 1)  # + budget
+    assert error["message"].startswith("the target: openai/bot-model has no known price")

@@ -138,6 +138,77 @@ def test_the_gitlab_example_runs_llmgate_in_merge_requests():
     assert any(step.startswith("llmgate run --base") for step in job["script"])
 
 
+def test_the_gitlab_cache_is_the_target_branchs_and_read_only_in_merge_requests():
+    """Issue 30: the template kept the cache in the project folder under one key every merge
+    request shared (``key: llmgate``, saved by each job), so a ``responses.sqlite3`` one
+    merge request committed, or got uploaded once, answered later heads' calls."""
+    template = yaml.safe_load((ROOT / "deploy/gitlab-ci/llmgate.gitlab-ci.yml").read_text())
+    jobs = {name: job for name, job in template.items() if not name.startswith(".")}
+    merge_request = jobs["llmgate"]["cache"]
+    assert merge_request["key"] == "llmgate-$CI_MERGE_REQUEST_TARGET_BRANCH_NAME"
+    assert merge_request["policy"] == "pull"  # GitLab's default pull-push saves it
+    saving = {name: job for name, job in jobs.items() if job["cache"]["policy"] != "pull"}
+    assert list(saving) == ["llmgate-baseline"]  # only the target branch's own pipeline
+    assert saving["llmgate-baseline"]["rules"] == [
+        {"if": "$CI_COMMIT_BRANCH == $CI_DEFAULT_BRANCH"}]
+    assert saving["llmgate-baseline"]["cache"]["key"] == "llmgate-$CI_COMMIT_BRANCH"
+    cache_dir = template[".llmgate"]["variables"]["LLMGATE_CACHE_DIR"]
+    assert cache_dir.startswith("/tmp/") and "CI_PROJECT_DIR" not in cache_dir
+    for job in jobs.values():  # llmgate reads nothing of the checkout's .llmgate-ci/
+        assert not any(".llmgate-ci" in step for step in job["script"] if "llmgate " in step)
+
+
+@pytest.mark.parametrize("committed", [True, False])
+def test_the_gitlab_job_refuses_a_committed_cache_and_copies_a_restored_one_out(
+        tmp_path: Path, committed: bool):
+    """The template's ``before_script`` (but ``pip install``) in a real clone: GitLab restores
+    ``.llmgate-ci/`` into the checkout, where a merge request could commit one instead."""
+    template = yaml.safe_load((ROOT / "deploy/gitlab-ci/llmgate.gitlab-ci.yml").read_text())
+    out = tmp_path / "out"
+    steps = [step.replace("/tmp/llmgate", str(out))
+             for step in template[".llmgate"]["before_script"] if not step.startswith("pip ")]
+    repo = tmp_path / "project"
+    repo.mkdir()
+    worker_support.git(repo, "init", "-q", "-b", "main")
+    cached = {".llmgate-ci/cache/responses.sqlite3": "answers"}
+    commit(repo, "main", {"README.md": "x", **(cached if committed else {})})
+    if not committed:  # restored by GitLab's cache, not in the merge request
+        (repo / ".llmgate-ci/cache").mkdir(parents=True)
+        (repo / ".llmgate-ci/cache/responses.sqlite3").write_text("answers")
+    done = subprocess.run(["sh", "-ec", "\n".join(steps)], cwd=repo, capture_output=True,
+                          text=True, timeout=60, env={"PATH": os.environ["PATH"]})
+    copied = out / "cache" / "responses.sqlite3"
+    if committed:
+        assert done.returncode == 3 and not copied.exists()
+        assert "llmgate: .llmgate-ci/ is committed" in done.stderr
+    else:
+        assert done.returncode == 0, done.stderr
+        assert copied.read_text() == "answers"
+
+
+def test_init_writes_the_gitlab_template_word_for_word(tmp_path: Path,
+                                                        monkeypatch: pytest.MonkeyPatch):
+    from worker.cli.main import main
+
+    monkeypatch.chdir(tmp_path)
+    assert main(["init", "--ci", "gitlab"]) == 0
+    assert (tmp_path / ".gitlab-ci.llmgate.yml").read_text() == (
+        ROOT / "deploy/gitlab-ci/llmgate.gitlab-ci.yml").read_text()
+
+
+@pytest.mark.slow
+def test_the_action_keeps_the_cache_in_the_jobs_own_temporary_folder(tmp_path: Path):
+    """Issue 30: ``~/.cache/llmgate`` outlives a job on a self-hosted runner, where the next
+    pull request's job would read what this one wrote; ``RUNNER_TEMP`` is emptied between
+    jobs."""
+    repo = tmp_path / "repo"
+    shas = build_tiny_repo(repo)
+    done = run_gate_step(tmp_path, repo, shas["main"], shas["pr/docs"], LLMGATE_CACHE_DIR="")
+    assert done.returncode == 0, done.stderr
+    assert (tmp_path / "llmgate-cache" / "responses.sqlite3").is_file()
+    assert not (tmp_path / ".cache").exists()  # HOME's
+
+
 async def workflow_token(github: FakeGitHubServer, private_pem: str) -> str:
     """A token of installation `INSTALLATION_ID` minted by the fake, as GitHub mints a
     workflow's ``GITHUB_TOKEN`` (an installation token of the GitHub Actions app)."""

@@ -262,3 +262,32 @@ async def test_a_record_of_two_retargets_in_one_second_is_confirmed_even_when_it
     assert await Supersede(redis, gh, GateRequest(
         REPO_REF, 1, HEAD_SHA, BASE_SHA, base_ref="next")).reason() is None
     assert _pull_requests(fake_gh) == 3  # a record that names the run is trusted again
+
+
+async def test_a_fresh_question_forgets_what_github_said_earlier_in_the_run(
+        redis: Redis, gh: GitHubClient, fake_gh: FakeGitHubServer) -> None:
+    """Issue 30, the field case: main -> loose -> main, the ``edited`` to loose delivered last.
+    Its run on loose asked GitHub at its start, and GitHub's API, a moment behind, said loose:
+    the polls that follow trust that for `CONTRADICTED_TTL_S`. Right before the run publishes
+    it asks afresh, and GitHub now says main: it is superseded, by a new base of its own head."""
+    on_loose = GateRequest(REPO_REF, 1, HEAD_SHA, BASE_SHA, base_ref="loose")
+    fake_gh.setup({"pulls": [pull() | {"base_ref": "loose"}]})  # lagging
+    await redis.set(KEY, pr_head_value(HEAD_SHA, "main", "2026-11-30T10:00:02Z"))
+    watch = Supersede(redis, gh, on_loose)
+    assert await watch.reason() is None
+    fake_gh.setup({"pulls": [pull()]})  # GitHub catches up: main
+    assert await watch.reason() is None  # a poll: not asked again
+    assert _pull_requests(fake_gh) == 1
+    assert await watch.reason(fresh=True) == base_changed_reason("main")
+    assert watch.same_head and watch.pull is not None and watch.pull.base_ref == "main"
+    assert _pull_requests(fake_gh) == 2
+    # a record that names the run unmarked is trusted, fresh or not: no question
+    on_main = Supersede(redis, gh, ON_MAIN)
+    assert await on_main.reason(fresh=True) is None and on_main.pull is None
+    assert _pull_requests(fake_gh) == 2
+    # an unordered record (`~`) GitHub confirmed once is confirmed again when fresh
+    await redis.set(KEY, pr_head_value(HEAD_SHA, "main", "2026-11-30T10:00:02Z") + "~")
+    assert await on_main.reason() is None and await on_main.reason() is None
+    assert _pull_requests(fake_gh) == 3
+    assert await on_main.reason(fresh=True) is None
+    assert _pull_requests(fake_gh) == 4

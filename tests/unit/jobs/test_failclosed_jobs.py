@@ -125,3 +125,24 @@ async def test_an_outage_blocks_and_a_writer_lets_it_through(
     again = await run_burst([press("maintainer")])
     assert list(again.values()) == [{"status": "not_failed"}]  # it passes now
     assert github.state()["violations"] == []
+
+
+async def test_a_cached_answer_never_stands_in_for_a_call_head_could_not_make(
+        github: FakeGitHubServer, repo: tuple[Path, dict[str, str]], llm: FakeLLMServer) -> None:
+    """Issue 30: head renames only ``api_key_env`` to a variable the worker lacks, so its calls
+    have base's cache keys; before, base's answers in Redis answered them and the check was
+    ``success``. The same for a head dropping its model's price under base's budget."""
+    checks = await gate_prs(github, repo, ["pr/keyenv-only"])
+    check = checks["pr/keyenv-only"]
+    assert check["conclusion"] == "failure"
+    assert check["output"]["title"].startswith("llmgate: fail, 5 regressions - caused by the "
+                                               "head: tickets's target gets no answer")
+    on_config = [a for a in check["annotations"] if a["path"] == ".llmgate.yml"]
+    assert [a["start_line"] for a in on_config] == [LINES["api_key_env"]]
+    assert "the worker has no FAKE_LLM_KEY_TYPO" in on_config[0]["message"]
+    assert len(llm.calls()) == 5  # base's: head could make none
+    unpriced = (await gate_prs(github, repo, ["pr/unpriced"], base="priced"))["pr/unpriced"]
+    assert unpriced["conclusion"] == "failure"
+    assert "openai/bot-model has no known price" in unpriced["output"]["summary"]
+    assert len(llm.calls()) == 5  # base's answers were in the cache, and head sent none
+    assert github.state()["violations"] == []

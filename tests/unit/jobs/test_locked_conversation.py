@@ -14,10 +14,13 @@ import logging
 from pathlib import Path
 from typing import Any
 
+from redis.asyncio import Redis
+
 from tests.fakes.fake_github import FakeGitHubServer
 from tests.unit import events_support, worker_support
 from tests.unit.events_support import run_burst
 from tests.unit.worker_support import INSTALLATION_ID, OWNER, REPO, WRITER, gate_payload
+from worker.gate.head_history import HeadHistory
 
 github, tiny_repo = events_support.github, worker_support.tiny_repo  # fixtures
 
@@ -73,14 +76,21 @@ async def test_rerun_runs_although_its_reaction_is_refused(github, tiny_repo, ca
     assert state["violations"] == []
 
 
-async def test_an_approved_fork_head_runs_although_the_reaction_is_refused(github, tiny_repo):
+async def test_an_approved_fork_head_runs_although_the_reaction_is_refused(github, tiny_repo,
+                                                                          redis_url):
     repo, shas = tiny_repo
     _setup(github, repo, shas["pr/docs"], shas["main"], author="mallory",
            head_repo_full_name="mallory/tiny", head_clone_url=str(repo))
+    redis = Redis.from_url(redis_url)
+    try:  # the head's synchronize delivery, before the comment was written
+        await HeadHistory(redis).record(f"{OWNER}/{REPO}", 1, shas["pr/docs"],
+                                        "2026-11-30T10:00:00Z")
+    finally:
+        await redis.aclose()
     payload = {"delivery_id": "a-1", "installation_id": INSTALLATION_ID,
                "repo": {**REPO_REF, "clone_url": str(repo)}, "pr_number": 1,
                "approver": WRITER, "source": "comment", "head_sha": "",
-               "comment_id": COMMAND_COMMENT}
+               "comment_id": COMMAND_COMMENT, "comment_created_at": "2026-11-30T10:05:00Z"}
     [result] = (await run_burst([("approve_pull_request", payload, "approve-1")])).values()
     assert result == {"conclusion": "success", "head_sha": shas["pr/docs"]}
     state = github.state()

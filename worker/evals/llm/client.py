@@ -15,9 +15,11 @@ loopback or start with one of the prefixes in the worker's ``LLMGATE_ALLOWED_API
 An endpoint without ``api_key_env`` whose provider needs a key variable the worker lacks
 (litellm's ``validate_environment``: ``ANTHROPIC_API_KEY`` for ``anthropic/...``) is refused
 before any request, naming the variable, and so is a model string litellm knows no provider
-for. Errors no retry can fix carry what to fix (`ProviderError.field`: ``api_key_env``,
-``api_base``, ``model``, or ``request`` for a prompt or parameters the provider refused), so
-the gate can say which line of the config caused them (worker/evals/verdict/causes.py).
+for. These checks are also made before the response cache is asked (`refusal`): a cached
+answer never stands in for a call the worker could not make. Errors no retry can fix carry
+what to fix (`ProviderError.field`: ``api_key_env``, ``api_base``, ``model``, or ``request``
+for a prompt or parameters the provider refused), so the gate can say which line of the
+config caused them (worker/evals/verdict/causes.py).
 
 CPU per call: litellm prices every answer and builds a logging payload for its callbacks; llmgate
 prices answers itself (worker/evals/llm/cost.py) and registers no callback, so both are switched off
@@ -290,6 +292,36 @@ def check_provider(endpoint: Endpoint) -> None:
         raise ProviderError("provider", f"the worker has no {names}, which {endpoint.model} "
                             "needs: set it on the worker, or name the worker's variable "
                             "holding the key with api_key_env", field="model")
+
+
+def refusal(endpoint: Endpoint, environ: Mapping[str, str]) -> ProviderError | None:
+    """Return the error every call to ``endpoint`` would get before any request, else None.
+
+    Asked before the response cache (worker/evals/llm/provider.py), so a cached answer never
+    stands in for a call this worker could not make (issue 30: a head that renamed
+    ``api_key_env`` to an unset variable was answered from base's cached answers). The checks
+    are `chat`'s: ``api_base`` allowed (`check_api_base`), the ``api_key_env`` variable set
+    (`api_key`) and, for an endpoint without ``api_key_env``, a provider litellm knows whose key
+    variable is set (`check_provider`: it imports litellm). With ``api_key_env`` the model
+    string is left to the request: it is part of every cache key, and only answers a provider
+    gave are stored, so a hit's model was sendable. A ``local/`` model is never refused.
+    Microseconds after litellm's import; pure but for litellm's reading of ``os.environ``.
+
+    Returns:
+        The `ProviderError` (not retryable, its field ``api_base``, ``api_key_env`` or
+        ``model``), or None when the calls may be sent.
+    """
+    if local_embed.is_local(endpoint.model):
+        return None
+    try:
+        check_api_base(endpoint.api_base, environ)
+        if endpoint.api_key_env is not None:
+            api_key(endpoint, environ)
+        else:
+            check_provider(endpoint)
+    except ProviderError as err:
+        return blame(err, endpoint)
+    return None
 
 
 def _endpoint_of(kwargs: dict[str, Any]) -> Endpoint:

@@ -7,7 +7,8 @@ at once through its own locking), which is why it is used rather than diskcache,
 is SQLite too. Tables: ``answers(key, value, expires_at)`` and ``lengths(key, tokens, at)``.
 
 The file is ``$LLMGATE_CACHE_DIR/responses.sqlite3`` (default ``$XDG_CACHE_HOME/llmgate`` or
-``~/.cache/llmgate``; `default_path`). Like the Redis cache it never fails a run: an
+``~/.cache/llmgate``; `default_path`), never one inside the repository of the run
+(worker/evals/llm/cli_cache.py, `refused_cache_file`). Like the Redis cache it never fails a run: an
 unreadable or locked file is logged and treated as a miss. Each operation opens the file,
 works in one transaction and closes it (a few milliseconds next to a model call).
 """

@@ -17,11 +17,16 @@ its worst case: the prompt's tokens counted with the model's tokenizer plus the 
 tokens the call allows (`cost.output_limit`) at the model's prices. A call to a model without
 a known price is not sent while ``max_cost_usd`` is set (the run refuses to start before that,
 worker/evals/run/runner.py; this covers a cached answer that expired since the estimate).
+
+A call that could not be sent (an ``api_base`` the worker refuses, an unset key variable, an
+unpriced model under ``max_cost_usd``: `client.refusal`) gets that error before the cache is
+looked at, so a cached answer never stands in for a call the run could not make (issue 30).
 """
 
 from __future__ import annotations
 
 import asyncio
+import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from decimal import Decimal
@@ -123,6 +128,7 @@ class ModelCaller:
         self._announced: dict[str, float] = {}  # quota key -> the rate last said
         self.planned = 0  # provider calls the run's estimate expects (`announce`)
         self.answered = 0  # calls answered by a provider so far
+        self._refusals: dict[tuple[str, str | None, str | None], ProviderError | None] = {}
 
     def prices(self, endpoint: Endpoint) -> TokenPrices | None:
         """Return (and remember) the prices of ``endpoint`` (0 for a ``local/`` model)."""
@@ -230,6 +236,22 @@ class ModelCaller:
         return (f"not sent: {endpoint.model} has no known price and max_cost_usd is set "
                 "(give the model `pricing: {input, output}`, USD per million tokens)")
 
+    def _refused(self, endpoint: Endpoint, what: tuple[str, str]) -> CallOutcome | None:
+        """Return the outcome of a call to ``endpoint`` that cannot be sent (`client.refusal`,
+        remembered per model, ``api_base`` and key variable; or `_unpriced_under_budget`),
+        else None."""
+        ident = (endpoint.model, endpoint.api_base, endpoint.api_key_env)
+        if ident not in self._refusals:
+            self._refusals[ident] = llm.refusal(endpoint, os.environ)
+        err = self._refusals[ident]
+        if err is not None:
+            return self._account(what, CallOutcome(None, describe(err), err.kind, RunUsage(),
+                                                   err.field))
+        unpriced = self._unpriced_under_budget(endpoint)
+        if unpriced is not None:
+            return self._account(what, CallOutcome(None, unpriced, "budget", RunUsage()))
+        return None
+
     async def _cached(self, key: str) -> Answer | None:
         hit = await self.cache.get(key)
         return _from_cache(hit) if hit is not None else None
@@ -237,6 +259,9 @@ class ModelCaller:
     async def _call(self, key: str, send: Any, use_cache: bool, what: tuple[str, str],
                     endpoint: Endpoint, lengths: str | None = None,
                     charge: Callable[[], float] | None = None) -> CallOutcome:
+        refused = self._refused(endpoint, what)
+        if refused is not None:  # before the cache: no cached answer stands in for it
+            return refused
         sides = self.ctx.sides if use_cache else None
         if use_cache:
             answer = await self._cached(key)
@@ -264,9 +289,6 @@ class ModelCaller:
     async def _send(self, key: str, send: Any, use_cache: bool, what: tuple[str, str],
                     endpoint: Endpoint, lengths: str | None,
                     charge: Callable[[], float] | None = None) -> CallOutcome:
-        refused = self._unpriced_under_budget(endpoint)
-        if refused is not None:
-            return self._account(what, CallOutcome(None, refused, "budget", RunUsage()))
         quota = self.quota(endpoint)
         limit = 0 if what[0] == "embeddings" else output_limit(
             endpoint, self.settings.estimate_output_tokens)

@@ -26,7 +26,10 @@ prompt file, a judge's model and prompt version) kept by the response cache
 no cache) is expected to use its ``max_tokens``, else ``settings.estimate_output_tokens``, so
 a first estimate tends to be high. An unknown answer is put into judge prompts as a text of the
 expected length. USD uses the prices of worker/evals/llm/cost.py; it is None when a model has no
-known price, and every such model the run will call is listed with the line that names it.
+known price, and every such model the run will call is listed with the line that names it; under
+``max_cost_usd`` also one whose calls the cache answers, since the run refuses an unpriced model
+whatever the cache holds: a cached answer never stands in for a call the run could not make
+(issue 30).
 """
 
 from __future__ import annotations
@@ -86,9 +89,9 @@ class Estimate:
     """What a run is expected to send, and the models it calls that have no known price.
 
     Attributes:
-        cost: calls, tokens and USD (None when ``unpriced`` is not empty).
+        cost: calls, tokens and USD (None when a model of a call to send has no price).
         unpriced: the first use of each model without a known price that the run will call
-            (calls the cache answers do not count).
+            (under ``max_cost_usd``, calls the cache answers count too: `_Tally.add_cached`).
         suites: (suite name, calls expected, sent or cached) per suite in run order, a name
             two configs share once with both counts; the ``judgings`` under "" (when any).
     """
@@ -150,6 +153,16 @@ class _Tally:
             self.sampled[model] = (count + 1, tokens + exact, seen + chars)
             return exact
         return round(chars * tokens / seen)
+
+    def add_cached(self, caller: ModelCaller, endpoint: Endpoint, use: ModelUse,
+                   hits: int) -> None:
+        """Count ``hits`` calls the cache answers; under the caller's ``max_cost_usd`` list
+        their model when it has no known price, as if they were sent (the module docstring)."""
+        if hits <= 0:
+            return
+        self.cached += hits
+        if caller.budget.max_cost_usd is not None and caller.prices(endpoint) is None:
+            self.unpriced.setdefault(endpoint.model, use)
 
     def add(self, caller: ModelCaller, call: _Call, count: int | None = None) -> None:
         calls = call.count if count is None else count
@@ -235,7 +248,7 @@ async def _count(tally: _Tally, caller: ModelCaller, calls: list[_Call]) -> None
     for call in calls:
         hits = sum(cached[position:position + len(call.keys)])
         position += len(call.keys)
-        tally.cached += hits
+        tally.add_cached(caller, call.endpoint, call.use, hits)
         tally.add(caller, call, call.count - hits)
 
 
@@ -296,7 +309,7 @@ async def _target(tally: _Tally, target: ModelTarget, examples: tuple[Example, .
             continue
         tally.seen.add((key, example_id))
         if hit is not None:
-            tally.cached += 1
+            tally.add_cached(caller, target.endpoint, use, 1)
             answers.append(hit.text)
             continue
         tokens_in = tally.tokens(target.model, messages)
@@ -316,7 +329,7 @@ async def _agent(tally: _Tally, target: ModelTarget, example_id: str,
     if (first, example_id) in tally.seen:  # another suite of this run has it: answered once
         return known.answer
     tally.seen.add((first, example_id))
-    tally.cached += known.cached
+    tally.add_cached(caller, target.endpoint, use, known.cached)
     if known.left:
         prompt = tally.tokens(target.model, known.messages)
         mean_in = prompt + math.ceil(out_tokens * (known.left - 1) / 2)

@@ -9,8 +9,9 @@ run share is answered once). A suite's dataset and scoring files are read at its
 Before any call, the run is estimated (worker/evals/run/estimate.py) and the estimate printed; a
 run whose estimate exceeds ``settings.max_cost_usd`` does not start (its `RunResult` has no
 suites and says why). Under a ``max_cost_usd``, a model without a known price that the run
-will call (answers the cache holds do not count) is a `ConfigError` on the line of the target
-or assertion that calls it, asking for ``pricing:``: its spending could not be bounded.
+will call (answers the cache holds count too: a cached answer never stands in for a call the
+run could not make) is a `ConfigError` on the line of the target or assertion that calls it,
+asking for ``pricing:``: its spending could not be bounded.
 ``max_duration`` counts from the end of the estimate, when the run is ready to send
 (litellm's import, seconds in a fresh process, happens before).
 

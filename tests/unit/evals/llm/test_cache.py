@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
+import pytest
 from redis.asyncio import Redis
 
 from tests.fakes.fake_llm import FakeLLMServer
@@ -105,6 +106,25 @@ async def test_errors_are_not_cached_and_repositories_do_not_share(
     assert len(llm.calls()) == 5  # only the failed call is sent again
     await gate_trees(repo, None, evals=context(redis=redis, namespace="b/two"))
     assert len(llm.calls()) == 9
+
+
+async def test_a_cached_answer_never_stands_in_for_a_call_that_cannot_be_sent(
+        llm: FakeLLMServer, redis: Redis, tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 30: the key variable (and the ``api_base``, and the price under a budget) is
+    checked before the cache is asked, so the cache never changes what a run can do."""
+    repo = write_repo(tmp_path, config(llm.url), ROWS)
+    assert (await gate_trees(repo, None, evals=context(redis=redis))).conclusion == "success"
+    monkeypatch.delenv(llm_support.KEY_ENV)
+    gate = await gate_trees(repo, None, evals=context(redis=redis))
+    assert gate.head is not None and gate.head.spend.cache_hits == 0
+    examples = gate.head.suites["s"].examples
+    assert {(e.errored, e.error_field) for e in examples} == {(True, "api_key_env")}
+    assert all("the worker has no FAKE_LLM_KEY" in (e.error or "") for e in examples)
+    assert len(llm.calls()) == 4  # the first run's
+    monkeypatch.setenv(llm_support.KEY_ENV, "sk-fake-test-key")
+    again = await gate_trees(repo, None, evals=context(redis=redis))
+    assert again.head is not None and again.head.spend.cache_hits == 4  # kept all along
 
 
 async def test_a_broken_redis_is_a_miss_not_a_failure(llm: FakeLLMServer,

@@ -62,18 +62,24 @@ async def test_an_unpriced_default_judge_is_refused_on_the_assertion_line(
     assert "give settings.judge `pricing:" in gate.config_error.message
 
 
-async def test_an_unpriced_model_the_cache_answers_is_no_reason_to_refuse(
+async def test_an_unpriced_model_is_refused_under_a_budget_though_the_cache_answers_it(
         llm: FakeLLMServer, redis: Redis, tmp_path: Path) -> None:
+    """Issue 30: a cached answer never stands in for a call the run could not make, so the
+    cache cannot change the verdict (before, this run passed from the cache and was refused
+    without it)."""
     llm.setup({"default_reply": "ok"})
     repo = write_repo(tmp_path, model_config(llm.url, assertions=CONTAINS), ROWS)
     evals = context(redis=redis, namespace="acme/bot")
     assert (await gate_trees(repo, None, evals=evals)).conclusion == "success"
     write_repo(tmp_path, model_config(llm.url, settings="max_cost_usd: 1",
                                       assertions=CONTAINS), ROWS)
-    gate = await gate_trees(repo, None, evals=evals)  # every call is cached: none is sent
-    assert gate.config_error is None and gate.conclusion == "success"
-    assert gate.head is not None and gate.head.spend.cache_hits == 6
-    assert len(llm.calls()) == 6
+    for mode in ("use", "off"):  # every call cached, and no cache
+        gate = await gate_trees(repo, None, evals=context(redis=redis, namespace="acme/bot",
+                                                          cache_mode=mode))
+        assert gate.config_error is not None and gate.config_error.line == TARGET_LINE
+        assert gate.config_error.message.startswith(
+            "the target: openai/test-model has no known price")
+    assert len(llm.calls()) == 6  # the first run's
 
 
 async def test_an_answer_without_usage_is_cost_unknown_and_charged_its_worst_case(

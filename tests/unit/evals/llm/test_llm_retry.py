@@ -195,7 +195,7 @@ async def test_a_provider_whose_key_the_worker_lacks_is_refused_before_sending(
         assert outcome.error == (f"provider error: the worker has no {variable}, which {model} "
                                  "needs: set it on the worker, or name the worker's variable "
                                  "holding the key with api_key_env")
-        assert outcome.spend.provider_calls == 1  # one attempt, no retry, nothing sent
+        assert outcome.spend.provider_calls == 0  # refused before any attempt: none sent
     unknown = await caller(FakeSleep()).chat(Endpoint("nosuch/model", {}, llm.url, KEY_ENV),
                                              MESSAGES)
     assert unknown.error_field == "model" and "litellm knows no provider for 'nosuch/model'" \
