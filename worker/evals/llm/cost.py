@@ -136,6 +136,12 @@ class Budget:
         """Add the cost of an answered call, USD."""
         self.spent_usd += Decimal(repr(cost_usd))
 
+    def remaining_s(self) -> float | None:
+        """Seconds left before ``max_duration_s`` (0 when reached), or None without one."""
+        if self.max_duration_s is None:
+            return None
+        return max(0.0, self.max_duration_s - (self._clock() - self.started_s))
+
     def check(self) -> None:
         """Raise `BudgetExceeded` when a limit is reached (and remember why).
 

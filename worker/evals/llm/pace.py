@@ -359,6 +359,8 @@ def _refusal(state: QuotaState, now: float, headers: Mapping[str, str], unit: st
     state.refused_in_row += 1
     state.last_refusal = now
     wait = retry_after_s if retry_after_s is not None else retry_after_of(headers)
+    if wait is not None and wait < MIN_WAIT_S:
+        wait = None  # "Retry-After: 0" on every refusal must not loop: back off instead
     if wait is None and bucket.learned == "headers" and bucket.rate:
         bucket.refill(now)  # the headers of this answer told its level: wait for one call
         wait = max(0.0, 1.0 - bucket.level) / bucket.rate if unit == "requests" else 0.0
@@ -466,6 +468,10 @@ class Quota:
             await self._join()
         await self._update(lambda state, now: learn(state, now, headers, refused, tokens,
                                                     retry_after_s))
+
+    def refused_in_row(self) -> int:
+        """Refusals since the last answer (as this process last saw the quota)."""
+        return self.local.refused_in_row
 
     def epoch(self) -> int:
         """A number that changes whenever the quota learned a limit or was refused (as this
@@ -633,7 +639,7 @@ def describe_pace(pace: Pace) -> str:
     if pace.requests_per_s is not None:
         parts.append(f"{pace.requests_per_s:.3g} requests/s")
     if pace.tokens_per_s is not None:
-        parts.append(f"{pace.tokens_per_s * 60:.4g} tokens/min")
+        parts.append(f"{pace.tokens_per_s * 60:,.0f} tokens/min")
     if not parts:
         return ""
     source = "its rate-limit headers" if pace.learned == "headers" else "its 429 answers"

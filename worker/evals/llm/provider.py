@@ -53,6 +53,10 @@ from worker.evals.types import Settings
 EVENT_KINDS = {"chat": "model", "embed": "embeddings"}
 #: How long a rate-limited call keeps trying when the run has no ``max_duration``, seconds.
 RATE_LIMIT_PATIENCE_S = 900.0
+#: Pace lines said at most per quota and run (`ModelCaller.announce`).
+ANNOUNCE_MAX = 3
+#: Refusals in a row after which a run says it keeps trying.
+REFUSALS_TO_SAY = 10
 #: Prices of in-process models (worker/evals/llm/local_embed.py): free.
 LOCAL_PRICES = TokenPrices(Decimal(0), Decimal(0), Decimal(0), Decimal(0))
 
@@ -125,7 +129,7 @@ class ModelCaller:
         self.total = RunUsage()
         self.suite = ""  # the suite being run, named in each CallEvent
         self._prices: dict[tuple[str, Pricing | None], TokenPrices | None] = {}
-        self._announced: dict[str, float] = {}  # quota key -> the rate last said
+        self._announced: dict[str, list[float]] = {}  # quota key -> the rates said (-1: refusals)
         self.planned = 0  # provider calls the run's estimate expects (`announce`)
         self.answered = 0  # calls answered by a provider so far
         self._refusals: dict[tuple[str, str | None, str | None], ProviderError | None] = {}
@@ -317,15 +321,27 @@ class ModelCaller:
             await self.cache.put(key, _to_cache(answer), sample)
         return self._account(what, CallOutcome(answer, None, None, spend))
 
-    def announce(self, quota: Quota, endpoint: Endpoint) -> None:
-        """Say when the provider's quota starts to set the pace of ``endpoint``'s calls, and
-        again when its rate moved by more than a quarter since it was said."""
+    def announce(self, quota: Quota, endpoint: Endpoint, waited_s: float) -> None:
+        """Say when the provider's quota starts to set the pace of ``endpoint``'s calls (a
+        call waited its turn), again when its rate halved or doubled since (at most
+        `ANNOUNCE_MAX` times a run), and once when the provider refused `REFUSALS_TO_SAY`
+        calls in a row (a run that only waits must not look frozen)."""
         pace = quota.pace()
         rate = pace.requests_per_s or pace.tokens_per_s
-        said = self._announced.get(quota.key)
-        if rate is None or (said is not None and abs(rate - said) <= said / 4):
+        said = self._announced.setdefault(quota.key, [])
+        if quota.refused_in_row() >= REFUSALS_TO_SAY and -1.0 not in said:
+            said.append(-1.0)
+            patience = (f"max_duration {self.budget.max_duration_s:g} s"
+                        if self.budget.max_duration_s is not None
+                        else f"{RATE_LIMIT_PATIENCE_S:g} s after its first attempt")
+            self.ctx.say(f"{endpoint.model}: the provider refused {quota.refused_in_row()} "
+                         f"calls in a row (rate limited); each call is tried again until "
+                         f"{patience}")
+        spoken = [r for r in said if r > 0]
+        if rate is None or waited_s <= 0 or len(spoken) >= ANNOUNCE_MAX or (
+                spoken and spoken[-1] / 2 < rate < spoken[-1] * 2):
             return
-        self._announced[quota.key] = rate
+        said.append(rate)
         left = self.planned - self.answered
         about = f": about {left / rate:.0f} s for the {left} calls left" \
             if pace.requests_per_s and left > 0 else ""
@@ -368,12 +384,18 @@ class _Attempt:
         caller = self.caller
         caller.budget.check()
         limit_s = caller.settings.retry.max_backoff_s
-        wait = await quota.turn(caller.ctx.sleep, self.tokens, limit_s)
+        left_s = caller.budget.remaining_s()
+        wait = await quota.turn(caller.ctx.sleep, self.tokens,
+                                limit_s if left_s is None else min(limit_s, left_s))
         if wait > limit_s:
-            raise ProviderError("rate_limited", f"not sent: the provider's quota is spent "
-                                f"for {wait:.0f} s more ({describe_pace(quota.pace())})",
-                                status=429, retryable=True, retry_after_s=wait)
-        caller.announce(quota, self.endpoint)
+            pace = describe_pace(quota.pace())
+            raise ProviderError("rate_limited", f"not sent: the provider's quota is spent for "
+                                f"{wait:.0f} s more, over max_backoff {limit_s:g} s"
+                                + (f" ({pace})" if pace else ""), status=429)
+        if left_s is not None and wait > left_s:  # the run's time limit comes first
+            await caller.ctx.sleep(max(0.0, left_s))
+            caller.budget.check()
+        caller.announce(quota, self.endpoint, wait)
         return quota.epoch()
 
     async def run(self) -> Answer:

@@ -161,7 +161,7 @@ async def with_retries(attempt: Callable[[], Awaitable[T]], settings: RetrySetti
         try:
             return await attempt()
         except ProviderError as err:
-            if patience is not None and err.kind == "rate_limited" and not (
+            if patience is not None and err.kind == "rate_limited" and err.retryable and not (
                     err.retry_after_s is not None and err.retry_after_s > settings.max_backoff_s):
                 waited = patience.clock() - started
                 if waited < patience.limit_s:

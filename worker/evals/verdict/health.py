@@ -29,6 +29,9 @@ down to its cause (worker/evals/verdict/causes.py), and after the rules are chec
    endpoint that answered base's run in this run (`Attribution.head_only`), head's change may
    be the cause (a prompt that makes every call time out): ``action_required`` whatever
    ``settings.undecided`` says, and the headline says so.
+   The same when more than ``max_judge_error_rate`` of a side's examples lost their judge call
+   to a rate limit, a timeout or a 5xx, at base as at head (or with no base run): the judge's
+   provider kept the gate from deciding (issue 29: such a run read "fail").
 4. Otherwise the rules decide; then, when the share of examples with a judge error (an errored
    assertion) exceeds ``max_judge_error_rate``, a ``success`` becomes ``failure``: fail closed.
 
@@ -141,10 +144,42 @@ def _decide(report: GateReport, runs: _Runs, found: _Found, config: Config,
         return "action_required", outside, True
     if base_problem is not None and report.conclusion in ("success", "neutral"):
         return "action_required", f"base could not be evaluated ({base_problem})", True
+    outage = _judge_outage(runs, config.settings.max_judge_error_rate)
+    if outage is not None:
+        return "action_required", outage, True
     if report.conclusion == "action_required":  # the rules could not decide
         return "action_required", report.headline or _inconclusive_headline(report), True
     conclusion, headline = _judge_verdict(runs, config, report.conclusion, report.headline)
     return conclusion, headline, False
+
+
+#: How `worker.evals.llm.provider.describe` begins the message of a call that failed for a
+#: cause outside the pull request (the provider's quota or an outage), as a judge error
+#: quotes it.
+OUTAGE_MARKS = ("rate limited (HTTP", "timed out", "provider error (HTTP 5")
+
+
+def _judge_outage_errors(suite: SuiteResult) -> int:
+    return sum(any(a.errored and any(m in a.message for m in OUTAGE_MARKS)
+                   for a in e.assertions) for e in suite.examples)
+
+
+def _judge_outage(runs: _Runs, allowed: float) -> str | None:
+    """Rule 3 for judges: more than ``allowed`` (``max_judge_error_rate``) of a side's
+    examples lost their judge to a rate limit, a timeout or a 5xx, at base as well as at head
+    (or with no base run): the provider, not the pull request, kept the gate from deciding."""
+    share, count, side = _worst_share(runs, _judge_outage_errors)
+    base = runs.get("base")
+    if share <= allowed or not count:
+        return None
+    if side == "head" and base is not None and not any(
+            _judge_outage_errors(s) for s in base.suites.values()):
+        return None  # only head's judge calls failed: rule 4 (fail closed) decides
+    first = next(a.message for run in runs.values() if run is not None
+                 for s in run.suites.values() for e in s.examples for a in e.assertions
+                 if a.errored and any(m in a.message for m in OUTAGE_MARKS))
+    return (f"the judge got no answer: {count} judge errors at {side} ({share:.0%} of "
+            f"examples, allowed {allowed:.0%}; the first: {first})")
 
 
 def _find(attribution: Attribution, head: RunResult, base: RunResult | None) -> _Found:

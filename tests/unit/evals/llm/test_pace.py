@@ -240,3 +240,12 @@ async def test_a_request_larger_than_the_token_quota_is_not_retried(llm: FakeLLM
     assert (outcome.error_kind, outcome.error_field) == ("provider", "request")
     assert "Request too large for tokens per min (TPM)" in (outcome.error or "")
     assert len(llm.calls("chat")) == 1 and sleep.waits == []
+
+
+def test_retry_after_zero_on_every_refusal_backs_off_instead_of_flooding() -> None:
+    """Tester's case: 429 with ``retry-after: 0`` on every call sent 1,057 requests in 30 s
+    from 10 examples; a zero wait now counts as none (0.25 s, doubled per refusal in a row)."""
+    state = QuotaState(started=0.0)
+    for k in range(4):
+        pace.learn(state, 10.0, {"retry-after": "0"}, "requests", 0.0)
+        assert state.blocked_until == pytest.approx(10.0 + pace.FIRST_WAIT_S * 2 ** k)

@@ -143,3 +143,27 @@ async def test_a_changed_rubric_is_noted(llm: FakeLLMServer, tmp_path: Path) -> 
     stored = json.loads(report.render_json(gate))
     assert stored["usage"]["head"]["spend"]["provider_calls"] == 12  # 4 answers, 2 x 4 judged
     assert [c["changes"] for c in stored["contract"]] == [["assertions", "judge_prompts"]]
+
+
+async def test_a_judge_rate_limited_at_both_sides_is_undecided_not_a_fail(
+        llm: FakeLLMServer, tmp_path: Path) -> None:
+    """Tester's case of issue 29: the judge's quota is spent (429, Retry-After 120 s, over
+    max_backoff 60 s) at base and at head. Every example lost its judge, pass_rate was
+    unavailable and the gate read "fail" (exit 1), blaming the pull request for the provider.
+    Now it is undecided (action_required), naming the judge's rate limit."""
+    judge = endpoint_yaml(llm.url, "openai/judge-model")
+    llm.setup({"default_reply": "echo", "faults": [
+        {"model": "judge-model", "status": 429, "headers": {"Retry-After": "120"},
+         "times": None}]})
+
+    def config(prompt_note: str) -> str:
+        return model_config(llm.url, settings=f"judge: {judge}", gate="{pass_rate: {min: 0.8}}",
+                            assertions="      - type: llm_judge\n        rubric: Correct.\n")
+
+    head = write_repo(tmp_path / "head", config("h"), ROWS, prompt="Q: {{ input }}")
+    base = write_repo(tmp_path / "base", config("b"), ROWS)
+    gate = await gate_trees(head, base, evals=context())
+    assert gate.conclusion == "action_required"
+    assert gate.headline.startswith("undecided: the judge got no answer: 4 judge errors at ")
+    assert "rate limited (HTTP 429)" in gate.headline
+    assert gate.regressions == ()
