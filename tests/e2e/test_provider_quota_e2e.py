@@ -34,15 +34,20 @@ from typing import Any
 
 import pytest
 from arq import create_pool
-from arq.connections import ArqRedis, RedisSettings
+from arq.connections import RedisSettings
 from arq.worker import Worker, create_worker
 from redis.asyncio import Redis
 
 from tests.fakes.fake_github import FakeGitHubServer
 from tests.fakes.fake_llm import FakeLLMServer, running_fake_llm
 from tests.unit.llm_support import KEY_ENV
-from tests.unit.worker_support import commit, fake_github_env, gate_payload, git
-from worker.contract import GatePayload, gate_job_id
+from tests.unit.worker_support import (
+    commit,
+    enqueue_gate,
+    fake_github_env,
+    gate_payload,
+    git,
+)
 from worker.evals.llm import pace
 from worker.main import worker_settings
 from worker.security.secretbox import SecretBox
@@ -136,11 +141,6 @@ def github(monkeypatch: pytest.MonkeyPatch, redis_url: str,
         yield server
 
 
-async def enqueue(pool: ArqRedis, payload: GatePayload) -> None:
-    await pool.enqueue_job("gate_pull_request", payload, _job_id=gate_job_id(
-        payload["repo"], payload["pr_number"], payload["head_sha"]))
-
-
 async def shared_states(redis_url: str) -> dict[str, pace.QuotaState | None]:
     """Every ``llmgate:quota:*`` key in Redis and its parsed state."""
     client = Redis.from_url(redis_url)
@@ -181,8 +181,8 @@ async def test_two_workers_share_one_provider_quota_through_redis(
                                    max_jobs=1, cron_jobs=[])
     started = time.monotonic()
     try:
-        await enqueue(pool, gate_payload(clone_url, shas["pr/warm"], shas["main"], number=1))
-        await enqueue(pool, gate_payload(clone_url, shas["pr/rude"], shas["base2"], number=2))
+        await enqueue_gate(pool, gate_payload(clone_url, shas["pr/warm"], shas["main"], number=1))
+        await enqueue_gate(pool, gate_payload(clone_url, shas["pr/rude"], shas["base2"], number=2))
         await asyncio.wait_for(asyncio.gather(first.async_run(), second.async_run()),
                                GATES_TIMEOUT_S)
     finally:

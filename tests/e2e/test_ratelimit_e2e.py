@@ -19,17 +19,16 @@ from typing import Any
 
 import pytest
 from arq import create_pool
-from arq.connections import ArqRedis
 from arq.worker import Worker, create_worker
 
 from tests.fakes.fake_github import FakeGitHubServer
 from tests.unit.worker_support import (
     INSTALLATION_ID,
     build_tiny_repo,
+    enqueue_gate,
     fake_github_env,
     gate_payload,
 )
-from worker.contract import GatePayload, gate_job_id
 from worker.main import worker_settings
 from worker.security.secretbox import SecretBox
 
@@ -51,11 +50,6 @@ def github(monkeypatch: pytest.MonkeyPatch, redis_url: str,
         yield server
 
 
-async def enqueue(pool: ArqRedis, payload: GatePayload) -> None:
-    await pool.enqueue_job("gate_pull_request", payload, _job_id=gate_job_id(
-        payload["repo"], payload["pr_number"], payload["head_sha"]))
-
-
 def installation_requests(state: dict[str, Any]) -> list[dict[str, Any]]:
     """Requests made with the installation's token (App-JWT requests carry no installation)."""
     return [r for r in state["requests"] if r.get("installation_id") == INSTALLATION_ID]
@@ -75,12 +69,12 @@ async def test_a_403_secondary_rate_limit_with_retry_after_is_honoured(
     second: Worker = create_worker(settings, burst=True, poll_delay=0.05, handle_signals=False,
                                    cron_jobs=[])  # no sweeper cron: it would count as a job
     try:
-        await enqueue(pool, gate_payload(clone_url, shas["pr/drop"], shas["main"], number=1))
+        await enqueue_gate(pool, gate_payload(clone_url, shas["pr/drop"], shas["main"], number=1))
         running_first = asyncio.create_task(first.async_run())
         while not any(r["fault"] for r in github.state()["requests"]):
             await asyncio.sleep(0.02)
         await asyncio.sleep(0.2)  # the 403 has been answered: the pause is in Redis
-        await enqueue(pool, gate_payload(clone_url, shas["pr/docs"], shas["main"], number=2))
+        await enqueue_gate(pool, gate_payload(clone_url, shas["pr/docs"], shas["main"], number=2))
         await asyncio.wait_for(asyncio.gather(running_first, second.async_run()), 120)
     finally:
         await pool.aclose()

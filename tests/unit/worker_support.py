@@ -28,6 +28,7 @@ from typing import Any
 
 import pytest
 from arq import create_pool
+from arq.connections import ArqRedis
 from arq.worker import Worker, create_worker
 
 from tests.fakes.fake_github import FakeGitHubServer, generate_app_keypair, running_fake_github
@@ -231,6 +232,12 @@ class GitHttpServer:
 def basic_auth(token: str) -> str:
     """The ``Authorization`` value git sends for an installation token (``x-access-token``)."""
     return "basic " + base64.b64encode(f"x-access-token:{token}".encode()).decode()
+
+
+async def enqueue_gate(pool: ArqRedis, payload: GatePayload) -> None:
+    """Enqueue ``payload``'s gate job under the job id the web process gives it."""
+    await pool.enqueue_job("gate_pull_request", payload, _job_id=gate_job_id(
+        payload["repo"], payload["pr_number"], payload["head_sha"]))
 
 
 def gate_payload(clone_url: str, head_sha: str, base_sha: str, *, number: int = 1,
