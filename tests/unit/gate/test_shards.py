@@ -90,10 +90,14 @@ async def test_both_sides_of_a_gate_share_one_outstanding_cap(redis: Redis) -> N
             most = max(most, len(queued))
             if queued:
                 job = queued[0]
-                await redis.zrem(default_queue_name, job)
                 key = job.removesuffix(":job")
                 name = next(n for n, k in keys.items() if k == key)
-                await redis.set(key + ":result", _result(ids[name], [TargetOutput("ok", None)]))
+                # As arq's worker finishes a job: the result and the dequeue in one transaction
+                # (removing first let the gate see neither and call the job gone, CI stop 37).
+                async with redis.pipeline(transaction=True) as finish:
+                    finish.set(key + ":result", _result(ids[name], [TargetOutput("ok", None)]))
+                    finish.zrem(default_queue_name, job)
+                    await finish.execute()
                 answered += 1
             await asyncio.sleep(0.05)
 
