@@ -29,7 +29,10 @@ Endpoints (also served without the ``/v1`` prefix):
   faults, refill the rate-limit buckets and zero their counts; the config stays).
 
 A rule with ``"rag_judge": true`` ignores ``reply`` and judges llmgate's built-in RAG criteria
-by word overlap instead (tests/fakes/fake_rag_judge.py).
+by word overlap instead (tests/fakes/fake_rag_judge.py); one with ``"judge": "honest" | "obey" |
+"quote"`` judges an ``llm_judge`` prompt by its reference (tests/fakes/fake_judge.py). Their
+verdict lines carry the prompt's seal, as a judge following the format writes them; a fixed
+``reply`` gets it with ``"seal": true``.
 
 Faults are consumed in order: the first fault ``{"match"?, "model"?, "path"?: "chat" |
 "embeddings", "times"?: n (default 1; null = forever), "status"?: code, "headers"?: {...},
@@ -96,6 +99,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from tests.fakes.fake_judge import judge_reply, seal_reply
 from tests.fakes.fake_rag_judge import rag_reply
 from tests.fakes.fake_rate_limit import (
     ANNOUNCES,
@@ -393,9 +397,14 @@ class FakeLLM:
 
     def _reply_text(self, rule: dict[str, Any] | None, messages: Any) -> str | None:
         if rule is not None and rule.get("rag_judge"):
-            return rag_reply(_text_of(messages))
+            return seal_reply(rag_reply(_text_of(messages)), _text_of(messages))
+        if rule is not None and rule.get("judge"):
+            return judge_reply(str(rule["judge"]), _text_of(messages))
         if rule is not None:
-            return None if rule["reply"] is None else str(rule["reply"])
+            reply = rule.get("reply")
+            if reply is not None and rule.get("seal"):
+                return seal_reply(str(reply), _text_of(messages))
+            return None if reply is None else str(reply)
         with self._lock:
             default = self._config["default_reply"]
         return str(default) if default is not None else "echo: " + _last_user(messages)

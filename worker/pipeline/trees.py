@@ -37,11 +37,13 @@ from worker.evals.verdict.rules import merge_rules
 from worker.evals.verdict.unanswered import count_as_failed
 from worker.evals.verdict.unanswered import note as unanswered_note
 from worker.pipeline.confirm import confirm_flips
+from worker.pipeline.exposure import exposure_notes
 from worker.pipeline.judge_trust import apply_judge_rules, planned
 from worker.pipeline.on_paths import restrict, select_suites
 from worker.pipeline.overrides import apply_overrides, check_suites
 from worker.pipeline.sequential import SequentialGate, restrict_base, scale_alpha
 from worker.pipeline.sides import at_once, run_both, side_contexts
+from worker.pipeline.steering import apply_steering, planned_probes, probe_steering
 
 
 @dataclass(frozen=True)
@@ -150,6 +152,9 @@ async def gate_trees(
         of the run's errors (worker/evals/verdict/health.py): a base that could not be evaluated
         leaves the run undecided. When ``on_paths`` skip every suite, nothing runs and the
         conclusion is base's ``settings.on_paths_conclusion`` (``success`` or ``skipped``).
+        Targets run without the eval data (worker/evals/run/views.py); the notes say when
+        they could read it all the same, or a prompt holds the answers
+        (worker/pipeline/exposure.py).
 
     Raises:
         ExecutionError: the run itself failed (not the user's configuration).
@@ -191,7 +196,9 @@ async def gate_trees(
     try:
         heads, base_run = await _head_runs(plan, (head_root, head_sha), base_root, base_config,
                                            base_run, sequential, (notes, problems), head_evals,
-                                           (state, planned(head_config, judged_base, base_root)),
+                                           (state, [*planned(head_config, judged_base, base_root),
+                                                    *(planned_probes(plan.gating, head_root)
+                                                      if base_root else [])]),
                                            ran[3] if ran else None)
     except ConfigError as err:
         return config_error_report(err)
@@ -199,13 +206,9 @@ async def gate_trees(
         notes.append("no base given: only absolute rules (min) apply")
     report = await _verdict(plan, heads, head_root, base_run, base_config, notes, problems,
                             evals, sequential.scale if sequential is not None else 1.0)
-    before = state.caller.total
-    report = await apply_judge_rules(report, head_config, judged_base, base_root, evals,
-                                     state.caller)  # a changed judge must still agree
-    if report.head is not None:  # the run's totals include the calibration's calls
-        calibration = state.caller.total - before
-        report = replace(report, head=replace(report.head,
-                                              spend=report.head.spend + calibration))
+    report = await _judge_checks(report, plan.gating, (heads[0], base_run),
+                                 (head_config, judged_base, base_root), evals, state)
+    report = replace(report, notes=(*report.notes, *exposure_notes(plan.configs, head_root)))
     source = base.source if base else None
     if source:
         report = replace(report, notes=(*report.notes, source))
@@ -214,6 +217,27 @@ async def gate_trees(
 
 
 _Ran = tuple["_Plan", EvalContext, RunState, list[RunResult]]
+
+
+async def _judge_checks(report: GateReport, gating: Config,
+                        runs: tuple[RunResult, RunResult | None],
+                        configs: tuple[Config, Config | None, Path | None],
+                        evals: EvalContext | None, state: RunState) -> GateReport:
+    """The checks of the judge itself after the verdict, on head's run's budget and totals:
+    the steering probe (an answer the judge passes against other questions fails the gate,
+    worker/pipeline/steering.py) and base's ``judge:`` rules on a judge head changes
+    (worker/pipeline/judge_trust.py)."""
+    (head_config, base_config, base_root), before = configs, state.caller.total
+    if report.head is not None and report.config_error is None and runs[1] is not None \
+            and report.conclusion != "failure":  # steering only matters to a PR's pass
+        probe = await probe_steering(gating, runs[0], runs[1], state.caller)
+        report = apply_steering(report, probe, (base_config or head_config).settings.undecided)
+    report = await apply_judge_rules(report, head_config, base_config, base_root, evals,
+                                     state.caller)
+    if report.head is None:
+        return report
+    spent = state.caller.total - before  # the run's totals include these calls
+    return replace(report, head=replace(report.head, spend=report.head.spend + spent))
 
 
 async def _sides(runner: BaseRunner, base: tuple[Config | None, Path | None, str],
@@ -243,8 +267,9 @@ async def _sides(runner: BaseRunner, base: tuple[Config | None, Path | None, str
 
     async def head_side() -> list[RunResult]:
         return await run_configs(plan.configs, head_root, head_sha, head_evals, with_base=True,
-                                 state=state, judgings=planned(head_config, base_config,
-                                                               base_root))
+                                 state=state, judgings=[
+                                     *planned(head_config, base_config, base_root),
+                                     *planned_probes(plan.gating, head_root)])
 
     found, heads = await run_both(base_side, head_side, shared, lambda run: run is None)
     if found is None or heads is None:

@@ -41,9 +41,10 @@ async def test_the_calibration_is_in_the_estimate_and_the_totals(
                             _repo(tmp_path / "base", llm.url, GOOD, ""), evals=context())
     assert gate.head is not None and gate.base is not None and gate.head.estimate is not None
     assert _label_calls(llm) == 16  # head's judge and base's (no snapshot) on 8 labels
-    # head's run: 3 answers, judged by base's judge and by head's (its own contract), and the
-    # 16 calibration calls, in the estimate and in the totals alike
-    assert gate.head.estimate.calls == gate.head.spend.provider_calls == 3 + 3 + 3 + 16
+    # head's run: 3 answers, judged by base's judge and by head's (its own contract), the
+    # 16 calibration calls and 3 of the steering probe (worker/pipeline/steering.py), in the
+    # estimate and in the totals alike
+    assert gate.head.estimate.calls == gate.head.spend.provider_calls == 3 + 3 + 3 + 16 + 3
     assert "judge calibration: 16 provider calls" in next(
         n for n in gate.notes if "head changes the judge" in n)
 

@@ -23,6 +23,11 @@ Words are matched whole, so ``bypass`` is not ``pass`` and ``PASSFAIL`` is neith
 characters (U+200B-U+200D, U+2060, U+FEFF) are removed first. Anything else (an empty reply,
 ``I can't judge this``) is unscored: `Verdict.score` is None with the reason in ``error``.
 Scores on the 1-5 scale map to 0-1 as (score - 1) / 4.
+
+A sealed prompt (worker/evals/score/judge_text.seal) asks for ``VERDICT-<nonce>: PASS`` or
+``SCORE-<nonce>: n``: a reply with such a line is read from it alone; a reply without one is read
+by the rules above only when the graded text writes no verdict itself (issue 30: an answer
+ending ``VERDICT: PASS`` that the judge quotes is never the judge's verdict).
 """
 
 from __future__ import annotations
@@ -78,11 +83,30 @@ def clean(text: str) -> str:
     return text.translate(_ZERO_WIDTH).replace("\u00a0", " ").strip()
 
 
-def parse_verdict(text: str, scale: Scale = "pass_fail") -> Verdict:
-    """Read a pass/fail verdict or a 1-5 score from a judge reply (rules in the module doc)."""
+def parse_verdict(text: str, scale: Scale = "pass_fail", nonce: str = "",
+                  graded: str = "") -> Verdict:
+    """Read a pass/fail verdict or a 1-5 score from a judge reply (rules in the module doc).
+
+    Args:
+        nonce: the prompt's seal (worker/evals/score/judge_text.seal), or "" for an unsealed
+            prompt. A reply with lines labelled ``VERDICT-<nonce>:`` (``SCORE-<nonce>:``) is
+            read from those lines only, and they must agree.
+        graded: the text the judge was shown (the sealed prompt's body). When the reply has no
+            sealed line and ``graded`` itself reads as a verdict or score (an answer that writes
+            ``VERDICT: PASS``), the reply is unscored: a judge quoting it cannot be told from
+            one deciding.
+    """
     reply = clean(text)
     if not reply:
         return Verdict(None, "empty reply")
+    if nonce:
+        found = _sealed_verdict(reply, scale, nonce)
+        if found is not None:
+            return found
+        if graded and writes_verdict(clean(graded), scale):
+            return Verdict(None, f"no `{_SEAL_LABEL[scale]}-{nonce}` line in the reply, and the "
+                                 "text it grades writes a verdict of its own (only the sealed "
+                                 f"line is read): {_clip(reply)}")
     document, rest = _json_object(reply)
     if document is None:
         return _from_text(reply) if scale == "pass_fail" else _score_from_text(reply)
@@ -93,6 +117,31 @@ def parse_verdict(text: str, scale: Scale = "pass_fail") -> Verdict:
     if around - {verdict.score}:
         return Verdict(None, f"the text around the JSON gives another verdict: {_clip(reply)}")
     return verdict
+
+
+_SEAL_LABEL = {"pass_fail": "VERDICT", "1-5": "SCORE"}
+
+
+def _sealed_verdict(reply: str, scale: Scale, nonce: str) -> Verdict | None:
+    """The verdict of the reply's lines labelled with ``nonce`` (None when there is none)."""
+    label = _SEAL_LABEL[scale] + "-" + re.escape(nonce)
+    value = r"(pass|fail)(?:ed)?\b" if scale == "pass_fail" else _NUMBER
+    said = re.findall(label + r"[*_`\s]*[:=][*_`\s]*" + value, reply, re.IGNORECASE)
+    if not said:
+        return None
+    verdicts = {Verdict(1.0 if w.lower() == "pass" else 0.0) for w in said} \
+        if scale == "pass_fail" else {_map_score(n, "1-5") for n in said}
+    if len(verdicts) > 1:
+        return Verdict(None, f"the reply's sealed lines disagree: {_clip(reply)}")
+    return verdicts.pop()
+
+
+def writes_verdict(text: str, scale: Scale) -> bool:
+    """Whether ``text`` carries a verdict (or a 1-5 score) the unsealed rules would read."""
+    if not text:
+        return False
+    labelled = _LABELLED if scale == "pass_fail" else _SCORE_LABELLED
+    return bool(labelled.search(text)) or parse_verdict(text, scale).score is not None
 
 
 def _json_object(reply: str) -> tuple[Any, str]:

@@ -30,11 +30,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from worker.evals.score.judge_text import untrusted
+from worker.evals.score.judge_text import seal, untrusted
 from worker.evals.types import Example
 
 #: Bumped whenever the prompt template below changes.
-RAG_TEMPLATE_VERSION = "rag_judge/2"
+RAG_TEMPLATE_VERSION = "rag_judge/3"
 #: Most contexts shown to the judge (the first ones, in the target's order).
 MAX_CONTEXTS = 50
 #: Most findings (unsupported claims, missing statements) kept per assertion.
@@ -74,7 +74,7 @@ class Criterion:
 
     @property
     def kind(self) -> str:
-        """The template and rubric version, e.g. ``rag_judge/2+faithfulness/1``."""
+        """The template and rubric version, e.g. ``rag_judge/3+faithfulness/1``."""
         return f"{RAG_TEMPLATE_VERSION}+{self.name}/{self.version}"
 
 
@@ -125,13 +125,13 @@ def missing_input(criterion: Criterion, example: Example, contexts: Sequence[Any
     return ""
 
 
-def rag_messages(criterion: Criterion, instructions: str, example: Example, output: Any,
+def rag_messages(criterion: Criterion, scale: str, example: Example, output: Any,
                  contexts: Sequence[Any]) -> list[dict[str, str]]:
     """Return the judge's messages for one answer (the template of `RAG_TEMPLATE_VERSION`).
 
     Args:
         criterion: the built-in rubric.
-        instructions: how to end the reply (the scale's verdict line, worker/evals/score/judges.py).
+        scale: the judge's scale (its sealed closing line, worker/evals/score/judge_text.seal).
         example: the example (its ``input`` and ``expected``).
         output: the target's answer.
         contexts: the retrieved passages the target reported, in its order.
@@ -148,8 +148,7 @@ def rag_messages(criterion: Criterion, instructions: str, example: Example, outp
         parts.append(f"Answer to grade:\n<answer>\n{_text(output)}\n</answer>")
     parts.append(f"First list {criterion.report}, one a line, as `{criterion.label}: ...` "
                  "(no such line when there is none).")
-    parts.append(instructions)
-    return [{"role": "system", "content": SYSTEM}, {"role": "user", "content": "\n\n".join(parts)}]
+    return seal(SYSTEM, parts, scale)
 
 
 def findings(criterion: Criterion, replies: Sequence[str]) -> list[str]:

@@ -18,12 +18,12 @@ from typing import Any
 from worker.evals.llm.provider import ModelCaller
 from worker.evals.llm_types import RunUsage
 from worker.evals.score.agent import NO_TRACE
-from worker.evals.score.judge_text import untrusted
-from worker.evals.score.judges import INSTRUCTIONS, SYSTEM, JudgeSpec, run_judge
+from worker.evals.score.judge_text import seal, untrusted
+from worker.evals.score.judges import SYSTEM, JudgeSpec, run_judge
 from worker.evals.types import AssertionResult, Example, Trace
 
 #: Bumped whenever the prompt below changes.
-TRAJECTORY_TEMPLATE_VERSION = "trajectory_judge/2"
+TRAJECTORY_TEMPLATE_VERSION = "trajectory_judge/3"
 MAX_VALUE_CHARS = 500
 MAX_CALLS_SHOWN = 50
 
@@ -55,8 +55,7 @@ def trajectory_messages(js: JudgeSpec, example: Example, output: Any,
     shown = untrusted(trace_text(trace))  # tool names are the trace's, so untrusted too
     parts.append(f"The agent's tool calls, in order:\n<trajectory>\n{shown}\n</trajectory>")
     parts.append(f"The agent's final answer:\n<answer>\n{_json(output)}\n</answer>")
-    parts.append(INSTRUCTIONS[js.scale])
-    return [{"role": "system", "content": SYSTEM}, {"role": "user", "content": "\n\n".join(parts)}]
+    return seal(SYSTEM, parts, js.scale)
 
 
 async def run_trajectory_judge(js: JudgeSpec, caller: ModelCaller, example: Example,

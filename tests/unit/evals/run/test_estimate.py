@@ -38,8 +38,11 @@ async def test_the_estimate_of_a_pull_request_is_within_25_percent_of_its_spend(
     assert cold.ratio is not None and cold.ratio >= 1.0
     # Head changed the reply prompt: its 8 replies, their 8 judgements and 8 embeddings are
     # sent; its 12 triage answers are cached (same prompt as main).
-    assert (head.estimate.calls, head.estimate.cached_calls) == (24, 12)
-    assert (head.spend.provider_calls, head.spend.cache_hits) == (24, 12)
+    # The steering probe (worker/pipeline/steering.py) is planned for its sample and controls
+    # (8: the suite's judged examples); it made 4 calls (how many follows the recorded judge's
+    # verdicts on answers to other questions): an estimate high, never low, for the probe.
+    assert (head.estimate.calls, head.estimate.cached_calls) == (24 + 8, 12)
+    assert (head.spend.provider_calls, head.spend.cache_hits) == (24 + 4, 12)
     assert head.ratio is not None and 0.75 <= head.ratio <= 1.25
     # Base is main, run on the push: the cache answers every call, judges and embeddings too.
     assert (base.estimate.calls, base.estimate.cached_calls, base.estimate.cost_usd) == (

@@ -67,7 +67,7 @@ def test_the_trajectory_prompt_escapes_tool_names_arguments_results_and_answer()
 
 
 def test_escaping_bumped_every_template_version() -> None:
-    assert _js(rubric="polite").version.startswith("llm_judge/2:")
-    assert _js(criterion="faithfulness").version.startswith("rag_judge/2+faithfulness/1:")
+    assert _js(rubric="polite").version.startswith("llm_judge/3:")
+    assert _js(criterion="faithfulness").version.startswith("rag_judge/3+faithfulness/1:")
     assert (PAIRWISE_TEMPLATE_VERSION, TRAJECTORY_TEMPLATE_VERSION, HARMFUL_VERSION) == (
-        "pairwise/2", "trajectory_judge/2", "harmful/2")
+        "pairwise/2", "trajectory_judge/3", "harmful/3")

@@ -173,5 +173,5 @@ def test_quorum_without_a_majority_of_verdicts_is_a_judge_error() -> None:
 def test_the_prompt_version_changes_with_the_rubric() -> None:
     a = JudgeSpec("Mentions the refund.", Endpoint("openai/j"))
     b = JudgeSpec("Mentions the refund and the fee.", Endpoint("openai/j"))
-    assert a.version != b.version and a.version.startswith("llm_judge/2:")
+    assert a.version != b.version and a.version.startswith("llm_judge/3:")
     assert a.version == JudgeSpec("Mentions the refund.", Endpoint("openai/other")).version

@@ -187,7 +187,7 @@ async def test_harmful_judges_with_its_rubric_and_quorum(llm: FakeLLMServer,
     assert [e.id for e in examples if not e.passed] == ["t3"]
     verdict = examples[2].assertions[0]
     assert verdict.type == "harmful" and not verdict.errored
-    assert verdict.message.startswith("the safety judge found the answer harmful (harmful/2:")
+    assert verdict.message.startswith("the safety judge found the answer harmful (harmful/3:")
     assert verdict.details["votes"] == [0.0, 0.0, 0.0]
     judged = [c for c in llm.calls() if c["model"] == WIRE]
     assert len(judged) == 4 * 3
@@ -228,7 +228,7 @@ def test_harmful_prompt_version_is_its_own() -> None:
     (harmful,) = judge_versions([AssertionSpec("harmful")], settings)
     (judge,) = judge_versions([AssertionSpec("llm_judge", {"rubric": HARMFUL_RUBRIC})],
                               settings)
-    assert harmful.startswith("harmful/2:") and judge.startswith("llm_judge/2:")
+    assert harmful.startswith("harmful/3:") and judge.startswith("llm_judge/3:")
 
 
 def test_the_documented_config_is_valid() -> None:

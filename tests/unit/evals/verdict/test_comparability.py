@@ -43,9 +43,18 @@ def strict_judge(llm: FakeLLMServer) -> None:
         {"model": WIRE, "match": "", "reply": "VERDICT: PASS"}]})
 
 
-def judge_calls(llm: FakeLLMServer, rubric: str) -> int:
+def judge_calls(llm: FakeLLMServer, rubric: str, *, probes: bool = False) -> int:
+    """Judge calls with ``rubric`` that scored an answer (``probes``: that judged an answer
+    against another example's input: the steering probe, worker/pipeline/steering.py)."""
     return sum(1 for c in llm.calls("chat") if c["model"] == WIRE
-               and any(f"Rubric:\n{rubric}\n" in m["content"] for m in c["messages"]))
+               and any(f"Rubric:\n{rubric}\n" in m["content"] for m in c["messages"])
+               and _is_probe(c["messages"][-1]["content"]) == probes)
+
+
+def _is_probe(prompt: str) -> bool:
+    """The target echoes its input, so a scoring call's answer holds the input's ticket."""
+    ticket = prompt.split("<input>\n", 1)[1].split("\n", 1)[0]
+    return ticket not in prompt.split("<answer>\n", 1)[1]
 
 
 def repos(tmp_path: Path, head: str, base: str,
@@ -80,6 +89,10 @@ async def test_a_stricter_rubric_at_head_rescores_base_beside_the_verdict_on_bas
     # No cache: base judged 10 with its rubric, head 10 with base's and 10 with its own,
     # and re-scoring base 10 with head's.
     assert (judge_calls(llm, "Strict."), judge_calls(llm, "Lenient.")) == (20, 20)
+    # and the steering probe's 4 controls with base's judge, which passes answers to other
+    # questions too, so the probe says it cannot test it
+    assert judge_calls(llm, "Lenient.", probes=True) == 4
+    assert any("it cannot test this judge" in n for n in gate.notes)
     assert (verdict.spend.provider_calls, verdict.spend.cache_hits) == (10, 0)
     assert not any("judge prompt changed" in note for note in gate.notes)
 
@@ -113,7 +126,8 @@ async def test_a_new_judge_model_at_head_judges_only_heads_own_contract(
     _, verdict = gate.comparability
     assert verdict.scoring_changes == ("judges",)
     assert sum(c["model"] == "big-judge" for c in llm.calls("chat")) == 20  # head + re-scoring
-    assert sum(c["model"] == WIRE for c in llm.calls("chat")) == 20  # base, and head's verdict
+    assert judge_calls(llm, "Strict.") == 20  # base, and head's verdict
+    assert judge_calls(llm, "Strict.", probes=True) == 4  # the steering probe's controls
     assert gate.conclusion == "success" and gate.regressions == ()
     assert [c.changes for c in gate.contract] == [("judges",)]
 

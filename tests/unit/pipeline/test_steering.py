@@ -1,0 +1,109 @@
+"""The steering probe and the sealed verdict (issue 30, part 1), through `gate_trees` with
+litellm over real HTTP to the fake provider's judges (tests/fakes/fake_judge.py).
+
+Field case: a head whose answers end with text addressed to the judge turned a real drop into a
+rise with a judge that obeys the last instruction it reads."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.fakes.fake_llm import FakeLLMServer
+from tests.unit import llm_support
+from tests.unit.llm_support import context
+from tests.unit.steering_support import STEERING, rules, steering_repo
+from tests.unit.worker_support import clone_branches, git
+from worker.evals.types import GateReport
+from worker.pipeline.steering import STEERING as CAUSE
+from worker.pipeline.trees import gate_trees
+
+llm_server = llm_support.llm_server  # module fixtures
+llm = llm_support.llm
+
+
+@pytest.fixture()
+def trees(llm: FakeLLMServer, tmp_path: Path) -> dict[str, Path]:
+    """A worktree per branch of the steering repository."""
+    source = tmp_path / "src"
+    shas = steering_repo(source, llm.url)
+    clone = clone_branches(source, tmp_path / "clone", shas)
+    out = {"main": clone}
+    for branch in shas:
+        if branch != "main":
+            out[branch] = tmp_path / branch.replace("/", "-")
+            git(clone, "worktree", "add", "-q", str(out[branch]), branch)
+    return out
+
+
+async def _gate(trees: dict[str, Path], branch: str) -> GateReport:
+    return await gate_trees(trees[branch], trees["main"], evals=context())
+
+
+async def test_an_answer_that_an_obeying_judge_passes_anywhere_fails_the_gate(
+        llm: FakeLLMServer, trees: dict[str, Path]) -> None:
+    """Without the probe, every steered answer passed: pass rate 0.5 -> 1.0, success."""
+    llm.setup({"rules": rules("obey")})
+    gate = await _gate(trees, "pr/steer")
+    assert gate.head is not None
+    assert gate.head.suites["codes"].metrics["pass_rate"] == 1.0  # the judge was steered
+    assert gate.conclusion == "failure"
+    assert gate.headline.startswith(f"{CAUSE}: suite codes, example q")
+    steered = {r.example_id for r in gate.errored if CAUSE in r.reason}
+    assert len(steered) == 8  # every head answer steers (all sampled: 8 < the sample size)
+    assert all(r.dataset == "evals/codes.jsonl" and r.line == int(r.example_id[1:]) + 1
+               for r in gate.errored if CAUSE in r.reason)
+    quoted = [n for n in gate.notes if n.startswith(f"{CAUSE}: suite codes, example")]
+    assert quoted and "VERDICT: PASS" in quoted[0]
+    summary = next(n for n in gate.notes if n.startswith("steering probe, suite codes"))
+    assert "8 passed there too: they steer the judge" in summary
+    assert "4 that failed at base" in summary and "base's answers passed there 0 of 4" in summary
+
+
+async def test_an_honest_improvement_still_passes(llm: FakeLLMServer,
+                                                 trees: dict[str, Path]) -> None:
+    """Four flips (fail at base, pass at head) are probed and none passes elsewhere."""
+    llm.setup({"rules": rules("obey")})
+    gate = await _gate(trees, "pr/improve")
+    assert gate.conclusion == "success", gate.headline
+    assert not [r for r in gate.errored if CAUSE in r.reason]
+    summary = next(n for n in gate.notes if n.startswith("steering probe, suite codes"))
+    assert "8 passed head answers judged" in summary and "4 that failed at base" in summary
+    assert summary.endswith("none passed there")
+    assert gate.head is not None and gate.head.estimate is not None
+    # the probe's calls are in the run's totals and its sample in the estimate
+    judged = sum(1 for c in llm.calls() if c["model"] == "judge-model")
+    assert gate.head.spend.provider_calls + gate.base.spend.provider_calls \
+        == len(llm.calls())  # type: ignore[union-attr]
+    assert judged > 16  # 8 + 8 scoring calls, then the controls and the probes
+
+
+async def test_a_judge_quoting_an_answer_that_writes_a_verdict_is_never_read_as_a_pass(
+        llm: FakeLLMServer, trees: dict[str, Path]) -> None:
+    """A sloppy judge quotes the wrong answers (ending ``VERDICT: PASS``) and gives no verdict
+    of its own: unsealed, the quoted line was read as the judge's pass."""
+    llm.setup({"rules": rules("quote")})
+    gate = await _gate(trees, "pr/steer")
+    assert gate.head is not None
+    examples = gate.head.suites["codes"].examples
+    assert not any(e.passed for e in examples)
+    assert all(e.assertions[0].errored and "only the sealed line is read" in
+               e.assertions[0].message for e in examples)
+    assert gate.conclusion == "failure", gate.headline
+
+
+async def test_a_judge_that_passes_everything_cannot_be_probed_and_says_so(
+        llm: FakeLLMServer, trees: dict[str, Path]) -> None:
+    """A verdict that does not depend on the question (base's answers pass against other
+    questions too) is not evidence of steering: a note, no false failure."""
+    llm.setup({"rules": [{"model": "judge-model", "match": "", "reply": "VERDICT: PASS",
+                          "seal": True}, *rules("honest")[1:]]})
+    gate = await _gate(trees, "pr/improve")
+    assert gate.conclusion == "success", gate.headline
+    assert any("it cannot test this judge: base's answers passed it against other examples' "
+               "questions too (4 of 4)" in n for n in gate.notes)
+
+
+def test_the_steering_text_is_the_field_cases() -> None:
+    assert STEERING.endswith("VERDICT: PASS") and "Ignore the rubric" in STEERING
