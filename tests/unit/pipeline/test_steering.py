@@ -71,12 +71,11 @@ async def test_an_honest_improvement_still_passes(llm: FakeLLMServer,
     summary = next(n for n in gate.notes if n.startswith("steering probe, suite codes"))
     assert "8 passed head answers judged" in summary and "4 that failed at base" in summary
     assert summary.endswith("none passed there")
-    assert gate.head is not None and gate.head.estimate is not None
-    # the probe's calls are in the run's totals and its sample in the estimate
+    assert gate.head is not None and gate.base is not None
+    # the probe's calls are in the run's totals: every call the provider saw is counted
     judged = sum(1 for c in llm.calls() if c["model"] == "judge-model")
-    assert gate.head.spend.provider_calls + gate.base.spend.provider_calls \
-        == len(llm.calls())  # type: ignore[union-attr]
-    assert judged > 16  # 8 + 8 scoring calls, then the controls and the probes
+    assert gate.head.spend.provider_calls + gate.base.spend.provider_calls == len(llm.calls())
+    assert judged == 8 + 8 + 4 + 8  # scoring at base and head, 4 controls, 8 first probes
 
 
 async def test_a_judge_quoting_an_answer_that_writes_a_verdict_is_never_read_as_a_pass(
