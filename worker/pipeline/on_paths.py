@@ -7,6 +7,17 @@ Whatever ``on_paths`` says, a suite also runs when the pull request changes the 
 a file the suite names at base or head (its dataset, prompt, traps, or a file on its command
 line), so moving a suite onto new files cannot skip it.
 
+A suite with a command target also runs when the pull request changes a file its interpreter
+may load before the target's own code, whatever ``on_paths`` says (issue 30, found by a tester:
+a new ``json.py`` at the repository root shadowed the standard library of a Python target whose
+``on_paths`` named only its own folders, so every suite was skipped and the check passed):
+a module or package at the repository root (the target's working directory, first on Python's
+``sys.path`` under ``python -m``; `MODULE_SUFFIXES`, `PACKAGE_FILES`) or in the folder of a
+script named on its command line (first on ``sys.path`` for ``python path/script.py``), an
+interpreter start-up hook anywhere (`STARTUP_HOOKS`: ``sitecustomize.py``, ``usercustomize.py``,
+``*.pth``), and anything in a ``node_modules`` folder (Node searches them up the tree). Other
+files (``README.md`` at the root) are left to ``on_paths``.
+
 The glob syntax is worker/evals/config/paths.py's (`glob_regex`), where the config reader
 checks each glob: a pattern starting with ``!`` excludes what it matches, and later patterns
 win (`matches`).
@@ -23,6 +34,14 @@ from worker.evals.types import CommandTarget, Config, SuiteConfig
 
 #: Names of the changed files shown in a skip reason at most.
 SHOWN_FILES = 3
+#: Files an interpreter loads at start-up wherever they are on its path (Python's ``site``
+#: module: ``sitecustomize``, ``usercustomize`` and ``.pth`` files).
+STARTUP_HOOKS = ("sitecustomize.py", "usercustomize.py", ".pth")
+#: Files an interpreter imports by module name from a folder on its path (Python: source,
+#: bytecode and extension modules; Node: scripts, JSON and native addons).
+MODULE_SUFFIXES = (".py", ".pyc", ".pyd", ".so", ".js", ".cjs", ".mjs", ".json", ".node")
+#: The file that makes a folder an importable package (Python) or module (Node).
+PACKAGE_FILES = ("__init__.py", "__init__.pyc", "package.json", "index.js")
 
 
 @dataclass(frozen=True)
@@ -67,6 +86,8 @@ def select_suites(head: Config, base: Config | None, changed: Sequence[str]) -> 
         rule = base_suites.get(suite.name)
         if rule is None or not rule.on_paths or config_changed \
                 or _own_files(suite, rule) & set(changed) \
+                or any(_loaded_first(suite, path) or _loaded_first(rule, path)
+                       for path in changed) \
                 or any(matches(rule.on_paths, path) for path in changed):
             run.append(suite.name)
         else:
@@ -86,13 +107,39 @@ def _own_files(*suites: SuiteConfig) -> set[str]:
     for suite in suites:
         files.add(suite.dataset)
         files.update(p for p in (getattr(suite.target, "prompt", None), suite.traps) if p)
-        if isinstance(suite.target, CommandTarget):
-            try:
-                words = shlex.split(suite.target.command)
-            except ValueError:
-                words = []
-            files.update(w for w in words if "{" not in w and not w.startswith("-"))
+        files.update(_command_files(suite))
     return files
+
+
+def _command_files(suite: SuiteConfig) -> set[str]:
+    """The words of a command target's command line that may be files (none for a model)."""
+    if not isinstance(suite.target, CommandTarget):
+        return set()
+    try:
+        words = shlex.split(suite.target.command)
+    except ValueError:
+        words = []
+    return {w for w in words if "{" not in w and not w.startswith("-")}
+
+
+def _loaded_first(suite: SuiteConfig, path: str) -> bool:
+    """Whether a command target's interpreter may load ``path`` before its own code (module
+    doc): a module or package at the root or beside a script on its command line, a start-up
+    hook, or anything in a ``node_modules`` folder."""
+    if not isinstance(suite.target, CommandTarget):
+        return False
+    parts = path.split("/")
+    if parts[-1].endswith(STARTUP_HOOKS) or "node_modules" in parts[:-1]:
+        return True
+    folders = {""} | {f.rpartition("/")[0].removeprefix("./") for f in _command_files(suite)}
+    for folder in folders:
+        rest = path.removeprefix(f"{folder}/").split("/") if folder else parts
+        if folder and not path.startswith(f"{folder}/"):
+            continue
+        if (len(rest) == 1 and rest[0].endswith(MODULE_SUFFIXES)) or (
+                len(rest) == 2 and rest[1] in PACKAGE_FILES):
+            return True
+    return False
 
 
 def _reason(name: str, on_paths: Sequence[str], changed: Sequence[str]) -> str:

@@ -112,3 +112,22 @@ def test_head_globs_are_ignored_and_new_suites_run() -> None:
     assert select_suites(head, None, ["README.md"]).run == ("support", "always")
     renamed = parse_config(TWO_SUITES.replace("name: support", "name: fresh"))
     assert select_suites(renamed, head, ["README.md"]).run == ("fresh", "always")
+
+
+def test_a_module_a_command_target_may_import_first_runs_the_suite() -> None:
+    """Issue 30, found by a tester: a new ``json.py`` at the root shadowed the standard library
+    of the Python target; ``on_paths`` named only its folders, every suite was skipped and the
+    App concluded ``success``. Model targets load no code: their suites stay skipped."""
+    base = parse_config(TWO_SUITES.replace("python3 bot.py", "python3 -m bot.main"))
+    for path in ("json.py", "json/__init__.py", "re.so", "lib/sitecustomize.py", "x/y.pth",
+                 "node_modules/left-pad/index.js", "tools/node_modules/a/b.js"):
+        assert select_suites(base, base, [path]).run == ("support", "always"), path
+    for path in ("README.md", "docs/json.py", "json/README.md", "prompts/README.md"):
+        assert select_suites(base, base, [path]).run == ("always",), path
+    scripted = parse_config(TWO_SUITES.replace("python3 bot.py", "python3 evals/route.py"))
+    assert select_suites(scripted, scripted, ["evals/json.py"]).run == ("support", "always")
+    assert select_suites(scripted, scripted, ["evals/notes.md"]).run == ("always",)
+    model = parse_config(TWO_SUITES.replace(
+        "    target:\n      command: python3 bot.py {input_file} {output_file}\n",
+        "    target: {model: openai/gpt-4o-mini, prompt: prompts/p.txt}\n"))
+    assert select_suites(model, model, ["json.py"]).run == ("always",)
