@@ -1,6 +1,6 @@
 """Find personal data and credentials in text, and redact them (pure, deterministic).
 
-Used by the ``pii`` assertion (worker/evals/score/pii.py), which fails an output holding any
+Used by the ``pii`` assertion (worker/evals/score/safety.py), which fails an output holding any
 of the chosen categories, and by `PiiRedactor`, which replaces every finding in a report with
 ``[REDACTED <category>]`` before it is rendered, so no report, comment or annotation quotes a
 found value.
@@ -34,6 +34,10 @@ Categories (`CATEGORIES`) and how each is recognised:
   ``sk-`` keys, Slack ``xox?-`` tokens, Google ``AIza`` keys, Stripe ``sk_live_``/``rk_test_``.
 - ``private_key``: PEM private-key blocks (RFC 7468 labels ending in ``PRIVATE KEY``), up to
   their END line or the end of the text.
+
+Every detector reads the text folded to what a reader sees (worker/security/text_fold.py), so a
+value written with zero-width characters, a soft hyphen, no-break spaces, Unicode hyphens or
+Cyrillic/Greek look-alike letters is found as the plain value is; offsets are the original's.
 """
 
 from __future__ import annotations
@@ -45,13 +49,14 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 from worker.security.redact import Redactor
+from worker.security.text_fold import fold, fold_view
 
 #: Every category, in the order reports list them.
 CATEGORIES = ("email", "phone", "card", "national_id", "ip", "api_key", "private_key")
 #: Countries whose national id patterns are known (``national_id``).
 COUNTRIES = ("us", "uk", "ca", "fr", "es")
 #: Version of the detectors; bumped whenever a pattern changes (shown in the assertion's details).
-PII_VERSION = "pii/2"
+PII_VERSION = "pii/3"
 
 
 @dataclass(frozen=True)
@@ -208,9 +213,15 @@ def scan(text: str, categories: Sequence[str] = CATEGORIES,
          countries: Sequence[str] = COUNTRIES, allow: Iterable[str] = ()) -> list[Finding]:
     """Return the findings of ``categories`` in ``text``, in order, without overlaps.
 
-    Where two findings overlap the earlier (then the longer) one is kept, so a card number is
-    not also reported as a phone number. A finding whose exact text is in ``allow`` is left out
-    (an email compared case-insensitively, as mail providers treat addresses in practice).
+    The detectors read ``text`` folded to what a reader sees (worker/security/text_fold.py:
+    invisible characters removed, NFKC, Unicode spaces and dashes made ASCII, Cyrillic and Greek
+    look-alikes made Latin), so ``jane<U+200B>@example.com`` or ``123<U+2011>45<U+2011>6789`` is
+    found as the plain value is; each finding's ``start``/``end`` are offsets in the original
+    ``text`` and cover every character of the value there, the inserted invisible ones
+    included, so `redact_findings` replaces all of it. Where two findings overlap the earlier
+    (then the longer) one is kept, so a card number is not also reported as a phone number. A
+    finding whose folded text is in ``allow`` (folded too) is left out (an email compared
+    case-insensitively, as mail providers treat addresses in practice).
 
     Args:
         text: the text to scan.
@@ -218,23 +229,26 @@ def scan(text: str, categories: Sequence[str] = CATEGORIES,
         countries: ``national_id`` countries from `COUNTRIES`.
         allow: exact values that are not findings (e.g. the product's public support address).
     """
+    view = fold_view(text)
+    seen = view.text
     wanted = set(categories)
     order = ("private_key", "api_key", "email", "national_id", "card", "ip", "phone")
     found: list[Finding] = []  # sorted by start, never overlapping
     for category in order:
         if category not in wanted:
             continue
-        hits = _national(text, countries) if category == "national_id" \
-            else _DETECTORS[category](text)
+        hits = _national(seen, countries) if category == "national_id" \
+            else _DETECTORS[category](seen)
         for f in hits:
             at = bisect.bisect_left(found, f.start, key=lambda g: g.start)
             if (at == 0 or found[at - 1].end <= f.start) and (
                     at == len(found) or f.end <= found[at].start):
                 found.insert(at, f)
-    allowed = set(allow)
+    allowed = {fold(a) for a in allow}
     folded = {a.casefold() for a in allowed}
-    return [f for f in found if text[f.start:f.end] not in allowed
-            and not (f.category == "email" and text[f.start:f.end].casefold() in folded)]
+    return [Finding(f.category, f.kind, *view.original_span(f.start, f.end)) for f in found
+            if seen[f.start:f.end] not in allowed
+            and not (f.category == "email" and seen[f.start:f.end].casefold() in folded)]
 
 
 _DETECTORS: dict[str, Callable[[str], Iterable[Finding]]] = {

@@ -193,3 +193,63 @@ def test_pii_redactor_walks_values_and_only_its_categories() -> None:
         "out": ["[REDACTED email] at 10.0.0.1"], "n": 3}
     assert PiiRedactor(CATEGORIES).redact_value(value)["out"] == [
         "[REDACTED email] at [REDACTED ip]"]
+
+
+#: The security tester's case 6, kept verbatim, then more of its kind: a value written with code
+#: points that do not change what a reader sees (zero-width and format characters, a soft
+#: hyphen, Unicode spaces, hyphens and minus signs, Cyrillic/Greek look-alikes, compatibility
+#: forms). Each passed `scan` before it read folded text (worker/security/text_fold.py), except
+#: the fullwidth digits. (text, its findings (kind, start, end) in the text as given, the text
+#: redacted).
+EVASIONS = [
+    ("mail jane.doe\u200b@example.com now", [("email", 5, 26)], "mail [REDACTED email] now"),
+    ("card 4111\u00a01111\u00a01111\u00a01111.", [("card", 5, 24)], "card [REDACTED card]."),
+    ("ssn 123\u200b-45\u200b-6789.", [("national_id.us", 4, 17)],
+     "ssn [REDACTED national_id]."),
+    ("mail jane\u00ad.doe@example.com", [("email", 5, 26)], "mail [REDACTED email]"),
+    ("ssn 123\u201145\u20116789", [("national_id.us", 4, 15)], "ssn [REDACTED national_id]"),
+    (f"key {SK[:11]}\u200b{SK[11:]} end", [("sk_key", 4, 53)], "key [REDACTED api_key] end"),
+    ("-----BEGIN RSA PRIV\u0410TE KEY-----\nMIIEvQIBADANBgkq\n-----END RSA PRIVATE KEY-----",
+     [("pem_private_key", 0, 78)], "[REDACTED private_key]"),
+    ("card \uff14\uff11\uff11\uff11 \uff11\uff11\uff11\uff11 \uff11\uff11\uff11\uff11 "
+     "\uff11\uff11\uff11\uff11", [("card", 5, 24)], "card [REDACTED card]"),  # found before
+    # more of the kind
+    ("mail jane\u2060.doe@example\u200c.com", [("email", 5, 27)], "mail [REDACTED email]"),
+    ("ssn 123\u221245\u22126789", [("national_id.us", 4, 15)], "ssn [REDACTED national_id]"),
+    ("call +1\u202f415\u2010555\u20100132", [("phone", 5, 20)], "call [REDACTED phone]"),
+    (f"key \u0455k-{SK[3:]}", [("sk_key", 4, 52)], "key [REDACTED api_key]"),
+    ("-----BEG\u0399N PRIVATE KEY-----\nMIIB", [("pem_private_key", 0, 32)],
+     "[REDACTED private_key]"),
+    ("card \U0001d7d2111 1111 1111 1111", [("card", 5, 24)], "card [REDACTED card]"),
+    ("ip 192\u200b.168.1\u00ad.10", [("ipv4", 3, 17)], "ip [REDACTED ip]"),
+    ("nino \u0410\u0412 12 34 56 \u0421", [("national_id.uk", 5, 18)],
+     "nino [REDACTED national_id]"),
+    # invisible characters around a value stay outside it
+    ("\u200bjane@example.com\u200b", [("email", 1, 17)], "\u200b[REDACTED email]\u200b"),
+]
+
+
+@pytest.mark.parametrize(("text", "found", "redacted"), EVASIONS)
+def test_values_hidden_by_encoding_are_found_and_redacted_whole(
+        text: str, found: list[tuple[str, int, int]], redacted: str) -> None:
+    findings = scan(text)
+    assert [(f.kind, f.start, f.end) for f in findings] == found
+    assert redact_findings(text, findings) == redacted
+    assert PiiRedactor(CATEGORIES).redact(text) == redacted
+
+
+@pytest.mark.parametrize("text", [
+    "\u041f\u0440\u0438\u0432\u0435\u0442, \u043a\u0430\u043a \u0434\u0435\u043b\u0430? "
+    "\u0395\u03bb\u03bb\u03b7\u03bd\u03b9\u03ba\u03ac \u03ba\u03b5\u03af\u03bc\u03b5\u03bd\u03b1.",
+    "caf\u00e9 \u2014 na\u00efve \u2013 \ufb01ne, 12\u00a0345\u00a0km, \u00bd price",
+    "1234\u00a05678\u00a09012\u00a03456 fails the Luhn check",
+])
+def test_folding_makes_no_new_false_positive(text: str) -> None:
+    assert scan(text) == []
+
+
+def test_allow_matches_a_value_hidden_by_encoding() -> None:
+    text = "write to support\u200b@acme.test or jane\u200b@acme.test"
+    found = scan(text, allow=["support@acme.test"])
+    assert [(f.start, f.end) for f in found] == [(31, 46)]
+    assert text[31:46] == "jane\u200b@acme.test"

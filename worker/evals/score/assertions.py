@@ -3,6 +3,8 @@
 Every assertion is pure and gives a pass/fail `AssertionResult` (score 1.0 or 0.0) with a
 message saying what was expected and what was found. Text assertions see a non-string output
 as its JSON text (``json.dumps``); values in messages are clipped to `CLIP_CHARS` characters.
+``not_contains`` reads the output folded to what a reader sees, so zero-width characters or
+look-alike letters inside a forbidden value do not hide it (`_text_check` says why only it).
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from worker.errors import ConfigError
 from worker.evals.score import structured
 from worker.evals.score.kinds import EXTRA_TYPES, validate_extra
 from worker.evals.types import AssertionResult, AssertionSpec, Example
+from worker.security.text_fold import fold
 
 #: The basic assertion types of this module.
 BASIC_ASSERTIONS = ("equals", "contains", "contains_any", "contains_all", "not_contains", "regex")
@@ -160,9 +163,22 @@ def _equals(spec: AssertionSpec, output: Any, example: Example) -> tuple[bool, s
 
 
 def _text_check(spec: AssertionSpec, output: Any, example: Example) -> tuple[bool, str]:
+    """Check ``contains``, ``contains_any``, ``contains_all`` or ``not_contains``.
+
+    ``not_contains`` matches the output and its values folded the same way to what a reader
+    sees (worker/security/text_fold.py: invisible characters removed, NFKC, Unicode spaces and
+    dashes made ASCII, Cyrillic/Greek look-alikes made Latin), so a forbidden phrase written
+    with a zero-width space or a Cyrillic letter is still found. Folding can only make more
+    outputs contain a value, which fails more of them: the closed direction for a forbidden
+    value. The positive checks match the raw text: folding would let an output contain what it
+    does not show (NFKC reads ``2¹⁰``, i.e. 1024, as ``210``; ``①`` as ``1``), so a wrong answer
+    could pass them.
+    """
     params = spec.params
     needles: list[str] = [params["value"]] if "value" in params else list(params["values"])
     text = as_text(output)
+    if spec.type == "not_contains":
+        text, needles = fold(text), [fold(needle) for needle in needles]
     if not params.get("case_sensitive", False):
         text = text.casefold()
         needles = [needle.casefold() for needle in needles]

@@ -19,8 +19,9 @@ one verdict, or one score on the configured scale. The reader accepts, in this o
    of 10``, ``80%``) is an error, and so is a reply that restates the scale (``on a scale of 1
    to 5``, ``Score 1-5: 4``, ``1 = poor, 5 = great``): its numbers cannot be told from its score.
 
-Words are matched whole, so ``bypass`` is not ``pass`` and ``PASSFAIL`` is neither. Zero-width
-characters (U+200B-U+200D, U+2060, U+FEFF) are removed first. Anything else (an empty reply,
+Words are matched whole, so ``bypass`` is not ``pass`` and ``PASSFAIL`` is neither. Invisible
+characters (category Cf such as U+200B-U+200D, U+2060, U+FEFF, U+00AD, and the other default
+ignorables: worker/security/text_fold.py) are removed first. Anything else (an empty reply,
 ``I can't judge this``) is unscored: `Verdict.score` is None with the reason in ``error``.
 Scores on the 1-5 scale map to 0-1 as (score - 1) / 4.
 
@@ -37,11 +38,12 @@ import re
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from worker.security.text_fold import drop_invisible
+
 Scale = Literal["pass_fail", "1-5"]
 #: The scales a judge may use.
 SCALES: tuple[str, ...] = ("pass_fail", "1-5")
 
-_ZERO_WIDTH = dict.fromkeys(map(ord, "\u200b\u200c\u200d\u2060\ufeff"))
 _FENCE = re.compile(r"```[ \t]*[A-Za-z0-9_-]*[ \t]*\n(.*?)```", re.DOTALL)
 _LABEL = r"(?:final\s+)?(?:verdict|result|grade|decision|answer)"
 _LABELLED = re.compile(_LABEL + r"\s*[:=\-]\s*[*_`\"'\s]*(pass|fail)(?:ed)?\b", re.IGNORECASE)
@@ -79,8 +81,9 @@ class Verdict:
 
 
 def clean(text: str) -> str:
-    """Remove zero-width characters and surrounding whitespace."""
-    return text.translate(_ZERO_WIDTH).replace("\u00a0", " ").strip()
+    """Remove invisible characters (worker/security/text_fold.drop_invisible) and surrounding
+    whitespace; a no-break space reads as a space."""
+    return drop_invisible(text).replace("\u00a0", " ").strip()
 
 
 def parse_verdict(text: str, scale: Scale = "pass_fail", nonce: str = "",

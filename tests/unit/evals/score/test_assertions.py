@@ -93,6 +93,39 @@ def test_text_messages_say_what_is_missing() -> None:
         'expected the output to contain any of "a", "b", got "x"')
 
 
+#: A forbidden value hidden by code points that do not change what a reader sees: each output
+#: passed `not_contains` before it read folded text (worker/security/text_fold.py).
+HIDDEN_CANARIES = [
+    "Summary: fine. CANARY\u200b-7f3a9c",  # zero-width space
+    "Summary: fine. CANA\u00adRY-7f3a9c",  # soft hyphen
+    "Summary: fine. CANARY\u20117f3a9c",  # non-breaking hyphen
+    "Summary: fine. C\u0410NARY-7f3\u0430\ufeff9c",  # Cyrillic А/а, byte-order mark
+    "Summary: fine. \uff23\uff21\uff2e\uff21\uff32\uff39-7f3a9c",  # fullwidth letters
+]
+
+
+@pytest.mark.parametrize("output", HIDDEN_CANARIES)
+def test_not_contains_sees_a_value_hidden_by_invisible_or_look_alike_characters(
+        output: str) -> None:
+    assert run("not_contains", output, value="CANARY-7f3a9c") == (
+        False, f'expected the output not to contain "canary-7f3a9c", got {show(output)}')
+    assert not run("not_contains", output, value="CANARY-7f3a9c", case_sensitive=True)[0]
+    assert run("not_contains", "Summary: fine. CANARY 7f3a9c", value="CANARY-7f3a9c")[0]
+
+
+def test_not_contains_folds_its_values_too() -> None:
+    assert not run("not_contains", "the CANARY-7f3a9c", value="CANARY\u200b\u20117f3a9c")[0]
+
+
+@pytest.mark.parametrize(("output", "value"), [
+    ("2\u00b9\u2070", "210"),  # 2 to the 10th (1024) is not 210, though NFKC reads it so
+    ("step \u2460", "step 1"),  # a circled 1
+    ("ref\u200bund", "refund"),
+])
+def test_contains_matches_the_raw_text(output: str, value: str) -> None:
+    assert not run("contains", output, value=value)[0]
+
+
 @pytest.mark.parametrize(
     ("output", "params", "passed"),
     [
