@@ -73,6 +73,15 @@ def prctl(option: int, arg: int = 0) -> int:
     return int(_libc().prctl(option, arg, 0, 0, 0))
 
 
+def unshare(flags: int) -> int:
+    """Call ``unshare(flags)`` (unshare(2)); return its result (-1 on error, errno set).
+
+    Like `prctl`, call a libc function once in the parent before forking (worker/security/
+    pidns.py uses it in the forked child).
+    """
+    return int(_libc().unshare(flags))
+
+
 def _check(result: int, step: str) -> int:
     if result < 0:
         errno = ctypes.get_errno()
