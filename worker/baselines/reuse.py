@@ -11,9 +11,14 @@ newest `MAX_STORED_RUNS` of each suite, never the record of the base commit bein
 added to ``evals.history`` after the calibration's (worker/baselines/history.py), where they
 weigh the sign-flip family, and the base sentence says how many were read.
 
-A suite result is stored only when it is complete: not stopped by a budget or time limit, and
-with no unscored example (provider errors, judge errors), so bad luck at one run is never
-frozen into later comparisons. The push job (worker/jobs/push.py) uses the same runner.
+A suite result is stored only when it is complete: not stopped by a budget or time limit, with
+no unscored example (provider errors, judge errors) and no example its target gave no answer
+for (a command target that crashed, exited non-zero, timed out or wrote no valid output), so
+bad luck at one run, or a base run a pull request's leftover process sabotaged
+(docs/security-model.md), is never frozen into later comparisons. A stored record that is not
+complete by the same rule (one stored before it held) is never reused: the suite runs again,
+its record is not read for weights, and the base sentence says why. The push job
+(worker/jobs/push.py) uses the same runner.
 """
 
 from __future__ import annotations
@@ -33,6 +38,7 @@ from worker.evals.llm_types import RunUsage
 from worker.evals.run.engine import run_config
 from worker.evals.score.example_values import has_example_values
 from worker.evals.types import Config, RunResult, SuiteResult
+from worker.evals.verdict.base_targets import no_answer
 from worker.pipeline.trees import BaseRun
 
 log = logging.getLogger("llmgate.baselines")
@@ -86,11 +92,16 @@ class StoredBaselines:
         """
         self.keys = {s.name: suite_key(config, s, root) for s in config.suites}
         self.not_stored = {}
-        found = {}
+        found, refused = {}, {}
         for name, key in self.keys.items() if self.reuse else ():
             stored = await self.store.get(self.repo, sha, key)
-            if stored is not None:
+            why = incomplete(stored.result) if stored is not None else None
+            if stored is not None and why is None:
                 found[name] = stored
+            elif why is not None:
+                refused[name] = why
+                log.warning("stored baseline of %s at %s@%s not reused: %s", name, self.repo,
+                            sha[:7], why)
         missing = tuple(s for s in config.suites if s.name not in found)
         run = await run_config(replace(config, suites=missing), root, sha, evals,
                                with_base=self.origin.kind == "pull_request") \
@@ -103,7 +114,7 @@ class StoredBaselines:
                   if s.name in found or s.name in run.suites}
         weighed = await self.weigh(config, sha, evals)
         return BaseRun(replace(run, suites=suites),
-                       describe(sha, self.origin.role, found, ran) + weighed)
+                       describe(sha, self.origin.role, found, ran, refused) + weighed)
 
     async def weigh(self, config: Config, sha: str, evals: EvalContext | None) -> str:
         """Add the stored runs of each suite's key at commits other than ``sha`` to
@@ -115,7 +126,9 @@ class StoredBaselines:
         records: list[Baseline] = []
         for name, key in self.keys.items():
             if metrics.get(name):
-                records += await self.store.runs(self.repo, key, MAX_STORED_RUNS + 1)
+                records += [r for r in await self.store.runs(self.repo, key,
+                                                             MAX_STORED_RUNS + 1)
+                            if incomplete(r.result) is None]
         history = stored_history(records, metrics, exclude_sha=sha)
         if not history:
             return ""
@@ -139,11 +152,22 @@ class StoredBaselines:
         return why
 
 
-def incomplete(result: SuiteResult, run: RunResult) -> str | None:
-    """Return why ``result`` must not be stored (stopped early, unscored examples), or None."""
-    stopped = result.stopped or run.stopped
+def incomplete(result: SuiteResult, run: RunResult | None = None) -> str | None:
+    """Return why ``result`` must not be stored or reused (stopped early, examples its target
+    gave no answer for, unscored examples), or None.
+
+    Args:
+        result: one suite's result (run now, or a stored record's).
+        run: the run it belongs to (its ``stopped``), or None for a stored record.
+    """
+    stopped = result.stopped or (run.stopped if run is not None else None)
     if stopped:
         return f"the run stopped early ({stopped})"
+    failed = sum(1 for e in result.examples if no_answer(e))
+    if failed:
+        plural = "s" if failed != 1 else ""
+        return (f"{failed} example{plural} without an answer from the target (it crashed, "
+                "exited non-zero, timed out or wrote no valid output)")
     unscored = sum(1 for e in result.examples if e.unscored)
     if unscored:
         plural = "s" if unscored != 1 else ""
@@ -152,11 +176,12 @@ def incomplete(result: SuiteResult, run: RunResult) -> str | None:
 
 
 def describe(sha: str, role: str, found: dict[str, Baseline],
-             ran: dict[str, str | None]) -> str:
+             ran: dict[str, str | None], refused: dict[str, str] | None = None) -> str:
     """Return the report's sentence about the base: which commit, reused or run now.
 
     ``found`` holds the reused baselines by suite name, ``ran`` the suites run now with why
-    each was not stored (None: stored).
+    each was not stored (None: stored), ``refused`` the stored baselines not reused with why
+    (`incomplete`).
 
     E.g. ``compared with 1a2b3c4, the merge base (stored baseline from the push to main,
     2026-12-01 10:00 UTC)`` or ``compared with 1a2b3c4 (base run now, stored for later pull
@@ -169,6 +194,9 @@ def describe(sha: str, role: str, found: dict[str, Baseline],
         names = "" if not ran else f" for {', '.join(sorted(found))}"
         parts.append(f"stored baseline{'s' if len(found) > 1 else ''}{names} from "
                      f"{'; '.join(sources)}")
+    if refused:
+        parts.append("stored baseline not reused: " + "; ".join(
+            f"{name}: {why}" for name, why in sorted(refused.items())))
     if ran:
         names = f" for {', '.join(sorted(ran))}" if found else ""
         failed = [f"{name}: {why}" for name, why in sorted(ran.items()) if why]

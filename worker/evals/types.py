@@ -754,13 +754,14 @@ ErrorCause = Literal["head", "outside", "limit"]
 
 @dataclass(frozen=True)
 class RunError:
-    """The first model-call error of one kind in one suite at one side, and its cause.
+    """The first model-call error of one kind in one suite at one side, and its cause (at
+    base also the first target error: worker/evals/verdict/base_targets.py).
 
     Attributes:
         side: ``head`` or ``base``.
         suite: the suite name.
         kind: the examples' `ErrorKind` (``rate_limited``, ``provider``, ``timeout``,
-            ``budget``).
+            ``budget``; ``target`` at base).
         permanent: True when no retry can fix it (a refused request, a missing key, a
             refused ``api_base``).
         cause: who it is put down to (`ErrorCause`).

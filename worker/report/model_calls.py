@@ -73,7 +73,9 @@ def _suite_lines(side: str, suite: SuiteResult) -> list[str]:
 #: What each cause of a run error is called in the report.
 CAUSE_TEXT = {"head": "caused by the head", "outside": "not caused by the pull request",
               "limit": "not sent: base's budget or time limit"}
-_KIND_TEXT = {"rate_limited": "rate limited", "timeout": "timed out", "budget": "not sent"}
+_KIND_TEXT = {"rate_limited": "rate limited", "timeout": "timed out", "budget": "not sent",
+              "target": "without an answer from the target (it crashed, exited non-zero, "
+                        "timed out or wrote no valid output)"}
 
 
 def error_line(error: RunError) -> str:
@@ -85,7 +87,8 @@ def error_line(error: RunError) -> str:
     where = (f" ({error.field} at {error.path}:{error.line})"
              if error.line is not None else "")
     examples = f"{error.count} example{'s' if error.count != 1 else ''}"
-    return (f"Call errors at {error.side} in {error.suite}: {examples} {kind}{lasting}, "
+    what = "Target errors" if error.kind == "target" else "Call errors"  # base's only
+    return (f"{what} at {error.side} in {error.suite}: {examples} {kind}{lasting}, "
             f"{CAUSE_TEXT[error.cause]}{where}; the first, {error.example_id}: {error.message}")
 
 

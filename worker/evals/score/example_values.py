@@ -4,8 +4,8 @@ A suite metric that is a mean over examples (worker/evals/score/metrics.py, metr
 mean of these values, so base and head can be compared example by example:
 
 - ``pass_rate``: 1.0 passed, 0.0 failed, none when unscored;
-- ``error_rate``: 1.0 when the target errored; ``judge_error_rate``: 1.0 when an assertion
-  errored;
+- ``error_rate``: 1.0 when the target errored, none when it is unscored for it (base's target
+  gave no answer: `target_left_out`); ``judge_error_rate``: 1.0 when an assertion errored;
 - ``assertion.<type>.pass_rate``: 1.0 when every scored assertion of that type passed (and the
   target did not error); none when it has none, or when the example has no answer;
 - ``mean_score`` / ``assertion.<type>.mean_score``: the mean score (0-1) of the scored
@@ -149,9 +149,16 @@ def _mean_score(result: ExampleResult, scores: list[float] | None) -> float:
     return 0.0 if result.errored else math.fsum(scores) / len(scores)
 
 
+def target_left_out(result: ExampleResult) -> bool:
+    """Whether ``result`` is unscored because its target gave no answer (error kind
+    ``target``): only base's are, since base has no verdict there (worker/evals/verdict/
+    base_targets.py); such an example is left out of ``error_rate`` too."""
+    return result.unscored and result.errored and result.error_kind == "target"
+
+
 def _usage(result: ExampleResult, metric: str) -> float:
     if metric == "error_rate":
-        return float(result.errored)
+        return NAN if target_left_out(result) else float(result.errored)
     if metric == "judge_error_rate":
         return float(any(a.errored for a in result.assertions))
     if metric == "cost_mean":

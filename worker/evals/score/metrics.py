@@ -10,6 +10,7 @@ from worker.evals.score.consistency import (
     consistency_metrics,
     is_classification_metric,
 )
+from worker.evals.score.example_values import target_left_out
 from worker.evals.score.metrics_agent import AGENT_LOWER_IS_BETTER, AGENT_METRICS, agent_metrics
 from worker.evals.score.metrics_llm import LLM_METRICS, LOWER_IS_BETTER, is_llm_metric, llm_metrics
 from worker.evals.score.metrics_order import ORDER_METRICS, order_metrics
@@ -38,7 +39,8 @@ def suite_metrics(results: Sequence[ExampleResult]) -> dict[str, float]:
     Metrics (fractions 0-1):
         ``pass_rate``: examples passed / scored examples (``unscored`` ones, provider and
             judge errors, are neither passes nor failures).
-        ``error_rate``: examples whose target errored / examples.
+        ``error_rate``: examples whose target errored / examples (those unscored because
+            base's target gave no answer, `target_left_out`, are left out of both).
         ``assertion.<type>.pass_rate``: over the scored examples where an assertion of that
             type ran (and did not error), the fraction where every assertion of that type
             passed. An errored example counts as failed for each assertion type it carries.
@@ -59,7 +61,9 @@ def suite_metrics(results: Sequence[ExampleResult]) -> dict[str, float]:
         return {}
     scored = [r for r in results if not r.unscored]
     metrics = {"pass_rate": sum(r.passed for r in scored) / len(scored)} if scored else {}
-    metrics["error_rate"] = sum(r.errored for r in results) / total
+    counted = [r for r in results if not target_left_out(r)]
+    if counted:
+        metrics["error_rate"] = sum(r.errored for r in counted) / len(counted)
     ran: dict[str, int] = {}
     passed: dict[str, int] = {}
     for result in results:

@@ -32,8 +32,12 @@ An example whose target call got no answer (error kinds ``rate_limited``, ``prov
   a provider that answers 500 or 429 to head's requests only, is as likely: such a run is
   undecided and never ``neutral`` (worker/evals/health.py).
 
-Command targets are not model calls: their failures are scored as failures (never unscored),
-so they need no cause. What each cause does to the check is worker/evals/verdict/health.py's.
+A target that gave no answer (error kind ``target``: a command target crashed, exited
+non-zero, timed out or wrote no valid output) is no call error. At head it is scored as a
+failure and needs no cause. At **base** it is ``outside``, as base's call errors are: base could
+not be evaluated on that example, so it has no verdict there (worker/evals/verdict/
+base_targets.py), whatever the cause, a process of the pull request's among them. What each
+cause does to the check is worker/evals/verdict/health.py's.
 """
 
 from __future__ import annotations
@@ -51,6 +55,7 @@ from worker.evals.types import (
     RunResult,
     SuiteConfig,
 )
+from worker.evals.verdict.base_targets import no_answer
 
 #: Error kinds of a call that got no answer.
 CALL_KINDS = ("rate_limited", "provider", "timeout")
@@ -87,7 +92,10 @@ class Attribution:
             head, head_config, base, base_config, head_config.settings.max_provider_error_rate)
 
     def cause(self, side: str, suite: str, example: ExampleResult) -> ErrorCause | None:
-        """Return the cause of ``example``'s call error at ``side``, or None when it has none."""
+        """Return the cause of ``example``'s call error (or, at base, target error) at
+        ``side``, or None when it has none."""
+        if side == "base" and no_answer(example):
+            return "outside"  # base's own target could not answer: no verdict at base
         if not example.errored or example.error_kind not in (*CALL_KINDS, "budget"):
             return None
         if example.error_kind == "budget":
@@ -111,7 +119,8 @@ class Attribution:
         return _target_key(self.head_config, suite) in self.failing_for_head
 
     def errors(self, head: RunResult, base: RunResult | None) -> tuple[RunError, ...]:
-        """Return the first call error of each kind, permanence and cause per suite and side.
+        """Return the first call error (and base's first target error) of each kind,
+        permanence and cause per suite and side.
 
         Head's errors of cause ``head`` carry the config line that set what failed.
         """
@@ -132,7 +141,8 @@ class Attribution:
 
     def each(self, head: RunResult, base: RunResult | None,
              ) -> Iterator[tuple[Side, str, ExampleResult, ErrorCause]]:
-        """Yield ``(side, suite, example, cause)`` of every example with a call error."""
+        """Yield ``(side, suite, example, cause)`` of every example with a call error, and of
+        every base example whose target gave no answer."""
         sides: tuple[tuple[Side, RunResult | None], ...] = (("head", head), ("base", base))
         for side, run in sides:
             if run is None:

@@ -25,7 +25,9 @@ its outputs and what scored them. For every suite run at both base and head:
   ``settings.undecided: neutral``: worker/evals/verdict/health.py): the gate could not tell, so it
   does not pass the pull request on its own (a failure elsewhere still fails it).
 
-Re-scoring has its own budget with the run's limits, like the ``pairwise`` step.
+Re-scoring has its own budget with the run's limits, like the ``pairwise`` step. Then base's
+examples whose target gave no answer (a command target crashed, timed out or wrote no valid
+output) are made unscored: base has no verdict for them (worker/evals/verdict/base_targets.py).
 """
 
 from __future__ import annotations
@@ -57,6 +59,7 @@ from worker.evals.types import (
     SuiteResult,
     TargetOutput,
 )
+from worker.evals.verdict.base_targets import unscore
 from worker.evals.verdict.compare import compare
 from worker.evals.verdict.thresholds import NO_BASE
 
@@ -82,12 +85,13 @@ async def compare_comparable(config: Config, head_root: Path, head: RunResult,
 
     Returns:
         The report, with ``comparability`` set per suite run on both sides and ``base`` the
-        base run as re-scored.
+        base run as re-scored, its examples without a target answer unscored.
     """
     history = evals.history if evals is not None else None
     if base is None:
         return compare(config, head, None, notes, history=history)
     verdicts, rescored = await reconcile(config, head_root, head, base, evals)
+    rescored = unscore(rescored)  # after re-scoring, which scores a target error as failed
     blocked = {v.suite for v in verdicts if v.status == "not_comparable"}
     gated = replace(rescored, suites={name: suite for name, suite in rescored.suites.items()
                                       if name not in blocked})

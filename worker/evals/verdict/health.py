@@ -19,7 +19,9 @@ down to its cause (worker/evals/verdict/causes.py), and after the rules are chec
 3. **Undecided** (the reason is outside the pull request): more than base's
    ``max_provider_error_rate`` of a side's examples got no answer for an outside cause
    (provider outage or rate limiting on an endpoint both sides use, the worker's own key
-   missing for both, base's own calls failing); the rules left the run undecided (an
+   missing for both, base's own calls failing, base's own target failing: a command target
+   that crashed, exited non-zero, timed out or wrote no valid output at base,
+   worker/evals/verdict/base_targets.py); the rules left the run undecided (an
    inconclusive rule with no ``on_inconclusive``, a suite not comparable with base); or base
    could not be evaluated (its config or a file it names is invalid) while nothing failed.
    The conclusion is ``action_required`` (Re-run, or a writer presses Let through:
@@ -28,13 +30,19 @@ down to its cause (worker/evals/verdict/causes.py), and after the rules are chec
    applies, as its rules do); the title says which. When only head's calls failed on an
    endpoint that answered base's run in this run (`Attribution.head_only`), head's change may
    be the cause (a prompt that makes every call time out): ``action_required`` whatever
-   ``settings.undecided`` says, and the headline says so.
+   ``settings.undecided`` says, and the headline says so. The same when base's examples
+   without an answer include target errors: a process the pull request's target left behind
+   can make base's fail (it did: docs/security-model.md), so this is never ``neutral`` either;
+   and, under the allowance, when an example base's target gave no answer for fails at head
+   and the rules did not fail the run: the gate cannot tell whether head regressed it.
    The same when more than ``max_judge_error_rate`` of a side's examples lost their judge call
    to a rate limit, a timeout or a 5xx, at base as at head (or with no base run): the judge's
    provider kept the gate from deciding (issue 29: such a run read "fail").
 4. Otherwise the rules decide; then, when the share of examples with a judge error (an errored
    assertion) exceeds ``max_judge_error_rate``, a ``success`` becomes ``failure``: fail closed.
 
+Base's examples whose target gave no answer are unscored (never base failures that make head
+look better) and, whatever the conclusion, counted in a note with the first one's error.
 Unscored examples (provider or judge errors not caused by the head) are never listed as
 regressions; at head, those whose base result was scored were made failures before the rules
 were checked (worker/evals/verdict/unanswered.py), so the allowances of rules 3 and 4 cannot hide
@@ -58,6 +66,8 @@ from worker.evals.types import (
     RunResult,
     SuiteResult,
 )
+from worker.evals.verdict.base_targets import TARGET_KINDS, hidden, hidden_headline, no_answer
+from worker.evals.verdict.base_targets import note as no_answer_note
 from worker.evals.verdict.causes import Attribution
 
 PROVIDER_KINDS = ("rate_limited", "provider", "timeout")
@@ -69,8 +79,9 @@ UNDECIDED_SUFFIX = {"action_required": " (re-run, or a writer can let it through
                     "neutral": " (neutral, as base's settings.undecided says)"}
 
 _Runs = dict[str, RunResult | None]
-#: How `_outside_share`'s headline of head's errors starts (base's start "base could not run").
+#: How `_outside_share`'s headline of head's errors starts, and of base's.
 _HEAD_SIDE = ("rate limited: ", "provider errors: ")
+_BASE_SIDE = "base could not run: "
 
 
 @dataclass(frozen=True)
@@ -82,6 +93,8 @@ class _Found:
     outside: dict[str, int]  # side -> examples without an answer for an outside cause
     totals: dict[str, int]  # side -> examples
     head_only: bool = False  # head's outside errors hit an endpoint that answered base
+    base_targets: int = 0  # base's examples whose own target gave no answer (outside)
+    hidden: tuple[str, ...] = ()  # suite/id base gave no answer for that fail at head
 
 
 def finish_report(report: GateReport, config: Config, base_config: Config | None = None,
@@ -101,8 +114,9 @@ def finish_report(report: GateReport, config: Config, base_config: Config | None
     if report.config_error is not None or report.head is None:
         return report
     runs: _Runs = {"head": report.head, "base": report.base}
-    found = _find(Attribution(config, base_config, report.base, report.head), report.head,
-                  report.base)
+    found = replace(_find(Attribution(config, base_config, report.base, report.head),
+                          report.head, report.base),
+                    hidden=tuple(hidden(report.head, report.base, base_config)))
     errored = _errored(report, list(found.head_blamed))
     regressions = (*(r for r in report.regressions
                      if not _unscored(report.head, r.suite, r.example_id)),
@@ -114,7 +128,9 @@ def finish_report(report: GateReport, config: Config, base_config: Config | None
             else "action_required"
         conclusion = "neutral" if policy == "neutral" else "action_required"
         headline = f"undecided: {headline}{UNDECIDED_SUFFIX[policy]}"
-    notes = [*report.notes, *_judge_notes(runs), *_rubric_notes(report.head, report.base)]
+    unanswered = no_answer_note(report.base, config.settings.max_provider_error_rate)
+    notes = [*report.notes, *([unanswered] if unanswered else []), *_judge_notes(runs),
+             *_rubric_notes(report.head, report.base)]
     return replace(report, conclusion=conclusion, regressions=regressions,
                    notes=tuple(notes), headline=headline, errors=found.errors,
                    errored=errored)
@@ -140,6 +156,9 @@ def _decide(report: GateReport, runs: _Runs, found: _Found, config: Config,
             "base's calls in this run, so head's change (its prompt or parameters) may be "
             "the cause, and this is never neutral (re-run, or a writer can let it through)"), \
             False
+    base_targets = _base_targets(report, found, outside)
+    if base_targets is not None:
+        return "action_required", base_targets, False
     if outside is not None:
         return "action_required", outside, True
     if base_problem is not None and report.conclusion in ("success", "neutral"):
@@ -151,6 +170,20 @@ def _decide(report: GateReport, runs: _Runs, found: _Found, config: Config,
         return "action_required", report.headline or _inconclusive_headline(report), True
     conclusion, headline = _judge_verdict(runs, config, report.conclusion, report.headline)
     return conclusion, headline, False
+
+
+def _base_targets(report: GateReport, found: _Found, outside: str | None) -> str | None:
+    """Rule 3 for base's target errors, never ``neutral``: the headline when the run is
+    undecided by errors outside the pull request and base has target errors, or when examples
+    base gave no answer for fail at head while the rules would pass
+    (worker/evals/verdict/base_targets.py); else None."""
+    if outside is not None and found.base_targets:
+        return (f"undecided: {outside}; base's target errors can be brought about by a "
+                "process of the pull request's, so this is never neutral (re-run, or a writer "
+                "can let it through)")
+    if outside is None and found.hidden and report.conclusion != "failure":
+        return hidden_headline(list(found.hidden))
+    return None
 
 
 #: How `worker.evals.llm.provider.describe` begins the message of a call that failed for a
@@ -184,16 +217,18 @@ def _judge_outage(runs: _Runs, allowed: float) -> str | None:
 
 def _find(attribution: Attribution, head: RunResult, base: RunResult | None) -> _Found:
     blamed, outside = [], {"head": 0, "base": 0}
-    head_only = False
+    head_only, targets = False, 0
     for side, suite, example, cause in attribution.each(head, base):
         if cause == "head":
             blamed.append((suite, example))
         elif cause == "outside":
             outside[side] += 1
             head_only = head_only or (side == "head" and attribution.head_only(suite))
+            targets += side == "base" and no_answer(example)
     totals = {side: sum(len(s.examples) for s in run.suites.values()) if run else 0
               for side, run in (("head", head), ("base", base))}
-    return _Found(attribution.errors(head, base), tuple(blamed), outside, totals, head_only)
+    return _Found(attribution.errors(head, base), tuple(blamed), outside, totals, head_only,
+                  targets)
 
 
 def _head_fault(found: _Found) -> str | None:
@@ -218,8 +253,12 @@ def _outside_share(found: _Found, threshold: float) -> str | None:
         errors = [e for e in found.errors if e.side == side and e.cause == "outside"]
         limited = sum(e.count for e in errors if e.kind == "rate_limited")
         what = "rate limited" if limited * 2 >= count else "provider errors"
+        if side == "base" and found.base_targets * 2 >= count:
+            what = ("target errors (base's target crashed, exited non-zero, timed out or "
+                    "wrote no valid output)")
+            errors = [e for e in errors if e.kind in TARGET_KINDS]
         first = errors[0]
-        base = "base could not run: " if side == "base" else ""
+        base = _BASE_SIDE if side == "base" else ""
         return (f"{base}{what}: {count} of {total} examples got no answer at {side} "
                 f"(the first, {first.suite}/{first.example_id}: {first.message})")
     return None

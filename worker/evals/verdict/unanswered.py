@@ -13,7 +13,8 @@ So at head, an example unscored for such a cause whose base result (any repeat) 
 counts as **failed**: the worst case, so that the verdict holds whatever the answer would
 have been. Its error (or its judge's message) says so; when a provider was at fault, a
 re-run scores it. Left as they are: examples base did not score either (nothing to compare
-with), those not sent because base's budget or time ran out (the run is stopped and blocked:
+with; base's target giving no answer is no verdict either: worker/evals/verdict/base_targets.py),
+those not sent because base's budget or time ran out (the run is stopped and blocked:
 health.py rule 2), and those whose call error is the head's (they fail the run already:
 health.py rule 1).
 """
@@ -24,6 +25,7 @@ from dataclasses import replace
 
 from worker.evals.score.metrics import suite_metrics
 from worker.evals.types import AssertionResult, ExampleResult, RunResult, SuiteResult
+from worker.evals.verdict.base_targets import no_answer
 from worker.evals.verdict.causes import Attribution
 
 #: Appended to the error or judge message of an example counted as failed.
@@ -53,7 +55,8 @@ def count_as_failed(head: RunResult, base: RunResult | None, attribution: Attrib
     suites, count = {}, 0
     for name, suite in head.suites.items():
         found = base.suites.get(name)
-        scored = {e.id for e in found.examples if not e.unscored} if found is not None else set()
+        scored = {e.id for e in found.examples if not e.unscored and not no_answer(e)} \
+            if found is not None else set()
         examples = tuple(_failed(e) if e.id in scored and _hidden(attribution, name, e, calls)
                          else e for e in suite.examples)
         changed = sum(a is not b for a, b in zip(examples, suite.examples, strict=True))
