@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from tests.conftest import free_port, wait_for_port
+from worker.security.target_view import VIEW_PREFIX
 
 
 @dataclass(frozen=True)
@@ -104,6 +105,16 @@ def cwd_inside(pid: int, folder: Path) -> bool:
     except OSError:
         return False
     return cwd == folder or folder in cwd.parents
+
+
+def in_target_view(pid: int) -> bool:
+    """Whether the working directory of ``pid`` is a target's copy of its checkout
+    (``$TMPDIR/llmgate-view-*/...``: worker/security/target_view.py)."""
+    try:
+        cwd = Path(os.readlink(f"/proc/{pid}/cwd"))
+    except OSError:
+        return False
+    return any(part.startswith(VIEW_PREFIX) for part in cwd.parts)
 
 
 def _stat(pid: int) -> list[str] | None:

@@ -42,6 +42,7 @@ from tests.e2e.chaos_processes import (
     RedisProcess,
     cwd_inside,
     descendants,
+    in_target_view,
     pids,
 )
 from tests.e2e.chaos_repo import KEY_ENV, ChaosRepo
@@ -371,8 +372,10 @@ class ChaosStack(_Started):
 
     def worker_running_a_target(self) -> tuple[Worker, list[int]] | None:
         """A live worker with target processes among its descendants, and their pids (a
-        target's working directory is inside the checkouts); None when no target runs."""
-        inside = set(self.processes_under(self.workdir / "checkouts"))
+        target's working directory is a copy of its checkout, worker/security/target_view.py,
+        or inside the checkouts); None when no target runs."""
+        inside = {*self.processes_under(self.workdir / "checkouts"),
+                  *(pid for pid in pids() if in_target_view(pid))}
         for w in self.live_workers():
             targets = [pid for pid in descendants(w.proc.pid) if pid in inside]
             if targets:

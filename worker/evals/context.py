@@ -171,6 +171,8 @@ class ShardWork:
         use_cache: whether answers may come from the response cache (one draw only).
         repeat: the draw (0-based).
         foreign: the examples are of base's dataset (head's target on base's contract).
+        hidden: the paths (relative to ``root``) its commands may not read: the view they
+            run in leaves them out (worker/evals/run/views.py); () for a model target.
     """
 
     target: CommandTarget | ModelTarget
@@ -181,6 +183,7 @@ class ShardWork:
     use_cache: bool
     repeat: int
     foreign: bool
+    hidden: tuple[str, ...] = ()
 
 
 class AnswerShards(Protocol):

@@ -2,9 +2,10 @@
 
 A gate's job hands its run an `EvalContext.shards` (`RedisShards`). When a suite's draw has more
 than ``LLMGATE_SHARD_EXAMPLES`` examples still to answer, they are cut into contiguous slices of
-that size (dataset order). Each slice's work (target, settings, examples, commit, config folder)
-is written to Redis under the gate's key and an ``answer_shard`` job (`answer_shard`,
-worker/jobs/shard.py) is enqueued for it; any worker takes it, checks the commit out, answers
+that size (dataset order). Each slice's work (target, settings, examples, commit, config folder,
+and the eval data paths its commands may not read: worker/evals/run/views.py) is written to
+Redis under the gate's key and an ``answer_shard`` job (`answer_shard`, worker/jobs/shard.py)
+is enqueued for it; any worker takes it, checks the commit out, answers
 the examples and writes the outputs once (``SET NX`` on the shard's result key: a shard answered
 twice, by a worker that was thought dead and one that took over, counts once). The gate's job
 polls the result keys, merges the outputs in example order and goes on scoring, comparing and
@@ -63,6 +64,7 @@ from worker.errors import ConfigError, ExecutionError
 from worker.evals.context import EvalContext, ShardWork
 from worker.evals.llm_types import CacheMode
 from worker.evals.run import runner
+from worker.evals.run.views import TargetViews
 from worker.evals.serialize import SerializeError, from_jsonable, json_object, to_jsonable
 from worker.evals.types import CommandTarget, Example, ModelTarget, Settings, TargetOutput
 from worker.gate.services import Services
@@ -250,7 +252,7 @@ def _work_json(work: ShardWork, part: range, total: int, folder: str,
             "target_kind": "command" if isinstance(work.target, CommandTarget) else "model",
             "examples": [to_jsonable(work.examples[i]) for i in part],
             "settings": to_jsonable(settings), "sha": work.sha, "folder": folder,
-            "use_cache": work.use_cache, "foreign": work.foreign,
+            "use_cache": work.use_cache, "foreign": work.foreign, "hidden": list(work.hidden),
             "repo": dict(shards.repo), "cache_mode": shards.cache_mode}
 
 
@@ -365,7 +367,12 @@ async def _answer_work(services: Services, installation_id: int,
             redis=services.cache, namespace=key, cache_mode=work["cache_mode"],
             on_call=record_call))
         state.budget.start()
-        outputs = await runner.answer_examples(target, examples, root, settings, state,
-                                               bool(work["use_cache"]),
-                                               foreign=bool(work["foreign"]))
+        state.sha = work["sha"]
+        state.views = TargetViews([str(p) for p in work.get("hidden", ())])
+        try:
+            outputs = await runner.answer_examples(target, examples, root, settings, state,
+                                                   bool(work["use_cache"]),
+                                                   foreign=bool(work["foreign"]))
+        finally:
+            state.views.close()  # the view of the gate's eval data, before the worktree
     return {"ids": [e.id for e in examples], "outputs": [to_jsonable(o) for o in outputs]}

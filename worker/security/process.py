@@ -15,13 +15,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import posixpath
 import re
 import signal
 import subprocess
 from collections.abc import Iterable
 from pathlib import Path
 
-from worker.security import sandbox, sandbox_procs
+from worker.security import sandbox, sandbox_procs, target_view
 
 #: How much of the command's stdout/stderr (the tail) is kept for the error text, bytes.
 MAX_LOG_BYTES = 4096
@@ -69,7 +70,8 @@ async def run_confined(argv: list[str], cwd: Path, env: dict[str, str], timeout_
 
     Args:
         argv: the command and its arguments (never a shell).
-        cwd: the directory it runs in (a checkout).
+        cwd: the directory it runs in (a checkout, or a view of one without the eval data:
+            worker/security/target_view.py).
         env: its whole environment (see `build_env`).
         timeout_s: wall-clock limit, seconds.
         scratch: the directory it may write besides ``cwd`` (see `worker.security.sandbox`).
@@ -111,7 +113,24 @@ async def run_confined(argv: list[str], cwd: Path, env: dict[str, str], timeout_
         how = (f"was killed by signal {signal.Signals(-proc.returncode).name}"
                if proc.returncode < 0 else f"exited with status {proc.returncode}")
         tail = log.decode("utf-8", "replace").strip()
-        raise TargetFailed(f"the command {how}" + (f"; last output:\n{tail}" if tail else ""))
+        raise TargetFailed(f"the command {how}{hidden_hint(cwd, tail)}"
+                           + (f"; last output:\n{tail}" if tail else ""))
+
+
+def hidden_hint(cwd: Path, output: str) -> str:
+    """Return why a command that names a hidden file could not read it, or "".
+
+    ``cwd`` is where it ran: in a view of the checkout (worker/security/target_view.py), a
+    failing command whose ``output`` names a file the view leaves out (its path or file name)
+    gets the reason, so the author of a target that reads, say, a judge's labels learns why.
+    """
+    view = target_view.view_of(cwd)
+    named = [rel for rel in (view.hidden if view is not None else ())
+             if rel in output or posixpath.basename(rel) in output]
+    if not named:
+        return ""
+    return (f" (it names {', '.join(named[:3])}: eval data that grades targets, which llmgate "
+            "leaves out of the copy of the checkout they run in; see docs/security-model.md)")
 
 
 async def _tail_and_wait(proc: asyncio.subprocess.Process) -> bytes:

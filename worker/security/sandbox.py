@@ -11,7 +11,9 @@ A target command is code from the pull request. Besides the scrubbed environment
 - a **Landlock sandbox** (``worker/security/landlock.py``; Linux 5.13+, no privileges needed): it
   may read and run files only under the system directories, the directories of ``PATH`` and the
   Python installation; read and write only its checkout and its scratch directory (its
-  ``HOME``/``TMPDIR``); it cannot open the worker's other checkouts, mirrors or key files, cannot
+  ``HOME``/``TMPDIR``); in a view of a checkout (worker/security/target_view.py) only the view,
+  the originals it links to and the scratch directory, and no read rule covers the checkout
+  or a hidden file; it cannot open the worker's other checkouts, mirrors or key files, cannot
   read ``/proc/<worker>/environ`` or ``mem`` (Landlock denies ptrace-style access outside the
   sandbox), cannot signal the worker (ABI 6), and cannot connect to the Redis port (ABI 4; or, with
   ``LLMGATE_SANDBOX_TCP_PORTS``, to anything but the listed ports).
@@ -41,7 +43,7 @@ import resource
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 
-from worker.security import landlock, sandbox_procs
+from worker.security import landlock, sandbox_procs, target_view
 from worker.security.sandbox_policy import Limits, Policy, SandboxError
 
 __all__ = ["Limits", "Policy", "Sandbox", "SandboxError", "apply_limits", "current",
@@ -119,7 +121,8 @@ class Sandbox:
         """
         triples = self.limits.rlimits()
         landlock.prctl(_PR_GET_DUMPABLE)  # loads libc here, never in the forked child
-        fs_fd = self._fs_ruleset(cwd, scratch) if self.abi >= 1 else None
+        view = target_view.view_of(cwd)
+        fs_fd = self._fs_ruleset(cwd, scratch, view) if self.abi >= 1 else None
         layers = [fd for fd in (self._net_ruleset(), fs_fd) if fd is not None]
         die_with_worker = sandbox_procs.preexec_dying_with_parent()
 
@@ -158,18 +161,23 @@ class Sandbox:
         self._net_fd = fd
         return fd
 
-    def _fs_ruleset(self, cwd: Path, scratch: Path) -> int:
+    def _fs_ruleset(self, cwd: Path, scratch: Path, view: target_view.TargetView | None) -> int:
+        """The filesystem layer: no read rule covers ``cwd``'s parent (the other checkouts)
+        nor, in a view, the checkout it copies or a hidden file; a view's linked entries are
+        granted like ``cwd`` (worker/security/target_view.py)."""
         handled = landlock.handled_fs_rights(self.abi)
         fd = landlock.create_ruleset(fs=handled)
         try:
-            others = os.path.realpath(cwd.parent)
+            guarded = [os.path.realpath(cwd.parent),
+                       *(str(p) for p in (view.denied if view is not None else ()))]
             for path in self.policy.read_paths:
-                real = os.path.realpath(path)
-                if not (others == real or others.startswith(real.rstrip("/") + "/")):
+                real = os.path.realpath(path).rstrip("/")
+                if not any(g == real or g.startswith(real + "/") for g in guarded):
                     landlock.allow_path(fd, path, landlock.READ_RIGHTS)
             for path in WRITABLE_DEVICES:
                 landlock.allow_path(fd, path, landlock.FILE_RIGHTS & handled & ~landlock.EXECUTE)
-            for path in (str(cwd), str(scratch), *self.policy.write_paths):
+            linked = [str(p) for p in (view.linked if view is not None else ())]
+            for path in (str(cwd), str(scratch), *self.policy.write_paths, *linked):
                 landlock.allow_path(fd, path, handled)
         except BaseException:
             os.close(fd)

@@ -134,8 +134,8 @@ async def services(github: FakeGitHubServer, redis_url: str,
     await found.redis.aclose()
 
 
-def committed_flaky_repo(root: Path) -> tuple[Path, str]:
-    repo = make_repo(root)
+def committed_flaky_repo(root: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, str]:
+    repo = make_repo(root, monkeypatch)
     git(repo, "init", "-q", "-b", "main")
     git(repo, "add", "-A")
     git(repo, "commit", "-q", "-m", "flaky bot")
@@ -144,8 +144,9 @@ def committed_flaky_repo(root: Path) -> tuple[Path, str]:
 
 @pytest.mark.slow
 async def test_the_cron_job_calibrates_the_remembered_base_and_the_report_shows_it(
-        services: Services, github: FakeGitHubServer, tmp_path: Path) -> None:
-    repo, sha = committed_flaky_repo(tmp_path / "flaky")
+        services: Services, github: FakeGitHubServer, tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    repo, sha = committed_flaky_repo(tmp_path / "flaky", monkeypatch)
     cron = services.calibration
     assert cron is not None
     other = gate_payload(str(repo), "f" * 40, sha, repo="other")

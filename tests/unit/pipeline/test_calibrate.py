@@ -27,16 +27,25 @@ json.dump({"output": "nope" if wrong else doc["input"]}, open(sys.argv[2], "w"))
 """
 
 
-def make_repo(root: Path) -> Path:
+def make_repo(root: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The flaky bot's tree; its ``calls`` folder, where it counts its calls from run to run,
+    is outside the tree (each run's targets get a fresh copy of it: worker/security/
+    target_view.py), linked from it and made writable for targets."""
     rows = [{"id": f"t{i}", "input": ("flaky" if i in (1, 2) else "steady") + str(i),
              "expected": ("flaky" if i in (1, 2) else "steady") + str(i)} for i in range(4)]
-    return write_tickets_tree(root, rows, BOT, "      pass_rate: {min: 0.5, max_new_failures: 0, "
-                                               "regression: {alpha: 0.05}}\n")
+    tree = write_tickets_tree(root, rows, BOT, "      pass_rate: {min: 0.5, max_new_failures: "
+                                               "0, regression: {alpha: 0.05}}\n")
+    calls = root.parent / f"{root.name}-calls"
+    calls.mkdir()
+    (tree / "calls").symlink_to(calls)
+    monkeypatch.setenv("LLMGATE_SANDBOX_WRITE_PATHS", str(calls))
+    return tree
 
 
 @pytest.mark.slow
-async def test_calibrate_counts_false_alarms_and_lists_flipping_examples(tmp_path: Path) -> None:
-    root = make_repo(tmp_path / "repo")
+async def test_calibrate_counts_false_alarms_and_lists_flipping_examples(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    root = make_repo(tmp_path / "repo", monkeypatch)
     cal = await calibrate_tree(root, 3)
     assert (cal.runs, cal.comparisons, cal.false_alarms, cal.failed_checks) == (3, 2, 1, 1)
     assert cal.false_alarm_rate == 0.5
@@ -52,20 +61,22 @@ async def test_calibrate_counts_false_alarms_and_lists_flipping_examples(tmp_pat
 
 @pytest.mark.slow
 def test_cli_calibrate_prints_json_and_exits_0(tmp_path: Path,
-                                              capsys: pytest.CaptureFixture[str]) -> None:
-    root = make_repo(tmp_path / "repo")
+                                              capsys: pytest.CaptureFixture[str],
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    root = make_repo(tmp_path / "repo", monkeypatch)
     assert main(["calibrate", "--runs", "2", "--repo", str(root), "--format", "json"]) == 0
     doc = json.loads(capsys.readouterr().out)
     assert (doc["runs"], doc["comparisons"], doc["false_alarm_rate"]) == (2, 1, 1.0)
     assert doc["unstable"] == {"tickets": ["t1", "t2"]}
 
 
-def test_cli_calibrate_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_cli_calibrate_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                             monkeypatch: pytest.MonkeyPatch) -> None:
     assert main(["calibrate", "--runs", "1", "--repo", str(tmp_path)]) == 2
     assert "--runs must be at least 2" in capsys.readouterr().err
     assert main(["calibrate", "--repo", str(tmp_path)]) == 2
     assert "no .llmgate.yml" in capsys.readouterr().err
-    root = make_repo(tmp_path / "repo")
+    root = make_repo(tmp_path / "repo", monkeypatch)
     assert main(["calibrate", "--runs", "2", "--repo", str(root), "--head", "nope"]) == 3
 
 

@@ -18,6 +18,13 @@ from worker.evals.types import JudgeRules
 JUDGE_RULE_KEYS = ("labels", "min_agreement", "max_drift")
 
 
+def snapshot_path(labels: str) -> str:
+    """The snapshot beside a labels file: ``e/labels.jsonl`` -> ``e/labels.snapshot.json``
+    (worker/evals/run/judge_calibration.py writes and reads it)."""
+    stem = labels[:-len(".jsonl")] if labels.endswith(".jsonl") else labels
+    return f"{stem}.snapshot.json"
+
+
 def judge_rules(reader: Reader, node: Node, what: str) -> JudgeRules:
     """Return the ``judge:`` mapping of a suite as `JudgeRules`.
 

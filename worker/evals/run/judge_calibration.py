@@ -28,6 +28,7 @@ from typing import Any
 
 from worker.errors import ConfigError
 from worker.evals.config.files import decode_utf8, read_repo_file
+from worker.evals.config.judge_rules import snapshot_path as snapshot_path
 from worker.evals.config.labels import LabelRow, load_labels
 from worker.evals.context import EvalContext
 from worker.evals.llm.provider import ModelCaller
@@ -251,12 +252,6 @@ def _criterion(name: str, js: JudgeSpec, rows: list[LabelRow],
         graded_only(weighted), graded_only(stats.mae), graded_only(stats.pearson),
         graded_only(stats.spearman), categories, stats.confusion(human, judge, categories),
         tuple(disagreements), errors[0].message if errors else "")
-
-
-def snapshot_path(labels: str) -> str:
-    """The snapshot beside a labels file: ``e/labels.jsonl`` -> ``e/labels.snapshot.json``."""
-    stem = labels[:-len(".jsonl")] if labels.endswith(".jsonl") else labels
-    return f"{stem}.snapshot.json"
 
 
 def to_snapshot(calibration: JudgeCalibration) -> dict[str, Any]:

@@ -54,6 +54,7 @@ from worker.evals.run.estimate import Judging, ModelUse, estimate_configs
 from worker.evals.run.model_target import run_model
 from worker.evals.run.targets import run_command
 from worker.evals.run.traps import judge_traps
+from worker.evals.run.views import TargetViews, runs_commands
 from worker.evals.score.custom_metrics import apply_metrics
 from worker.evals.score.judges import JUDGE_TYPES, judge_spec
 from worker.evals.score.metrics import suite_metrics
@@ -82,6 +83,8 @@ class RunState:
     Attributes:
         answers: the target answers of this run by `answer_keys`: an example two suites of
             the run share (head's target on base's contract and on its own) is answered once.
+        views: where its commands run: a view of the checkout without the eval data
+            (worker/evals/run/views.py), removed when `run_suites` ends.
     """
 
     def __init__(self, settings: Settings, ctx: EvalContext | None = None) -> None:
@@ -93,6 +96,7 @@ class RunState:
         self.command_limit = self.ctx.sides.command_limit if self.ctx.sides is not None \
             else asyncio.Semaphore(settings.concurrency)
         self.answers: dict[tuple[str, int, str, str], TargetOutput] = {}
+        self.views = TargetViews()
         self.sha = ""  # the commit of the run (`run_suites`), told to `EvalContext.shards`
 
 
@@ -165,12 +169,24 @@ async def run_suites(configs: Sequence[Config], root: Path, sha: str = "",
     Raises:
         ConfigError: a dataset, prompt, schema or trap file is missing or invalid, or a model
             the run will call has no known price under ``max_cost_usd``.
+        ExecutionError: the view its commands run in cannot be built (`answer_examples`).
     """
     settings = configs[0].settings
     state = state or RunState(settings, ctx)
     state.sha = sha
-    if only is not None:
-        return await confirm_run(configs, root, sha, state, only)
+    state.views.of_configs(configs, root)
+    try:
+        if only is not None:
+            return await confirm_run(configs, root, sha, state, only)
+        return await _run_suites(configs, root, state, with_base, looks, judgings)
+    finally:
+        state.views.close()
+
+
+async def _run_suites(configs: Sequence[Config], root: Path, state: RunState, with_base: bool,
+                      looks: Looks | None, judgings: Sequence[Judging]) -> list[RunResult]:
+    """`run_suites` once its state is set: estimate, then answer and score (in looks)."""
+    settings, sha = configs[0].settings, state.sha
     planned = await estimate_configs(configs, root, state.caller, with_base, judgings)
     estimate = planned.cost
     unpriced = tuple(use.model for use in planned.unpriced)
@@ -380,9 +396,10 @@ async def _answer(suite: SuiteConfig, examples: tuple[Example, ...], root: Path,
     """Answer ``examples`` on other workers when `EvalContext.shards` takes them, else here."""
     shards = state.ctx.shards
     if shards is not None and examples:
+        hidden = state.views.hidden() if runs_commands(suite.target) else ()
         given = await shards.answer(ShardWork(suite.target, examples, root, state.sha,
                                               settings, use_cache, repeat,
-                                              suite.contract_root is not None))
+                                              suite.contract_root is not None, hidden))
         if given is not None:
             for output in given:  # the run's totals and budget count the shards' calls
                 state.caller.total = state.caller.total + output.spend
@@ -399,15 +416,19 @@ async def answer_examples(target: CommandTarget | ModelTarget, examples: tuple[E
 
     Used by `answer` and by a shard job (worker/gate/shards.py). ``foreign``: the examples are
     of base's dataset, so a prompt that cannot be rendered for one is that example's failure.
-    ``suite_name`` names the suite in each command's `CallEvent` (progress per suite).
+    ``suite_name`` names the suite in each command's `CallEvent` (progress per suite). Its
+    commands (a command target's, an agent's tools) run in ``state.views``'s view of ``root``,
+    without the eval data (worker/evals/run/views.py).
 
     Raises:
         ConfigError: the prompt is missing or invalid (and ``foreign`` is False).
+        ExecutionError: the view of ``root`` cannot be built.
     """
     if not examples:
         return []
+    cwd = await state.views.cwd(root, not state.sha) if runs_commands(target) else root
     if isinstance(target, CommandTarget):
-        outputs = await _commands(target, examples, root, settings, state)
+        outputs = await _commands(target, examples, cwd, settings, state)
         for output in outputs:  # one command call per example that ran, at its reported cost
             if output.error_kind != "budget":
                 cost_usd = max(output.cost_usd or 0.0, 0.0)
@@ -416,7 +437,7 @@ async def answer_examples(target: CommandTarget | ModelTarget, examples: tuple[E
         return outputs
     template = load_prompt(root, target.prompt)
     return list(await asyncio.gather(*(
-        _model(target, template, e, state, use_cache, foreign, (root, settings))
+        _model(target, template, e, state, use_cache, foreign, (cwd, settings))
         for e in examples)))
 
 

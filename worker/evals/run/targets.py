@@ -3,7 +3,8 @@
 Protocol: llmgate writes ``input.json`` (``{"id", "input", "vars"}``, never ``expected``; for a
 turn of a conversation also ``turn`` and ``history``, worker/evals/run/conversation.py) into a
 fresh temporary directory outside the checkout, runs the command (split with shlex, never a
-shell) in the checkout with ``{input_file}``/``{output_file}`` replaced by paths in that
+shell) in ``cwd`` (the run's view of the checkout, without ``.git`` and the eval data:
+worker/evals/run/views.py) with ``{input_file}``/``{output_file}`` replaced by paths in that
 directory, and reads ``output.json``: ``{"output": ..., "usage": {"input": n, "output": n},
 "cost": usd}`` (``usage`` and ``cost`` optional). The command sees only PATH, LANG/LC_ALL,
 HOME and TMPDIR (both the temporary directory) and the variables named in ``settings.env``;
@@ -46,7 +47,7 @@ async def run_command(
     Args:
         target: the command line with ``{input_file}`` and ``{output_file}`` placeholders.
         example: the example; its ``expected`` value is never given to the command.
-        cwd: the checkout the command runs in.
+        cwd: the directory the command runs in (the run's view of the checkout).
         settings: ``timeout_s`` (seconds, wall clock) and ``env`` (variable names to pass).
         history: for a turn of a conversation, the earlier turns
             (``[{"role": "user"|"assistant", "content": ...}]``, worker/evals/run/

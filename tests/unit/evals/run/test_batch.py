@@ -71,7 +71,15 @@ def test_the_batch_time_limit_scales_with_the_examples() -> None:
     assert batch_timeout_s(Settings(timeout_s=10, concurrency=4), 100) == 250
 
 
-async def test_a_batch_suite_through_the_engine(repo: Path) -> None:
+async def test_a_batch_suite_through_the_engine(repo: Path, monkeypatch: pytest.MonkeyPatch,
+                                                 tmp_path_factory: pytest.TempPathFactory
+                                                 ) -> None:
+    # the engine runs commands in a copy of the checkout (worker/security/target_view.py):
+    # the log the batch appends to is a file outside it, linked from it and made writable
+    log = tmp_path_factory.mktemp("outside") / "starts.log"
+    log.write_text("")
+    (repo / "starts.log").symlink_to(log)
+    monkeypatch.setenv("LLMGATE_SANDBOX_WRITE_PATHS", str(log))
     (repo / "d.jsonl").write_text("".join(
         json.dumps({"id": i, "input": i, "expected": i.upper()}) + "\n" for i in "xyz"))
     config = parse_config(
@@ -82,7 +90,7 @@ async def test_a_batch_suite_through_the_engine(repo: Path) -> None:
     suite = run.suites["b"]
     assert [e.passed for e in suite.examples] == [True, True, True]
     assert suite.metrics["latency_p50"] == 60000.0 and suite.metrics["tokens_in_mean"] == 3
-    assert (repo / "starts.log").read_text() == "start\n"
+    assert log.read_text() == "start\n"
 
 
 @pytest.mark.parametrize(("document", "words"), [

@@ -60,7 +60,13 @@ suites:
 
 
 @pytest.fixture()
-def repo(tmp_path: Path) -> Path:
+def repo(tmp_path: Path, tmp_path_factory: pytest.TempPathFactory,
+         monkeypatch: pytest.MonkeyPatch) -> Path:
+    # targets run in a copy of the checkout (worker/security/target_view.py): the folder
+    # they log to is outside it, linked from it and made writable
+    log = tmp_path_factory.mktemp("log")
+    (tmp_path / "log").symlink_to(log)
+    monkeypatch.setenv("LLMGATE_SANDBOX_WRITE_PATHS", str(log))
     (tmp_path / "bot.py").write_text(BOT)
     (tmp_path / "evals").mkdir()
     (tmp_path / "evals" / "d.jsonl").write_text(
@@ -109,7 +115,7 @@ async def test_dataset_errors_propagate_before_any_command_runs(repo: Path) -> N
     with pytest.raises(ConfigError) as info:
         await run_config(parse_config(config_text()), repo)
     assert (info.value.path, info.value.line) == ("evals/d.jsonl", 2)
-    assert not (repo / "log").exists()
+    assert not any((repo / "log").iterdir())
 
 
 async def test_missing_dataset_points_at_the_suite_in_the_config(repo: Path) -> None:
