@@ -8,6 +8,9 @@ A target command is code from the pull request. Besides the scrubbed environment
 - **no capabilities**: the bounding set is emptied, so even under a root worker it is only uid 0;
 - **death with the worker**: a parent-death signal, and a file of the process groups started,
   whose leftovers the next worker ends (``worker/security/sandbox_procs.py``);
+- a **PID namespace of its own** where the kernel allows it (``worker/security/pidns.py``):
+  what it starts dies with it, even in a new session, and it cannot name any process outside
+  (no ``kill``, ``prlimit`` or ``setpriority`` of another target or of the worker);
 - a **Landlock sandbox** (``worker/security/landlock.py``; Linux 5.13+, no privileges needed): it
   may read and run files only under the system directories, the directories of ``PATH`` and the
   Python installation; read and write only its checkout and its scratch directory (its
@@ -43,7 +46,7 @@ import resource
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 
-from worker.security import landlock, sandbox_procs, target_view
+from worker.security import landlock, pidns, sandbox_procs, target_view
 from worker.security.sandbox_policy import Limits, Policy, SandboxError
 
 __all__ = ["Limits", "Policy", "Sandbox", "SandboxError", "apply_limits", "current",
@@ -80,6 +83,8 @@ class Sandbox:
             raise SandboxError("LLMGATE_SANDBOX=required but this kernel has no Landlock "
                                "(Linux 5.13+ with landlock in the lsm= boot list)")
         self._net_fd: int | None = None
+        #: Whether each target runs in a PID namespace of its own (worker/security/pidns.py).
+        self.pid_namespace = policy.mode != "off" and pidns.available()
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str]) -> Sandbox:
@@ -98,8 +103,11 @@ class Sandbox:
                     "can read the worker's files; run the worker as a dedicated user")
         parts = ["filesystem"] + (["TCP connect"] if self.abi >= 4 else []) \
             + (["signals and abstract sockets"] if self.abi >= 6 else [])
+        pids = ("each in a PID namespace of its own" if self.pid_namespace else
+                "without PID namespaces (refused here): a process a target starts in a new "
+                "session can outlive it")
         return (f"targets are sandboxed with Landlock ABI {self.abi} ({', '.join(parts)}) "
-                "and rlimits")
+                f"and rlimits, {pids}")
 
     def readable_by_targets(self, path: Path) -> bool:
         """Return whether a target could read ``path`` (e.g. the App's key file) under Landlock."""
@@ -125,10 +133,13 @@ class Sandbox:
         fs_fd = self._fs_ruleset(cwd, scratch, view) if self.abi >= 1 else None
         layers = [fd for fd in (self._net_ruleset(), fs_fd) if fd is not None]
         die_with_worker = sandbox_procs.preexec_dying_with_parent()
+        own_pids = self.pid_namespace
 
         def preexec() -> None:
             die_with_worker()
             apply_limits(triples)
+            if own_pids:  # before dropping capabilities: a root worker needs CAP_SYS_ADMIN
+                pidns.enter()
             drop_capabilities()
             if layers:
                 landlock.restrict_self(layers)

@@ -25,6 +25,20 @@ def _run(script: str, **kwargs: object) -> subprocess.CompletedProcess[str]:
                           **kwargs)  # type: ignore[call-overload]
 
 
+#: The tester's helper: the file-size limit of every process it can name set to 0, forever.
+HELPER = """import os, resource, time
+open("helper.pid", "w").write(os.readlink("/proc/self"))
+while True:
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            try:
+                resource.prlimit(int(name), resource.RLIMIT_FSIZE, (0, 0))
+            except OSError:
+                pass
+    time.sleep(0.01)
+"""
+
+
 def _alive(pid: int) -> bool:
     try:
         state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
@@ -100,3 +114,31 @@ def _in_session_tree(pid: int, root: int) -> bool:
             return True
         seen += 1
     return False
+
+
+async def test_the_field_case_a_left_behind_helper_cannot_break_the_next_target(
+        tmp_path: Path) -> None:
+    """Issue 30, a tester's case through `run_command` (the sandbox as the worker applies it):
+    head's target started a helper in a new session that set the file-size limit of every
+    other process it could name to 0; base's target then crashed writing its output."""
+    from tests.unit.evals.run.test_targets import EXAMPLE, script
+    from worker.evals.run.targets import run_command
+    from worker.evals.types import Settings
+    from worker.security import sandbox
+
+    assert sandbox.current().pid_namespace
+    (tmp_path / "helper.py").write_text(HELPER)
+    saboteur = script(tmp_path, """
+        import subprocess, time
+        subprocess.Popen([sys.executable, "helper.py"], start_new_session=True)
+        while not os.path.exists("helper.pid"):
+            time.sleep(0.01)
+        json.dump({"output": "done"}, open(out, "w"))
+    """)
+    settings = Settings(60.0, 1, ())
+    assert (await run_command(saboteur, EXAMPLE, tmp_path, settings)).output == "done"
+    helper = int((tmp_path / "helper.pid").read_text())
+    victim = script(tmp_path, 'json.dump({"output": "x" * 100000}, open(out, "w"))')
+    answered = await run_command(victim, EXAMPLE, tmp_path, settings)
+    assert (answered.error, len(answered.output or "")) == (None, 100000)
+    assert not _alive(helper)

@@ -20,20 +20,26 @@ import pytest
 
 from tests.fakes.fake_github import generate_app_keypair
 from tests.unit.evals.run.test_targets import pid_alive
-from worker.security import sandbox_procs
+from worker.security import sandbox, sandbox_procs
 from worker.security.sandbox_procs import FOLDER, GroupsFile, end_leftovers, start_ticks
 
 ROOT = Path(__file__).resolve().parents[2]
 #: The target: starts a child in its own process group, writes both pids, then sleeps.
-TARGET = """import json, subprocess, sys, time
-child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
-json.dump({"target": __import__("os").getpid(), "child": child.pid}, open("pids.tmp", "w"))
-__import__("os").replace("pids.tmp", "pids.json")
+TARGET = """import json, os, subprocess, sys, time
+subprocess.Popen([sys.executable, "-c", "import os, time; "
+                  "open('child.tmp', 'w').write(os.readlink('/proc/self')); "
+                  "os.replace('child.tmp', 'child.pid'); time.sleep(60)"])
+while not os.path.exists("child.pid"):
+    time.sleep(0.01)
+# host PIDs (/proc is the host's): inside its PID namespace os.getpid() is the namespace's
+json.dump({"target": int(os.readlink("/proc/self")), "child": int(open("child.pid").read())},
+          open("pids.tmp", "w"))
+os.replace("pids.tmp", "pids.json")
 time.sleep(60)
 """
 WORKER = """import asyncio, sys
 from pathlib import Path
-from worker.security import sandbox_procs
+from worker.security import sandbox, sandbox_procs
 from worker.evals.run.targets import run_command
 from worker.evals.types import CommandTarget, Example, Settings
 sandbox_procs.take_over(Path(sys.argv[1]))
@@ -75,18 +81,27 @@ def test_a_killed_workers_target_dies_at_once_and_its_children_with_the_next_wor
     pids = json.loads(pids_file.read_text())
     spawned += [pids["target"], pids["child"]]
     [groups_file] = (workdir / FOLDER).glob("*.json")
-    assert json.loads(groups_file.read_text())["groups"] == {
-        str(pids["target"]): start_ticks(pids["target"])}
+    group = _pgrp(pids["target"])  # the process the worker started (the target, or the
+    assert json.loads(groups_file.read_text())["groups"] == {  # stand-in of its namespace)
+        str(group): start_ticks(group)}
 
     worker.kill()
     worker.wait()
     assert wait_for(lambda: not pid_alive(pids["target"]), 5), "the target outlived its worker"
-    assert pid_alive(pids["child"])  # the death signal reaches only the first process
-
-    done = end_leftovers(workdir / FOLDER)  # what the next worker does at start-up
-    assert done.killed == (pids["child"],) and done.workers == (worker.pid,)
-    assert wait_for(lambda: not pid_alive(pids["child"]), 5)
+    if sandbox.current().pid_namespace:  # its namespace ends with it: the child too, at once
+        assert wait_for(lambda: not pid_alive(pids["child"]), 5)
+        done = end_leftovers(workdir / FOLDER)
+        assert done.killed == () and done.workers == (worker.pid,)
+    else:
+        assert pid_alive(pids["child"])  # the death signal reaches only the first process
+        done = end_leftovers(workdir / FOLDER)  # what the next worker does at start-up
+        assert done.killed == (pids["child"],) and done.workers == (worker.pid,)
+        assert wait_for(lambda: not pid_alive(pids["child"]), 5)
     assert list((workdir / FOLDER).iterdir()) == []
+
+
+def _pgrp(pid: int) -> int:
+    return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[2])
 
 
 def _session(spawned: list[int]) -> int:
@@ -168,7 +183,7 @@ def test_a_child_of_a_parent_already_gone_kills_itself(tmp_path: Path) -> None:
     """The death signal is asked for in the child; one whose parent died first ends itself."""
     code = textwrap.dedent("""
         import os, subprocess, sys
-        from worker.security import sandbox_procs
+        from worker.security import sandbox, sandbox_procs
         preexec = sandbox_procs.preexec_dying_with_parent()
         if os.fork() == 0:  # a process that is not the parent preexec was made for
             proc = subprocess.Popen(["true"], preexec_fn=preexec)

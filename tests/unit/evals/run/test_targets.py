@@ -34,6 +34,21 @@ async def run(
     return await run_command(target, EXAMPLE, repo, Settings(timeout_s, 4, env))
 
 
+#: Target code: start a sleeping child that writes its host PID to ``child.pid`` and wait for
+#: it. /proc is the host's, so ``/proc/self`` names a process by its host PID even inside the
+#: target's PID namespace (worker/security/pidns.py), where ``os.getpid()`` and ``Popen.pid``
+#: are the namespace's.
+SLEEPING_CHILD = """
+import subprocess, time
+subprocess.Popen([sys.executable, "-c", "import os, time; "
+                  "open('child.tmp', 'w').write(os.readlink('/proc/self')); "
+                  "os.replace('child.tmp', 'child.pid'); time.sleep(60)"],
+                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+while not os.path.exists("child.pid"):
+    time.sleep(0.01)
+"""
+
+
 def pid_alive(pid: int) -> bool:
     """True while ``pid`` runs (a zombie counts as dead)."""
     try:
@@ -84,10 +99,8 @@ async def test_crash_reports_status_and_stderr_tail(tmp_path: Path) -> None:
 
 async def test_timeout_kills_the_whole_process_group(tmp_path: Path) -> None:
     started = time.monotonic()
-    out = await run(tmp_path, """
-        import subprocess, time
-        child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
-        open("pids.txt", "w").write(f"{os.getpid()} {child.pid}")
+    out = await run(tmp_path, textwrap.indent(SLEEPING_CHILD, " " * 8) + """
+        open("pids.txt", "w").write(f"{os.readlink('/proc/self')} {open('child.pid').read()}")
         time.sleep(60)
     """, timeout_s=1.0)
     assert time.monotonic() - started < 5
@@ -101,11 +114,8 @@ async def test_timeout_kills_the_whole_process_group(tmp_path: Path) -> None:
 
 
 async def test_children_left_behind_after_exit_are_killed(tmp_path: Path) -> None:
-    out = await run(tmp_path, """
-        import subprocess
-        child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"],
-                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        json.dump({"output": child.pid}, open(out, "w"))
+    out = await run(tmp_path, textwrap.indent(SLEEPING_CHILD, " " * 8) + """
+        json.dump({"output": int(open("child.pid").read())}, open(out, "w"))
     """)
     deadline = time.monotonic() + 3
     while pid_alive(out.output) and time.monotonic() < deadline:
