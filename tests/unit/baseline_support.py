@@ -21,6 +21,7 @@ from tests.fakes.fake_github import FakeGitHubServer
 from tests.unit.worker_support import INSTALLATION_ID, OWNER, REPO, commit, git
 from tests.unit.worker_support import github as github  # re-exported: `worker_ctx` needs it
 from worker.contract import PushPayload
+from worker.evals.context import CallEvent
 from worker.gate.services import Services
 from worker.main import shutdown, startup
 from worker.runtime.metrics import METRICS, SAMPLES_KEY
@@ -99,3 +100,13 @@ async def command_runs(services: Services) -> int:
     value = await redis.hget(SAMPLES_KEY, field)  # type: ignore[misc]
     await redis.hdel(SAMPLES_KEY, field)  # type: ignore[misc]
     return int(float(value)) if value is not None else 0
+
+
+class Counter:
+    """Counts command-target examples through the run's own ``on_call`` seam."""
+
+    def __init__(self) -> None:
+        self.examples = 0
+
+    def __call__(self, event: CallEvent) -> None:
+        self.examples += event.sent if event.kind == "command" else 0

@@ -15,10 +15,11 @@ from pathlib import Path
 
 import pytest
 
+from tests.unit.baseline_support import Counter
 from worker.baselines.local import DirectoryStore
 from worker.baselines.reuse import Origin, StoredBaselines, incomplete
 from worker.baselines.store import Baseline
-from worker.evals.context import CallEvent, EvalContext
+from worker.evals.context import EvalContext
 from worker.evals.types import ExampleResult, SuiteResult
 from worker.pipeline.trees import read_config
 
@@ -52,16 +53,6 @@ def tree(root: Path) -> Path:
     (root / "bot.py").write_text(BOT)
     (root / ".llmgate.yml").write_text(CONFIG)
     return root
-
-
-class Counter:
-    """Counts command-target examples through the run's own ``on_call`` seam."""
-
-    def __init__(self) -> None:
-        self.examples = 0
-
-    def __call__(self, event: CallEvent) -> None:
-        self.examples += event.sent if event.kind == "command" else 0
 
 
 def runner(store: DirectoryStore) -> StoredBaselines:

@@ -6,10 +6,10 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
-from tests.unit.baseline_support import BOT, DATASET
+from tests.unit.baseline_support import BOT, DATASET, Counter
 from worker.baselines.reuse import Origin, StoredBaselines, describe, incomplete
 from worker.baselines.store import BaselineSettings, BaselineStore
-from worker.evals.context import CallEvent, EvalContext
+from worker.evals.context import EvalContext
 from worker.evals.types import ExampleResult, RunResult, SuiteResult
 from worker.pipeline.trees import read_config
 
@@ -39,16 +39,6 @@ def tree(root: Path) -> Path:
     (root / "bot.py").write_text(BOT.format(passing=40))
     (root / ".llmgate.yml").write_text(CONFIG)
     return root
-
-
-class Counter:
-    """Counts command-target examples through the run's own ``on_call`` seam."""
-
-    def __init__(self) -> None:
-        self.examples = 0
-
-    def __call__(self, event: CallEvent) -> None:
-        self.examples += event.sent if event.kind == "command" else 0
 
 
 async def test_only_missing_suites_run_and_the_sentence_says_which(redis, tmp_path):
