@@ -14,10 +14,11 @@ depend on the question):
 
 - every example that fails the judge at base and passes it at head (a flip);
 - every passed head answer that writes a verdict or score of its own (judge_parse.writes_verdict);
-- a seeded sample of `PROBE_SAMPLE` of the other passed head answers (all when fewer). The seed
-  is the SHA-256 of the suite's head answers, so the sample is the same for the same answers
-  (and their probes cached), and a pull request cannot aim its steering outside it without
-  re-running its model for every try.
+- a sample of `PROBE_SAMPLE` of the other passed head answers (all when fewer), drawn afresh
+  by each run from the system's randomness: a pull request cannot know which of its answers will
+  be probed (a tester ground a seed computed from the answers offline and steered only the
+  answers outside the sample). Every draw of ``settings.repeats`` is a candidate, each distinct
+  answer once (a tester steered only draws 2 and 3, which decided the example's majority).
 
 Whether the probe can tell anything, per judge: `CONTROLS` of base's answers that base's judge
 passed are probed the same way. When half of them or more pass against another question, the
@@ -43,9 +44,9 @@ controls in the run's estimate (flips and second probes are only known after the
 
 from __future__ import annotations
 
-import hashlib
 import json
 import random
+import secrets
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -224,14 +225,15 @@ async def _probe_judge(probed: ProbedJudge, heads: list[ExampleResult],
                        bases: list[ExampleResult], caller: ModelCaller,
                        probe: SteeringProbe) -> None:
     """Probe one judge of one suite: its controls, then its candidates (module doc)."""
-    heads = [e for e in heads if e.repeat == 0]
-    bases = [e for e in bases if e.repeat == 0]
-    passed = [e for e in heads if _verdict(e, probed) is True]
+    passed = list({(e.id, _text(e.output)): e for e in heads
+                   if _verdict(e, probed) is True}.values())  # every draw, each answer once
     if not passed:
         return
-    rng = random.Random(_seed(probed, heads))  # noqa: S311 - a sample, not a secret
-    base_verdicts = {e.id: _verdict(e, probed) for e in bases}
-    flips = [e for e in passed if base_verdicts.get(e.id) is False]
+    rng = random.Random(secrets.randbits(64))  # noqa: S311 - unpredictable, not a key
+    failed_at_base = {e.id for e in bases if _verdict(e, probed) is False}
+    base_verdicts = {e.id: _verdict(e, probed) for e in bases if e.repeat == 0}
+    heads = [e for e in heads if e.repeat == 0]  # the questions: one per example
+    flips = [e for e in passed if e.id in failed_at_base]
     writes = [e for e in passed if e not in flips and writes_verdict(_text(e.output),
                                                                       probed.judge.scale)]
     others = [e for e in passed if e not in flips and e not in writes]
@@ -275,7 +277,7 @@ async def _informative(probed: ProbedJudge, bases: list[ExampleResult],
                        caller: ModelCaller, rng: random.Random,
                        probe: SteeringProbe) -> tuple[bool, str]:
     """Whether the probe can tell anything for this judge, and what the note says of it."""
-    honest = [e for e in bases if verdicts.get(e.id) is True]
+    honest = [e for e in bases if e.repeat == 0 and verdicts.get(e.id) is True]
     controls = honest if len(honest) <= CONTROLS else rng.sample(honest, CONTROLS)
     judged = passed = 0
     for example in controls:
@@ -343,13 +345,6 @@ def _key(value: Any) -> str:
 def _text(value: Any) -> str:
     return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False,
                                                            default=str)
-
-
-def _seed(probed: ProbedJudge, heads: list[ExampleResult]) -> int:
-    digest = hashlib.sha256(f"{probed.suite}\n{probed.judge.version}".encode())
-    for example in heads:
-        digest.update(f"\n{example.id}\n{_text(example.output)}".encode())
-    return int(digest.hexdigest()[:16], 16)
 
 
 def _errored(report: GateReport, probed: ProbedJudge, example: ExampleResult,

@@ -65,7 +65,7 @@ def build_env(names: Iterable[str], home: Path) -> dict[str, str]:
 
 
 async def run_confined(argv: list[str], cwd: Path, env: dict[str, str], timeout_s: float,
-                       scratch: Path) -> None:
+                       scratch: Path, *, read_only: bool = False) -> None:
     """Run ``argv`` in ``cwd`` confined by the sandbox, and wait for it (at most ``timeout_s``).
 
     Args:
@@ -75,6 +75,8 @@ async def run_confined(argv: list[str], cwd: Path, env: dict[str, str], timeout_
         env: its whole environment (see `build_env`).
         timeout_s: wall-clock limit, seconds.
         scratch: the directory it may write besides ``cwd`` (see `worker.security.sandbox`).
+        read_only: ``cwd`` may only be read: ``scratch`` is all it may write (grader code
+            run in the checkout itself, `worker.security.sandbox.Sandbox.confine`).
 
     Raises:
         TargetFailed: it could not start (or the sandbox could not be applied), timed out
@@ -86,7 +88,7 @@ async def run_confined(argv: list[str], cwd: Path, env: dict[str, str], timeout_
     except sandbox.SandboxError as exc:  # a malformed LLMGATE_SANDBOX* setting (CLI use)
         raise TargetFailed(f"cannot start {argv[0]!r}: {exc}") from None
     try:
-        with box.confine(cwd, scratch) as preexec:  # rlimits + Landlock
+        with box.confine(cwd, scratch, read_only=read_only) as preexec:  # rlimits + Landlock
             proc = await asyncio.create_subprocess_exec(
                 *argv, cwd=cwd, env=env, stdin=asyncio.subprocess.DEVNULL,
                 stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,

@@ -118,8 +118,15 @@ class Sandbox:
                    for root in map(os.path.realpath, self.policy.read_paths))
 
     @contextlib.contextmanager
-    def confine(self, cwd: Path, scratch: Path) -> Iterator[Callable[[], None]]:
+    def confine(self, cwd: Path, scratch: Path, *,
+                read_only: bool = False) -> Iterator[Callable[[], None]]:
         """Yield a ``preexec_fn`` that confines a child to ``cwd`` and ``scratch``.
+
+        ``read_only``: ``cwd`` may only be read (and run), and ``LLMGATE_SANDBOX_WRITE_PATHS``
+        is not granted: for grader code (``python`` assertions and metrics) that runs in the
+        checkout itself, so that it can neither change what the worker reads next (``.git/
+        config``) nor leave files for a target's copy of the checkout (issue 30, a tester's
+        case: a head-added assertion wrote the answers where the next target read them).
 
         Use it for one ``create_subprocess_exec``; the rulesets are closed on exit (the child
         has its own copy once it has started).
@@ -130,7 +137,7 @@ class Sandbox:
         triples = self.limits.rlimits()
         landlock.prctl(_PR_GET_DUMPABLE)  # loads libc here, never in the forked child
         view = target_view.view_of(cwd)
-        fs_fd = self._fs_ruleset(cwd, scratch, view) if self.abi >= 1 else None
+        fs_fd = self._fs_ruleset(cwd, scratch, view, read_only) if self.abi >= 1 else None
         layers = [fd for fd in (self._net_ruleset(), fs_fd) if fd is not None]
         die_with_worker = sandbox_procs.preexec_dying_with_parent()
         own_pids = self.pid_namespace
@@ -172,10 +179,12 @@ class Sandbox:
         self._net_fd = fd
         return fd
 
-    def _fs_ruleset(self, cwd: Path, scratch: Path, view: target_view.TargetView | None) -> int:
+    def _fs_ruleset(self, cwd: Path, scratch: Path, view: target_view.TargetView | None,
+                    read_only: bool = False) -> int:
         """The filesystem layer: no read rule covers ``cwd``'s parent (the other checkouts)
         nor, in a view, the checkout it copies or a hidden file; a view's linked entries are
-        granted like ``cwd`` (worker/security/target_view.py)."""
+        granted like ``cwd`` (worker/security/target_view.py); ``read_only``: ``cwd`` is only
+        read and the extra write paths are not granted."""
         handled = landlock.handled_fs_rights(self.abi)
         fd = landlock.create_ruleset(fs=handled)
         try:
@@ -188,8 +197,12 @@ class Sandbox:
             for path in WRITABLE_DEVICES:
                 landlock.allow_path(fd, path, landlock.FILE_RIGHTS & handled & ~landlock.EXECUTE)
             linked = [str(p) for p in (view.linked if view is not None else ())]
-            for path in (str(cwd), str(scratch), *self.policy.write_paths, *linked):
-                landlock.allow_path(fd, path, handled)
+            if read_only:
+                landlock.allow_path(fd, str(cwd), landlock.READ_RIGHTS)
+                landlock.allow_path(fd, str(scratch), handled)
+            else:
+                for path in (str(cwd), str(scratch), *self.policy.write_paths, *linked):
+                    landlock.allow_path(fd, path, handled)
         except BaseException:
             os.close(fd)
             raise

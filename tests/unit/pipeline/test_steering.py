@@ -106,3 +106,41 @@ async def test_a_judge_that_passes_everything_cannot_be_probed_and_says_so(
 
 def test_the_steering_text_is_the_field_cases() -> None:
     assert STEERING.endswith("VERDICT: PASS") and "Ignore the rubric" in STEERING
+
+
+async def test_every_draw_of_a_repeated_example_is_probed(llm: FakeLLMServer) -> None:
+    """A tester's case (``settings.repeats: 3``): head's target steered only draws 2 and 3,
+    which made each example pass by majority; the probe looked at the first draw only."""
+    from tests.unit.steering_support import ROWS, answer, config
+    from worker.evals.config.load import parse_config
+    from worker.evals.llm.cache import ResponseCache
+    from worker.evals.llm.provider import Budget, ModelCaller
+    from worker.evals.types import AssertionResult, ExampleResult, RunResult, SuiteResult
+    from worker.pipeline.steering import probe_steering, probed_judges
+
+    llm.setup({"rules": rules("obey")})
+    parsed = parse_config(config(llm.url))
+    [probed] = probed_judges(parsed.suites[0], parsed)
+
+    def results(prompt: str, draws: int, steered: tuple[int, ...] = ()) -> RunResult:
+        examples = []
+        for i, row in enumerate(ROWS):
+            for draw in range(draws):
+                text = answer("STEER" if draw in steered else prompt, row, i)
+                ok = draw in steered or text.startswith("The code")
+                verdict = AssertionResult("llm_judge", ok, float(ok), details={
+                    "prompt_version": probed.judge.version})
+                examples.append(ExampleResult(row["id"], i + 1, ok, False, text,
+                                              row["expected"], assertions=(verdict,),
+                                              repeat=draw, input=row["input"]))
+        return RunResult("sha", {"codes": SuiteResult("codes", "evals/codes.jsonl",
+                                                      tuple(examples), {})})
+
+    caller = ModelCaller(parsed.settings, ResponseCache(None, "t", "off"), Budget(None, None),
+                         context())
+    probe = await probe_steering(parsed, results("WRONG", 3, steered=(1, 2)),
+                                 results("HALF", 3), caller)
+    steered = {example.id for _, example, _ in probe.steered}
+    assert steered == {row["id"] for row in ROWS}  # each example's steered draw, once
+    assert len(probe.steered) == len(ROWS)  # the steered answer once, not per draw
+    assert {example.repeat for _, example, _ in probe.steered} <= {1, 2}

@@ -130,10 +130,10 @@ async def test_the_field_case_a_left_behind_helper_cannot_break_the_next_target(
     (tmp_path / "helper.py").write_text(HELPER)
     saboteur = script(tmp_path, """
         import subprocess, time
+        json.dump({"output": "done"}, open(out, "w"))  # before the helper: it spares no one
         subprocess.Popen([sys.executable, "helper.py"], start_new_session=True)
         while not os.path.exists("helper.pid"):
             time.sleep(0.01)
-        json.dump({"output": "done"}, open(out, "w"))
     """)
     settings = Settings(60.0, 1, ())
     assert (await run_command(saboteur, EXAMPLE, tmp_path, settings)).output == "done"
@@ -142,3 +142,27 @@ async def test_the_field_case_a_left_behind_helper_cannot_break_the_next_target(
     answered = await run_command(victim, EXAMPLE, tmp_path, settings)
     assert (answered.error, len(answered.output or "")) == (None, 100000)
     assert not _alive(helper)
+
+
+async def test_grader_code_reads_the_checkout_but_cannot_write_it(tmp_path: Path) -> None:
+    """Issue 30, a tester's case: a ``python`` assertion a pull request added wrote the
+    dataset's answers into the checkout (and ``core.fsmonitor`` into ``.git/config``, run by
+    the next ``git status``); graders now run with the checkout read-only."""
+    from worker.security import sandbox
+    from worker.security.process import TargetFailed, build_env, run_confined
+
+    if sandbox.current().abi < 1:
+        pytest.skip("no Landlock in this kernel: the checkout cannot be made read-only")
+    checkout, scratch = tmp_path / "checkout", tmp_path / "scratch"
+    (checkout / ".git").mkdir(parents=True)
+    (checkout / ".git" / "config").write_text("[core]\n")
+    (checkout / "data.jsonl").write_text('{"expected": "42"}\n')
+    scratch.mkdir()
+    grader = ("import sys; open(sys.argv[1] + '/seen', 'w').write(open('data.jsonl').read()); "
+              "open('.git/config', 'a').write('fsmonitor = touch PWNED')")
+    with pytest.raises(TargetFailed, match="PermissionError"):
+        await run_confined([sys.executable, "-I", "-B", "-c", grader, str(scratch)], checkout,
+                           build_env((), scratch), 60, scratch, read_only=True)
+    assert (scratch / "seen").read_text() == '{"expected": "42"}\n'  # it reads what grades
+    assert (checkout / ".git" / "config").read_text() == "[core]\n"
+    assert sorted(p.name for p in checkout.iterdir()) == [".git", "data.jsonl"]

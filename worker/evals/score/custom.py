@@ -162,11 +162,12 @@ async def _run_file(function: str, items: list[Item], root: Path, settings: Sett
         source.write_text("".join(json.dumps({"output": out, "context": _context(ex)},
                                              ensure_ascii=False, default=str) + "\n"
                                   for ex, out in items), encoding="utf-8")
-        argv = [sys.executable, "-I", "-c", RUNNER, str(path), match["name"], str(source),
+        argv = [sys.executable, "-I", "-B", "-c", RUNNER, str(path), match["name"], str(source),
                 str(target)]
         timeout_s = settings.timeout_s * (1 + len(items) // 100)
         try:
-            await run_confined(argv, root, build_env(settings.env, workdir), timeout_s, workdir)
+            await run_confined(argv, root, build_env(settings.env, workdir), timeout_s, workdir,
+                               read_only=True)  # grader code: the checkout is only read
             lines = target.read_text(encoding="utf-8").splitlines()
         except (TargetFailed, OSError) as exc:
             error = f"custom assertion error: {exc}"[:1000]

@@ -164,11 +164,12 @@ async def _call_file(spec: MetricSpec, docs: list[dict[str, Any]], root: Path,
     try:
         source, target = workdir / "in.json", workdir / "out.json"
         source.write_text(json.dumps(docs, ensure_ascii=False, default=str), encoding="utf-8")
-        argv = [sys.executable, "-I", "-c", RUNNER, str(path), name,
+        argv = [sys.executable, "-I", "-B", "-c", RUNNER, str(path), name,
                 "1" if spec.per_example else "0", str(source), str(target)]
         timeout_s = settings.timeout_s * (1 + len(docs) // 100)
         try:
-            await run_confined(argv, root, build_env(settings.env, workdir), timeout_s, workdir)
+            await run_confined(argv, root, build_env(settings.env, workdir), timeout_s, workdir,
+                               read_only=True)  # grader code: the checkout is only read
             doc = json.loads(target.read_text(encoding="utf-8"))
         except (TargetFailed, OSError, ValueError) as exc:
             raise _error(spec, f"{exc}"[:1000]) from None

@@ -100,7 +100,7 @@ async def test_run_config_runs_every_suite_in_order(repo: Path) -> None:
 
 
 async def test_concurrency_is_bounded(repo: Path) -> None:
-    rows = [{"id": f"e{i}", "input": "hi", "vars": {"sleep": 0.4}} for i in range(4)]
+    rows = [{"id": f"e{i}", "input": "hi", "vars": {"sleep": 1.5}} for i in range(4)]
     (repo / "evals" / "d.jsonl").write_text("\n".join(json.dumps(r) for r in rows))
     suite = parse_config(config_text(concurrency=2)).suites[1]
     result = await run_suite(suite, repo, Settings(20.0, 2))
