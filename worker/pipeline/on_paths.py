@@ -7,16 +7,24 @@ Whatever ``on_paths`` says, a suite also runs when the pull request changes the 
 a file the suite names at base or head (its dataset, prompt, traps, or a file on its command
 line), so moving a suite onto new files cannot skip it.
 
-A suite with a command target also runs when the pull request changes a file its interpreter
-may load before the target's own code, whatever ``on_paths`` says (issue 30, found by a tester:
-a new ``json.py`` at the repository root shadowed the standard library of a Python target whose
-``on_paths`` named only its own folders, so every suite was skipped and the check passed):
-a module or package at the repository root (the target's working directory, first on Python's
-``sys.path`` under ``python -m``; `MODULE_SUFFIXES`, `PACKAGE_FILES`) or in the folder of a
-script named on its command line (first on ``sys.path`` for ``python path/script.py``), an
-interpreter start-up hook anywhere (`STARTUP_HOOKS`: ``sitecustomize.py``, ``usercustomize.py``,
-``*.pth``), and anything in a ``node_modules`` folder (Node searches them up the tree). Other
-files (``README.md`` at the root) are left to ``on_paths``.
+A suite with a command target also runs when the pull request changes any file its
+interpreter could load as code, anywhere in the repository, whatever ``on_paths`` says
+(`is_code`: a name ending in `CODE_SUFFIXES`, a `MANIFESTS` file, a start-up hook of
+`STARTUP_HOOKS`, or anything in a `CODE_FOLDERS` folder). Issue 30, found by a tester: a new
+``json.py`` at the repository root shadowed the standard library of a Python target whose
+``on_paths`` named only its own folders, so every suite was skipped and the check passed. A
+rule for where an interpreter looks (the root, beside a script) missed the next ones: bytecode
+in ``__pycache__`` beside an unchanged source, ``json/__init__.abi3.so``, a folder put on
+``PYTHONPATH`` or made the working directory by the command line. So only an explicit
+statement of base's owner leaves a code file out: the last glob of base's ``on_paths`` that
+matches it is a ``!`` glob (``!services/other/**`` in a monorepo; `excluded`). Other files
+(``README.md``, ``docs/*.md``, data) are left to ``on_paths``; a model target loads no code.
+
+``.json`` is no code suffix: neither Python's import nor Node's ``require`` runs it (``require``
+parses it as data, like any data file the target reads, which ``on_paths`` governs), and
+counting it would make every fixture or locale file run every suite. ``package.json`` is
+counted wherever it is (`MANIFESTS`): its ``main``, ``exports``, ``imports`` and ``type``
+choose which code Node loads and how it parses it.
 
 The glob syntax is worker/evals/config/paths.py's (`glob_regex`), where the config reader
 checks each glob: a pattern starting with ``!`` excludes what it matches, and later patterns
@@ -34,14 +42,17 @@ from worker.evals.types import CommandTarget, Config, SuiteConfig
 
 #: Names of the changed files shown in a skip reason at most.
 SHOWN_FILES = 3
-#: Files an interpreter loads at start-up wherever they are on its path (Python's ``site``
-#: module: ``sitecustomize``, ``usercustomize`` and ``.pth`` files).
-STARTUP_HOOKS = ("sitecustomize.py", "usercustomize.py", ".pth")
-#: Files an interpreter imports by module name from a folder on its path (Python: source,
-#: bytecode and extension modules; Node: scripts, JSON and native addons).
-MODULE_SUFFIXES = (".py", ".pyc", ".pyd", ".so", ".js", ".cjs", ".mjs", ".json", ".node")
-#: The file that makes a folder an importable package (Python) or module (Node).
-PACKAGE_FILES = ("__init__.py", "__init__.pyc", "package.json", "index.js")
+#: Name endings of files an interpreter loads as code: Python source, bytecode, extension
+#: modules and ``.pth`` start-up files; Node scripts, native addons, and TypeScript, which
+#: Node 23.6+ runs natively (type stripping).
+CODE_SUFFIXES = (".py", ".pyc", ".pyd", ".so", ".pth", ".js", ".cjs", ".mjs", ".node", ".ts",
+                 ".mts", ".cts")
+#: Module names Python's ``site`` imports at start-up from anywhere on its path.
+STARTUP_HOOKS = ("sitecustomize", "usercustomize")
+#: Folders whose files are all code an interpreter may load (bytecode caches; Node's packages).
+CODE_FOLDERS = ("__pycache__", "node_modules")
+#: Files that choose which code an interpreter loads (Node's package manifest).
+MANIFESTS = ("package.json",)
 
 
 @dataclass(frozen=True)
@@ -86,8 +97,8 @@ def select_suites(head: Config, base: Config | None, changed: Sequence[str]) -> 
         rule = base_suites.get(suite.name)
         if rule is None or not rule.on_paths or config_changed \
                 or _own_files(suite, rule) & set(changed) \
-                or any(_loaded_first(suite, path) or _loaded_first(rule, path)
-                       for path in changed) \
+                or any(_runs_code(suite, rule) and is_code(path)
+                       and not excluded(rule.on_paths, path) for path in changed) \
                 or any(matches(rule.on_paths, path) for path in changed):
             run.append(suite.name)
         else:
@@ -122,24 +133,30 @@ def _command_files(suite: SuiteConfig) -> set[str]:
     return {w for w in words if "{" not in w and not w.startswith("-")}
 
 
-def _loaded_first(suite: SuiteConfig, path: str) -> bool:
-    """Whether a command target's interpreter may load ``path`` before its own code (module
-    doc): a module or package at the root or beside a script on its command line, a start-up
-    hook, or anything in a ``node_modules`` folder."""
-    if not isinstance(suite.target, CommandTarget):
-        return False
-    parts = path.split("/")
-    if parts[-1].endswith(STARTUP_HOOKS) or "node_modules" in parts[:-1]:
-        return True
-    folders = {""} | {f.rpartition("/")[0].removeprefix("./") for f in _command_files(suite)}
-    for folder in folders:
-        rest = path.removeprefix(f"{folder}/").split("/") if folder else parts
-        if folder and not path.startswith(f"{folder}/"):
-            continue
-        if (len(rest) == 1 and rest[0].endswith(MODULE_SUFFIXES)) or (
-                len(rest) == 2 and rest[1] in PACKAGE_FILES):
-            return True
-    return False
+def is_code(path: str) -> bool:
+    """Whether an interpreter could load the repository file ``path`` as code (module doc):
+    its name ends in `CODE_SUFFIXES`, is a `MANIFESTS` file or a `STARTUP_HOOKS` module, or it
+    is inside a `CODE_FOLDERS` folder."""
+    *folders, name = path.split("/")
+    return (name.endswith(CODE_SUFFIXES) or name in MANIFESTS
+            or name.partition(".")[0] in STARTUP_HOOKS
+            or any(folder in CODE_FOLDERS for folder in folders))
+
+
+def excluded(patterns: Sequence[str], path: str) -> bool:
+    """Whether the last glob of ``patterns`` that matches ``path`` is a ``!`` glob (the owner
+    says the path cannot change the suite)."""
+    last = None
+    for pattern in patterns:
+        negated = pattern.startswith("!")
+        if glob_regex(pattern[1:] if negated else pattern).match(path):
+            last = negated
+    return last is True
+
+
+def _runs_code(*suites: SuiteConfig) -> bool:
+    """Whether the suite has a command target at base or head (a model target loads no code)."""
+    return any(isinstance(suite.target, CommandTarget) for suite in suites)
 
 
 def _reason(name: str, on_paths: Sequence[str], changed: Sequence[str]) -> str:

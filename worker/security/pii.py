@@ -36,8 +36,9 @@ Categories (`CATEGORIES`) and how each is recognised:
   their END line or the end of the text.
 
 Every detector reads the text folded to what a reader sees (worker/security/text_fold.py), so a
-value written with zero-width characters, a soft hyphen, no-break spaces, Unicode hyphens or
-Cyrillic/Greek look-alike letters is found as the plain value is; offsets are the original's.
+value written with zero-width characters, a soft hyphen, combining marks (U+0332 under each
+digit), no-break spaces, Unicode hyphens or Cyrillic/Greek look-alike letters is found as the
+plain value is; offsets are the original's.
 """
 
 from __future__ import annotations
@@ -56,7 +57,7 @@ CATEGORIES = ("email", "phone", "card", "national_id", "ip", "api_key", "private
 #: Countries whose national id patterns are known (``national_id``).
 COUNTRIES = ("us", "uk", "ca", "fr", "es")
 #: Version of the detectors; bumped whenever a pattern changes (shown in the assertion's details).
-PII_VERSION = "pii/3"
+PII_VERSION = "pii/4"
 
 
 @dataclass(frozen=True)
@@ -214,14 +215,16 @@ def scan(text: str, categories: Sequence[str] = CATEGORIES,
     """Return the findings of ``categories`` in ``text``, in order, without overlaps.
 
     The detectors read ``text`` folded to what a reader sees (worker/security/text_fold.py:
-    invisible characters removed, NFKC, Unicode spaces and dashes made ASCII, Cyrillic and Greek
-    look-alikes made Latin), so ``jane<U+200B>@example.com`` or ``123<U+2011>45<U+2011>6789`` is
+    invisible characters removed, NFKC, combining marks left after it removed, Unicode spaces
+    and dashes made ASCII, Cyrillic and Greek look-alikes made Latin), so
+    ``jane<U+200B>@example.com``, ``123<U+2011>45<U+2011>6789`` or ``1<U+0332>2<U+0332>...`` is
     found as the plain value is; each finding's ``start``/``end`` are offsets in the original
-    ``text`` and cover every character of the value there, the inserted invisible ones
-    included, so `redact_findings` replaces all of it. Where two findings overlap the earlier
-    (then the longer) one is kept, so a card number is not also reported as a phone number. A
-    finding whose folded text is in ``allow`` (folded too) is left out (an email compared
-    case-insensitively, as mail providers treat addresses in practice).
+    ``text`` and cover every character of the value there, the inserted invisible ones and the
+    marks of its last character included, so `redact_findings` replaces all of it. Where two
+    findings overlap the earlier (then the longer) one is kept, so a card number is not also
+    reported as a phone number. A finding whose folded text is in ``allow`` (folded too) is
+    left out (an email compared case-insensitively, as mail providers treat addresses in
+    practice).
 
     Args:
         text: the text to scan.

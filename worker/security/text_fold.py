@@ -16,18 +16,24 @@ these rules, in order:
 2. NFKC (Unicode Standard Annex #15): compatibility forms become their plain letters, so
    fullwidth ``４``, mathematical ``𝐀`` and ligatures read as ``4``, ``A``, ``fi``; a letter and
    its combining marks are composed together.
-3. Spaces: every non-ASCII space separator (``Zs``) becomes ``" "``; the line and paragraph
+3. Combining marks left after NFKC are removed: categories ``Mn`` (nonspacing: U+0332
+   combining low line, U+0301 acute on a digit) and ``Me`` (enclosing: U+20DD circle, U+20E3
+   keycap), so ``4\u03321\u0332`` reads ``41``. A mark NFKC composed into a precomposed letter
+   is part of that letter and stays (``e\u0301`` is ``é``, not ``e``); spacing marks (``Mc``,
+   vowel signs of Indic scripts) are letters' parts and stay.
+4. Spaces: every non-ASCII space separator (``Zs``) becomes ``" "``; the line and paragraph
    separators U+2028, U+2029 and U+0085 become ``"\\n"``.
-4. Dashes: every dash punctuation (``Pd``: U+2010-U+2015, U+2E3A ...) and the minus signs
+5. Dashes: every dash punctuation (``Pd``: U+2010-U+2015, U+2E3A ...) and the minus signs
    U+2212, U+02D7, U+2796 and the hyphen bullet U+2043 become ``"-"``.
-5. Look-alikes: Cyrillic and Greek letters that Unicode Technical Standard #39 (confusables.txt)
+6. Look-alikes: Cyrillic and Greek letters that Unicode Technical Standard #39 (confusables.txt)
    lists as confusable with one Latin letter become that letter (`CONFUSABLES`: ``А`` -> ``A``,
    ``ο`` -> ``o``), so a fixed word such as ``BEGIN`` or ``PRIVATE KEY`` spelled with them is
    still that word. Other scripts are left as they are.
 
 ASCII is never changed. `fold_view` also keeps, for each folded character, the span of the
 original characters it comes from, so a finding in the folded text maps back to the original
-(`FoldedText.original_span`), including any invisible characters inside it.
+(`FoldedText.original_span`), including any invisible characters and marks inside it; a mark is
+mapped with the character it follows, so a span ending at a character covers its marks too.
 """
 
 from __future__ import annotations
@@ -44,6 +50,9 @@ _IGNORABLE_RANGES = ((0x034F, 0x034F), (0x115F, 0x1160), (0x17B4, 0x17B5), (0x18
 #: Minus signs and a hyphen bullet that are not category ``Pd`` but read as ``-``.
 _DASHES = frozenset("\u2212\u02d7\u2796\u2043")
 _LINE_BREAKS = frozenset("\u2028\u2029\u0085")
+#: Categories of combining marks: those kept with the character before them, those removed.
+_MARKS = frozenset(("Mn", "Mc", "Me"))
+_DROPPED_MARKS = frozenset(("Mn", "Me"))
 _ASCII_RUN = re.compile(r"[\x00-\x7f]+")
 #: Cyrillic and Greek letters confusable with one Latin letter (UTS #39 confusables.txt).
 CONFUSABLES: dict[str, str] = {
@@ -146,7 +155,7 @@ def _cluster(text: str, at: int) -> tuple[int, str]:
         char = text[i]
         if char < "\x80":
             break
-        if unicodedata.combining(char):
+        if _is_mark(char):
             last = i
             chars.append(char)
         elif not is_invisible(char):
@@ -155,14 +164,21 @@ def _cluster(text: str, at: int) -> tuple[int, str]:
 
 
 @functools.lru_cache(maxsize=65536)
+def _is_mark(char: str) -> bool:
+    """Whether ``char`` combines with the character before it (a nonzero canonical combining
+    class, or category ``Mn``, ``Mc`` or ``Me``), so it is normalised and mapped with it."""
+    return bool(unicodedata.combining(char)) or unicodedata.category(char) in _MARKS
+
+
+@functools.lru_cache(maxsize=65536)
 def _fold_cluster(cluster: str) -> str:
-    """Rules 2-5 for a character and its combining marks (rule 1 done)."""
+    """Rules 2-6 for a character and its combining marks (rule 1 done)."""
     return "".join(_fold_char(c) for c in unicodedata.normalize("NFKC", cluster)
-                   if not is_invisible(c))
+                   if not is_invisible(c) and unicodedata.category(c) not in _DROPPED_MARKS)
 
 
 def _fold_char(char: str) -> str:
-    """Rules 3-5 for one character of NFKC text."""
+    """Rules 4-6 for one character of NFKC text."""
     if char.isascii():
         return char
     category = unicodedata.category(char)

@@ -165,8 +165,9 @@ async def test_a_folder_config_runs_in_its_folder_with_repository_paths(tmp_path
 
 
 async def test_on_paths_are_relative_to_the_config_folder(tmp_path: Path) -> None:
-    gated = CONFIG.replace("    target:", '    on_paths: ["prompts/**", "../../shared/**"]\n'
-                                          "    target:")
+    # code anywhere runs a command target's suite unless a `!` glob leaves it out
+    gated = CONFIG.replace("    target:", '    on_paths: ["prompts/**", "../../shared/**", '
+                                          '"!../b/**"]\n    target:')
     for side in ("base", "head"):
         two_services(tmp_path / side)
         write(tmp_path / side, {"services/a/.llmgate.yml": gated})
@@ -182,6 +183,7 @@ async def test_on_paths_are_relative_to_the_config_folder(tmp_path: Path) -> Non
     assert await statuses(["services/a/prompts/p.txt"]) == "success:echo"
     assert await statuses(["shared/lib.py"]) == "success:echo"
     assert await statuses(["prompts/p.txt"]) == "success:"  # the root's prompts: not a's
+    assert await statuses(["services/c/echo.py"]) == "success:echo"  # code, not excluded
 
 
 async def test_only_the_root_config_lists_configs(tmp_path: Path) -> None:

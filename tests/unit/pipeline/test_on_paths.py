@@ -117,12 +117,16 @@ def test_head_globs_are_ignored_and_new_suites_run() -> None:
 def test_a_module_a_command_target_may_import_first_runs_the_suite() -> None:
     """Issue 30, found by a tester: a new ``json.py`` at the root shadowed the standard library
     of the Python target; ``on_paths`` named only its folders, every suite was skipped and the
-    App concluded ``success``. Model targets load no code: their suites stay skipped."""
+    App concluded ``success``. Any code file anywhere now runs a command target's suite; other
+    files stay with ``on_paths``. Model targets load no code: their suites stay skipped."""
     base = parse_config(TWO_SUITES.replace("python3 bot.py", "python3 -m bot.main"))
     for path in ("json.py", "json/__init__.py", "re.so", "lib/sitecustomize.py", "x/y.pth",
-                 "node_modules/left-pad/index.js", "tools/node_modules/a/b.js"):
+                 "node_modules/left-pad/index.js", "tools/node_modules/a/b.js", "docs/json.py",
+                 "deep/a/b/c.mjs", "web/package.json", "lib/usercustomize.pyc",
+                 "vendor/node_modules/a/LICENSE"):
         assert select_suites(base, base, [path]).run == ("support", "always"), path
-    for path in ("README.md", "docs/json.py", "json/README.md", "prompts/README.md"):
+    for path in ("README.md", "json/README.md", "prompts/README.md", "data/fixture.json",
+                 "docs/a.md", "tsconfig.json"):
         assert select_suites(base, base, [path]).run == ("always",), path
     scripted = parse_config(TWO_SUITES.replace("python3 bot.py", "python3 evals/route.py"))
     assert select_suites(scripted, scripted, ["evals/json.py"]).run == ("support", "always")
@@ -131,3 +135,38 @@ def test_a_module_a_command_target_may_import_first_runs_the_suite() -> None:
         "    target:\n      command: python3 bot.py {input_file} {output_file}\n",
         "    target: {model: openai/gpt-4o-mini, prompt: prompts/p.txt}\n"))
     assert select_suites(model, model, ["json.py"]).run == ("always",)
+
+
+@pytest.mark.parametrize(("command", "path"), [
+    # the tester's five misses of the earlier rule (root or beside a script, one level deep)
+    ("python3 -m app", "__pycache__/app.cpython-311.pyc"),  # bytecode of an unchanged app.py
+    ("python3 -m bot.main", "json/__init__.abi3.so"),
+    ("python -m src.app.main", "src/__init__.abi3.so"),
+    ("env PYTHONPATH=src python3 -m app", "src/json.py"),
+    ("cd svc && python3 main.py", "svc/json.py"),
+])
+def test_code_anywhere_runs_a_command_target(command: str, path: str) -> None:
+    suites = parse_config(TWO_SUITES.replace("python3 bot.py", command))
+    assert select_suites(suites, suites, [path]).run == ("support", "always")
+
+
+def test_only_a_negated_glob_of_base_leaves_code_out() -> None:
+    """A monorepo: the last matching glob of base's ``on_paths`` being a ``!`` glob is the
+    owner's statement that those files cannot change the suite, code included."""
+    base = parse_config(TWO_SUITES.replace(
+        '["prompts/**", "!prompts/README.md", "bot.py"]',
+        '["services/bot/**", "!services/other/**", "services/other/shared/**"]').replace(
+        "python3 bot.py", "cd services/bot && python3 main.py"))
+    cases = {
+        "services/other/json.py": ("always",),
+        "services/other/__pycache__/json.cpython-311.pyc": ("always",),
+        "services/other/node_modules/a/index.js": ("always",),
+        "services/other/README.md": ("always",),
+        "services/other/shared/json.py": ("support", "always"),  # a later glob selects it
+        "services/bot2/json.py": ("support", "always"),  # matched by no glob: code runs
+        "lib/json.py": ("support", "always"),
+        "services/bot/notes.md": ("support", "always"),
+        "docs/index.md": ("always",),
+    }
+    for path, expected in cases.items():
+        assert select_suites(base, base, [path]).run == expected, path

@@ -224,6 +224,23 @@ EVASIONS = [
     ("ip 192\u200b.168.1\u00ad.10", [("ipv4", 3, 17)], "ip [REDACTED ip]"),
     ("nino \u0410\u0412 12 34 56 \u0421", [("national_id.uk", 5, 18)],
      "nino [REDACTED national_id]"),
+    # the security tester's combining-mark cases: U+0332 (combining low line) or U+0301 on
+    # each digit hid a card number and an SSN (exit 0; the plain values exit 1)
+    ("card 4\u03321\u03321\u03321\u0332 1\u03321\u03321\u03321\u0332 "
+     "1\u03321\u03321\u03321\u0332 1\u03321\u03321\u03321\u0332.", [("card", 5, 40)],
+     "card [REDACTED card]."),
+    ("ssn 1\u03322\u03323\u0332-4\u03325\u0332-6\u03327\u03328\u03329\u0332.",
+     [("national_id.us", 4, 24)], "ssn [REDACTED national_id]."),
+    ("card 4\u03011\u03011\u03011\u0301 1\u03011\u03011\u03011\u0301 "
+     "1\u03011\u03011\u03011\u0301 1\u03011\u03011\u03011\u0301.", [("card", 5, 40)],
+     "card [REDACTED card]."),
+    ("ssn 1\u03012\u03013\u0301-4\u03015\u0301-6\u03017\u03018\u03019\u0301.",
+     [("national_id.us", 4, 24)], "ssn [REDACTED national_id]."),
+    # more of the kind: enclosing marks, marks on letters, marks mixed with invisible ones
+    ("phone 5\u20e35\u20e35\u20e3-123-4567", [("phone", 6, 21)], "phone [REDACTED phone]"),
+    ("mail ja\u0332ne@example.com", [("email", 5, 22)], "mail [REDACTED email]"),
+    ("ssn 123-45-678\u0332\u200b9\u0301\u0332 ok", [("national_id.us", 4, 19)],
+     "ssn [REDACTED national_id] ok"),
     # invisible characters around a value stay outside it
     ("\u200bjane@example.com\u200b", [("email", 1, 17)], "\u200b[REDACTED email]\u200b"),
 ]
@@ -243,6 +260,9 @@ def test_values_hidden_by_encoding_are_found_and_redacted_whole(
     "\u0395\u03bb\u03bb\u03b7\u03bd\u03b9\u03ba\u03ac \u03ba\u03b5\u03af\u03bc\u03b5\u03bd\u03b1.",
     "caf\u00e9 \u2014 na\u00efve \u2013 \ufb01ne, 12\u00a0345\u00a0km, \u00bd price",
     "1234\u00a05678\u00a09012\u00a03456 fails the Luhn check",
+    "1\u03322\u03323\u03324 5\u03326\u03327\u03328 fails the Luhn check too",
+    "\u0928\u092e\u0938\u094d\u0924\u0947 \u05e9\u05b8\u05c1\u05dc\u05d5\u05b9\u05dd "
+    "\u0645\u064e\u0631\u0652\u062d\u064e\u0628\u064b\u0627",  # Hindi, Hebrew, Arabic marks
 ])
 def test_folding_makes_no_new_false_positive(text: str) -> None:
     assert scan(text) == []

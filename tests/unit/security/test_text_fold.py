@@ -15,6 +15,12 @@ from worker.security.text_fold import drop_invisible, fold, fold_view, is_invisi
     # 2. NFKC
     ("\uff14\uff11 \U0001d400\U0001d401 \ufb01", "41 AB fi"),
     ("e\u0301", "\u00e9"),  # composed
+    # 3. combining marks left after NFKC (Mn, Me); precomposed letters and Mc stay
+    ("4\u03321\u03321\u03321\u0332", "4111"),
+    ("1\u03012\u03013\u0301-4\u03015\u0301", "123-45"),
+    ("1\u20e3 2\u20dd x\u0301\u0332", "1 2 x"),
+    ("e\u0332\u0301 caf\u00e9 \u0915\u093f", "\u00e9 caf\u00e9 \u0915\u093f"),
+    ("\u0332a", "a"),  # a mark with nothing before it
     # 3. spaces and line separators
     ("a\u00a0b\u2007c\u202fd\u3000e\u1680f", "a b c d e f"),
     ("a\u2028b\u2029c\u0085d", "a\nb\nc\nd"),
@@ -43,6 +49,10 @@ def test_ascii_is_its_own_view() -> None:
     ("\ufb01x", "fix", {(0, 1): (0, 1), (1, 2): (0, 1), (1, 3): (0, 2)}),
     ("e\u0301!", "\u00e9!", {(0, 1): (0, 2), (1, 2): (2, 3)}),
     ("u\u200b\u0308", "\u00fc", {(0, 1): (0, 3)}),  # marks compose across an invisible one
+    # a removed mark is inside the span of the character it follows
+    ("4\u03321\u0332!", "41!", {(0, 2): (0, 4), (1, 2): (2, 4), (2, 3): (4, 5)}),
+    ("a1\u0301\u0332\u200bb", "a1b", {(0, 2): (0, 4), (1, 3): (1, 6)}),
+    ("9\u20e3", "9", {(0, 1): (0, 2)}),
     ("12\u00a034", "12 34", {(0, 5): (0, 5), (3, 5): (3, 5)}),
 ])
 def test_spans_map_back_to_the_original(text: str, folded: str,

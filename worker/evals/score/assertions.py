@@ -166,13 +166,14 @@ def _text_check(spec: AssertionSpec, output: Any, example: Example) -> tuple[boo
     """Check ``contains``, ``contains_any``, ``contains_all`` or ``not_contains``.
 
     ``not_contains`` matches the output and its values folded the same way to what a reader
-    sees (worker/security/text_fold.py: invisible characters removed, NFKC, Unicode spaces and
-    dashes made ASCII, Cyrillic/Greek look-alikes made Latin), so a forbidden phrase written
-    with a zero-width space or a Cyrillic letter is still found. Folding can only make more
-    outputs contain a value, which fails more of them: the closed direction for a forbidden
-    value. The positive checks match the raw text: folding would let an output contain what it
-    does not show (NFKC reads ``2¹⁰``, i.e. 1024, as ``210``; ``①`` as ``1``), so a wrong answer
-    could pass them.
+    sees (worker/security/text_fold.py: invisible characters removed, NFKC, combining marks
+    left after it removed, Unicode spaces and dashes made ASCII, Cyrillic/Greek look-alikes made
+    Latin), so a forbidden phrase written with a zero-width space, a combining low line on each
+    letter or a Cyrillic letter is still found. Folding can only make more outputs contain a
+    value, which fails more of them: the closed direction for a forbidden value (removing
+    characters from both sides keeps every match). The positive checks match the raw text:
+    folding would let an output contain what it does not show (NFKC reads ``2¹⁰``, i.e. 1024,
+    as ``210``; ``①`` as ``1``), so a wrong answer could pass them.
     """
     params = spec.params
     needles: list[str] = [params["value"]] if "value" in params else list(params["values"])

@@ -101,6 +101,7 @@ HIDDEN_CANARIES = [
     "Summary: fine. CANARY\u20117f3a9c",  # non-breaking hyphen
     "Summary: fine. C\u0410NARY-7f3\u0430\ufeff9c",  # Cyrillic А/а, byte-order mark
     "Summary: fine. \uff23\uff21\uff2e\uff21\uff32\uff39-7f3a9c",  # fullwidth letters
+    "Summary: fine. C\u0332ANARY-7\u0301f\u03323\u0332a9\u20e3c\u0332",  # combining marks
 ]
 
 
@@ -115,6 +116,7 @@ def test_not_contains_sees_a_value_hidden_by_invisible_or_look_alike_characters(
 
 def test_not_contains_folds_its_values_too() -> None:
     assert not run("not_contains", "the CANARY-7f3a9c", value="CANARY\u200b\u20117f3a9c")[0]
+    assert not run("not_contains", "the CANARY-7f3a9c", value="C\u0332ANARY-7f3a9c")[0]
 
 
 @pytest.mark.parametrize(("output", "value"), [
