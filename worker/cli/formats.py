@@ -14,6 +14,7 @@ footer last); ``llmgate action --comment`` posts it.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -141,7 +142,11 @@ def render(name: str, multi: MultiReport, head_sha: str, base_sha: str | None) -
 
 def _write(text: str, path: Path | None) -> str | None:
     if path is None:
-        print(text)
+        try:
+            print(text, flush=True)
+        except BrokenPipeError:  # the reader left (`llmgate run | head`): the verdict's exit
+            # code still stands; what Python would flush at exit goes nowhere, not to a traceback
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return None
     try:
         path.write_text(text, encoding="utf-8")
