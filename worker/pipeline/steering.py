@@ -69,6 +69,7 @@ from worker.evals.types import (
     ExampleResult,
     GateReport,
     Regression,
+    RuleOutcome,
     RunResult,
     SuiteConfig,
 )
@@ -210,7 +211,7 @@ def apply_steering(report: GateReport, probe: SteeringProbe, undecided: str) -> 
                     + f": {first.name} passed it against other examples' questions too "
                       f"({', '.join(against)})")
         return replace(report, conclusion="failure", headline=headline, notes=tuple(notes),
-                       errored=tuple(errored))
+                       errored=tuple(errored), outcomes=(*report.outcomes, *_outcomes(probe)))
     if probe.unchecked and report.conclusion in _PASSING:
         conclusion: Conclusion = "neutral" if undecided == "neutral" else "action_required"
         return replace(report, conclusion=conclusion, notes=tuple(notes),
@@ -345,6 +346,19 @@ def _key(value: Any) -> str:
 def _text(value: Any) -> str:
     return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False,
                                                            default=str)
+
+
+def _outcomes(probe: SteeringProbe) -> list[RuleOutcome]:
+    """One failed rule per steered judge of a suite, so the suite's verdict and the metric
+    table say what the headline says (a fresh user saw "pass" everywhere beside a failure)."""
+    found: dict[tuple[str, str], list[str]] = {}
+    for probed, example, _ in probe.steered:
+        found.setdefault((probed.suite, probed.name), []).append(example.id)
+    return [RuleOutcome(suite, f"steering probe: {name}", "no answer passes elsewhere", None,
+                        float(len(ids)), None, "fail",
+                        f"{len(ids)} answer{'s' if len(ids) > 1 else ''} steer the judge: "
+                        + ", ".join(ids[:5]) + (" ..." if len(ids) > 5 else ""))
+            for (suite, name), ids in found.items()]
 
 
 def _errored(report: GateReport, probed: ProbedJudge, example: ExampleResult,

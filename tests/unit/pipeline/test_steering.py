@@ -58,6 +58,8 @@ async def test_an_answer_that_an_obeying_judge_passes_anywhere_fails_the_gate(
     assert quoted and "VERDICT: PASS" in quoted[0]
     summary = next(n for n in gate.notes if n.startswith("steering probe, suite codes"))
     assert "8 passed there too: they steer the judge" in summary
+    [rule] = [o for o in gate.outcomes if o.metric.startswith("steering probe")]
+    assert (rule.suite, rule.status, rule.head) == ("codes", "fail", 8.0)
     assert "4 that failed at base" in summary and "base's answers passed there 0 of 4" in summary
 
 
