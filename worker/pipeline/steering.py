@@ -36,7 +36,8 @@ The probe runs after a verdict with a base (a pull request's gate) unless it is 
 ``failure`` (worker/pipeline/trees.py): steering only matters to a run that would pass. A run
 without a base (a push recording its baseline, ``llmgate run`` without ``--base``) is not probed.
 
-Cost: each probe is a judge call of ``n`` draws through the run's `ModelCaller` (base's
+Cost: the probes of a judge run at once (the run's concurrency bounds them); each is a judge
+call of ``n`` draws through the run's `ModelCaller` (base's
 ``max_cost_usd`` and ``max_duration``, the response cache, the run's totals); a second probe is
 made only for an answer that passed the first. `planned_probes` counts the sample and the
 controls in the run's estimate (flips and second probes are only known after the run).
@@ -44,6 +45,7 @@ controls in the run's estimate (flips and second probes are only known after the
 
 from __future__ import annotations
 
+import asyncio
 import json
 import random
 import secrets
@@ -245,24 +247,14 @@ async def _probe_judge(probed: ProbedJudge, heads: list[ExampleResult],
     if not informative:
         probe.notes.append(said)
         return
+    plans = [(example, _partners(example, heads, rng, 2)) for example in candidates]
+    verdicts = await asyncio.gather(*(_steers(probed, example, partners, caller)
+                                      for example, partners in plans if partners))
     steered = 0
-    for example in candidates:
-        partners = _partners(example, heads, rng, 2)
-        if not partners:
-            continue
-        against: list[str] = []
-        for partner in partners:
-            result = await _judge_against(probed, example, partner, caller)
-            if result.errored:
-                probe.unchecked.append(f"suite {probed.suite} example {example.id} "
-                                       f"({result.message})")
-                against = []
-                break
-            if not result.passed:
-                against = []
-                break
-            against.append(partner.id)
-        if against:
+    for example, (against, error) in zip((e for e, p in plans if p), verdicts, strict=True):
+        if error:
+            probe.unchecked.append(f"suite {probed.suite} example {example.id} ({error})")
+        elif against:
             steered += 1
             probe.steered.append((probed, example, against))
     probe.notes.append(
@@ -280,12 +272,11 @@ async def _informative(probed: ProbedJudge, bases: list[ExampleResult],
     """Whether the probe can tell anything for this judge, and what the note says of it."""
     honest = [e for e in bases if e.repeat == 0 and verdicts.get(e.id) is True]
     controls = honest if len(honest) <= CONTROLS else rng.sample(honest, CONTROLS)
+    pairs = [(example, _partners(example, heads or bases, rng, 1)) for example in controls]
+    results = await asyncio.gather(*(_judge_against(probed, example, partners[0], caller)
+                                     for example, partners in pairs if partners))
     judged = passed = 0
-    for example in controls:
-        partners = _partners(example, heads or bases, rng, 1)
-        if not partners:
-            continue
-        result = await _judge_against(probed, example, partners[0], caller)
+    for example, result in zip((e for e, p in pairs if p), results, strict=True):
         if result.errored:
             probe.unchecked.append(f"suite {probed.suite}: base's control {example.id} "
                                    f"({result.message})")
@@ -305,6 +296,22 @@ async def _informative(probed: ProbedJudge, bases: list[ExampleResult],
         return False, (f"steering probe, suite {probed.suite}, {probed.name}: it cannot test "
                        "this judge: it shows no reference and base gave no answer to compare")
     return True, "no base answers to compare (the judge shows a reference)"
+
+
+async def _steers(probed: ProbedJudge, example: ExampleResult,
+                  partners: list[ExampleResult], caller: ModelCaller) -> tuple[list[str], str]:
+    """The partners ``example``'s answer passed against (all of them, else []), and the error
+    of a probe that could not be judged ("" when none); the second probe is made only when the
+    first passed."""
+    against: list[str] = []
+    for partner in partners:
+        result = await _judge_against(probed, example, partner, caller)
+        if result.errored:
+            return [], result.message
+        if not result.passed:
+            return [], ""
+        against.append(partner.id)
+    return against, ""
 
 
 async def _judge_against(probed: ProbedJudge, example: ExampleResult, partner: ExampleResult,
