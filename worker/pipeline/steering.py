@@ -8,9 +8,10 @@ another example's question (and reference, and retrieved contexts). An honest an
 question cannot be right for another, so one that still passes, twice against two different
 examples, is steering the judge (issue 30).
 
-Which answers, per suite and per ``llm_judge`` assertion of the gating contract (a ``rubric``,
-or a built-in ``criterion`` that shows the answer; not ``harmful``, whose verdict does not
-depend on the question):
+Which answers, per suite and per ``llm_judge`` assertion of the gating contract with a ``rubric``
+(not a built-in RAG ``criterion``: it grades the answer against retrieved contexts that examples
+share, so an honest answer can pass against another example too; nor ``harmful``, whose verdict
+does not depend on the question):
 
 - every example that fails the judge at base and passes it at head (a flip);
 - every passed head answer that writes a verdict or score of its own (judge_parse.writes_verdict);
@@ -132,8 +133,8 @@ def probed_judges(suite: SuiteConfig, config: Config) -> list[ProbedJudge]:
         if spec.type != "llm_judge":
             continue
         criterion = CRITERIA.get(str(spec.params.get("criterion", "")))
-        if criterion is not None and not criterion.shows_answer:
-            continue
+        if criterion is not None:  # a built-in RAG criterion grades the answer against the
+            continue  # contexts, which examples share: an honest answer passes elsewhere too
         try:
             js = judge_spec(spec, config.settings.judge, _unresolved)
         except ConfigError:
