@@ -25,7 +25,7 @@ Whether the probe can tell anything, per judge: `CONTROLS` of base's answers tha
 passed are probed the same way. When half of them or more pass against another question, the
 judge does not depend on the question (a rubric such as "is polite") and the probe says so in a
 note and decides nothing. Without such controls (no base, or none passed), only a judge that
-shows a reference or a built-in criterion is probed.
+shows a reference is probed.
 
 Conclusions (fail closed): any steered answer makes the check ``failure`` (the head's doing),
 each such example listed with its answer in the report's errored examples (annotated on its
@@ -139,8 +139,7 @@ def probed_judges(suite: SuiteConfig, config: Config) -> list[ProbedJudge]:
             js = judge_spec(spec, config.settings.judge, _unresolved)
         except ConfigError:
             continue
-        name = f"llm_judge ({criterion.name})" if criterion is not None else \
-            f"llm_judge ({str(spec.params.get('name', 'rubric'))})"
+        name = f"llm_judge ({str(spec.params.get('name', 'rubric'))})"
         found.append(ProbedJudge(suite.name, suite.dataset, position, js, name))
     return found
 
@@ -291,8 +290,7 @@ async def _informative(probed: ProbedJudge, bases: list[ExampleResult],
                            f"questions too ({passed} of {judged}), so its verdict does not "
                            "depend on the question")
         return True, f"base's answers passed there {passed} of {judged}"
-    shows = bool(probed.judge.criterion) or probed.judge.include_expected and any(
-        e.expected is not None for e in heads)
+    shows = probed.judge.include_expected and any(e.expected is not None for e in heads)
     if not shows:
         return False, (f"steering probe, suite {probed.suite}, {probed.name}: it cannot test "
                        "this judge: it shows no reference and base gave no answer to compare")
