@@ -231,7 +231,8 @@ async def _judge_checks(report: GateReport, gating: Config,
     if report.head is not None and report.config_error is None and runs[1] is not None \
             and report.conclusion != "failure":  # steering only matters to a PR's pass
         probe = await probe_steering(gating, runs[0], runs[1], state.caller)
-        report = apply_steering(report, probe, (base_config or head_config).settings.undecided)
+        policy = base_config.settings.undecided if base_config else "action_required"
+        report = apply_steering(report, probe, policy)  # base's policy, never head's
     report = await apply_judge_rules(report, head_config, base_config, base_root, evals,
                                      state.caller)
     if report.head is None:
