@@ -159,8 +159,14 @@ class RedisShards:
             while len(done) < len(keys):
                 while waiting and self._outstanding < self.settings.outstanding:
                     number = waiting.pop(0)
-                    running[number] = await self._enqueue(queue, keys[number], ids[number])
+                    # Counted before the await: the other side's loop runs during it and must
+                    # see this shard (counting after let both sides pass the cap, CI stop 38).
                     self._outstanding += 1
+                    try:
+                        running[number] = await self._enqueue(queue, keys[number], ids[number])
+                    except BaseException:
+                        self._outstanding -= 1
+                        raise
                 for number, shard in list(running.items()):
                     outputs = await self._poll(shard, running.values())
                     if outputs is not None:

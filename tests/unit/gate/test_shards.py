@@ -105,6 +105,18 @@ async def test_both_sides_of_a_gate_share_one_outstanding_cap(redis: Redis) -> N
         names = [n for n in ids if n.startswith(letter)]
         return gate._run([keys[n] for n in names], [ids[n] for n in names])
 
+    # A slow Redis: each enqueue yields first, so the other side's loop runs meanwhile (the gate
+    # counted a shard only after its enqueue returned, and both sides passed the cap, CI stop 38).
+    enqueue = gate._enqueue
+
+    async def slow_enqueue(queue: Any, key: str, shard_ids: list[str]) -> Any:
+        nonlocal most
+        await asyncio.sleep(0.01)
+        shard = await enqueue(queue, key, shard_ids)
+        most = max(most, await redis.zcard(default_queue_name))
+        return shard
+
+    gate._enqueue = slow_enqueue  # type: ignore[method-assign,assignment]
     base, head, _ = await asyncio.wait_for(asyncio.gather(side("b"), side("h"), fleet()), 60)
     assert base == head == [[TargetOutput("ok", None)]] * 3
     assert 1 <= most <= 2
