@@ -413,6 +413,20 @@ class Checkouts:
             raise GitError(["git", "merge-base", *shas], err or "the commits share no history")
         return out.strip()
 
+    async def merge_result(self, repo_key: str, clone_url: str, tip: str, head: str,
+                           token: str | None = None) -> str | None:
+        """Return the SHA of a commit that merges ``head`` into ``tip`` (what merging a pull
+        request makes), written to the mirror; None when the two conflict (`_merge_commit`).
+
+        Raises:
+            ValueError: Malformed arguments, as for :meth:`worktree`.
+            GitError: Fetching or the merge failed otherwise (git older than 2.38 lacks
+                ``merge-tree --write-tree``).
+        """
+        shas = [check_sha(tip), check_sha(head)]
+        async with self._fetched(repo_key, clone_url, shas, token) as (mirror, env):
+            return await _merge_commit(mirror, shas[0], shas[1], env)
+
     async def changed_files(self, repo_key: str, clone_url: str, a: str, b: str,
                             token: str | None = None) -> list[str]:
         """Return the paths that differ between commits ``a`` and ``b`` (``git diff
@@ -560,6 +574,58 @@ async def local_merge_base(repo_dir: Path, a: str, b: str) -> str | None:
     if code != 0:
         raise GitError(["git", *args], err or f"git merge-base exited {code}")
     return out.strip()
+
+
+#: Author, committer and date of the merge commits llmgate makes (`_merge_commit`): fixed, so
+#: the same two commits always make the same merge SHA, and responses cached by it are reused.
+_MERGE_IDENTITY = {
+    "GIT_AUTHOR_NAME": "llmgate", "GIT_AUTHOR_EMAIL": "llmgate@localhost",
+    "GIT_AUTHOR_DATE": "@0 +0000", "GIT_COMMITTER_NAME": "llmgate",
+    "GIT_COMMITTER_EMAIL": "llmgate@localhost", "GIT_COMMITTER_DATE": "@0 +0000",
+}
+
+
+async def _merge_commit(repo: Path, tip: str, head: str, env: Mapping[str, str]) -> str | None:
+    """Merge ``head`` into ``tip`` in ``repo`` without a working tree (``git merge-tree
+    --write-tree``, git >= 2.38) and commit the result with parents ``tip`` and ``head``; return
+    its SHA, or None when the merge has conflicts (``merge-tree`` exits 1). Only objects are
+    written; no ref, index or working tree changes.
+
+    Raises:
+        GitError: git failed otherwise.
+    """
+    args = ["merge-tree", "--write-tree", "--no-messages", tip, head]
+    code, out, err = await _exec(args, cwd=repo, env=env, timeout_s=LOCAL_TIMEOUT_S)
+    if code == 1:
+        return None
+    if code != 0:
+        raise GitError(["git", *args], err or f"git merge-tree exited {code}")
+    tree = check_sha(out.split("\n", 1)[0].strip())
+    return (await _run(["commit-tree", tree, "-p", tip, "-p", head, "-m",
+                        f"llmgate: {head[:12]} merged into {tip[:12]}"],
+                       cwd=repo, env={**env, **_MERGE_IDENTITY})).strip()
+
+
+async def local_merge_result(repo_dir: Path, tip: str, head: str) -> str | None:
+    """Return the SHA of a commit of the user's repository ``repo_dir`` that merges ``head``
+    into ``tip``, or None when they conflict (`_merge_commit`: objects only, no ref moves).
+
+    Raises:
+        ValueError: ``tip`` or ``head`` is not a full SHA.
+        GitError: git failed otherwise.
+    """
+    return await _merge_commit(repo_dir, check_sha(tip), check_sha(head), _local_env())
+
+
+async def local_is_clean(repo_dir: Path) -> bool:
+    """Whether the working tree of ``repo_dir`` equals its ``HEAD`` commit: nothing modified,
+    staged or untracked outside ``.gitignore`` (``git status --porcelain``).
+
+    Raises:
+        GitError: git failed.
+    """
+    out = await _run(["status", "--porcelain", "-z"], cwd=repo_dir, env=_local_env())
+    return not out.strip("\0")
 
 
 @contextlib.asynccontextmanager

@@ -2,7 +2,8 @@
 
 Inside a GitHub Actions job of a ``pull_request`` event (``GITHUB_ACTIONS=true``), read the
 event (``GITHUB_EVENT_PATH``: ``pull_request.base.sha``, ``pull_request.head.sha``), gate the
-head against the merge base of base and head (as the App and ``llmgate run --base`` do), then:
+head as the App and ``llmgate run --base`` do (a head behind the base merged into it, against
+the base; a conflicting head against the merge base), then:
 
 - append the markdown report to ``GITHUB_STEP_SUMMARY`` (the job summary);
 - print one ``::error`` workflow command per regressed example on its dataset line, and one on
@@ -46,9 +47,10 @@ MAX_ANNOTATIONS = 50
 def add_action_command(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add ``llmgate action`` (the GitHub Action's step)."""
     action = sub.add_parser("action", help="the GitHub Action's step (a pull_request job)",
-                            description="Gate the pull request of GITHUB_EVENT_PATH against "
-                                        "its merge base, write the job summary and the "
-                                        "annotations. Exit codes as `llmgate run`.")
+                            description="Gate the pull request of GITHUB_EVENT_PATH as the "
+                                        "App does (merged into its base when behind it), "
+                                        "write the job summary and the annotations. Exit "
+                                        "codes as `llmgate run`.")
     add_store_option(action)
     action.add_argument("--allow-undecided", action="store_true",
                         help="exit 0, not 4, when the gate could not decide")

@@ -49,9 +49,10 @@ if TYPE_CHECKING:
 
 #: What ``llmgate run --help`` says above its options.
 RUN_DESCRIPTION = ("Gate locally, as the worker does, and print the report. Inside a git "
-                   "repository: with --base, the base compared (the merge base of --base and "
-                   "head, as the App compares a pull request, or --base itself with --base-tip) "
-                   "and --head if given, else the working tree, are checked out in temporary "
+                   "repository: with --base, the base compared (--base itself; a head behind it "
+                   "is merged into it first, as the App gates a pull request; --base-tip "
+                   "compares the head itself) and --head if given, else the working tree, are "
+                   "checked out in temporary "
                    "worktrees, run and compared. Exit codes: 0 the gate passed (or is neutral "
                    "by the base config's choice, or there is no llmgate config at base nor "
                    "head), 1 the gate failed, 2 configuration error, 3 execution error (git or "
@@ -128,11 +129,13 @@ def _parser() -> argparse.ArgumentParser:
                           "current folder; a .llmgate.yml in a folder runs in its folder. "
                           "Default, as for the root .llmgate.yml: every config of the "
                           "repository")
-    run.add_argument("--base", help="base ref or SHA; compared at its merge base with head, as "
-                                    "the App compares a pull request; without it only absolute "
-                                    "rules apply")
+    run.add_argument("--base", help="base ref or SHA; a head behind it is gated merged into it, "
+                                    "as the App gates a pull request (a conflicting head: "
+                                    "against the merge base); without it only absolute rules "
+                                    "apply")
     run.add_argument("--base-tip", action="store_true",
-                     help="compare with --base itself, not its merge base with head")
+                     help="compare the head itself with --base (never merged, never the "
+                          "merge base)")
     run.add_argument("--head", help="head ref or SHA (default: the working tree)")
     run.add_argument("--format", action="append", type=parse_format, metavar="NAME[:PATH]",
                      help=f"a report to write: one of {', '.join(FORMATS)}; NAME:PATH writes "
@@ -196,8 +199,8 @@ def _parser() -> argparse.ArgumentParser:
 def cmd_run(args: argparse.Namespace) -> int:
     """Gate locally, as the worker does, and print the report.
 
-    Inside a git repository: with ``--base``, the base compared (`_base_side`: the merge base of
-    ``--base`` and head, as on the App, unless ``--base-tip``) and ``--head`` if given, else the
+    Inside a git repository: with ``--base``, the base compared (`_base_side`: ``--base``, with a
+    head behind it merged into it, as on the App) and ``--head`` if given, else the
     working tree, are checked out in temporary worktrees, run and compared; without ``--config``,
     every config of the repository is gated as the worker gates them (worker/pipeline/plan.py).
     Exit codes (`exit_code`): 0 the gate passed (or is neutral, as the base config chose:
@@ -425,7 +428,10 @@ async def _run_local(args: argparse.Namespace) -> tuple[MultiReport, str, str]:
         base_root, base_sha, base_note = None, "", ""
         runner_for: Callable[[str], BaseRunner] = _run_base_now
         if args.base:
-            base_root, base_sha, base_note = await _base_side(stack, repo, args, head_sha)
+            base_root, base_sha, base_note, merged = await _base_side(stack, repo, args,
+                                                                       head_sha)
+            if merged is not None:  # a head behind --base: gated merged into it
+                head_root, head_sha = merged
         elif args.compare_to:  # a named baseline (worker/cli/named.py)
             from worker.cli.named import compare_to_side
             base_root, base_sha, base_note, runner_for = await compare_to_side(
@@ -478,41 +484,61 @@ def _calibration_history(path: Path) -> dict[str, Any]:
 
 
 async def _base_side(stack: AsyncExitStack, repo: Path, args: argparse.Namespace,
-                     head_sha: str) -> tuple[Path, str, str]:
-    """Check out the base commit compared and return ``(its worktree, its SHA, a note)``.
+                     head_sha: str) -> tuple[Path, str, str, tuple[Path, str] | None]:
+    """Check out the base commit compared; return ``(its worktree, its SHA, a note, merged)``.
 
-    As the App compares a pull request (worker/gate/evaluate.py): the merge base of ``--base`` and
-    the head (the working tree's ``HEAD`` commit when no ``--head``), unless ``--base-tip`` is
-    given, ``--base`` says ``settings.base: tip`` or its configs differ from the merge base's
-    (`worker.pipeline.plan.tip_reason`: the rules are the base branch's as it is now), or the two
-    share no history; then ``--base`` itself. The note ("" when the merge base is ``--base`` itself)
-    says which was compared, for the report.
+    As the App compares a pull request (worker/gate/evaluate.py): a head (``--head``, else the
+    working tree's ``HEAD`` commit) that contains ``--base`` is compared with it; a head behind
+    ``--base`` is gated as merging it would land, ``merged`` = (a worktree, the SHA) of the head
+    merged into ``--base`` (`worker.checkout.local_merge_result`), against ``--base``. The head
+    itself is compared with the merge base when it conflicts with ``--base``, or when the working
+    tree has changes not committed (a merge holds commits only; noted), unless ``--base`` says
+    ``settings.base: tip`` (the head itself, never merged) or its configs differ from the merge
+    base's (`worker.pipeline.plan.tip_reason`); then with ``--base`` itself. ``--base-tip`` compares
+    the head itself with ``--base``; commits without a common history are compared with
+    ``--base`` too (noted). The note ("" when the merge base is ``--base``) says which was
+    compared, for the report; ``merged`` is None unless a merge is gated.
 
     Raises:
         ExecutionError: ``--base`` or ``HEAD`` names no commit, or git failed.
     """
-    from worker.checkout import local_merge_base, local_worktree
-    from worker.pipeline.plan import tip_reason
+    from worker.checkout import (
+        local_is_clean,
+        local_merge_base,
+        local_merge_result,
+        local_worktree,
+    )
+    from worker.pipeline.plan import conflict_note, merged_note, tip_reason
+    from worker.pipeline.trees import base_mode
 
     tip = await _resolve(repo, args.base, "--base")
     if args.base_tip:
-        return await stack.enter_async_context(local_worktree(repo, tip)), tip, ""
+        return await stack.enter_async_context(local_worktree(repo, tip)), tip, "", None
     head = head_sha or await _resolve(repo, "HEAD", "the working tree's HEAD")
     found = await local_merge_base(repo, tip, head)
     if found is None:
         return await stack.enter_async_context(local_worktree(repo, tip)), tip, (
-            f"{tip[:7]} and {head[:7]} share no history: compared with --base as given")
-    root = await stack.enter_async_context(local_worktree(repo, found))
+            f"{tip[:7]} and {head[:7]} share no history: compared with --base as given"), None
     if found == tip:
-        return root, tip, ""
+        return await stack.enter_async_context(local_worktree(repo, found)), tip, "", None
     tip_root = await stack.enter_async_context(local_worktree(repo, tip))
+    strict = base_mode(tip_root) == "tip"  # the head itself against the tip, as it says
+    clean = bool(head_sha) or await local_is_clean(repo)
+    merged = await local_merge_result(repo, tip, head) if clean and not strict else None
+    if merged is not None:
+        merged_root = await stack.enter_async_context(local_worktree(repo, merged))
+        return tip_root, tip, merged_note(tip, head, merged), (merged_root, merged)
+    why_not = "" if strict else conflict_note(tip) if clean else (
+        f"the working tree has changes not committed, so it cannot be gated merged into "
+        f"{args.base} ({tip[:7]}) as the App gates a head behind its base branch: commit them "
+        "(or pass --head) to gate the merge result")
+    root = await stack.enter_async_context(local_worktree(repo, found))
     why = tip_reason(root, tip_root)
     if why is not None:
-        return tip_root, tip, (f"compared with {args.base} ({tip[:7]}) itself, not the merge "
-                               f"base ({found[:7]}): {why}")
-    return root, found, (f"compared with {found[:7]}, the merge base of {args.base} "
-                         f"({tip[:7]}) and head, as the App compares a pull request "
-                         "(--base-tip compares with --base itself)")
+        return tip_root, tip, (f"{why_not}. " * bool(why_not) + f"Compared with {args.base} "
+                               f"({tip[:7]}) itself, not the merge base ({found[:7]}): {why}"), None
+    return root, found, (f"{why_not}. Compared with {found[:7]}, the merge base of {args.base} "
+                         f"({tip[:7]}) and head (--base-tip compares with --base itself)"), None
 
 
 def cmd_serve(args: argparse.Namespace) -> int:

@@ -1,8 +1,12 @@
 """Check out base and head of one gate request and run every config's suites on both trees.
 
-The base compared is the merge base of the request's base and head (what "Files changed"
-shows), not the moving tip of the base branch, unless the tip says ``settings.base: tip`` or
-its llmgate configs differ from the merge base's (`worker.pipeline.plan.tip_reason`: the rules and
+A head that contains the base branch's tip is compared with the tip. A head behind the tip
+(it forked from an older commit) is gated as merging it would land: the head merged into the
+tip (a merge commit made in the worker's mirror, `worker.checkout.Checkouts.merge_result`)
+against the tip, so a pull request cannot pass by breaking what the branch fixed after it
+forked (issue 30). A head that conflicts with the tip cannot merge; it is compared itself with
+the merge base (what "Files changed" shows), unless the tip says ``settings.base: tip`` or its
+llmgate configs differ from the merge base's (`worker.pipeline.plan.tip_reason`: the rules and
 the evaluation contract are always the base branch's as it is now, never those of the fork
 point a pull request chose). Commits without a common history fall back to the tip (noted). The
 changed files (merge base to head) decide which suites run (``on_paths``, read from base).
@@ -30,9 +34,17 @@ from worker.gate.services import Services
 from worker.gate.shards import RedisShards
 from worker.github.client import GitHubClient
 from worker.pipeline.multi import MultiReport, gate_plan
-from worker.pipeline.plan import baseline_namespace, plan_configs, tip_reason, unconfigured_tree
+from worker.pipeline.plan import (
+    MERGED_REASON,
+    baseline_namespace,
+    conflict_note,
+    merged_note,
+    plan_configs,
+    tip_reason,
+    unconfigured_tree,
+)
 from worker.pipeline.progress import GateProgress
-from worker.pipeline.trees import BaseRunner
+from worker.pipeline.trees import BaseRunner, base_mode
 from worker.runtime.metrics import record_call
 
 log = logging.getLogger("llmgate.worker")
@@ -57,8 +69,9 @@ async def evaluate_configs(services: Services, gh: GitHubClient, request: GateRe
 
     Returns:
         One report per config (a single one for a repository with only a root config); each
-        report's ``base_sha`` is the base commit compared (the merge base by default) and its
-        ``base_source`` says whether stored baselines were reused.
+        report's ``base_sha`` is the base commit compared (the tip, or the merge base for a
+        head that conflicts with it) and its ``base_source`` says whether stored baselines
+        were reused.
 
     Raises:
         ExecutionError: git failed, or a SHA, URL or repository name was refused.
@@ -71,18 +84,25 @@ async def evaluate_configs(services: Services, gh: GitHubClient, request: GateRe
     with _git_errors():
         merge_base, note = await _merge_base(services, key, url, request, token)
         async with AsyncExitStack() as stack:
+            tip_root = await stack.enter_async_context(
+                services.checkouts.worktree(key, url, request.base_sha, token))
+            merged = None  # the head merged into the base branch's tip, when it is behind it
+            if merge_base != request.base_sha and not note and base_mode(tip_root) != "tip":
+                merged = await services.checkouts.merge_result(key, url, request.base_sha,
+                                                               request.head_sha, token)
+                if merged is None:
+                    note = conflict_note(request.base_sha)
+            head_sha = merged or request.head_sha
             head_root = await stack.enter_async_context(
-                services.checkouts.worktree(key, url, request.head_sha, token))
-            base_sha = merge_base
-            base_root = await stack.enter_async_context(
-                services.checkouts.worktree(key, url, base_sha, token))
-            why_tip = None
-            if base_sha != request.base_sha:
-                tip_root = await stack.enter_async_context(
-                    services.checkouts.worktree(key, url, request.base_sha, token))
-                why_tip = tip_reason(base_root, tip_root)
-                if why_tip is not None:
-                    base_sha, base_root = request.base_sha, tip_root
+                services.checkouts.worktree(key, url, head_sha, token))
+            base_sha, base_root = request.base_sha, tip_root
+            why_tip: str | None = MERGED_REASON
+            if merged is None and merge_base != request.base_sha:
+                merge_root = await stack.enter_async_context(
+                    services.checkouts.worktree(key, url, merge_base, token))
+                why_tip = tip_reason(merge_root, tip_root)
+                if why_tip is None:  # the merge base
+                    base_sha, base_root = merge_base, merge_root
             changed = await services.checkouts.changed_files(key, url, merge_base,
                                                              request.head_sha, token)
             evals = EvalContext(redis=services.cache, namespace=key,  # cache per repository
@@ -92,7 +112,9 @@ async def evaluate_configs(services: Services, gh: GitHubClient, request: GateRe
                                 shards=RedisShards(  # a large suite over many workers
                                     services.redis, services.shards, repo,
                                     gh.installation_id,
-                                    {head_root: request.head_sha, base_root: base_sha},
+                                    # a merge exists in this worker's mirror only
+                                    {base_root: base_sha} if merged else
+                                    {head_root: head_sha, base_root: base_sha},
                                     "off" if request.no_cache else "use",
                                     services=services))
             if progress is not None:
@@ -107,10 +129,12 @@ async def evaluate_configs(services: Services, gh: GitHubClient, request: GateRe
                                        reuse=not request.no_cache)
 
             multi = await gate_plan(plan_configs(head_root, base_root), head_root, base_root,
-                                    head_sha=request.head_sha, base_sha=base_sha, evals=evals,
+                                    head_sha=head_sha, base_sha=base_sha, evals=evals,
                                     changed_files=changed, base_runner_for=runner)
     multi = replace(multi, configs=tuple(replace(c, report=replace(c.report, base_sha=base_sha))
                                          for c in multi.configs))
+    if merged:
+        note = merged_note(request.base_sha, request.head_sha, merged)
     if not note:
         return multi
     if multi.several:

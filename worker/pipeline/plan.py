@@ -244,6 +244,36 @@ def _checks(config: Config | None) -> CheckMode:
     return config.settings.checks if config is not None else Settings().checks
 
 
+#: Why a head behind its base branch is compared as merged into the tip (`merged_note`).
+MERGED_REASON = "with the head merged into it, as merging the pull request would"
+
+
+def merged_note(tip: str, head: str, merged: str) -> str:
+    """The report's note for a head gated as merged into the base branch's tip.
+
+    A head that branched from an older commit of its base branch is gated as it would land:
+    ``merged`` (``head`` merged into ``tip``) against ``tip`` itself. Compared only with its fork
+    point, a pull request that breaks what the branch fixed after it forked would pass (issue 30:
+    the examples it breaks already failed at the merge base). All SHAs are full hex ids.
+    """
+    return (f"the head {head[:7]} is behind the base branch: gated as merging it would land, "
+            f"{merged[:7]} ({head[:7]} merged into the tip {tip[:7]}), against the tip; "
+            "annotations point at the merged files")
+
+
+def conflict_note(tip: str) -> str:
+    """The report's note for a head that conflicts with the base branch's tip ``tip`` (a full
+    SHA): the head itself is compared, with the merge base (or the tip, as `tip_reason` says).
+
+    Such a head cannot be merged as it is (GitHub refuses), and resolving the conflict pushes a
+    new head, which is gated anew.
+    """
+    return (f"the head conflicts with the base branch's tip {tip[:7]}, so the merge result "
+            "cannot be gated and the head itself is compared. The pull request cannot merge "
+            "until the conflict is resolved, and resolving it pushes a new head, which is gated "
+            "anew")
+
+
 def tip_reason(merge_root: Path, tip_root: Path) -> str | None:
     """Why a pull request is compared with its base branch's tip, not the merge base, or None.
 

@@ -1,10 +1,13 @@
-"""``llmgate run --base main`` compares with the merge base of main and head, as the App does.
+"""``llmgate run --base main`` gates a branch as the App gates its pull request.
 
 Field case: a branch started before ``main`` fixed three examples. ``llmgate run --base main``
 compared the branch with main's tip and failed with 3 false regressions (the fixes the branch
 does not have yet), while the App compared the same pull request with the merge base and
-passed. Through ``llmgate run`` on a real git repository and the gate job in a real arq worker
-against the schema-checking fake GitHub.
+passed. Since issue 30 both gate a head that is behind main as merging it would land (the head
+merged into main's tip, against the tip): the fixes are in the merge, so still no false
+regression, and a branch that breaks again what main fixed after it forked fails (the
+comparison with the merge base alone passed it). Through ``llmgate run`` on a real git
+repository and the gate job in a real arq worker against the schema-checking fake GitHub.
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ import pytest
 
 from tests.unit import worker_support
 from tests.unit.worker_support import commit, gate_payload, git
-from worker.cli.main import EXIT_CONFIG_ERROR, EXIT_GATE_FAILED, EXIT_PASS, main
+from worker.cli.main import EXIT_GATE_FAILED, EXIT_PASS, main
 
 github = worker_support.github  # fixture
 
@@ -76,14 +79,17 @@ def _regressed(report: dict[str, Any]) -> list[str]:
     return sorted(r["example_id"] for r in report["regressions"])
 
 
-def test_cli_compares_with_the_merge_base_like_the_app(moved_on, monkeypatch, capsys):
+def test_cli_gates_a_head_behind_main_merged_into_it_like_the_app(moved_on, monkeypatch, capsys):
     repo, shas = moved_on
     monkeypatch.chdir(repo)
     code, report = _run(capsys, "--base", "main", "--head", "feature")
     assert (code, report["conclusion"], _regressed(report)) == (EXIT_PASS, "success", [])
-    assert report["base_sha"] == shas["fork"]
-    assert f"compared with {shas['fork'][:7]}, the merge base of main ({shas['main'][:7]}) " \
-           "and head" in " ".join(report["notes"])
+    assert report["base_sha"] == shas["main"]
+    merged = git(repo, "rev-parse", f"{report['head_sha']}^1", f"{report['head_sha']}^2")
+    assert merged.split() == [shas["main"], shas["feature"]]  # the merge commit's two parents
+    assert f"the head {shas['feature'][:7]} is behind the base branch: gated as merging it " \
+           f"would land, {report['head_sha'][:7]} ({shas['feature'][:7]} merged into the tip " \
+           f"{shas['main'][:7]}), against the tip" in " ".join(report["notes"])
 
 
 def test_cli_base_tip_compares_with_the_tip_and_finds_the_3_differences(moved_on, monkeypatch,
@@ -96,7 +102,7 @@ def test_cli_base_tip_compares_with_the_tip_and_finds_the_3_differences(moved_on
     assert report["base_sha"] == shas["main"]
 
 
-def test_cli_working_tree_head_uses_its_merge_base_too(moved_on, tmp_path, monkeypatch, capsys):
+def test_cli_working_tree_head_is_merged_too(moved_on, tmp_path, monkeypatch, capsys):
     repo, shas = moved_on
     clone = tmp_path / "clone"
     subprocess.run(["git", "clone", "-q", "--no-local", str(repo), str(clone)], check=True)
@@ -104,7 +110,13 @@ def test_cli_working_tree_head_uses_its_merge_base_too(moved_on, tmp_path, monke
     git(clone, "branch", "-q", "-f", "main", "origin/main")
     monkeypatch.chdir(clone)
     code, report = _run(capsys, "--base", "main")
+    assert (code, _regressed(report), report["base_sha"]) == (EXIT_PASS, [], shas["main"])
+    assert git(clone, "status", "--porcelain") == ""  # the user's tree and refs are untouched
+    assert git(clone, "rev-parse", "HEAD").strip() == shas["feature"]
+    (clone / "NOTES.md").write_text("not committed\n")  # a merge holds commits only
+    code, report = _run(capsys, "--base", "main")
     assert (code, _regressed(report), report["base_sha"]) == (EXIT_PASS, [], shas["fork"])
+    assert "the working tree has changes not committed" in " ".join(report["notes"])
 
 
 def test_cli_honours_settings_base_tip(tmp_path, monkeypatch, capsys):
@@ -139,13 +151,11 @@ def test_a_pull_request_cannot_choose_its_gate_by_its_fork_point(tmp_path, monke
     shas = old_fork_point(tmp_path / "repo", old_config)
     monkeypatch.chdir(tmp_path / "repo")
     code, report = _run(capsys, "--base", "main", "--head", "pr")
-    if old_config is None:  # before: neutral "no llmgate config", exit 0
-        assert (code, report["conclusion"]) == (EXIT_CONFIG_ERROR, "failure")
-        assert "no .llmgate.yml at head" in report["config_error"]["message"]
-        return
+    # before: neutral "no llmgate config", exit 0 (no config), or success (weaker rules); then a
+    # config error (no config at head). Now the merge brings main's strict config and fixes in.
     assert (code, report["conclusion"], _regressed(report), report["base_sha"]) == (
-        EXIT_GATE_FAILED, "failure", FIXED, shas["main"])  # before: success, exit 0
-    assert "changed after this branch forked from it" in " ".join(report["notes"])
+        EXIT_GATE_FAILED, "failure", FIXED, shas["main"])
+    assert "gated as merging it would land" in " ".join(report["notes"])
 
 
 async def test_the_app_compares_the_same_pull_request_with_the_same_base(github, moved_on):
@@ -154,7 +164,8 @@ async def test_the_app_compares_the_same_pull_request_with_the_same_base(github,
     state = github.state()
     [run] = state["check_runs"]
     assert (run["conclusion"], run["annotations"]) == ("success", [])
-    assert f"**base** `{shas['fork'][:7]}`" in run["output"]["summary"]
+    assert f"**base** `{shas['main'][:7]}`" in run["output"]["summary"]
+    assert run["head_sha"] == shas["feature"]  # the check is the head's, whatever was gated
 
 
 @pytest.mark.parametrize("old_config", [None, CONFIG.format(settings="").replace(
@@ -166,5 +177,68 @@ async def test_the_app_gates_an_old_fork_point_by_the_base_branch_tip(github, tm
     await worker_support.run_jobs([gate_payload(str(repo), shas["pr"], shas["main"])])
     [run] = github.state()["check_runs"]
     assert run["conclusion"] == "failure"
-    expected = "no .llmgate.yml at head" if old_config is None else f"**base** `{shas['main'][:7]}`"
-    assert expected in run["output"]["summary"]
+    assert f"**base** `{shas['main'][:7]}`" in run["output"]["summary"]
+    regressed = [a["start_line"] for a in run["annotations"]
+                 if a["path"] == "evals/echo.jsonl" and "regressed" in a["title"]]
+    assert regressed == [1, 2, 3]  # alpha, bravo, charlie: the lines of the examples main fixed
+
+
+#: The target of the re-break case: garbles the words listed in broken.json and, when the file
+#: exists, more_broken.json.
+LISTED = """import json, os, sys
+BROKEN = set(json.load(open("broken.json")))
+if os.path.exists("more_broken.json"):
+    BROKEN |= set(json.load(open("more_broken.json")))
+example = json.load(open(sys.argv[1]))
+text = example["input"]
+json.dump({"output": "nope" if text in BROKEN else text}, open(sys.argv[2], "w"))
+"""
+
+
+def rebreak(dest: Path) -> dict[str, str]:
+    """Case from the field (fresh-user hour of issue 30): ``pr`` forks from ``fork``, where 3 of
+    6 examples fail; main then fixes them (``broken.json`` emptied) and ``pr`` breaks the same 3
+    again in a file main never touched (``more_broken.json``). Against the merge base ``pr``
+    changes nothing (0.5 -> 0.5: it passed); merged, it takes main from 1.0 to 0.5."""
+    dest.mkdir(parents=True)
+    git(dest, "init", "-q", "-b", "main")
+    shas = {"fork": commit(dest, "main", {
+        ".llmgate.yml": CONFIG.format(settings="").replace("python3 echo.py", "python3 listed.py"),
+        "evals/echo.jsonl": DATASET, "listed.py": LISTED, "broken.json": json.dumps(FIXED)})}
+    shas["pr"] = commit(dest, "pr", {"more_broken.json": json.dumps(FIXED)})
+    shas["main"] = commit(dest, "main", {"broken.json": "[]"})
+    return shas
+
+
+def test_a_branch_that_breaks_again_what_main_fixed_fails(tmp_path, monkeypatch, capsys):
+    shas = rebreak(tmp_path / "repo")
+    monkeypatch.chdir(tmp_path / "repo")
+    code, report = _run(capsys, "--base", "main", "--head", "pr")
+    assert (code, report["conclusion"], _regressed(report), report["base_sha"]) == (
+        EXIT_GATE_FAILED, "failure", FIXED, shas["main"])  # before: exit 0, success
+    assert "gated as merging it would land" in " ".join(report["notes"])
+
+
+async def test_the_app_fails_a_branch_that_breaks_again_what_main_fixed(github, tmp_path):
+    repo = tmp_path / "repo"
+    shas = rebreak(repo)
+    await worker_support.run_jobs([gate_payload(str(repo), shas["pr"], shas["main"])])
+    [run] = github.state()["check_runs"]
+    assert (run["head_sha"], run["conclusion"]) == (shas["pr"], "failure")  # before: success
+    assert f"**base** `{shas['main'][:7]}`" in run["output"]["summary"]
+    assert "gated as merging it would land" in run["output"]["summary"]
+
+
+def test_a_head_that_conflicts_with_main_is_compared_itself(tmp_path, monkeypatch, capsys):
+    """main and the branch rewrite the same line: no merge exists, GitHub refuses to merge,
+    and the head itself is compared with the merge base (noted)."""
+    repo = tmp_path / "repo"
+    shas = build(repo)
+    shas["clash"] = commit(repo, "clash", {"echo.py": TARGET.format(broken="{'delta'}")},
+                           start=shas["fork"])
+    monkeypatch.chdir(repo)
+    code, report = _run(capsys, "--base", "main", "--head", "clash")
+    assert (code, report["base_sha"], report["head_sha"]) == (EXIT_PASS, shas["fork"],
+                                                              shas["clash"])
+    assert f"the head conflicts with the base branch's tip {shas['main'][:7]}" in \
+        " ".join(report["notes"])
