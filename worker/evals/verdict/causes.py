@@ -34,7 +34,10 @@ An example whose target call got no answer (error kinds ``rate_limited``, ``prov
 
 A target that gave no answer (error kind ``target``: a command target crashed, exited
 non-zero, timed out or wrote no valid output) is no call error. At head it is scored as a
-failure and needs no cause. At **base** it is ``outside``, as base's call errors are: base could
+failure (a regression where base passed) and needs no cause, unless base ran no such suite (no
+base given, none at base, or a suite the pull request adds): then nothing could show it as a
+regression, and it is ``head``'s (fail closed: a run whose every example crashed passed
+silently when it had no rules). At **base** it is ``outside``, as base's call errors are: base could
 not be evaluated on that example, so it has no verdict there (worker/evals/verdict/
 base_targets.py), whatever the cause, a process of the pull request's among them. What each
 cause does to the check is worker/evals/verdict/health.py's.
@@ -86,6 +89,7 @@ class Attribution:
                  base: RunResult | None, head: RunResult | None = None) -> None:
         self.head_config = head_config
         self.base_config = base_config
+        self.base_suites = set(base.suites) if base is not None else set()
         self.shared = _endpoints(base_config) if base_config is not None else set()
         self.refused_at_base = _refused(base, base_config)
         self.failing_for_head = _failing_for_head(
@@ -96,6 +100,8 @@ class Attribution:
         ``side``, or None when it has none."""
         if side == "base" and no_answer(example):
             return "outside"  # base's own target could not answer: no verdict at base
+        if side == "head" and no_answer(example) and suite not in self.base_suites:
+            return "head"  # no base result to compare with: head's own target failed
         if not example.errored or example.error_kind not in (*CALL_KINDS, "budget"):
             return None
         if example.error_kind == "budget":

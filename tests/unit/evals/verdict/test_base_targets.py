@@ -67,10 +67,14 @@ def finish(cfg: Config, head: RunResult, base: RunResult):
 
 
 def test_a_base_target_error_is_outside_a_head_one_has_no_cause() -> None:
-    found = Attribution(config(), config(), None)
+    found = Attribution(config(), config(), run("b", [ok(0)]))
     assert found.cause("base", "s", crashed(0)) == "outside"
     assert found.cause("head", "s", crashed(0)) is None  # scored as head's failure
     assert found.cause("base", "s", wrong(0)) is None
+    # no base result of the suite could show it as a regression: head's (issue 30 fresh user)
+    assert Attribution(config(), config(), None).cause("head", "s", crashed(0)) == "head"
+    assert Attribution(config(), config(), run("b", [])).cause("head", "new", crashed(0)) == \
+        "head"
 
 
 def test_unscore_leaves_base_target_errors_out_of_rates_and_pairs() -> None:

@@ -90,8 +90,10 @@ def test_base_errors_are_never_heads_and_command_failures_have_no_cause() -> Non
     assert found.cause("base", "s", failed(0, field="api_key_env")) == "outside"
     assert found.cause("head", "s", failed(0, field="request")) == "outside"  # base too
     assert found.cause("head", "s", ok(0)) is None
-    command = Attribution(config(CommandTarget("x")), None, None)
-    assert command.cause("head", "s", failed(0, "target")) is None
+    command = Attribution(config(CommandTarget("x")), None, run("b", [ok(0)]))
+    assert command.cause("head", "s", failed(0, "target")) is None  # a failure at head
+    alone = Attribution(config(CommandTarget("x")), None, None)  # nothing to compare with
+    assert alone.cause("head", "s", failed(0, "target")) == "head"
 
 
 def test_without_a_base_config_only_permanent_errors_are_heads() -> None:
