@@ -114,7 +114,8 @@ def _section(name: str, suite: SuiteResult | None, report: GateReport,
     if errored:
         shown = ", ".join(errored[:10]) + (f" and {len(errored) - 10} more"
                                            if len(errored) > 10 else "")
-        facts.append(f"**No answer at head** (caused by the head): {len(errored)} "
+        # no answer from the target, or a judge error (the answer steers the judge)
+        facts.append(f"**Errors at head** (caused by the head): {len(errored)} "
                      f"example{'s' if len(errored) != 1 else ''}: " + inline(shown, 400))
     worse = [worse_item(r, inline, cell) for r in sorted(
         (r for r in report.regressions if r.suite == name), key=lambda r: (r.line, r.example_id))]
