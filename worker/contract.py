@@ -75,6 +75,17 @@ def merge_group_external_id(base_sha: str) -> str:
     return f"mg:{base_sha}"
 
 
+def merge_group_key(repo: RepoRef, head_sha: str) -> str:
+    """Return the Redis key the web process sets to `MERGE_GROUP_DESTROYED` when GitHub
+    destroys the merge group of ``head_sha`` (merged, dequeued or invalidated): its gate's
+    result will never be used, so a run of it stops (`worker.gate.supersede`)."""
+    return f"llmgate:mg:{repo['owner']}/{repo['name']}@{head_sha}"
+
+
+#: The `merge_group_key` value of a destroyed merge group.
+MERGE_GROUP_DESTROYED = "destroyed"
+
+
 def external_target(external_id: Any) -> tuple[int | None, str]:
     """Return ``(pr_number, merge_group_base)`` named by an ``external_id`` (None / "" if not).
 

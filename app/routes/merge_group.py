@@ -2,7 +2,9 @@
 
 ``checks_requested`` queues ``gate_merge_group``: an ``llmgate`` check run on the group's
 ``head_sha``, gated against its ``base_sha`` (the commit the group is built on), with no PR
-comment. ``destroyed`` (merged, dequeued or invalidated) needs nothing and is acknowledged.
+comment. ``destroyed`` (merged, dequeued or invalidated) is recorded in Redis
+(`worker.contract.merge_group_key`), so a run still gating the group stops: its result will
+never be used (issue 31).
 """
 
 from __future__ import annotations
@@ -18,7 +20,13 @@ from app.routes.payload import (
     installed,
     repo_ref,
 )
-from worker.contract import JOB_MERGE_GROUP, MergeGroupPayload, event_job_id
+from worker.contract import (
+    JOB_MERGE_GROUP,
+    MERGE_GROUP_DESTROYED,
+    MergeGroupPayload,
+    event_job_id,
+    merge_group_key,
+)
 
 router = Router()
 
@@ -45,5 +53,12 @@ async def gate_merge_group(event: Event, decision: Decision) -> None:
 
 @router.register("merge_group", action="destroyed")
 async def merge_group_destroyed(event: Event, decision: Decision) -> None:
-    """Acknowledge a merge group that is gone: nothing to gate or clean up."""
-    decision.ignore("merge group destroyed: nothing to gate")
+    """Record a merge group that is gone, so a run of it stops; answered ``recorded``.
+
+    Raises:
+        PayloadError: a needed field is missing or malformed (the receiver answers 400).
+    """
+    data = event.data
+    head_sha = get_str(data, "merge_group.head_sha", SHA_PATTERN)
+    decision.answer("recorded")
+    decision.record_head(merge_group_key(repo_ref(data), head_sha), MERGE_GROUP_DESTROYED)

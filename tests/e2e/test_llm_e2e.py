@@ -92,7 +92,8 @@ def test_a_stalled_call_times_out_and_the_check_still_completes(world):
 
 
 def test_an_unset_api_key_env_at_head_fails_on_its_config_line(world):
-    """Issue 12's field case through the App's processes: the check was neutral (passing)."""
+    """Issue 12's field case through the App's processes: the check was neutral (passing).
+    Issue 31: it is refused at configuration before base sends a call."""
     llm, stack = world["llm"], world["stack"]
     llm.reset()
     llm.setup({"rules": [{"model": "judge-model", "match": "", "reply": "PASS"}]})
@@ -103,11 +104,11 @@ def test_an_unset_api_key_env_at_head_fails_on_its_config_line(world):
                                                   "prompts/support.txt": "Go away."})
     run = open_pr(world, 3, head)
     assert run["conclusion"] == "failure"
-    assert run["output"]["title"].startswith("llmgate: fail, 4 regressions - caused by the head")
+    assert run["output"]["title"] == f"llmgate: configuration error in .llmgate.yml:{line}"
     [on_config] = [a for a in run["annotations"] if a["path"] == ".llmgate.yml"]
     assert on_config["start_line"] == line
     assert "the worker has no FAKE_LLM_KEY_UNSET" in on_config["message"]
     [body] = [c["body"] for c in stack.state()["comments"] if c["issue_number"] == 3]
     assert "the worker has no FAKE_LLM_KEY_UNSET" in body
-    assert {c["model"] for c in llm.calls()} <= {"bot-model", "judge-model"}
+    assert llm.calls() == []  # issue 31: refused before base sent any call
     assert stack.state()["violations"] == []

@@ -8,14 +8,24 @@ wrong is answered as GitHub would and recorded in ``violations``:
 - a path/method outside ``rest-subset.json``: 404, kind ``unknown_endpoint``;
 - a body or query the spec refuses (e.g. 51 annotations): 422 ``Validation Failed``, kind
   ``invalid_request``; a body that is not JSON: 400, kind ``invalid_json``;
+- a text over GitHub's limit counted in UTF-8 bytes, as GitHub counts it (`BYTE_LIMITS`): a
+  check run ``output.summary`` / ``output.text`` over 65535 bytes (github/docs#35252: "summary
+  exceeds a maximum bytesize of 65535", though the docs say characters) or a comment body over
+  65535 bytes (GitHub's message speaks of 65536 characters; the fake holds the strictest
+  reading): 422 with GitHub's ``errors`` shape, kind ``too_long``;
 - no ``User-Agent``: 403, kind ``no_user_agent``;
 - ``/app`` endpoints without a valid App JWT (RS256 under the configured public key,
-  ``iss`` = App id, ``exp - iat <= 660 s``, unexpired), or ``/repos`` endpoints without a live
-  installation token (``token X`` or ``Bearer X``): 401, kind ``auth``;
+  ``iss`` = App id, ``exp - iat <= 660 s``; by the fake's clock ``iat`` not in the future and
+  ``exp`` in the future but at most 10 minutes ahead, answered with GitHub's words, e.g.
+  "'Issued at' claim ('iat') must be an Integer representing a time in the past"), or
+  ``/repos`` endpoints without a live installation token (``token X`` or ``Bearer X``; not
+  expired nor revoked: "Bad credentials"): 401, kind ``auth``;
 - a resource nobody configured or created (pull request, check run, comment): 404, kind
   ``not_found``; an answer that fails the spec's schema: kind ``invalid_response``.
 
-The API is served at the root and under ``/api/v3`` (GitHub Enterprise Server style).
+The API is served at the root and under ``/api/v3`` (GitHub Enterprise Server style). Every
+answer carries a ``Date`` header of the fake's clock (``clock_offset_s`` seconds from this
+machine's, 0 by default), as GitHub's do.
 Control endpoints (never recorded): ``GET /_fake/state`` (JSON of config, ``check_runs`` with
 ``history`` and accumulated ``annotations``, ``comments`` with edit ``history``, ``reactions``,
 ``tokens``, ``requests`` with method, path (API path + query), raw_path, operation, status,
@@ -23,6 +33,7 @@ auth, body, fault, at (Unix seconds when it arrived), installation_id (token req
 ``violations``, ``faults``);
 ``POST /_fake/setup`` (JSON merged into the config: ``app_id``, ``public_key_pem``, ``app_slug``,
 ``bot_login``, ``installations`` (list of ids; any when absent), ``token_ttl_s``,
+``clock_offset_s`` (the fake's clock minus this machine's, seconds),
 ``collaborators`` {login: role or null}, ``renamed`` [{from: "owner/old", to: "owner/new",
 id}] (a repository renamed or transferred now: what the fake holds of it moves with it, its
 old ``/repos/owner/old/...`` paths answer 301, or 307 for a method other than GET, with a
@@ -33,8 +44,9 @@ head_clone_url, state, files, author}], ``contents``
 {"owner/repo": {path: text}}, ``comments`` [{owner, repo, issue_number, body, user_login,
 user_type}] seeded as existing, ``locked`` [{owner, repo, issue_number, comment_ids?}]
 conversations locked (a comment is refused 403, a reaction 422), ``faults`` [{method?,
-operation?, path?, path_glob?, status, times?, rate?, seed?, after?, headers?, body?,
-rate_limit_reset_in_s?}] answered instead of the real thing, or after it (``after``),
+operation?, path?, path_glob?, body_match?, status, times?, rate?, seed?, after?, headers?,
+body?, rate_limit_reset_in_s?, revoke_token?}] answered instead of the real thing, or after it
+(``after``); ``revoke_token`` refuses the request's installation token from then on,
 ``secondary_limits`` ({} for GitHub's documented figures, null for none; both in
 ``fake_github_faults``), ``clear_faults``: true to drop the faults left (before adding any
 given), ``reset``: true to forget all records first, ``reset_config``: true to also restore the
@@ -65,6 +77,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from email.utils import formatdate
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -92,6 +105,36 @@ JWT_OPERATIONS = frozenset({"apps/create-installation-access-token", "apps/get-a
                             "apps/get-repo-installation", "apps/list-installations"})
 #: Longest accepted JWT lifetime (``exp - iat``): GitHub's 10 minutes plus 60 s of backdating.
 MAX_JWT_LIFETIME_S = 660
+#: Furthest in the future a JWT's ``exp`` may be, by the fake's clock: GitHub's 10 minutes.
+MAX_JWT_EXP_AHEAD_S = 600
+#: GitHub's 401 messages for JWT time claims (as GitHub words them).
+IAT_IN_FUTURE = "'Issued at' claim ('iat') must be an Integer representing a time in the past"
+EXP_TOO_FAR = "'Expiration time' claim ('exp') is too far in the future"
+EXP_PASSED = ("'Expiration time' claim ('exp') must be a numeric value representing the future "
+              "time at which the assertion expires")
+#: operation -> (resource, field path in the body, UTF-8 byte limit, GitHub's error message).
+_CHECK_RUN_LIMITS: list[tuple[str, tuple[str, ...], int, str]] = [
+    ("CheckRun", ("output", key), 65535, f"{key} exceeds a maximum bytesize of 65535")
+    for key in ("summary", "text")]
+_COMMENT_LIMITS: list[tuple[str, tuple[str, ...], int, str]] = [
+    ("IssueComment", ("body",), 65535, "body is too long (maximum is 65536 characters)")]
+BYTE_LIMITS: dict[str, list[tuple[str, tuple[str, ...], int, str]]] = {
+    "checks/create": _CHECK_RUN_LIMITS, "checks/update": _CHECK_RUN_LIMITS,
+    "issues/create-comment": _COMMENT_LIMITS, "issues/update-comment": _COMMENT_LIMITS}
+
+
+def over_byte_limit(op: str, body: Any) -> list[dict[str, str]]:
+    """Return GitHub's ``errors`` entries for every text of ``body`` over its limit in UTF-8
+    bytes (`BYTE_LIMITS`); [] when all fit."""
+    errors = []
+    for resource, path, limit, message in BYTE_LIMITS.get(op, []):
+        value = body
+        for key in path:
+            value = value.get(key) if isinstance(value, dict) else None
+        if isinstance(value, str) and len(value.encode("utf-8")) > limit:
+            errors.append({"resource": resource, "code": "custom", "field": path[-1],
+                           "message": message})
+    return errors
 
 
 def load_validate() -> ModuleType:
@@ -231,7 +274,8 @@ class FakeGitHub:
             record["status"] = status
             self._persist()
             remaining = max(0, 5000 - len(self.model.requests))
-        out_headers = {"x-ratelimit-limit": "5000", "x-ratelimit-remaining": str(remaining),
+        out_headers = {"date": formatdate(self.model.now(), usegmt=True),
+                       "x-ratelimit-limit": "5000", "x-ratelimit-remaining": str(remaining),
                        "x-ratelimit-used": str(5000 - remaining), "x-ratelimit-resource": "core",
                        "x-ratelimit-reset": str(int(time.time()) + 3600),
                        "x-github-request-id": uuid.uuid4().hex[:20].upper(), **extra}
@@ -276,10 +320,18 @@ class FakeGitHub:
             return _error(401, auth_problem)
         if problems:
             return self._validation_failed(ep, problems)
+        too_long = over_byte_limit(op, body)
+        if too_long:
+            self._violation("too_long", record, [e["message"] for e in too_long])
+            return 422, {"message": "Validation Failed", "errors": too_long,
+                         "documentation_url": ep.get("docs_url") or DOCS, "status": "422"}, {}
         now = time.time()
-        fault = faults.take_fault(self.model.faults, method, target.split("?", 1)[0], op, now)
+        fault = faults.take_fault(self.model.faults, method, target.split("?", 1)[0], op, now,
+                                  body)
         if fault is not None:
             record.update(fault=True, fault_after=fault.after)
+            if fault.revoke and record["auth"] == "token":
+                self.model.revoke(headers.get("authorization", "").partition(" ")[2].strip())
             if not fault.after:
                 return fault.answer
         limited = self.model.limits.check(
@@ -342,15 +394,22 @@ class FakeGitHub:
         key, app_id = self.model.config["public_key_pem"], self.model.config["app_id"]
         if not key or not app_id:
             return "the fake has no app_id/public_key_pem: POST them to /_fake/setup"
-        try:
+        try:  # the times are checked below, by the fake's clock
             claims = jwt.decode(token, key, algorithms=["RS256"],
-                                options={"require": ["iat", "exp", "iss"]})
+                                options={"require": ["iat", "exp", "iss"], "verify_exp": False,
+                                         "verify_iat": False, "verify_nbf": False})
         except jwt.PyJWTError as exc:
             return f"A JSON web token could not be decoded: {exc}"
         if str(claims["iss"]) != app_id:
             return f"'Issuer' claim ('iss') {claims['iss']!r} is not the App id {app_id!r}"
-        if claims["exp"] - claims["iat"] > MAX_JWT_LIFETIME_S:
-            return "'Expiration time' claim ('exp') is too far in the future"
+        now = self.model.now()
+        if not isinstance(claims["iat"], int) or claims["iat"] > now:
+            return IAT_IN_FUTURE
+        if claims["exp"] - claims["iat"] > MAX_JWT_LIFETIME_S or \
+                claims["exp"] > now + MAX_JWT_EXP_AHEAD_S:
+            return EXP_TOO_FAR
+        if claims["exp"] <= now:
+            return EXP_PASSED
         return None
 
     @staticmethod
@@ -394,7 +453,7 @@ class FakeGitHubServer:
         _listen(self._sock, port)
         self.port = int(self._sock.getsockname()[1])
         config = uvicorn.Config(self.fake.app, log_level="warning", access_log=False,
-                                lifespan="off", loop="asyncio")
+                                lifespan="off", loop="asyncio", date_header=False)
         self._server = uvicorn.Server(config)
         self._thread = threading.Thread(target=self._server.run,
                                         kwargs={"sockets": [self._sock]}, daemon=True)
@@ -516,7 +575,7 @@ def main(argv: list[str] | None = None) -> None:
     port = int(sock.getsockname()[1])
     info = json.dumps({"url": f"http://127.0.0.1:{port}", "port": port, "pid": os.getpid()})
     server = uvicorn.Server(uvicorn.Config(fake.app, log_level="warning", access_log=False,
-                                           lifespan="off", loop="asyncio"))
+                                           lifespan="off", loop="asyncio", date_header=False))
     if args.ready_file:
         fd, tmp = tempfile.mkstemp(dir=args.ready_file.parent)
         with os.fdopen(fd, "w") as f:

@@ -1,12 +1,17 @@
 """The fake GitHub's misbehaviour: configured faults, and GitHub's secondary rate limits.
 
 Faults (``/_fake/setup`` ``faults``, consumed in order, the first that applies answers):
-``{method?, operation?, path?, path_glob?, status, times?, rate?, seed?, after?, headers?,
-body?, rate_limit_reset_in_s?}``.
+``{method?, operation?, path?, path_glob?, body_match?, status, times?, rate?, seed?, after?,
+headers?, body?, rate_limit_reset_in_s?, revoke_token?}``.
 
 - ``method``, ``operation``, ``path`` (the API path without the query) must equal the
   request's when given; ``path_glob`` is an ``fnmatch`` pattern over that path, e.g.
   ``/repos/*/check-runs`` or ``/repos/*/issues/*/comments``.
+- ``body_match``: top-level keys whose values the request's JSON body must equal, e.g.
+  ``{"status": "completed"}`` for the PATCH that completes a check run.
+- ``revoke_token``: true to refuse the installation token the request carries, from now on:
+  the request is answered 401 "Bad credentials" (``status`` and ``body`` may say otherwise)
+  and every later request with that token too, as GitHub answers a revoked token.
 - ``times``: how many requests it answers (default 1; ``null``: every one).
 - ``rate``: the fraction 0-1 of matching requests it answers, decided by a hash of ``seed``
   (default 0) and how many matching requests it has seen, so a run repeats exactly.
@@ -58,14 +63,20 @@ Answer = tuple[int, Any, dict[str, str]]
 
 @dataclass(frozen=True)
 class Taken:
-    """A fault that answers one request: ``answer``, after performing it when ``after``."""
+    """A fault that answers one request: ``answer``, after performing it when ``after``;
+    ``revoke``: the request's installation token is refused from now on."""
 
     answer: Answer
     after: bool
+    revoke: bool = False
 
 
-def _matches(fault: dict[str, Any], method: str, api_path: str, op: str) -> bool:
+def _matches(fault: dict[str, Any], method: str, api_path: str, op: str, body: Any) -> bool:
     if fault.get("method", method).upper() != method or fault.get("operation", op) != op:
+        return False
+    wanted = fault.get("body_match") or {}
+    if wanted and not (isinstance(body, dict) and all(
+            k in body and body[k] == v for k, v in wanted.items())):
         return False
     if fault.get("path", api_path) != api_path:
         return False
@@ -96,21 +107,26 @@ def _answer(fault: dict[str, Any], now: float) -> Answer:
         return 403, {"message": "API rate limit exceeded for installation.",
                      "documentation_url": "https://docs.github.com/rest"}, {
             "x-ratelimit-remaining": "0", "x-ratelimit-reset": str(reset)}
+    if fault.get("revoke_token") and "status" not in fault:
+        return 401, fault.get("body") or {"message": "Bad credentials",
+                                          "documentation_url": "https://docs.github.com/rest",
+                                          "status": "401"}, {}
     status = int(fault["status"])
     body = fault.get("body") or {"message": HTTPStatus(status).phrase}
     return status, body, {k.lower(): str(v) for k, v in fault.get("headers", {}).items()}
 
 
 def take_fault(faults: list[dict[str, Any]], method: str, api_path: str, op: str,
-               now: float) -> Taken | None:
+               now: float, body: Any = None) -> Taken | None:
     """Return the first configured fault that answers this request (consuming it), or None.
 
     ``faults`` are the ``/_fake/setup`` dicts (see the module docstring); their ``times``,
-    ``seen`` and ``fired`` counters are updated in place.
+    ``seen`` and ``fired`` counters are updated in place. ``body``: the request's JSON body.
     """
     for fault in faults:
-        if _matches(fault, method, api_path, op) and _fires(fault):
-            return Taken(_answer(fault, now), bool(fault.get("after")))
+        if _matches(fault, method, api_path, op, body) and _fires(fault):
+            return Taken(_answer(fault, now), bool(fault.get("after")),
+                         bool(fault.get("revoke_token")))
     return None
 
 

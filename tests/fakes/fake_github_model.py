@@ -105,6 +105,7 @@ class FakeModel:
             "app_id": None, "public_key_pem": None, "app_slug": "llmgate",
             "installations": None, "collaborators": {}, "pulls": {}, "contents": {},
             "token_ttl_s": 3600, "locked": [], "renamed": [], "secondary_limits": None,
+            "clock_offset_s": 0,
         }
         self.limits.configure(None)
 
@@ -120,6 +121,17 @@ class FakeModel:
         self.limits.reset()
         self._next_id = 1000
         self._suites: dict[str, int] = {}
+
+    def now(self) -> float:
+        """The fake GitHub's clock, Unix seconds: this machine's plus ``clock_offset_s`` (set
+        it to stand for a worker whose clock is behind, or, negative, ahead). JWT claims,
+        token expiry and the ``Date`` header follow it."""
+        return time.time() + float(self.config.get("clock_offset_s") or 0)
+
+    def revoke(self, token: str) -> None:
+        """Refuse ``token`` from now on ("Bad credentials"), as GitHub does a revoked one."""
+        if token in self.tokens:
+            self.tokens[token]["revoked"] = True
 
     def new_id(self) -> int:
         """Return a fresh id, ascending like GitHub's."""
@@ -144,7 +156,7 @@ class FakeModel:
         if cfg.get("reset") or cfg.get("reset_config"):
             self.reset()
         for key in ("app_id", "public_key_pem", "app_slug", "bot_login", "installations",
-                    "token_ttl_s", "secondary_limits"):
+                    "token_ttl_s", "secondary_limits", "clock_offset_s"):
             if key in cfg:
                 self.config[key] = str(cfg[key]) if key == "app_id" else cfg[key]
         self.limits.configure(self.config["secondary_limits"])
@@ -234,7 +246,7 @@ class FakeModel:
         if allowed is not None and installation_id not in allowed:
             raise NotFound(f"installation {installation_id} is not configured")
         token = "ghs_" + secrets.token_hex(24)
-        expires = time.time() + float(self.config["token_ttl_s"])
+        expires = self.now() + float(self.config["token_ttl_s"])
         self.tokens[token] = {"installation_id": installation_id, "expires_at": expires}
         out = self.ex.get("apps/create-installation-access-token", "201")
         out.pop("repositories", None)
@@ -246,9 +258,9 @@ class FakeModel:
         return 201, out, {}
 
     def token_installation(self, token: str) -> int | None:
-        """Return the installation of a live token, or None when unknown or expired."""
+        """Return the installation of a live token, or None when unknown, expired or revoked."""
         info = self.tokens.get(token)
-        if info is None or info["expires_at"] <= time.time():
+        if info is None or info["expires_at"] <= self.now() or info.get("revoked"):
             return None
         return int(info["installation_id"])
 

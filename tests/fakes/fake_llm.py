@@ -96,7 +96,8 @@ from typing import Any
 import uvicorn
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
+from starlette.responses import JSONResponse as StarletteJSONResponse
+from starlette.responses import Response
 from starlette.routing import Route
 
 from tests.fakes.fake_judge import judge_reply, seal_reply
@@ -108,6 +109,16 @@ from tests.fakes.fake_rate_limit import (
     rate_limit_config,
     refusal,
 )
+
+
+class JSONResponse(StarletteJSONResponse):
+    """JSON as OpenAI's API writes it: every non-ASCII character as a ``\\u`` escape, so a
+    reply may carry a lone surrogate (``"\\ud800"``), as real providers' replies have."""
+
+    def render(self, content: Any) -> bytes:
+        return json.dumps(content, ensure_ascii=True, allow_nan=False,
+                          separators=(",", ":")).encode("ascii")
+
 
 #: Dimensions of the fake embedding vectors.
 EMBEDDING_DIMS = 64

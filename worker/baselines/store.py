@@ -36,7 +36,12 @@ from typing import Any, Literal
 from redis.asyncio import Redis
 
 from worker.baselines.keys import BaselineKey
-from worker.evals.serialize import SerializeError, suite_result_from_json, suite_result_to_json
+from worker.evals.serialize import (
+    SerializeError,
+    suite_result_from_json,
+    suite_result_to_json,
+    valid_text,
+)
 from worker.evals.types import SuiteResult
 from worker.runtime.settings import SettingsError
 
@@ -148,12 +153,13 @@ def latest_key(repo: str, branch: str) -> str:
 
 def encode(baseline: Baseline) -> bytes:
     """Return the stored bytes of ``baseline``: a one-byte format mark, then JSON (zlib-
-    compressed above `COMPRESS_OVER_BYTES`)."""
+    compressed above `COMPRESS_OVER_BYTES`). Text that is not valid Unicode (a lone surrogate
+    an older result still holds) is stored with U+FFFD in its place, never raised."""
     doc = {"version": RECORD_VERSION, "repo": baseline.repo, "sha": baseline.sha,
            "key": baseline.key.as_json(), "origin": baseline.origin, "branch": baseline.branch,
            "pr_number": baseline.pr_number, "created_at": baseline.created_at,
            "result": suite_result_to_json(baseline.result)}
-    data = json.dumps(doc, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+    data = valid_text(json.dumps(doc, ensure_ascii=False, separators=(",", ":"))).encode("utf-8")
     if len(data) > COMPRESS_OVER_BYTES:
         return _ZLIB + zlib.compress(data, 6)
     return _JSON + data

@@ -71,7 +71,7 @@ async def upsert_comment(target: CommentTarget, token: str, body: str) -> int:
         token: a token that may write the pull request's comments (``Authorization: token``;
             ``pull-requests: write`` or ``issues: write`` for a ``GITHUB_TOKEN``).
         body: the comment (``llmgate run --format comment``; the marker line is added when
-            missing, and a body over GitHub's 65536 characters is clipped).
+            missing, and a body over 65535 bytes of UTF-8, GitHub's limit, is cut).
 
     Raises:
         GitHubAuthError: the token is empty.

@@ -141,6 +141,9 @@ def render(name: str, multi: MultiReport, head_sha: str, base_sha: str | None) -
 
 
 def _write(text: str, path: Path | None) -> str | None:
+    from worker.evals.serialize import valid_text  # not at import: --help stays light
+
+    text = valid_text(text)  # a lone surrogate of an older result: U+FFFD, never a traceback
     if path is None:
         try:
             print(text, flush=True)
@@ -157,6 +160,7 @@ def _write(text: str, path: Path | None) -> str | None:
 
 def _github(multi: MultiReport, head_sha: str, base_sha: str | None,
             environ: Mapping[str, str]) -> str | None:
+    from worker.evals.serialize import valid_text
     from worker.report import multi as report_multi
     from worker.report.github_actions import in_actions, workflow_commands
 
@@ -164,13 +168,14 @@ def _github(multi: MultiReport, head_sha: str, base_sha: str | None,
         print("llmgate: --format github: not in GitHub Actions (GITHUB_ACTIONS is not true); "
               "no annotations written", file=sys.stderr)
         return None
-    print(workflow_commands(multi), end="")
+    print(valid_text(workflow_commands(multi)), end="")
     summary = environ.get("GITHUB_STEP_SUMMARY", "")
     if not summary:
         return "--format github: GITHUB_STEP_SUMMARY is not set; no job summary written"
     try:
         with open(summary, "a", encoding="utf-8") as file:
-            file.write(report_multi.render_markdown(multi, head_sha, base_sha) + "\n")
+            file.write(valid_text(report_multi.render_markdown(multi, head_sha, base_sha))
+                       + "\n")
     except OSError as err:
         return f"cannot append the job summary to {summary}: {err.strerror}"
     return None

@@ -10,6 +10,14 @@ Values typed ``Any`` (outputs, expected values, inputs, metadata, assertion deta
 values already, as the engine reads them from JSON (datasets, target output files, model
 replies); tuples inside them come back as lists. Floats keep ``inf`` and ``nan`` (Python's json
 writes them as ``Infinity``/``NaN`` and reads them back).
+
+Text a target or a model produces need not be valid Unicode: a JSON escape such as
+``"\\ud800"`` gives a string holding a lone surrogate, which no UTF-8 encoder writes, and an
+output file may hold bytes that are not UTF-8. `decode_output` and `valid_value` replace each
+invalid sequence with U+FFFD where outputs enter (worker/evals/score/outputs.py,
+worker/evals/llm/client.py) and count them for a note on the example (`replaced_note`);
+`valid_text` is the last guard where text is written (reports, the baseline store, the
+response cache).
 """
 
 from __future__ import annotations
@@ -17,6 +25,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import json
+import re
 import types
 import typing
 from typing import Any, TypeVar, Union
@@ -24,6 +33,57 @@ from typing import Any, TypeVar, Union
 from worker.evals.types import SuiteResult
 
 T = TypeVar("T")
+
+
+#: What each invalid sequence of an output becomes (U+FFFD REPLACEMENT CHARACTER).
+REPLACEMENT = "\ufffd"
+#: A surrogate code point: in a Python string always a lone one (a pair is one code point).
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def valid_text(text: str) -> str:
+    """Return ``text`` with every lone surrogate (U+D800-U+DFFF) replaced by U+FFFD, so it
+    encodes as UTF-8 (`count_invalid` counts them)."""
+    return _SURROGATE.sub(REPLACEMENT, text)
+
+
+def count_invalid(text: str) -> int:
+    """Return how many lone surrogates ``text`` holds (what `valid_text` replaces)."""
+    return len(_SURROGATE.findall(text))
+
+
+def valid_value(value: Any) -> tuple[Any, int]:
+    """Return the JSON value ``value`` with `valid_text` applied to every string in it (object
+    keys too) and the number of lone surrogates replaced; other values are kept as they are."""
+    if isinstance(value, str):
+        return valid_text(value), count_invalid(value)
+    if isinstance(value, list | tuple):
+        pairs = [valid_value(item) for item in value]
+        return type(value)(item for item, _ in pairs), sum(n for _, n in pairs)
+    if isinstance(value, dict):
+        found = 0
+        cleaned = {}
+        for key, item in value.items():
+            clean_key, key_found = valid_value(key)
+            cleaned[clean_key], item_found = valid_value(item)
+            found += key_found + item_found
+        return cleaned, found
+    return value, 0
+
+
+def decode_output(data: bytes) -> tuple[str, int]:
+    """Decode the UTF-8 ``data`` a target wrote, replacing each invalid sequence (each maximal
+    ill-formed subpart, Unicode 15 section 3.9) with U+FFFD; return the text and how many
+    sequences were replaced. Never raises."""
+    text = data.decode("utf-8", "replace")
+    return text, text.count(REPLACEMENT) - data.count(REPLACEMENT.encode("utf-8"))
+
+
+def replaced_note(count: int) -> str:
+    """The note on an example whose output had ``count`` (>= 1) invalid sequences replaced."""
+    sequences = "sequence" if count == 1 else "sequences"
+    return (f"the output was not valid Unicode: {count} invalid {sequences} (invalid UTF-8 "
+            "or a lone surrogate such as \\ud800) replaced by U+FFFD")
 
 
 class SerializeError(ValueError):

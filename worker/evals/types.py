@@ -463,6 +463,10 @@ class TargetOutput:
             target reported no trace.
         turns: for a multi-turn example, each answered turn's output in order (a conversation
             stops at its first failed turn); () otherwise.
+        notes: what was done to the output to make it reportable (invalid Unicode replaced by
+            U+FFFD, worker/evals/serialize.py `replaced_note`), and what was done after the
+            command target exited (processes it left running were ended,
+            worker/security/process.py `Finished.note`), or ().
     """
 
     output: Any
@@ -478,6 +482,7 @@ class TargetOutput:
     error_field: str = ""
     trace: Trace | None = None
     turns: tuple[TargetOutput, ...] = ()
+    notes: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -535,6 +540,7 @@ class ExampleResult:
         custom: per-example custom metric name -> this example's value
             (worker/evals/score/custom_metrics.py).
         trace: as in `TargetOutput`.
+        notes: as in `TargetOutput` (reported with the example).
     """
 
     id: str
@@ -563,6 +569,7 @@ class ExampleResult:
     error_field: str = ""
     custom: dict[str, float] = field(default_factory=dict)
     trace: Trace | None = None
+    notes: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

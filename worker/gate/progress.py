@@ -21,7 +21,7 @@ import time
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
-from worker.github.checks import MAX_OUTPUT_CHARS, clip_text
+from worker.github.checks import MAX_OUTPUT_BYTES, clip_bytes
 from worker.github.client import GitHubClient
 from worker.pipeline.progress import GateProgress, SuiteLine, duration
 
@@ -45,7 +45,7 @@ def progress_summary(lead: str, lines: list[SuiteLine], now: float) -> str:
             f"about {duration(left)}"
         rows.append(f"| {line.where} | {_cell(line.suite)} | {calls} | {line.hits} | "
                     f"${line.cost_usd:.4f} | {duration(line.elapsed_s(now))} | {eta} |")
-    return clip_text(lead + ("\n\n" + "\n".join(rows) if lines else ""), MAX_OUTPUT_CHARS)
+    return clip_bytes(lead + ("\n\n" + "\n".join(rows) if lines else ""), MAX_OUTPUT_BYTES)
 
 
 def _cell(text: str) -> str:

@@ -12,7 +12,10 @@ not approved yet, which is not fetched, at the base's tip), evaluates base and h
 suite and side shown in the check run meanwhile, `worker.gate.progress`), writes the PR's
 sticky comment, completes the check runs of configs that report on their own
 (`worker.gate.config_checks`) and completes the ``llmgate`` check run with annotations
-(`worker.report.multi`). Right before each of those it asks afresh whether it is still
+(`worker.report.multi`). What base and head's evaluation found is kept in Redis until the
+check run is completed (`worker.gate.results`), so a later try of the job, after GitHub or Redis
+failed while it published, only publishes: it never pays for the calls again (issue 31). Right
+before each of those it asks afresh whether it is still
 wanted (`Supersede.reason` with ``fresh``: GitHub is asked again whenever the web process's
 record does not name this head and base unmarked), so a run never publishes a verdict about
 a head or base the pull request has left, passing or not (issue 30). A run GitHub showed on
@@ -33,7 +36,7 @@ import time
 from redis.exceptions import RedisError
 
 from worker.errors import ExecutionError
-from worker.gate import accept, drafts, regate, shared_head, untrusted
+from worker.gate import accept, drafts, regate, results, shared_head, untrusted
 from worker.gate.calibration import with_calibration_note
 from worker.gate.check_run import (
     TRANSIENT_ERRORS,
@@ -56,7 +59,7 @@ from worker.gate.trust import Verdict
 from worker.github.checks import CheckOutput, complete_check_run
 from worker.github.client import GitHubClient, GitHubError
 from worker.github.comments import upsert_sticky_comment
-from worker.pipeline.multi import NO_CONFIG_HEADLINE, unconfigured_report
+from worker.pipeline.multi import NO_CONFIG_HEADLINE, MultiReport, unconfigured_report
 from worker.pipeline.progress import GateProgress
 from worker.report import multi as report_multi
 from worker.report.html_report import render_html
@@ -225,11 +228,12 @@ async def _gate(services: Services, gh: GitHubClient, request: GateRequest, chec
         await untrusted.conclude_waiting(gh, repo, check_run_id, pr_number, head_sha, verdict)
         await _record(services, request, "action_required", check_run_id)
         return {"conclusion": "action_required", "head_sha": head_sha}
-    progress = GateProgress(time.monotonic)  # per suite and side, in the running check run
-    async with updating(gh, owner, name, check_run_id, running_output(head_sha, job), progress):
-        multi = await evaluate_configs(services, gh, request, progress)
-    multi = services.redactor.redact_value(multi)
-    multi = redact_pii(multi)  # no report quotes what a `pii` assertion found
+    kept = None if job is None else results.results_key(request, job.job_id)
+    multi = None if kept is None else await results.load(services.redis, kept)
+    if multi is None:  # else an earlier try evaluated it: publish only (issue 31)
+        multi = await _evaluate(services, gh, request, check_run_id, job)
+        if kept is not None:
+            await results.store(services.redis, kept, multi)
     gate_report = multi.merged()  # every config's verdict in one report
     record_gate_report(gate_report)
     gate_report = services.redactor.redact_value(
@@ -253,7 +257,21 @@ async def _gate(services: Services, gh: GitHubClient, request: GateRequest, chec
             report_multi.check_annotations(multi), accept.check_actions(request, gate_report),
             details_url=await store_report(services.reports, output, lambda: render_html(
                 multi, head_sha, request.base_sha)))  # LLMGATE_PUBLIC_URL
+    if kept is not None:
+        await results.forget(services.redis, kept)
     return {"conclusion": conclusion, "head_sha": head_sha}
+
+
+async def _evaluate(services: Services, gh: GitHubClient, request: GateRequest,
+                    check_run_id: int, job: JobRef | None) -> MultiReport:
+    """Evaluate base and head, their progress shown in the running check run, and return the
+    reports redacted (secrets, and what a `pii` assertion found), as they are published."""
+    progress = GateProgress(time.monotonic)  # per suite and side, in the running check run
+    async with updating(gh, request.repo["owner"], request.repo["name"], check_run_id,
+                        running_output(request.head_sha, job), progress):
+        multi = await evaluate_configs(services, gh, request, progress)
+    multi = services.redactor.redact_value(multi)
+    return redact_pii(multi)  # no report quotes what a `pii` assertion found
 
 
 async def _still_wanted(watch: Supersede) -> None:

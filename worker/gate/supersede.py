@@ -25,6 +25,14 @@ had gone back to ``main``) published ``success`` a few seconds later, and that w
 
 Two cases compare the heads only: a bare head SHA recorded by an older web process (a rolling
 deploy), and a run that knows no base branch (`GateRequest.base_ref` "").
+
+Issue 31: two more records say GitHub will never use a run's result, for a merge group's run
+too (it has no pull request): the installation or the repository removed
+(`worker.gate.installs.removal`) and the merge group destroyed (`worker.contract.merge_group_key`,
+set by the web process). Both are asked first and need no confirmation. While a run watches
+(`supervise`), what it found also stops its engine's calls at once (`stopping`: the budget's
+check before every provider call and command, `worker.evals.llm.cost.Budget.check`), before
+the cancelled work has ended.
 """
 
 from __future__ import annotations
@@ -38,7 +46,9 @@ from typing import Any, TypeVar
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
-from worker.contract import PR_CLOSED, is_ambiguous, pr_head_key, split_pr_head
+from worker.contract import PR_CLOSED, is_ambiguous, merge_group_key, pr_head_key, split_pr_head
+from worker.evals.llm.cost import stopping
+from worker.gate import installs
 from worker.gate.request import GateRequest
 from worker.github.client import GitHubClient, GitHubError, PullInfo
 
@@ -50,6 +60,8 @@ POLL_INTERVAL_S = 2.0
 #: (GitHub's own view can lag a delivery: the record may turn out right a moment later).
 CONTRADICTED_TTL_S = 10.0
 CLOSED_REASON = "The pull request was closed."
+#: The reason of a merge group's run whose group GitHub destroyed.
+DESTROYED_REASON = "The merge group was destroyed (merged, dequeued or invalidated)."
 
 T = TypeVar("T")
 
@@ -144,8 +156,9 @@ class Supersede:
             GitHubError: the confirming ``GET .../pulls/N`` failed.
         """
         request = self._request
-        if request.pr_number <= 0:
-            return None
+        gone = await self._gone()
+        if gone is not None or request.pr_number <= 0:
+            return gone
         raw = await self._redis.get(pr_head_key(request.repo, request.pr_number))
         recorded = raw.decode() if isinstance(raw, bytes) else raw
         if recorded is None or not fresh and (
@@ -167,6 +180,23 @@ class Supersede:
         log.info("PR #%s: recorded head %s is stale (GitHub: %s@%s); not superseded",
                  request.pr_number, _shown(recorded), pull.head_sha[:7], pull.base_ref)
         self._confirmed[recorded] = time.monotonic()
+        return None
+
+    async def _gone(self) -> str | None:
+        """Why GitHub will never use the run's result though no newer run replaces it: its
+        installation or repository removed, or (a merge group's run) its group destroyed.
+
+        Raises:
+            redis.exceptions.RedisError: Redis failed.
+        """
+        request = self._request
+        full_name = f"{request.repo['owner']}/{request.repo['name']}"
+        removed = await installs.removal(self._redis, self._gh.installation_id, full_name)
+        if removed is not None:
+            return f"The run was stopped: {removed}."
+        if request.pr_number <= 0 and await self._redis.get(
+                merge_group_key(request.repo, request.head_sha)) is not None:
+            return DESTROYED_REASON
         return None
 
     def _recently_confirmed(self, recorded: str) -> bool:
@@ -206,7 +236,8 @@ async def supervise(coro: Coroutine[Any, Any, T], supersede: Supersede,
         asyncio.CancelledError: the caller itself was cancelled (the work is cancelled too).
         Exception: whatever the work raised.
     """
-    work = asyncio.ensure_future(coro)
+    with stopping(lambda: supersede.found):  # the work's context: its calls stop at once
+        work = asyncio.ensure_future(coro)
     watcher = asyncio.create_task(supersede.watch(work, interval_s))
     try:
         return await work

@@ -9,15 +9,24 @@ in a ``repr`` or a log line.
 `GitHubClient` takes its tokens from a `TokenSource`: the App's `InstallationTokenCache`, or
 `FixedToken` for a token someone else minted (a GitHub Actions workflow's ``GITHUB_TOKEN``,
 itself an installation token of the GitHub Actions app, used by ``llmgate action --comment``).
+
+JWTs are signed by an `AppClock`: this machine's clock, corrected by GitHub's. A machine whose
+clock runs more than 60 s ahead gets every JWT refused (401 "'Issued at' claim ('iat') must be
+an Integer representing a time in the past", or "'Expiration time' claim ('exp') is too far in
+the future"); the transport then asks the clock to adopt the offset of the ``Date`` header of
+that answer and sends the request again once with a JWT signed anew (`AppClock.correct`).
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
+import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
+from email.utils import parsedate_to_datetime
 from typing import Any, Protocol
 
 import gidgethub.abc
@@ -31,6 +40,71 @@ JWT_BACKDATE_S = 60
 JWT_LIFETIME_S = 600
 #: A cached installation token is replaced this many seconds before its ``expires_at``.
 TOKEN_REFRESH_MARGIN_S = 300
+#: Words of GitHub's 401 answers to a JWT refused for its time claims (``iat``, ``exp``).
+_CLOCK_REFUSAL = re.compile(r"'(iat|exp)'|issued at|expiration time", re.IGNORECASE)
+
+log = logging.getLogger(__name__)
+
+
+def machine_time() -> float:
+    """Return this machine's clock, Unix seconds: what an `AppClock` corrects (tests move it)."""
+    return time.time()
+
+
+def is_clock_refusal(message: str) -> bool:
+    """Return whether GitHub's message refusing an App JWT (401) is about its time claims.
+
+    E.g. "'Issued at' claim ('iat') must be an Integer representing a time in the past" or
+    "'Expiration time' claim ('exp') is too far in the future"; not "A JSON web token could
+    not be decoded" (a wrong key) nor an ``iss`` refusal (a wrong App id).
+    """
+    return bool(_CLOCK_REFUSAL.search(message))
+
+
+class AppClock:
+    """The time App JWTs are signed at: this machine's clock plus the offset GitHub's showed.
+
+    The offset starts at 0 and is set by `correct` when GitHub refuses a JWT for its time; it
+    is logged once per clock (one per worker process: `InstallationTokenCache.app_clock`).
+    """
+
+    def __init__(self, local: Callable[[], float] | None = None) -> None:
+        """Read ``local`` (Unix seconds; default `machine_time`) and add the offset to it."""
+        self._local = local
+        self.offset_s = 0.0
+        self._logged = False
+
+    def __repr__(self) -> str:
+        return f"AppClock(offset_s={self.offset_s:+.0f})"
+
+    def now(self) -> int:
+        """Return the corrected time, whole Unix seconds (GitHub's clock, as far as known)."""
+        local = self._local() if self._local is not None else machine_time()
+        return int(local + self.offset_s)
+
+    def correct(self, server_date: str | None) -> bool:
+        """Adopt the offset between GitHub's ``Date`` header and this machine's clock.
+
+        Args:
+            server_date: the ``Date`` header (RFC 9110 HTTP date, 1 s resolution) of GitHub's
+                answer refusing a JWT for its time.
+
+        Returns:
+            False when there is no usable date (the refusal stands); True otherwise.
+        """
+        try:
+            server_s = parsedate_to_datetime(server_date or "").timestamp()
+        except (TypeError, ValueError, IndexError):
+            return False
+        local = self._local() if self._local is not None else machine_time()
+        self.offset_s = server_s - local
+        if not self._logged:
+            self._logged = True
+            log.warning("GitHub refused an App JWT for its time: this machine's clock is %.0f s "
+                        "%s of GitHub's; JWTs are signed by GitHub's time from now on (fix the "
+                        "clock, e.g. with NTP)", abs(self.offset_s),
+                        "ahead" if self.offset_s < 0 else "behind")
+        return True
 
 
 class GitHubAuthError(Exception):
@@ -185,6 +259,7 @@ class InstallationTokenCache:
         refresh_margin_s: float = TOKEN_REFRESH_MARGIN_S,
         clock: Callable[[], float] = time.time,
         shared: SharedTokenStore | None = None,
+        app_clock: AppClock | None = None,
     ) -> None:
         """Create an empty cache.
 
@@ -192,9 +267,12 @@ class InstallationTokenCache:
             creds: the App credentials used to sign the JWT for each mint.
             refresh_margin_s: seconds before ``expires_at`` at which a token is replaced.
             clock: returns the current Unix time in seconds, for token freshness only
-                (injectable for tests); JWTs always use the real time.
+                (injectable for tests).
             shared: the tokens of every worker process (None: this process only).
+            app_clock: the clock JWTs are signed at, shared with every `GitHubClient` of this
+                cache (default: a new `AppClock` of this machine's time).
         """
+        self.app_clock = app_clock or AppClock()
         self._creds = creds
         self._refresh_margin_s = refresh_margin_s
         self._clock = clock
@@ -263,7 +341,7 @@ class InstallationTokenCache:
             api_url(gh.base_url, "/app/installations/{installation_id}/access_tokens"),
             {"installation_id": installation_id},
             data={},
-            jwt=app_jwt(self._creds),
+            jwt=app_jwt(self._creds, self.app_clock.now()),
         )
         token, expires_s = _parse_token_response(data, installation_id)
         refresh_at = expires_s - self._refresh_margin_s

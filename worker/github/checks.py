@@ -2,9 +2,10 @@
 
 Limits (GitHub docs "REST API endpoints for check runs", "Update a check run"): at most 50
 annotations per request, and each update *appends* its annotations to the run's list, so more
-are sent as further PATCHes; ``output.summary`` and ``output.text`` hold at most 65535
-characters; an annotation ``title`` at most 255 characters; ``message`` and ``raw_details`` at
-most 64 KB. Apps may not set the conclusion ``stale``.
+are sent as further PATCHes; ``output.summary`` and ``output.text`` hold at most 65535 bytes of
+UTF-8 (the docs say characters; GitHub counts bytes: `worker.github.limits`); an annotation
+``title`` at most 255, ``message`` and ``raw_details`` at most 64 KB. Apps may not set the
+conclusion ``stale``.
 """
 
 from __future__ import annotations
@@ -14,51 +15,25 @@ from dataclasses import dataclass
 from typing import Any
 
 from worker.github.client import GitHubClient
+from worker.github.limits import (
+    MAX_ANNOTATION_BYTES,
+    MAX_OUTPUT_BYTES,
+    MAX_OUTPUT_TITLE_BYTES,
+    clip_bytes,
+    clip_text,
+    fit_annotation,
+)
+
+__all__ = ["CONCLUSIONS", "MAX_ANNOTATIONS_PER_REQUEST", "MAX_ANNOTATION_BYTES",
+           "MAX_OUTPUT_BYTES", "CheckOutput", "clip_annotation", "clip_bytes", "clip_text",
+           "complete_check_run", "completion_bodies"]
 
 #: Annotations accepted in one create/update request.
 MAX_ANNOTATIONS_PER_REQUEST = 50
-#: ``output.summary`` / ``output.text`` maximum, in characters.
-MAX_OUTPUT_CHARS = 65535
-#: Annotation ``title`` maximum, in characters. The output ``title`` has no documented maximum;
-#: we clip it to the same length as a conservative bound.
-MAX_TITLE_CHARS = 255
-#: Annotation ``message`` / ``raw_details`` maximum: 64 KB, in UTF-8 bytes.
-MAX_ANNOTATION_BYTES = 64 * 1024
 #: Conclusions an App may set.
 CONCLUSIONS = frozenset(
     {"action_required", "cancelled", "failure", "neutral", "success", "skipped", "timed_out"}
 )
-_ELLIPSIS = "\u2026"
-
-
-def clip_text(s: str, max_chars: int) -> str:
-    """Return ``s`` cut to at most ``max_chars`` characters, ending in ``…`` when cut.
-
-    Raises:
-        ValueError: ``max_chars`` is below 1.
-    """
-    if max_chars < 1:
-        raise ValueError(f"max_chars must be >= 1, got {max_chars}")
-    if len(s) <= max_chars:
-        return s
-    return s[: max_chars - 1] + _ELLIPSIS
-
-
-def clip_bytes(s: str, max_bytes: int) -> str:
-    """Return ``s`` cut so its UTF-8 encoding is at most ``max_bytes``, ending in ``…`` when cut.
-
-    The cut never splits a multi-byte character.
-
-    Raises:
-        ValueError: ``max_bytes`` is below 3 (the ellipsis alone takes 3 bytes).
-    """
-    marker = _ELLIPSIS.encode("utf-8")
-    if max_bytes < len(marker):
-        raise ValueError(f"max_bytes must be >= {len(marker)}, got {max_bytes}")
-    raw = s.encode("utf-8")
-    if len(raw) <= max_bytes:
-        return s
-    return raw[: max_bytes - len(marker)].decode("utf-8", errors="ignore") + _ELLIPSIS
 
 
 @dataclass(frozen=True)
@@ -70,25 +45,21 @@ class CheckOutput:
     text: str = ""
 
     def to_json(self) -> dict[str, Any]:
-        """Return the ``output`` object for the API, every field clipped to GitHub's limits."""
+        """Return the ``output`` object for the API, every field cut to GitHub's limits in
+        UTF-8 bytes, on a character boundary."""
         out: dict[str, Any] = {
-            "title": clip_text(self.title, MAX_TITLE_CHARS),
-            "summary": clip_text(self.summary, MAX_OUTPUT_CHARS),
+            "title": clip_bytes(self.title, MAX_OUTPUT_TITLE_BYTES),
+            "summary": clip_bytes(self.summary, MAX_OUTPUT_BYTES),
         }
         if self.text:
-            out["text"] = clip_text(self.text, MAX_OUTPUT_CHARS)
+            out["text"] = clip_bytes(self.text, MAX_OUTPUT_BYTES)
         return out
 
 
 def clip_annotation(annotation: Mapping[str, Any]) -> dict[str, Any]:
-    """Return a copy of one annotation with ``title``, ``message`` and ``raw_details`` clipped."""
-    out = dict(annotation)
-    if isinstance(out.get("title"), str):
-        out["title"] = clip_text(out["title"], MAX_TITLE_CHARS)
-    for key in ("message", "raw_details"):
-        if isinstance(out.get(key), str):
-            out[key] = clip_bytes(out[key], MAX_ANNOTATION_BYTES)
-    return out
+    """Return a copy of one annotation with ``title``, ``message`` and ``raw_details`` cut to
+    GitHub's limits in UTF-8 bytes (`worker.github.limits.fit_annotation`)."""
+    return fit_annotation(annotation)
 
 
 def completion_bodies(conclusion: str, output: CheckOutput,

@@ -21,12 +21,28 @@ import gidgethub
 import httpx
 
 from worker.contract import CHECK_NAME
-from worker.github.auth import AppCredentials, GitHubAuthError, TokenSource, api_url, app_jwt
+from worker.github.auth import (
+    AppClock,
+    AppCredentials,
+    GitHubAuthError,
+    InstallationTokenCache,
+    TokenSource,
+    api_url,
+    app_jwt,
+)
 from worker.github.errors import (
     GitHubError,
     GitHubOutcomeUnknown,
     GitHubRateLimited,
     GitHubUnavailable,
+)
+from worker.github.limits import (
+    MAX_OUTPUT_BYTES,
+    clip_bytes,
+    fit_check_name,
+    fit_check_run,
+    fit_comment,
+    utf8_size,
 )
 from worker.github.ratelimit import GitHubLimiter, backoff_s
 from worker.github.transport import REQUESTER, LimitedHttpxAPI, single_try
@@ -171,6 +187,10 @@ class GitHubClient:
     for what it may have created, which is adopted when found (issue 14: a gateway's 502
     after GitHub acted must not leave a second check run or comment).
 
+    A refused credential is replaced once per request (`worker.github.transport`, step 4):
+    an installation token GitHub answers 401 is dropped (for every worker) and minted again;
+    an App JWT refused for its time is signed again at GitHub's time (`AppClock`).
+
     Without App credentials (a `FixedToken`, e.g. a workflow's ``GITHUB_TOKEN``) the calls
     that authenticate as the App itself (``get_app``, ``list_installation_ids``) raise
     `GitHubAuthError`; every other call works with the token's own permissions.
@@ -186,6 +206,7 @@ class GitHubClient:
         *,
         retry_delays_s: Sequence[float] = DEFAULT_RETRY_DELAYS_S,
         limiter: GitHubLimiter | None = None,
+        app_clock: AppClock | None = None,
     ) -> None:
         """Bind a client to one installation.
 
@@ -202,6 +223,8 @@ class GitHubClient:
                 connection error (full jitter: each sleep is uniform in ``[0, ceiling]``).
             limiter: the worker's shared rate-limit state (`worker.github.ratelimit`, in
                 Redis); default: one in memory for this client only.
+            app_clock: the clock App JWTs are signed at; default: the `InstallationTokenCache`'s
+                (one per worker process), else a new one.
         """
         self._api_url = api_url.rstrip("/")
         self._creds = creds
@@ -210,6 +233,9 @@ class GitHubClient:
         self._gh = LimitedHttpxAPI(session, self._api_url, retry_delays_s, str(installation_id),
                                    limiter)
         self._delays_s = tuple(retry_delays_s)
+        self._clock = app_clock or (tokens.app_clock if isinstance(tokens, InstallationTokenCache)
+                                    else AppClock())
+        self._gh.renewal = self  # replaces a refused token or JWT (`replace_token`, ...)
 
     @property
     def installation_id(self) -> int:
@@ -243,7 +269,29 @@ class GitHubClient:
         if self._creds is None:
             raise GitHubAuthError(f"{what} authenticates as the GitHub App, but this client "
                                   "was given a token only, not the App id and private key")
-        return app_jwt(self._creds)
+        return app_jwt(self._creds, self._clock.now())
+
+    async def replace_token(self, refused: str) -> str | None:
+        """Drop the installation token ``refused`` (for every worker) and return a fresh one,
+        or None when the token source has no other (`worker.github.transport.CredentialRenewal`).
+
+        Raises:
+            GitHubError, GitHubAuthError: minting the new one failed.
+        """
+        await self._tokens.invalidate(self._installation_id, refused)
+        token = await self.installation_token()
+        return None if token == refused else token
+
+    def resign_jwt(self, server_date: str | None) -> str | None:
+        """Correct the App clock by GitHub's ``server_date`` and return a JWT signed at it, or
+        None without App credentials or a usable date (`CredentialRenewal`).
+
+        Raises:
+            GitHubAuthError: the App key is unusable.
+        """
+        if self._creds is None or not self._clock.correct(server_date):
+            return None
+        return app_jwt(self._creds, self._clock.now())
 
     async def _call(self, method: str, path: str, url_vars: Mapping[str, Any],
                     body: Any = None) -> Any:
@@ -322,12 +370,16 @@ class GitHubClient:
             external_id: optional reference kept on the run (llmgate: ``pr:<number>``).
             name: the check run's name (a config's own check run: ``llmgate: <folder>``).
         """
+        name = fit_check_name(name)
         body: dict[str, Any] = {"name": name, "head_sha": head_sha, "status": status}
         mark = CREATE_MARK.format(nonce=secrets.token_hex(8)) if output is not None else ""
         if output is not None:
-            body["output"] = {**output, "summary": f"{output.get('summary', '')}\n\n{mark}"}
+            room = MAX_OUTPUT_BYTES - utf8_size(f"\n\n{mark}")  # the mark is never cut off
+            summary = clip_bytes(str(output.get("summary", "")), room)
+            body["output"] = {**output, "summary": f"{summary}\n\n{mark}"}
         if external_id:
             body["external_id"] = external_id
+        body = fit_check_run(body)
 
         async def find() -> int | None:
             async for run in self.list_check_runs(owner, repo, head_sha, name):
@@ -341,9 +393,11 @@ class GitHubClient:
 
     async def update_check_run(self, owner: str, repo: str, check_run_id: int,
                                body: Mapping[str, Any]) -> None:
-        """PATCH a check run with ``body`` as documented by GitHub ("Update a check run")."""
+        """PATCH a check run with ``body`` as documented by GitHub ("Update a check run"), its
+        name and output cut to GitHub's limits in UTF-8 bytes (`worker.github.limits`)."""
         await self._call("PATCH", "/repos/{owner}/{repo}/check-runs/{check_run_id}",
-                         {"owner": owner, "repo": repo, "check_run_id": check_run_id}, dict(body))
+                         {"owner": owner, "repo": repo, "check_run_id": check_run_id},
+                         fit_check_run(body))
 
     async def get_pull(self, owner: str, repo: str, number: int) -> PullInfo:
         """Return the pull request ``number`` (``GET .../pulls/{number}``) as a ``PullInfo``."""
@@ -441,7 +495,7 @@ class GitHubClient:
                                      "?check_name={check_name}&filter=all&per_page=100")
         async with self._errors(f"GET check runs of {owner}/{repo}@{ref[:12]}", token):
             async for item in self._gh.getiter(url, {"owner": owner, "repo": repo, "ref": ref,
-                                                     "check_name": check_name},
+                                                     "check_name": fit_check_name(check_name)},
                                                oauth_token=token, iterable_key="check_runs"):
                 output = item.get("output") or {}
                 yield CheckRunInfo(
@@ -459,8 +513,10 @@ class GitHubClient:
 
         Idempotent (class docstring): ``find`` looks for the comment a failed try may have
         made (the sticky comment: `worker.github.comments`); by default, the newest comment
-        of a bot with exactly this body.
+        of a bot with exactly this body. The body is cut to GitHub's limit in UTF-8 bytes
+        (`worker.github.limits.fit_comment`).
         """
+        body = fit_comment(body)
         async def newest_same() -> int | None:
             found = None
             async for comment in self.list_issue_comments(owner, repo, number):
@@ -474,6 +530,7 @@ class GitHubClient:
 
     async def update_issue_comment(self, owner: str, repo: str, comment_id: int,
                                    body: str) -> None:
-        """Replace the body of comment ``comment_id``."""
+        """Replace the body of comment ``comment_id`` (cut to GitHub's limit in UTF-8 bytes)."""
         await self._call("PATCH", "/repos/{owner}/{repo}/issues/comments/{comment_id}",
-                         {"owner": owner, "repo": repo, "comment_id": comment_id}, {"body": body})
+                         {"owner": owner, "repo": repo, "comment_id": comment_id},
+                         {"body": fit_comment(body)})

@@ -3,28 +3,27 @@
 The comment is found by the hidden ``contract.COMMENT_MARKER`` line, as Python core's bots find
 theirs; only comments written by this App's own bot user (``<slug>[bot]``, from ``GET /app``)
 are considered, so neither a person quoting the marker nor another bot (a second llmgate App,
-a bot that copies comments) is ever edited. GitHub refuses comment bodies over 65536
-characters (its 422 says "Body is too long (maximum is 65536 characters)"; the REST
-description states no limit).
+a bot that copies comments) is ever edited. GitHub refuses long comment bodies (its 422 says
+"Body is too long (maximum is 65536 characters)"; the REST description states no limit); a body
+is cut to `worker.github.limits.MAX_COMMENT_BYTES` (65535) bytes of UTF-8, which fits every
+reading of that limit, on a character boundary.
 """
 
 from __future__ import annotations
 
 from worker.contract import COMMENT_MARKER
-from worker.github.checks import clip_text
 from worker.github.client import GitHubClient, IssueComment
-
-#: Longest comment body GitHub accepts, in characters.
-MAX_COMMENT_CHARS = 65536
+from worker.github.limits import MAX_COMMENT_BYTES, clip_bytes
 
 
 def with_marker(body: str) -> str:
-    """Return ``body`` containing the marker (prepended as a line if missing), clipped to fit."""
+    """Return ``body`` containing the marker (prepended as a line if missing), cut to at most
+    `MAX_COMMENT_BYTES` bytes of UTF-8 on a character boundary."""
     if COMMENT_MARKER not in body:
         body = f"{COMMENT_MARKER}\n{body}"
-    clipped = clip_text(body, MAX_COMMENT_CHARS)
+    clipped = clip_bytes(body, MAX_COMMENT_BYTES)
     if COMMENT_MARKER not in clipped:
-        clipped = clip_text(f"{COMMENT_MARKER}\n{body}", MAX_COMMENT_CHARS)
+        clipped = clip_bytes(f"{COMMENT_MARKER}\n{body}", MAX_COMMENT_BYTES)
     return clipped
 
 

@@ -13,10 +13,17 @@ Per request (one page of a list included):
    answers 502/504 while GitHub performs the POST), so it raises `GitHubOutcomeUnknown` for
    the caller to look for what it may have created before it sends it again
    (`worker.github.client`); only a request that never left (no connection) is repeated.
-4. A redirect of a renamed or transferred repository (301/302/307/308 with a ``Location`` on
+4. A refused credential (401) is replaced once per request, through the client's
+   `CredentialRenewal`: an installation token GitHub refuses ("Bad credentials": revoked,
+   expired early, or lost by GitHub) is dropped everywhere and minted again; an App JWT refused
+   for its time (``iat``/``exp``: this machine's clock is off) is signed again at GitHub's time,
+   taken from the ``Date`` header of the refusal (`worker.github.auth.AppClock`). A 401 is
+   never performed, so repeating it is safe, a create's included. A second 401 goes to
+   gidgethub.
+5. A redirect of a renamed or transferred repository (301/302/307/308 with a ``Location`` on
    the API's own origin) is repeated verbatim at the new URL, at most `MAX_REDIRECTS` times
    (`worker.github.redirects`; gidgethub itself does not follow redirects).
-5. Anything else goes back to gidgethub, which maps it to its exceptions.
+6. Anything else goes back to gidgethub, which maps it to its exceptions.
 
 A 403 that is not a rate limit (a missing permission) is never retried. Tokens travel only in
 headers and never reach a log line, a ``repr`` or an exception.
@@ -26,15 +33,18 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 from collections.abc import Iterator, Mapping, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass
+from typing import Protocol
 from urllib.parse import urlsplit
 
 import gidgethub.abc
 import httpx
 
+from worker.github.auth import is_clock_refusal
 from worker.github.errors import (
     GitHubError,
     GitHubOutcomeUnknown,
@@ -76,6 +86,24 @@ def single_try() -> Iterator[None]:
         _SINGLE_TRY.reset(token)
 
 
+class CredentialRenewal(Protocol):
+    """How the transport replaces a credential GitHub refused with 401 (once per request)."""
+
+    async def replace_token(self, refused: str) -> str | None:
+        """Drop the installation token ``refused`` everywhere and return a fresh one, or None
+        when there is no other to be had (a given token: `worker.github.auth.FixedToken`).
+
+        Raises:
+            GitHubError, GitHubAuthError: minting the new one failed.
+        """
+        ...
+
+    def resign_jwt(self, server_date: str | None) -> str | None:
+        """Return an App JWT signed anew at the time of ``server_date`` (the ``Date`` header
+        of GitHub's refusal), or None when none can be made (no date, no App key)."""
+        ...
+
+
 @dataclass
 class _Tries:
     """What happened so far to one request."""
@@ -87,6 +115,7 @@ class _Tries:
     status: int | None = None  # the status that caused the last wait
     server_error: bool = False  # the last wait was a 5xx's retry-after, not a rate limit
     single: bool = False  # a create under `single_try`: never repeated once it may have acted
+    renewed: bool = False  # its credential was refused once and replaced
 
 
 class LimitedHttpxAPI(gidgethub.abc.GitHubAPI):
@@ -109,6 +138,8 @@ class LimitedHttpxAPI(gidgethub.abc.GitHubAPI):
         self._delays_s = tuple(delays_s)
         self._installation = installation
         self.limiter = limiter or GitHubLimiter()
+        #: Replaces a refused token or JWT (set by `worker.github.client.GitHubClient`).
+        self.renewal: CredentialRenewal | None = None
 
     @property
     def bucket(self) -> str:
@@ -151,6 +182,11 @@ class LimitedHttpxAPI(gidgethub.abc.GitHubAPI):
                 if blocked_s is not None:
                     raise _blocked(tries, blocked_s)
                 resp, error, unsent = await self._send(method, url, headers, body)
+                if resp is not None and resp.status_code == 401 and not tries.renewed:
+                    renewed = await self._renewed(tries, headers, resp)
+                    if renewed is not None:
+                        tries.renewed, headers = True, renewed
+                        continue
                 if tries.single and not unsent and (resp is None or resp.status_code >= 500):
                     raise self._outcome_unknown(tries, resp, error)
                 wait_s = await self._wait_before_retry(tries, resp, error)
@@ -158,6 +194,29 @@ class LimitedHttpxAPI(gidgethub.abc.GitHubAPI):
                     return resp.status_code, resp.headers, resp.content
                 if wait_s:
                     await self.sleep(wait_s)
+
+    async def _renewed(self, tries: _Tries, headers: Mapping[str, str],
+                       resp: httpx.Response) -> dict[str, str] | None:
+        """Return ``headers`` with a new credential in place of the one GitHub refused (401),
+        or None to hand the refusal to gidgethub (module docstring, step 4)."""
+        if self.renewal is None:
+            return None
+        scheme, _, credential = headers.get("authorization", "").partition(" ")
+        if scheme.lower() == "bearer":  # an App JWT: only a refusal for its time is renewed
+            message = _message(resp.content)
+            jwt = self.renewal.resign_jwt(resp.headers.get("date")) \
+                if is_clock_refusal(message) else None
+            if jwt is None:
+                return None
+            log.info("GitHub refused the App JWT of %s (%s): signed again at GitHub's time",
+                     tries.what, message)
+            return {**headers, "authorization": f"bearer {jwt}"}
+        token = await self.renewal.replace_token(credential.strip())
+        if token is None:
+            return None
+        log.warning("GitHub refused the installation token of %s (HTTP 401 %s): minted a new "
+                    "one, sending it again", tries.what, _message(resp.content))
+        return {**headers, "authorization": f"token {token}"}
 
     @staticmethod
     def _outcome_unknown(tries: _Tries, resp: httpx.Response | None,
@@ -229,6 +288,15 @@ class LimitedHttpxAPI(gidgethub.abc.GitHubAPI):
     async def sleep(self, seconds: float) -> None:
         """Sleep ``seconds`` (gidgethub's hook; tests may override it)."""
         await asyncio.sleep(seconds)
+
+
+def _message(content: bytes) -> str:
+    """GitHub's ``message`` in an error answer's JSON body ("" when there is none)."""
+    try:
+        data = json.loads(content)
+    except ValueError:
+        return ""
+    return str(data.get("message") or "") if isinstance(data, dict) else ""
 
 
 def _blocked(tries: _Tries, blocked_s: float) -> GitHubError:

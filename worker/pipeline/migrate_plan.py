@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from worker.errors import ConfigError
-from worker.evals.config.files import decode_utf8, read_repo_file
+from worker.evals.config.files import decode_utf8, read_repo_file, split_lines
 from worker.evals.llm import client as llm
 from worker.evals.llm.cost import call_cost_usd
 from worker.evals.llm_types import CostEstimate, Endpoint, ModelTarget, Pricing, TokenUsage
@@ -118,7 +118,7 @@ def prepare(root: Path, config: Config, request: MigrationRequest) -> Plan:
 def _rows(root: Path, dataset: str) -> list[dict[str, Any]]:
     text = decode_utf8(read_repo_file(root, dataset, MAX_FILE_BYTES), dataset)
     rows = []
-    for number, line in enumerate(text.splitlines(), 1):
+    for number, line in enumerate(split_lines(text), 1):  # a JSON string may hold U+2028
         if line.strip():
             try:
                 row = json.loads(line)

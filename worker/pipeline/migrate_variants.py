@@ -18,6 +18,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from worker.evals.config.files import split_lines
+
 #: Fractions of the rows for train and validation (holdout: the rest).
 TRAIN_FRACTION, VALIDATION_FRACTION = 0.5, 0.25
 #: Fewest rows a migration can split three ways.
@@ -107,8 +109,8 @@ def unified(path: str, before: str, after: str) -> str:
     """A ``git apply``-able unified diff of one file (empty when equal)."""
     if before == after:
         return ""
-    lines = difflib.unified_diff(before.splitlines(keepends=True),
-                                 after.splitlines(keepends=True), f"a/{path}", f"b/{path}")
+    lines = difflib.unified_diff(split_lines(before, keepends=True),  # git's lines: at \n
+                                 split_lines(after, keepends=True), f"a/{path}", f"b/{path}")
     body = "".join(line if line.endswith("\n") else line + "\n\\ No newline at end of file\n"
                    for line in lines)
     return f"diff --git a/{path} b/{path}\n{body}"
@@ -121,7 +123,7 @@ def with_model(config_text: str, line: int, old: str, new: str) -> str:
     Raises:
         ValueError: the line does not hold ``old``.
     """
-    lines = config_text.splitlines(keepends=True)
+    lines = split_lines(config_text, keepends=True)  # the YAML marks count at \n only
     if not 1 <= line <= len(lines) or old not in lines[line - 1]:
         raise ValueError(f"line {line} of the config does not name {old}")
     lines[line - 1] = lines[line - 1].replace(old, new, 1)

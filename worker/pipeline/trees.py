@@ -26,7 +26,7 @@ from worker.evals.context import EvalContext, RunOverrides
 from worker.evals.run.engine import run_config, run_configs
 from worker.evals.run.estimate import Judging
 from worker.evals.run.runner import Looks, RunState, judge_pairs
-from worker.evals.types import CONFIG_FILENAME, Config, GateReport, RunResult
+from worker.evals.types import CONFIG_FILENAME, Config, GateReport, RunResult, RunUsage
 from worker.evals.verdict.causes import Attribution
 from worker.evals.verdict.comparable import compare_comparable
 from worker.evals.verdict.compare import config_error_report
@@ -41,6 +41,8 @@ from worker.pipeline.exposure import exposure_notes
 from worker.pipeline.judge_trust import apply_judge_rules, planned
 from worker.pipeline.on_paths import restrict, select_suites
 from worker.pipeline.overrides import apply_overrides, check_suites
+from worker.pipeline.preflight import refuse_head_early
+from worker.pipeline.rescoring import planned_rescoring
 from worker.pipeline.sequential import SequentialGate, restrict_base, scale_alpha
 from worker.pipeline.sides import at_once, run_both, side_contexts
 from worker.pipeline.steering import apply_steering, planned_probes, probe_steering
@@ -185,6 +187,7 @@ async def gate_trees(
     head_config, settings_notes = with_base_settings(base_config, head_config)
     notes += settings_notes
     try:
+        await _head_first(base_config, base_root, head_config, head_root, evals)
         base, hoped, ran = await _sides(base_runner, (base_config, base_root, base_sha),
                                         (head_config, head_root, head_sha), (notes, problems),
                                         evals)
@@ -199,16 +202,17 @@ async def gate_trees(
     try:
         heads, base_run = await _head_runs(plan, (head_root, head_sha), base_root, base_config,
                                            base_run, sequential, (notes, problems), head_evals,
-                                           (state, [*planned(head_config, judged_base, base_root),
-                                                    *(planned_probes(plan.gating, head_root)
-                                                      if base_root else [])]),
+                                           (state, _judgings(plan, head_config, judged_base,
+                                                             base_root, head_root)),
                                            ran[3] if ran else None)
     except ConfigError as err:
         return config_error_report(err)
     if base_root is None:
         notes.append("no base given: only absolute rules (min) apply")
+    before = state.caller.total  # re-scoring spends head's budget: its totals count it
     report = await _verdict(plan, heads, head_root, base_run, base_config, notes, problems,
-                            evals, sequential.scale if sequential is not None else 1.0)
+                            evals, sequential.scale if sequential is not None else 1.0, state)
+    report = _charged(report, state.caller.total - before)
     report = await _judge_checks(report, plan.gating, (heads[0], base_run),
                                  (head_config, judged_base, base_root), evals, state)
     report = replace(report, notes=(*report.notes, *exposure_notes(plan.configs, head_root)))
@@ -220,6 +224,31 @@ async def gate_trees(
 
 
 _Ran = tuple["_Plan", EvalContext, RunState, list[RunResult]]
+
+
+async def _head_first(base_config: Config | None, base_root: Path | None, head_config: Config,
+                      head_root: Path, evals: EvalContext | None) -> None:
+    """Refuse head at configuration before base sends a call (worker/pipeline/preflight.py).
+
+    Raises:
+        ConfigError: head's (an unpriced model under base's budget, a refused endpoint).
+    """
+    if base_config is None or base_root is None:
+        return
+    plan = _plan(base_config, base_root, head_config, head_root, [])
+    await refuse_head_early(plan.configs, head_root, base_config, evals,
+                            _judgings(plan, head_config, base_config, base_root, head_root))
+
+
+def _judgings(plan: _Plan, head_config: Config, base_config: Config | None,
+              base_root: Path | None, head_root: Path) -> list[Judging]:
+    """The judge calls head's run makes after its suites, on its one budget and counted in its
+    estimate: the judge calibration (worker/pipeline/judge_trust.py), the steering probe
+    (worker/pipeline/steering.py) and the re-scoring of base's answers with head's own
+    contract (worker/pipeline/rescoring.py)."""
+    return [*planned(head_config, base_config, base_root),
+            *(planned_probes(plan.gating, head_root) if base_root else []),
+            *planned_rescoring(plan.own, base_config, base_root)]
 
 
 async def _judge_checks(report: GateReport, gating: Config,
@@ -238,9 +267,14 @@ async def _judge_checks(report: GateReport, gating: Config,
         report = apply_steering(report, probe, policy)  # base's policy, never head's
     report = await apply_judge_rules(report, head_config, base_config, base_root, evals,
                                      state.caller)
+    return _charged(report, state.caller.total - before)  # the run's totals include these
+
+
+def _charged(report: GateReport, spent: RunUsage) -> GateReport:
+    """Return ``report`` with ``spent`` (calls made on head's run state after its run: judge
+    checks, re-scoring) added to head's totals."""
     if report.head is None:
         return report
-    spent = state.caller.total - before  # the run's totals include these calls
     return replace(report, head=replace(report.head, spend=report.head.spend + spent))
 
 
@@ -271,9 +305,8 @@ async def _sides(runner: BaseRunner, base: tuple[Config | None, Path | None, str
 
     async def head_side() -> list[RunResult]:
         return await run_configs(plan.configs, head_root, head_sha, head_evals, with_base=True,
-                                 state=state, judgings=[
-                                     *planned(head_config, base_config, base_root),
-                                     *planned_probes(plan.gating, head_root)])
+                                 state=state, judgings=_judgings(
+                                     plan, head_config, base_config, base_root, head_root))
 
     found, heads = await run_both(base_side, head_side, shared, lambda run: run is None)
     if found is None or heads is None:
@@ -334,15 +367,18 @@ async def _head_runs(plan: _Plan, head: tuple[Path, str], base_root: Path | None
     (head_root, head_sha), (notes, problems) = head, lines
     heads = ran if ran is not None else await run_configs(
         plan.configs, head_root, head_sha, evals, with_base=base_root is not None,
-        looks=_looks(sequential, plan, head_root, base_config, problems, evals),
+        looks=_looks(sequential, plan, head_root, base_config, problems, evals, spending[0]),
         state=spending[0], judgings=spending[1])
     if sequential is not None and base_run is not None:
         base_run = restrict_base(base_run, heads[0])
         if not sequential.stopped:
             sequential.look(heads[0], sequential.looks)
         notes.append(sequential.note())
-    heads = [await judge_pairs(c, run, base_run, evals)
+    heads = [await judge_pairs(c, run, base_run, evals, spending[0])  # head's one budget
              for c, run in zip(plan.configs, heads, strict=True)]
+    stop = spending[0].budget.stopped  # a pairwise step the budget stopped stops the run
+    heads = [run if run.stopped or stop is None else replace(run, stopped=stop)
+             for run in heads]
     if base_run is None or base_config is None or base_root is None or \
             base_config.settings.statistics.confirm_flips <= 0:
         return heads, base_run
@@ -365,7 +401,7 @@ def _sequential(plan: _Plan, base_config: Config | None, base_run: RunResult | N
 
 def _looks(sequential: SequentialGate | None, plan: _Plan, head_root: Path,
            base_config: Config | None, problems: list[str],
-           evals: EvalContext | None) -> Looks | None:
+           evals: EvalContext | None, state: RunState | None = None) -> Looks | None:
     """Answer head in looks, each decided on the report of the examples seen so far."""
     if sequential is None:
         return None
@@ -376,7 +412,7 @@ def _looks(sequential: SequentialGate | None, plan: _Plan, head_root: Path,
 
         async def verdict(head: RunResult, scale: float) -> GateReport:
             return await _verdict(plan, [head, *runs[1:]], head_root, part, base_config, [],
-                                  problems, evals, scale)
+                                  problems, evals, scale, state)
 
         return await gate.decide(runs[0], look, verdict)
 
@@ -386,10 +422,10 @@ def _looks(sequential: SequentialGate | None, plan: _Plan, head_root: Path,
 async def _verdict(plan: _Plan, heads: list[RunResult], head_root: Path,
                    base_run: RunResult | None, base_config: Config | None, notes: list[str],
                    problems: list[str], evals: EvalContext | None,
-                   scale: float = 1.0) -> GateReport:
+                   scale: float = 1.0, state: RunState | None = None) -> GateReport:
     """Compare head with base under the rules, then under head's own contract if it differs
     (``scale``: a sequential look's factor on the regression alphas, worker/pipeline/
-    sequential.py)."""
+    sequential.py; ``state``: head's run state, whose budget re-scoring spends)."""
     problem = problems[0] if problems else None
     head_run, counted = count_as_failed(heads[0], base_run,
                                         Attribution(plan.gating, base_config, base_run, heads[0]),
@@ -398,13 +434,13 @@ async def _verdict(plan: _Plan, heads: list[RunResult], head_root: Path,
     rules = scale_alpha(rules, scale)
     extra = [n for n in (unanswered_note(counted),) if n]
     report = finish_report(await compare_comparable(
-        rules, head_root, head_run, base_run, [*notes, *changes, *extra], evals),
+        rules, head_root, head_run, base_run, [*notes, *changes, *extra], evals, state),
         plan.gating, base_config, problem)
     if plan.own is None:
         return report
     own = finish_report(await compare_comparable(
         scale_alpha(own_rules(base_config, plan.own), scale), head_root, heads[1], base_run, (),
-        evals),
+        evals, state),
         plan.own, base_config, problem)
     return combine(report, own, plan.changes)
 

@@ -26,7 +26,8 @@ def example_json(result: ExampleResult) -> dict[str, Any]:
     """Return one example's result: ``id``, ``line`` (1-based, in its dataset), ``repeat``,
     ``passed``, ``errored``, ``error``, ``output``, ``expected``, ``assertions`` (each
     ``type``, ``passed``, ``score`` 0-1, ``errored``, ``message``), ``latency_ms``,
-    ``cost_usd`` (USD or null) and ``cached``."""
+    ``cost_usd`` (USD or null) and ``cached``; and ``notes`` when the example has some (invalid
+    Unicode of its output replaced, `worker.evals.types.TargetOutput.notes`)."""
     return {"id": result.id, "line": result.line, "repeat": result.repeat,
             "passed": result.passed, "errored": result.errored, "error": result.error,
             "output": result.output, "expected": result.expected,
@@ -34,7 +35,7 @@ def example_json(result: ExampleResult) -> dict[str, Any]:
                             "errored": a.errored, "message": a.message}
                            for a in result.assertions],
             "latency_ms": result.latency_ms, "cost_usd": result.cost_usd,
-            "cached": result.cached}
+            "cached": result.cached, **({"notes": list(result.notes)} if result.notes else {})}
 
 
 def _side(run: RunResult | None, name: str) -> list[dict[str, Any]] | None:

@@ -16,7 +16,8 @@ folders:
   config's section and annotations, and the worst conclusion, so branch protection that
   requires ``llmgate`` still guards every config.
 
-Everything fits GitHub's limits (65535 characters of summary, text and comment): when the
+Everything fits GitHub's limits (65535 bytes of UTF-8 of summary, text and comment: every
+budget here is in bytes, `worker.github.limits`): when the
 sections do not fit at full length, each gets a fair share of what is left (small sections
 keep their full length, large ones are cut as worker/report/render.py cuts them), and a section that
 does not fit even in its shortest form says to see its check run.
@@ -30,18 +31,19 @@ from typing import Any
 
 from worker.contract import COMMENT_MARKER, RERUN_COMMAND
 from worker.github.checks import CheckOutput
+from worker.github.limits import utf8_size
 from worker.pipeline.multi import SEVERITY, ConfigReport, MultiReport
 from worker.report import render as report
 from worker.report.consistency import consistency_markdown
 from worker.report.markdown import VERDICT, clip, inline, render_template, short_sha
-from worker.report.render import CHECK_OUTPUT_MAX_CHARS, COMMENT_MAX_CHARS, TITLE_MAX_CHARS
+from worker.report.render import CHECK_OUTPUT_MAX_BYTES, COMMENT_MAX_BYTES, TITLE_MAX_CHARS
 
 #: Between two config sections.
 SEPARATOR = "\n\n---\n\n"
-#: Characters kept free per section for its "see the check run" line when it does not fit.
-SECTION_RESERVE_CHARS = 300
-#: Characters of the footer (re-run hint) kept free in a comment.
-FOOTER_CHARS = 200
+#: Bytes kept free per section for its "see the check run" line when it does not fit.
+SECTION_RESERVE_BYTES = 300
+#: Bytes of the footer (re-run hint) kept free in a comment.
+FOOTER_BYTES = 200
 
 
 def check_output(multi: MultiReport, head_sha: str) -> CheckOutput:
@@ -54,7 +56,7 @@ def check_output(multi: MultiReport, head_sha: str) -> CheckOutput:
     frame = _frame(multi, head=short_sha(head_sha), base=_base(multi, None), marker="",
                    elsewhere=True)
     sections = _fit(lambda c, k: report.summary_section(c.report, c.path, k), shown,
-                    CHECK_OUTPUT_MAX_CHARS - len(frame))
+                    CHECK_OUTPUT_MAX_BYTES - utf8_size(frame))
     return CheckOutput(title(multi), _join(frame, sections), _details(shown))
 
 
@@ -94,7 +96,8 @@ def title(multi: MultiReport) -> str:
 
 
 def comment_body(multi: MultiReport, *, head_sha: str, base_sha: str | None) -> str:
-    """Return the sticky comment (markdown, at most 65535 characters; first line the marker)."""
+    """Return the sticky comment (markdown, at most 65535 bytes of UTF-8; first line the
+    marker)."""
     if not multi.several:
         return report.comment_body(multi.merged(), head_sha=head_sha, base_sha=base_sha)
     return _comment(multi, head_sha, base_sha, marker=True)
@@ -136,7 +139,7 @@ def _comment(multi: MultiReport, head_sha: str, base_sha: str | None, *, marker:
     footer = f"\n\n---\n<sub>Comment `{RERUN_COMMAND}` to run again.</sub>\n" if marker else ""
     sections = _fit(lambda c, k: report.comment_section(c.report, c.path, k, local=not marker),
                     multi.configs,
-                    COMMENT_MAX_CHARS - len(frame) - max(len(footer), FOOTER_CHARS))
+                    COMMENT_MAX_BYTES - utf8_size(frame) - max(utf8_size(footer), FOOTER_BYTES))
     return _join(frame, sections).rstrip("\n") + (footer or "\n")
 
 
@@ -169,30 +172,30 @@ def _details(configs: Sequence[ConfigReport]) -> str:
     """Every config's regressed examples, headed by its path, within GitHub's limit."""
     def render(config: ConfigReport, limit: int) -> str | None:
         head = f"## {inline(config.path, 200)}\n\n"
-        return head + report.check_text(config.report, max(limit - len(head), 1)) \
-            if limit > len(head) + 100 else None
+        return head + report.check_text(config.report, max(limit - utf8_size(head), 1)) \
+            if limit > utf8_size(head) + 100 else None
 
     if not configs:
         return ""
-    return _join("", _fit(render, configs, CHECK_OUTPUT_MAX_CHARS)).strip("\n") + "\n"
+    return _join("", _fit(render, configs, CHECK_OUTPUT_MAX_BYTES)).strip("\n") + "\n"
 
 
 def _fit(render: Callable[[ConfigReport, int], str | None], configs: Sequence[ConfigReport],
          budget: int) -> list[str]:
-    """Render each config's section within ``budget`` characters in all (module docstring).
+    """Render each config's section within ``budget`` bytes of UTF-8 in all (module docstring).
 
-    ``render(config, limit)`` returns the section in at most ``limit`` characters, or None.
+    ``render(config, limit)`` returns the section in at most ``limit`` bytes, or None.
     """
-    budget -= len(configs) * (len(SEPARATOR) + SECTION_RESERVE_CHARS)
+    budget -= len(configs) * (len(SEPARATOR) + SECTION_RESERVE_BYTES)
     full = [render(c, budget) for c in configs]
     out = [""] * len(configs)
     remaining = budget
-    sizes = [len(text) if text is not None else budget + 1 for text in full]
+    sizes = [utf8_size(text) if text is not None else budget + 1 for text in full]
     for pos, i in enumerate(sorted(range(len(configs)), key=sizes.__getitem__)):
         share = max(remaining // (len(configs) - pos), 0)
         text = full[i] if sizes[i] <= share else render(configs[i], share) if share else None
         out[i] = text if text is not None else _too_long(configs[i])
-        remaining -= len(text) if text is not None else 0
+        remaining -= utf8_size(text) if text is not None else 0
     return out
 
 

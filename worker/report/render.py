@@ -8,10 +8,12 @@ than any backtick run inside it, mentions broken too) or `cell` (an HTML table c
 source line, every ``<``, ``>``, ``&`` and quote an entity); view models hold only such strings,
 so the templates never see raw text. Per-suite sections of the comment: worker/report/suites.py.
 
-Limits are GitHub's REST docs ("Create a check run"): ``output.summary`` and ``output.text`` at
-most 65535 characters, an annotation ``title`` at most 255 characters and ``message`` at most
-64 KB; an issue comment body is limited to 65536 characters ("Create an issue comment").
-Row-shaped content that does not fit is cut to whole rows and ends with "... N more" lines.
+Limits are GitHub's (`worker.github.limits`), measured as GitHub measures them, in UTF-8 bytes:
+``output.summary`` and ``output.text`` at most 65535 (the REST docs say characters, GitHub
+counts bytes: github/docs#35252), an annotation ``title`` at most 255 characters and
+``message`` at most 64 KB, an issue comment body at most 65535 bytes. A report rich in CJK or
+emoji takes 3-4 bytes a character, so every budget here is in bytes. Row-shaped content that
+does not fit is cut to whole rows and ends with "... N more" lines.
 """
 
 import json
@@ -24,6 +26,7 @@ from typing import Any
 from worker.contract import COMMENT_MARKER, RERUN_COMMAND
 from worker.evals.types import GateReport, Regression, RuleOutcome, RunResult
 from worker.evals.verdict.contract_verdict import contract_line
+from worker.github.limits import MAX_COMMENT_BYTES, MAX_OUTPUT_BYTES, clip_bytes, utf8_size
 from worker.report import model_calls as report_llm
 from worker.report import stats_table as report_stats
 from worker.report import suites as report_suites
@@ -41,10 +44,10 @@ from worker.report.markdown import (
     short_sha,
 )
 
-#: GitHub's limit on check-run ``output.summary`` and ``output.text``, characters.
-CHECK_OUTPUT_MAX_CHARS = 65535
-#: GitHub's limit on an issue comment body is 65536 characters; stay one below.
-COMMENT_MAX_CHARS = 65535
+#: GitHub's limit on check-run ``output.summary`` and ``output.text``, UTF-8 bytes.
+CHECK_OUTPUT_MAX_BYTES = MAX_OUTPUT_BYTES
+#: The limit an issue comment body is held to, UTF-8 bytes (`worker.github.limits`).
+COMMENT_MAX_BYTES = MAX_COMMENT_BYTES
 #: Check-run title kept short enough to read in the checks list, characters.
 TITLE_MAX_CHARS = 119
 #: GitHub's limit on an annotation title, characters.
@@ -90,7 +93,7 @@ def check_title(report: GateReport) -> str:
 
 
 def check_summary(report: GateReport) -> str:
-    """Return the check-run summary (markdown, at most 65535 characters).
+    """Return the check-run summary (markdown, at most 65535 bytes of UTF-8).
 
     Holds the verdict, the short head and base SHAs compared and which baseline was used, one
     table row per suite and metric (base, head, delta as fractions with 3 decimals, the rules
@@ -104,30 +107,31 @@ def check_summary(report: GateReport) -> str:
     base = _compared_base(report, None)
     return _fit_rows(lambda k: render_template("summary.md.j2", **_common(report, rows, k),
                                                head=head, base=short_sha(base) if base else ""),
-                     len(rows), CHECK_OUTPUT_MAX_CHARS)
+                     len(rows), CHECK_OUTPUT_MAX_BYTES)
 
 
-def check_text(report: GateReport, limit: int = CHECK_OUTPUT_MAX_CHARS) -> str:
-    """Return the check-run text (markdown, at most ``limit`` characters, by default GitHub's
-    65535): every regressed example.
+def check_text(report: GateReport, limit: int = CHECK_OUTPUT_MAX_BYTES) -> str:
+    """Return the check-run text (markdown, at most ``limit`` bytes of UTF-8, by default
+    GitHub's 65535): every regressed example.
 
     Each shows the suite, id, ``dataset:line``, the reason and the expected value and base and
     head outputs in code blocks (clipped to 2000 characters each).
     """
     items = [_detail_item(r) for r in (*_ordered(report), *_errored_only(report))]
     consistency = consistency_markdown(report)  # bounded: a few questions per suite
-    consistency = consistency + "\n" if consistency and len(consistency) < limit // 2 else ""
+    consistency = consistency + "\n" if consistency and utf8_size(consistency) < limit // 2 \
+        else ""
 
     def render(k: int) -> str:
         return render_template("details.md.j2", config_error=_config_error_block(report),
                                items=items[:k], more=len(items) - k)
 
-    return consistency + _fit_rows(render, len(items), limit - len(consistency))
+    return consistency + _fit_rows(render, len(items), limit - utf8_size(consistency))
 
 
 def summary_section(report: GateReport, name: str, limit: int) -> str | None:
     """Return ``report``'s check summary headed ``name`` (no commits line), for a repository
-    with several configs (worker/report/multi.py): at most ``limit`` characters, metric rows
+    with several configs (worker/report/multi.py): at most ``limit`` bytes of UTF-8, metric rows
     cut first; None when even no row fits."""
     rows = _metric_rows(report.outcomes)
     return _largest(lambda k: render_template("summary.md.j2", **_common(report, rows, k, name),
@@ -138,7 +142,7 @@ def comment_section(report: GateReport, name: str, limit: int, *,
                     local: bool = False) -> str | None:
     """Return ``report``'s comment content headed ``name``, without marker, commits line and
     footer, for a comment of several configs (worker/report/multi.py): at most ``limit``
-    characters, cut as `comment_body` cuts; None when even the shortest form is longer.
+    bytes of UTF-8, cut as `comment_body` cuts; None when even the shortest form is longer.
     ``local``: for ``llmgate run`` (a configuration error says to run it again, not to push)."""
     return _comment(report, "", None, None, marker=False, name=name, limit=limit, local=local)
 
@@ -183,7 +187,7 @@ def annotations(report: GateReport) -> list[dict[str, Any]]:
 
 def comment_body(report: GateReport, *, head_sha: str, base_sha: str | None,
                  check_url: str | None = None) -> str:
-    """Return the sticky PR comment (markdown, at most 65535 characters).
+    """Return the sticky PR comment (markdown, at most 65535 bytes of UTF-8).
 
     The first line is exactly `COMMENT_MARKER`, so the comment can be found and edited. Shows the
     verdict, the short head and base SHAs compared (base: the base run's commit when there is
@@ -262,7 +266,7 @@ def render_json(report: GateReport, head_sha: str = "", base_sha: str | None = N
 
 
 def _comment(report: GateReport, head_sha: str, base_sha: str | None, check_url: str | None,
-             *, marker: bool, name: str = "", limit: int = COMMENT_MAX_CHARS,
+             *, marker: bool, name: str = "", limit: int = COMMENT_MAX_BYTES,
              local: bool = False) -> str | None:
     """The comment, or with ``name`` a section of one (None when it cannot fit ``limit``);
     ``local``: for ``llmgate run``."""
@@ -395,13 +399,14 @@ def _largest(render: Callable[[int], str], count: int, limit: int) -> str | None
 
 
 def _best(render: Callable[[int], str], count: int, limit: int) -> int | None:
-    """Return the largest k <= count with len(render(k)) <= limit (binary search), or None."""
-    if len(render(count)) <= limit:
+    """Return the largest k <= count whose render(k) takes at most ``limit`` bytes of UTF-8
+    (binary search), or None."""
+    if utf8_size(render(count)) <= limit:
         return count
     best, low, high = None, 0, count - 1
     while low <= high:
         mid = (low + high) // 2
-        if len(render(mid)) <= limit:
+        if utf8_size(render(mid)) <= limit:
             best, low = mid, mid + 1
         else:
             high = mid - 1
@@ -409,7 +414,8 @@ def _best(render: Callable[[int], str], count: int, limit: int) -> int | None:
 
 
 def _fit_rows(render: Callable[[int], str], count: int, limit: int) -> str:
-    return _largest(render, count, limit) or clip(render(0), limit)
+    """render(k) for the most rows within ``limit`` bytes, else render(0) cut to ``limit``."""
+    return _largest(render, count, limit) or clip_bytes(render(0), max(limit, 3))
 
 
 def _num(value: float | None) -> str:

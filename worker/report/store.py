@@ -23,6 +23,7 @@ from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
 from worker.contract import REPORT_KEY_PREFIX
+from worker.evals.serialize import valid_text
 from worker.github.checks import CheckOutput, clip_text
 from worker.runtime.settings import SettingsError
 
@@ -126,7 +127,7 @@ class ReportStore:
         page = html_page() if html_page is not None else ""
         if not page or len(page) > MAX_REPORT_CHARS:
             page = render_page(output, datetime.now(UTC), self.settings.ttl_s)
-        await self._redis.set(REPORT_KEY_PREFIX + report_id, page.encode("utf-8"),
+        await self._redis.set(REPORT_KEY_PREFIX + report_id, valid_text(page).encode("utf-8"),
                               ex=self.settings.ttl_s)
         return f"{self.settings.public_url}/reports/{report_id}"
 

@@ -8,6 +8,14 @@ are not llmgate's own: `is_allowed_env_name`); it runs in its own session under
 `worker.security.sandbox` (rlimits, Landlock), and its whole process group is killed on
 timeout and after exit. Of its stdout and stderr only the last `MAX_LOG_BYTES` are kept, for
 the error text.
+
+A command is finished when its process exits, not when the last process holding its output
+pipe does (issue 31: a target that exited 0 but left ``sleep 600 &`` behind, holding its
+stdout, was reported "timed out" on every example). Its output is read for `EXIT_GRACE_S` more;
+whatever still holds the pipe then is ended with the process group, and the run says so
+(`Finished.note`, `LEFT_RUNNING_NOTE`). In a PID namespace of its own
+(worker/security/pidns.py) the kernel ends such processes the moment the command exits: the
+pipe closes at once and there is nothing to end or to note.
 """
 
 from __future__ import annotations
@@ -20,6 +28,7 @@ import re
 import signal
 import subprocess
 from collections.abc import Iterable
+from dataclasses import dataclass
 from pathlib import Path
 
 from worker.security import sandbox, sandbox_procs, target_view
@@ -30,10 +39,33 @@ MAX_LOG_BYTES = 4096
 #: the Redis URL and llmgate's own settings (see worker/runtime/settings.py).
 FORBIDDEN_ENV_PREFIXES = ("GITHUB_", "LLMGATE_", "REDIS_", "ARQ_")
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+#: How long a command's output is still read after its process exits, seconds: output its
+#: last writes left in the pipe arrives within it. Processes the command left behind that still
+#: hold the pipe after it are ended with the command's process group (and waited for as long
+#: again); a command's result never waits for them until its timeout.
+EXIT_GRACE_S = 1.0
+#: The note of a command that exited while processes it started still held its output.
+LEFT_RUNNING_NOTE = "the target left processes running after it exited; they were ended"
+#: The same, when one of them had left the command's process group (a new session, without a
+#: PID namespace) and could not be ended by it.
+LEFT_OUTSIDE_NOTE = ("the target left processes running after it exited; those of its process "
+                     "group were ended, and one that left the group still held its output")
 
 
 class TargetFailed(Exception):
     """The invocation failed; the message is the error text for the report."""
+
+
+@dataclass(frozen=True)
+class Finished:
+    """How a command that succeeded (exited 0 in time) ended.
+
+    Attributes:
+        note: "" when nothing it started outlived it, else why its run has a note
+            (`LEFT_RUNNING_NOTE`, `LEFT_OUTSIDE_NOTE`).
+    """
+
+    note: str = ""
 
 
 def is_allowed_env_name(name: str) -> bool:
@@ -65,8 +97,11 @@ def build_env(names: Iterable[str], home: Path) -> dict[str, str]:
 
 
 async def run_confined(argv: list[str], cwd: Path, env: dict[str, str], timeout_s: float,
-                       scratch: Path, *, read_only: bool = False) -> None:
+                       scratch: Path, *, read_only: bool = False) -> Finished:
     """Run ``argv`` in ``cwd`` confined by the sandbox, and wait for it (at most ``timeout_s``).
+
+    It is finished when its process exits (module doc): processes it leaves behind holding its
+    output are ended `EXIT_GRACE_S` after that, and the result says so.
 
     Args:
         argv: the command and its arguments (never a shell).
@@ -78,6 +113,9 @@ async def run_confined(argv: list[str], cwd: Path, env: dict[str, str], timeout_
         read_only: ``cwd`` may only be read: ``scratch`` is all it may write (grader code
             run in the checkout itself, `worker.security.sandbox.Sandbox.confine`).
 
+    Returns:
+        `Finished`, with a note when it left processes behind.
+
     Raises:
         TargetFailed: it could not start (or the sandbox could not be applied), timed out
             (its processes are killed), was killed by a signal or exited non-zero; the message
@@ -87,36 +125,80 @@ async def run_confined(argv: list[str], cwd: Path, env: dict[str, str], timeout_
         box = sandbox.current()
     except sandbox.SandboxError as exc:  # a malformed LLMGATE_SANDBOX* setting (CLI use)
         raise TargetFailed(f"cannot start {argv[0]!r}: {exc}") from None
+    read_fd, write_fd = os.pipe()  # our own pipe: proc.wait() returns when the process exits
+    try:
+        proc = await _start(box, argv, cwd, env, scratch, read_only, write_fd)
+    except BaseException:
+        os.close(read_fd)
+        raise
+    finally:
+        os.close(write_fd)
+    sandbox_procs.started(proc.pid)  # its group is ended by a next worker if this one dies
+    try:
+        tail, pipe = await _read_pipe(read_fd)
+    except BaseException:
+        _kill_group(proc.pid)
+        raise
+    try:
+        try:
+            await asyncio.wait_for(proc.wait(), timeout_s)
+        except TimeoutError:
+            _kill_group(proc.pid)
+            with contextlib.suppress(ProcessLookupError):
+                proc.kill()
+            await proc.wait()
+            message = f"timed out after {timeout_s:g} s (its processes were killed)"
+            raise TargetFailed(message) from None
+        finished = await _end_leftovers(proc.pid, tail)
+    finally:
+        _kill_group(proc.pid)  # children left behind by a command that exited
+        pipe.close()
+    if proc.returncode:
+        how = (f"was killed by signal {signal.Signals(-proc.returncode).name}"
+               if proc.returncode < 0 else f"exited with status {proc.returncode}")
+        text = tail.data.decode("utf-8", "replace").strip()
+        raise TargetFailed(f"the command {how}{hidden_hint(cwd, text)}"
+                           + (f"; last output:\n{text}" if text else ""))
+    return finished
+
+
+async def _start(box: sandbox.Sandbox, argv: list[str], cwd: Path, env: dict[str, str],
+                 scratch: Path, read_only: bool, output_fd: int) -> asyncio.subprocess.Process:
+    """Start ``argv`` confined, in a session of its own, writing stdout and stderr to
+    ``output_fd``.
+
+    Raises:
+        TargetFailed: it could not start, or the sandbox could not be applied in the child.
+    """
     try:
         with box.confine(cwd, scratch, read_only=read_only) as preexec:  # rlimits + Landlock
-            proc = await asyncio.create_subprocess_exec(
+            return await asyncio.create_subprocess_exec(
                 *argv, cwd=cwd, env=env, stdin=asyncio.subprocess.DEVNULL,
-                stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
-                start_new_session=True, preexec_fn=preexec,
+                stdout=output_fd, stderr=output_fd, start_new_session=True,
+                preexec_fn=preexec,
             )
     except OSError as exc:
         raise TargetFailed(f"cannot start {argv[0]!r}: {exc.strerror or exc}") from None
     except subprocess.SubprocessError:  # the sandbox could not be set up in the child
         raise TargetFailed(f"cannot start {argv[0]!r}: the sandbox could not be applied") \
             from None
-    sandbox_procs.started(proc.pid)  # its group is ended by a next worker if this one dies
-    try:
-        log = await asyncio.wait_for(_tail_and_wait(proc), timeout_s)
-    except TimeoutError:
-        _kill_group(proc.pid)
-        with contextlib.suppress(ProcessLookupError):
-            proc.kill()
-        await proc.wait()
-        message = f"timed out after {timeout_s:g} s (its processes were killed)"
-        raise TargetFailed(message) from None
-    finally:
-        _kill_group(proc.pid)  # children left behind by a command that exited
-    if proc.returncode:
-        how = (f"was killed by signal {signal.Signals(-proc.returncode).name}"
-               if proc.returncode < 0 else f"exited with status {proc.returncode}")
-        tail = log.decode("utf-8", "replace").strip()
-        raise TargetFailed(f"the command {how}{hidden_hint(cwd, tail)}"
-                           + (f"; last output:\n{tail}" if tail else ""))
+
+
+async def _end_leftovers(pgid: int, tail: _Tail) -> Finished:
+    """After the command exited: read its output for `EXIT_GRACE_S`; if something still holds
+    the pipe then, kill the process group and wait as long again for the pipe to close."""
+    if await _closes(tail, EXIT_GRACE_S):
+        return Finished()
+    _kill_group(pgid)
+    if await _closes(tail, EXIT_GRACE_S):
+        return Finished(LEFT_RUNNING_NOTE)
+    return Finished(LEFT_OUTSIDE_NOTE)
+
+
+async def _closes(tail: _Tail, within_s: float) -> bool:
+    """Whether the output pipe reaches end of file within ``within_s`` seconds."""
+    done, _ = await asyncio.wait({tail.closed}, timeout=within_s)
+    return bool(done)
 
 
 def hidden_hint(cwd: Path, output: str) -> str:
@@ -135,14 +217,33 @@ def hidden_hint(cwd: Path, output: str) -> str:
             "leaves out of the copy of the checkout they run in; see docs/security-model.md)")
 
 
-async def _tail_and_wait(proc: asyncio.subprocess.Process) -> bytes:
-    """Read the command's output to EOF keeping the last `MAX_LOG_BYTES`, then wait for it."""
-    tail = b""
-    if proc.stdout is not None:
-        while chunk := await proc.stdout.read(65536):
-            tail = (tail + chunk)[-MAX_LOG_BYTES:]
-    await proc.wait()
-    return tail
+class _Tail(asyncio.Protocol):
+    """The command's output pipe: keeps its last `MAX_LOG_BYTES` in ``data``; ``closed`` is
+    done at end of file (every process holding the write end has closed it or ended)."""
+
+    def __init__(self) -> None:
+        self.data = b""
+        self.closed: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+
+    def data_received(self, data: bytes) -> None:
+        self.data = (self.data + data)[-MAX_LOG_BYTES:]
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if not self.closed.done():
+            self.closed.set_result(None)
+
+
+async def _read_pipe(read_fd: int) -> tuple[_Tail, asyncio.ReadTransport]:
+    """Start reading ``read_fd`` (the read end of the command's output pipe, then owned by the
+    returned transport: close it when done)."""
+    tail = _Tail()
+    pipe = os.fdopen(read_fd, "rb", buffering=0)
+    try:
+        transport, _ = await asyncio.get_running_loop().connect_read_pipe(lambda: tail, pipe)
+    except BaseException:
+        pipe.close()
+        raise
+    return tail, transport
 
 
 def _kill_group(pgid: int) -> None:

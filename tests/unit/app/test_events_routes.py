@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from redis.asyncio import Redis
 
 from tests.unit.app_support import (
     encode,
@@ -19,7 +20,7 @@ from tests.unit.app_support import (
     set_fields,
     settings,
 )
-from worker.contract import external_target
+from worker.contract import MERGE_GROUP_DESTROYED, external_target, merge_group_key
 
 CR_HEAD = "d6fde92930d4715a2b49857d24b940956b26d2d3"  # check_run.rerequested.json
 SUITE_HEAD = "ec26c3e57ca3a959ca5aad62de7213c562f8c821"  # check_suite.rerequested.json
@@ -143,11 +144,18 @@ async def test_merge_group_checks_requested_queues_a_gate_of_the_group_head(
                          "head_ref": group["head_ref"]},)
 
 
-async def test_merge_group_destroyed_is_acknowledged(redis_url: str) -> None:
+async def test_merge_group_destroyed_is_recorded_for_a_run_of_it_to_stop(
+        redis_url: str) -> None:
+    """Issue 31: a run gating a destroyed merge group stops (`worker.gate.supersede`)."""
     data = fixture_json("merge_group.destroyed.DERIVED.json")
-    assert await _deliver(redis_url, "merge_group", data) == (
-        200, {"status": "ignored", "reason": "merge group destroyed: nothing to gate"})
+    assert await _deliver(redis_url, "merge_group", data) == (200, {"status": "recorded"})
     assert await queued_jobs(redis_url) == []
+    client = Redis.from_url(redis_url)
+    try:
+        key = merge_group_key(HELLO, data["merge_group"]["head_sha"])
+        assert await client.get(key) == MERGE_GROUP_DESTROYED.encode()
+    finally:
+        await client.aclose()
 
 
 async def test_merge_group_with_a_malformed_sha_is_refused(redis_url: str) -> None:

@@ -119,17 +119,16 @@ def test_a_head_whose_key_is_unset_fails_with_the_cache_as_without(
         repo: Path, llm: FakeLLMServer, capsys: pytest.CaptureFixture[str],
         cache: list[str]) -> None:
     """Field case: only ``api_key_env`` renamed, so head's calls have base's cache keys.
-    Before: exit 0 with the cache (base's answers served), exit 1 with ``--no-cache``."""
+    Before: exit 0 with the cache (base's answers served), exit 1 with ``--no-cache``. Issue 31:
+    head is refused at configuration before base sends a call (before, base's 5 were sent)."""
     code, report, _ = gate(capsys, "--base", "main", "--head", "pr/keyenv-only", *cache)
-    assert (code, report["conclusion"]) == (EXIT_GATE_FAILED, "failure")
-    (error,) = [e for e in report["errors"] if e["side"] == "head"]
-    assert (error["cause"], error["field"], error["count"]) == ("head", "api_key_env", 5)
+    assert (code, report["conclusion"]) == (EXIT_CONFIG_ERROR, "failure")
+    error = report["config_error"]
     assert (error["path"], error["line"]) == (".llmgate.yml", LINES["api_key_env"])
-    assert "the worker has no FAKE_LLM_KEY_TYPO" in error["message"]
-    assert [r["example_id"] for r in report["errored"]] == ["t1", "t2", "t3", "t4", "t5"]
-    assert len(llm.calls()) == 5  # base's: head could make none
+    assert error["message"].startswith("the target: the worker has no FAKE_LLM_KEY_TYPO")
+    assert llm.calls() == []  # neither base nor head sent a call
     again = gate(capsys, "--base", "main", "--head", "pr/keyenv-only", *cache)
-    assert again[0] == EXIT_GATE_FAILED  # base's answers are cached now: the same verdict
+    assert again[0] == EXIT_CONFIG_ERROR  # the same verdict, still without a call
 
 
 @pytest.mark.parametrize("cache", [[], ["--no-cache"]])

@@ -16,7 +16,7 @@ from tests.fakes.fake_llm import FakeLLMServer
 from tests.unit import failclosed_support, llm_support
 from tests.unit.failclosed_support import FOREIGN_BASE, LINES
 from tests.unit.worker_support import clone_branches
-from worker.cli.main import EXIT_GATE_FAILED, EXIT_PASS, EXIT_UNDECIDED, main
+from worker.cli.main import EXIT_CONFIG_ERROR, EXIT_GATE_FAILED, EXIT_PASS, EXIT_UNDECIDED, main
 
 llm_server = llm_support.llm_server  # module fixtures
 llm = llm_support.llm
@@ -54,17 +54,29 @@ def gate(capsys: pytest.CaptureFixture[str], head: str, base: str = "main",
 def test_a_head_whose_calls_cannot_be_made_fails_naming_the_cause_and_line(
         repo: Path, llm: FakeLLMServer, capsys: pytest.CaptureFixture[str], branch: str,
         field: str, message: str) -> None:
+    """Issue 31: head is refused at configuration before base sends any call (before, base's
+    5 calls were sent first and head's 5 examples then failed one by one)."""
     code, report = gate(capsys, branch)
-    assert (code, report["conclusion"]) == (EXIT_GATE_FAILED, "failure")
-    (error,) = [e for e in report["errors"] if e["side"] == "head"]
-    assert (error["cause"], error["permanent"], error["count"], error["field"]) == (
-        "head", True, 5, field)
+    assert (code, report["conclusion"]) == (EXIT_CONFIG_ERROR, "failure")
+    error = report["config_error"]
     assert (error["path"], error["line"]) == (".llmgate.yml", LINES[field])
-    assert message in error["message"] and message in report["headline"]
-    assert report["headline"].startswith("caused by the head: tickets's target gets no answer")
-    assert [r["example_id"] for r in report["errored"]] == ["t1", "t2", "t3", "t4", "t5"]
-    assert [r["example_id"] for r in report["regressions"]] == ["t1", "t2", "t3", "t4", "t5"]
-    assert {c["model"] for c in llm.calls()} == {"bot-model"}  # only base's calls were sent
+    assert error["message"].startswith(f"the target: {message}")
+    assert error["message"].endswith(
+        ": no call to it can be made, so neither base nor head was run")
+    assert report["regressions"] == [] and report["errored"] == []
+    assert llm.calls() == []  # base sent none of its calls
+
+
+def test_a_head_unpriced_under_base_budget_is_refused_before_base_runs(
+        repo: Path, llm: FakeLLMServer, capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 31: under base's ``max_cost_usd`` the sides run one after the other, so head's
+    model without a price was refused only after base's 5 calls were sent."""
+    code, report = gate(capsys, "pr/unpriced", "priced")
+    assert (code, report["conclusion"]) == (EXIT_CONFIG_ERROR, "failure")
+    error = report["config_error"]
+    assert (error["path"], error["line"]) == (".llmgate.yml", LINES["model"] + 1)  # +settings
+    assert error["message"].startswith("the target: openai/bot-model has no known price")
+    assert llm.calls() == []
 
 
 @pytest.mark.parametrize(("branch", "setting"), [

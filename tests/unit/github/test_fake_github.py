@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import time
+from email.utils import parsedate_to_datetime
 from pathlib import Path
 
 import httpx
@@ -11,6 +12,8 @@ import jwt
 import pytest
 
 from tests.fakes.fake_github import (
+    EXP_PASSED,
+    IAT_IN_FUTURE,
     FakeGitHubServer,
     generate_app_keypair,
     running_fake_github_process,
@@ -208,3 +211,49 @@ def test_served_at_the_root_and_under_api_v3(fake_gh: FakeGitHubServer,
     assert resp.status_code == 201
     assert resp.json()["url"].startswith(f"{fake_gh.url}{prefix}/repos/{OWNER}/{REPO}/")
     assert resp.json()["user"]["type"] == "Bot"
+
+
+def test_jwt_times_are_checked_by_the_fakes_clock_in_githubs_words(
+        fake_gh: FakeGitHubServer, app_keys: tuple[str, str]) -> None:
+    fake_gh.setup({"clock_offset_s": -300})  # GitHub's clock 5 minutes behind this machine's
+    now = int(time.time())
+    answers = {}
+    for name, (iat, exp) in {"ours": (now - 60, now + 540), "github's": (now - 360, now + 240),
+                             "passed": (now - 700, now - 400)}.items():
+        resp = httpx.get(f"{fake_gh.url}/app",
+                         headers={**UA, "Authorization": f"Bearer {_jwt(app_keys[0], iat, exp)}"})
+        answers[name] = (resp.status_code, resp.json().get("message"))
+        server_s = parsedate_to_datetime(resp.headers["date"]).timestamp()
+        assert abs(server_s - (time.time() - 300)) < 3 and len(resp.headers.get_list("date")) == 1
+    assert answers == {"ours": (401, IAT_IN_FUTURE), "github's": (200, None),
+                       "passed": (401, EXP_PASSED)}
+
+
+def test_texts_over_githubs_limits_in_bytes_get_its_422(fake_gh: FakeGitHubServer,
+                                                        app_keys: tuple[str, str]) -> None:
+    headers = _auth(_token(fake_gh, app_keys[0]))
+    body = {"name": "llmgate", "head_sha": HEAD_SHA,
+            "output": {"title": "t", "summary": "検" * 30000}}  # 30000 characters, 90000 bytes
+    resp = httpx.post(f"{fake_gh.url}/repos/{OWNER}/{REPO}/check-runs", json=body,
+                      headers=headers)
+    assert (resp.status_code, resp.json()["errors"]) == (422, [{
+        "resource": "CheckRun", "code": "custom", "field": "summary",
+        "message": "summary exceeds a maximum bytesize of 65535"}])
+    resp = httpx.post(f"{fake_gh.url}/repos/{OWNER}/{REPO}/issues/7/comments",
+                      json={"body": "🚦" * 20000}, headers=headers)
+    assert resp.status_code == 422 and resp.json()["errors"][0]["field"] == "body"
+    assert _kinds(fake_gh) == ["too_long"] * 2
+    assert fake_gh.state()["check_runs"] == [] and fake_gh.state()["comments"] == []
+
+
+def test_a_fault_revokes_the_token_it_refuses(fake_gh: FakeGitHubServer,
+                                              app_keys: tuple[str, str]) -> None:
+    url = f"{fake_gh.url}/repos/{OWNER}/{REPO}/collaborators/alice/permission"
+    fake_gh.setup({"faults": [{"operation": "repos/get-collaborator-permission-level",
+                               "revoke_token": True}]})
+    token = _token(fake_gh, app_keys[0])
+    first = httpx.get(url, headers=_auth(token))
+    assert (first.status_code, first.json()["message"]) == (401, "Bad credentials")
+    assert httpx.get(url, headers=_auth(token)).status_code == 401  # refused for good
+    assert httpx.get(url, headers=_auth(_token(fake_gh, app_keys[0]))).status_code == 200
+    assert [t.get("revoked", False) for t in fake_gh.state()["tokens"]] == [True, False]

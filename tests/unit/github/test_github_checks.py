@@ -123,7 +123,8 @@ async def test_oversized_fields_are_clipped_so_github_accepts_them(
     assert state["violations"] == []
     run = state["check_runs"][0]
     stored = run["annotations"][0]
-    assert len(stored["title"]) == 255
+    assert len(stored["title"].encode()) == 255  # GitHub's limits are bytes of UTF-8
     assert len(stored["message"].encode()) <= MAX_ANNOTATION_BYTES < 80_000
     assert len(stored["raw_details"].encode()) <= MAX_ANNOTATION_BYTES
-    assert len(run["output"]["summary"]) == 65535 and len(run["output"]["text"]) == 65535
+    assert len(run["output"]["summary"].encode()) == 65535
+    assert len(run["output"]["text"].encode()) == 65535

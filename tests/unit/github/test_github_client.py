@@ -34,6 +34,8 @@ from worker.github.client import (
 app_keys, creds, session, client = fx.app_keys, fx.creds, fx.session, fx.client
 fake_gh_server, fake_gh = fx.fake_gh_server, fx.fake_gh
 
+MINT = "apps/create-installation-access-token"
+PERMISSION = "repos/get-collaborator-permission-level"
 PULL = {"owner": OWNER, "repo": REPO, "number": 7, "head_sha": HEAD_SHA, "base_sha": BASE_SHA,
         "base_ref": "main", "head_ref": "feature", "clone_url": "https://example.test/o/r.git"}
 
@@ -183,15 +185,25 @@ async def test_secondary_rate_limit_uses_retry_after(client: GitHubClient,
     assert len(requests_for(fake_gh.state(), "issues/update-comment")) == 1
 
 
-async def test_revoked_token_is_forgotten_after_a_401(client: GitHubClient,
-                                                      fake_gh: FakeGitHubServer) -> None:
+async def test_a_revoked_token_is_replaced_and_the_call_sent_again_once(
+        client: GitHubClient, fake_gh: FakeGitHubServer) -> None:
     first = await client.installation_token()
-    fake_gh.setup({"reset": True})  # the fake forgets every token it issued
+    fake_gh.setup({"reset": True})  # the fake forgets every token it issued: 401 for `first`
+    assert await client.get_permission(OWNER, REPO, "alice") == "none"
+    assert await client.installation_token() != first
+    calls = [(r["operation"], r["status"]) for r in fake_gh.state()["requests"]]
+    assert calls == [(PERMISSION, 401), (MINT, 201), (PERMISSION, 200)]
+
+
+async def test_a_token_refused_twice_is_an_error(client: GitHubClient,
+                                                 fake_gh: FakeGitHubServer) -> None:
+    fake_gh.setup({"faults": [{"operation": PERMISSION, "status": 401, "times": 2,
+                               "body": {"message": "Bad credentials"}}]})
     with pytest.raises(GitHubError) as info:
         await client.get_permission(OWNER, REPO, "alice")
     assert info.value.status_code == 401
-    assert await client.get_permission(OWNER, REPO, "alice") == "none"
-    assert await client.installation_token() != first
+    assert [r["operation"] for r in fake_gh.state()["requests"]] == [MINT, PERMISSION, MINT,
+                                                                    PERMISSION]
 
 
 async def test_tokens_never_reach_the_logs(client: GitHubClient, fake_gh: FakeGitHubServer,

@@ -7,7 +7,8 @@ from tests.unit import github_fixtures as fx
 from tests.unit.github_fixtures import OWNER, REPO, requests_for
 from worker.contract import COMMENT_MARKER
 from worker.github.client import GitHubClient
-from worker.github.comments import MAX_COMMENT_CHARS, upsert_sticky_comment, with_marker
+from worker.github.comments import upsert_sticky_comment, with_marker
+from worker.github.limits import MAX_COMMENT_BYTES
 
 app_keys, creds, session, client = fx.app_keys, fx.creds, fx.session, fx.client
 fake_gh_server, fake_gh = fx.fake_gh_server, fx.fake_gh
@@ -24,8 +25,8 @@ def _seed(n: int, **extra: str) -> list[dict[str, object]]:
 def test_with_marker() -> None:
     assert with_marker("## Report") == f"{COMMENT_MARKER}\n## Report"
     assert with_marker(f"x\n{COMMENT_MARKER}") == f"x\n{COMMENT_MARKER}"
-    long = with_marker("y" * (MAX_COMMENT_CHARS + 10) + COMMENT_MARKER)
-    assert len(long) <= MAX_COMMENT_CHARS and long.startswith(COMMENT_MARKER)
+    long = with_marker("y" * (MAX_COMMENT_BYTES + 10) + COMMENT_MARKER)
+    assert len(long.encode()) <= MAX_COMMENT_BYTES and long.startswith(COMMENT_MARKER)
 
 
 async def test_create_then_edit_the_same_comment_after_100_others(

@@ -62,27 +62,32 @@ def comment(github: FakeGitHubServer, number: int) -> str:
 
 async def test_a_head_whose_calls_cannot_be_made_fails_on_its_config_line(
         github: FakeGitHubServer, repo: tuple[Path, dict[str, str]], llm: FakeLLMServer) -> None:
-    branches = ["pr/provider", "pr/keyenv", "pr/apibase", "pr/budget", "pr/timeout"]
-    checks = await gate_prs(github, repo, branches)
-    assert {b: c["conclusion"] for b, c in checks.items()} == dict.fromkeys(branches, "failure")
+    """Issue 31: a head refused at configuration is refused before base sends a call (before,
+    base's 5 calls were sent and head's examples then failed one by one)."""
+    refused = ["pr/provider", "pr/keyenv", "pr/apibase"]
+    checks = await gate_prs(github, repo, refused)
+    assert llm.calls() == []  # base sent none of its calls
     for number, (branch, field, text) in enumerate([
             ("pr/provider", "model", "the worker has no ANTHROPIC_API_KEY"),
             ("pr/keyenv", "api_key_env", "the worker has no FAKE_LLM_KEY_TYPO"),
-            ("pr/apibase", "api_base", f"{FOREIGN_BASE}' is not allowed on this worker")], 1):
+            ("pr/apibase", "api_base", f"api_base '{FOREIGN_BASE}' is not allowed on this "
+                                       "worker")], 1):
         check = checks[branch]
-        assert check["output"]["title"].startswith("llmgate: fail, 5 regressions - caused by "
-                                                   "the head: tickets's target gets no answer")
-        on_config = [a for a in check["annotations"] if a["path"] == ".llmgate.yml"]
-        assert [(a["start_line"], a["annotation_level"]) for a in on_config] == [
-            (LINES[field], "failure")]
-        assert text in on_config[0]["message"]
-        lines = [a["start_line"] for a in check["annotations"]
-                 if a["path"] == "evals/tickets.jsonl"]
-        assert lines == [1, 2, 3, 4, 5]  # every example that got no answer, once
+        assert check["conclusion"] == "failure"
+        assert check["output"]["title"] == \
+            f"llmgate: configuration error in .llmgate.yml:{LINES[field]}"
+        [on_config] = check["annotations"]
+        assert (on_config["path"], on_config["start_line"], on_config["annotation_level"]) == \
+            (".llmgate.yml", LINES[field], "failure")
+        assert on_config["message"].startswith(f"the target: {text}")
+        assert on_config["message"].endswith(
+            ": no call to it can be made, so neither base nor head was run")
         assert text in check["output"]["summary"] and text in comment(github, number)
         actions = check["history"][-1]["body"]["actions"]
-        assert [a["label"] for a in actions] == ["Re-run", "Accept regression"]
+        assert [a["label"] for a in actions] == ["Re-run"]
+    checks = await gate_prs(github, repo, ["pr/budget", "pr/timeout"])
     for branch in ("pr/budget", "pr/timeout"):  # head's own limits do not apply
+        assert checks[branch]["conclusion"] == "failure"
         assert "head's run used base's settings" in checks[branch]["output"]["summary"]
         assert len([a for a in checks[branch]["annotations"]
                     if "regressed" in a["title"]]) == 5
@@ -135,14 +140,14 @@ async def test_a_cached_answer_never_stands_in_for_a_call_head_could_not_make(
     checks = await gate_prs(github, repo, ["pr/keyenv-only"])
     check = checks["pr/keyenv-only"]
     assert check["conclusion"] == "failure"
-    assert check["output"]["title"].startswith("llmgate: fail, 5 regressions - caused by the "
-                                               "head: tickets's target gets no answer")
-    on_config = [a for a in check["annotations"] if a["path"] == ".llmgate.yml"]
-    assert [a["start_line"] for a in on_config] == [LINES["api_key_env"]]
-    assert "the worker has no FAKE_LLM_KEY_TYPO" in on_config[0]["message"]
-    assert len(llm.calls()) == 5  # base's: head could make none
+    assert check["output"]["title"] == \
+        f"llmgate: configuration error in .llmgate.yml:{LINES['api_key_env']}"
+    [on_config] = check["annotations"]
+    assert on_config["start_line"] == LINES["api_key_env"]
+    assert "the worker has no FAKE_LLM_KEY_TYPO" in on_config["message"]
+    assert llm.calls() == []  # issue 31: refused before base sent any call
     unpriced = (await gate_prs(github, repo, ["pr/unpriced"], base="priced"))["pr/unpriced"]
     assert unpriced["conclusion"] == "failure"
     assert "openai/bot-model has no known price" in unpriced["output"]["summary"]
-    assert len(llm.calls()) == 5  # base's answers were in the cache, and head sent none
+    assert llm.calls() == []  # issue 31: base's calls come after head's config is checked
     assert github.state()["violations"] == []

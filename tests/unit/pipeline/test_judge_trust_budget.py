@@ -42,9 +42,10 @@ async def test_the_calibration_is_in_the_estimate_and_the_totals(
     assert gate.head is not None and gate.base is not None and gate.head.estimate is not None
     assert _label_calls(llm) == 16  # head's judge and base's (no snapshot) on 8 labels
     # head's run: 3 answers, judged by base's judge and by head's (its own contract), the
-    # 16 calibration calls and 3 of the steering probe (worker/pipeline/steering.py), in the
-    # estimate and in the totals alike
-    assert gate.head.estimate.calls == gate.head.spend.provider_calls == 3 + 3 + 3 + 16 + 3
+    # 16 calibration calls, 3 of the steering probe (worker/pipeline/steering.py) and 3 more
+    # re-scoring base's answers with head's judge (issue 31: on its own budget, they were in
+    # neither), in the estimate and in the totals alike
+    assert gate.head.estimate.calls == gate.head.spend.provider_calls == 3 + 3 + 3 + 16 + 3 + 3
     assert "judge calibration: 16 provider calls" in next(
         n for n in gate.notes if "head changes the judge" in n)
 

@@ -20,7 +20,7 @@ from worker.evals.types import ConfigRef, GateReport, Regression
 from worker.pipeline.multi import ConfigReport, MultiReport, gate_plan
 from worker.pipeline.plan import discover, plan_configs
 from worker.report import multi as report_multi
-from worker.report.render import COMMENT_MAX_CHARS
+from worker.report.render import COMMENT_MAX_BYTES
 
 
 def write(root: Path, files: dict[str, str | None]) -> Path:
@@ -233,7 +233,7 @@ def test_many_large_configs_fit_one_comment_and_each_is_named() -> None:
     small = ConfigReport("tiny/.llmgate.yml", "tiny", GateReport("success", (), (), None, None))
     multi = MultiReport((small, *configs), "per_config")
     body = report_multi.comment_body(multi, head_sha="a" * 40, base_sha="b" * 40)
-    assert len(body) <= COMMENT_MAX_CHARS and body.startswith(COMMENT_MARKER + "\n")
+    assert len(body.encode()) <= COMMENT_MAX_BYTES and body.startswith(COMMENT_MARKER + "\n")
     assert body.rstrip().endswith("<sub>Comment `/llmgate rerun` to run again.</sub>")
     for config in (small, *configs):
         assert f"| {config.path} | llmgate: {config.folder} |" in body

@@ -5,9 +5,10 @@
 - ``.yaml``/``.yml``: the same as YAML (read through worker/evals/config/safe_yaml.py: bounded,
   at most 1 MiB).
 - ``.csv``: a header row, then one example a row (RFC 4180 quoting, so a cell may span
-  lines). The suite's ``columns:`` maps ``id``, ``input``, ``expected`` and ``tags`` (split on
-  ``,``) to column names; a column of that name is used when unmapped, and every other column
-  becomes one of the example's ``vars``.
+  lines; a row ends at ``\\n`` or ``\\r\\n`` only, so an unquoted U+2028 stays in its cell, as
+  Python's ``csv.writer`` writes it). The suite's ``columns:`` maps ``id``, ``input``,
+  ``expected`` and ``tags`` (split on ``,``) to column names; a column of that name is used
+  when unmapped, and every other column becomes one of the example's ``vars``.
 
 In JSON and YAML an example may carry its own assertions inline, next to its input
 (``contains_any: [refund, billing]``, ``not_contains: sorry``, ``llm_judge: "is polite"``;
@@ -34,6 +35,7 @@ from worker.evals.config.dataset import (
     load_dataset,
     parse_dataset,
 )
+from worker.evals.config.files import split_lines
 from worker.evals.config.gate_rules import Reader
 from worker.evals.types import Example
 
@@ -201,7 +203,7 @@ def _construct(node: Node, path: str) -> Any:
 def _csv_records(text: str, path: str, columns: Mapping[str, str]) -> Iterator[
         tuple[int, dict[str, Any]]]:
     """Yield ``(line, record)`` of each CSV row, its cells mapped by ``columns``."""
-    reader = csv.reader(text.splitlines(keepends=True), strict=True)
+    reader = csv.reader(split_lines(text, keepends=True), strict=True)  # rows end at \n only
     try:
         header = next(reader, None)
     except csv.Error as exc:

@@ -10,6 +10,8 @@ size cap.
 from __future__ import annotations
 
 import os
+import posixpath
+import re
 import stat
 from pathlib import Path
 
@@ -19,6 +21,10 @@ from worker.errors import ConfigError
 UTF8_BOM = b"\xef\xbb\xbf"
 #: A Git LFS pointer file is smaller than this (Git LFS pointer specification).
 MAX_LFS_POINTER_BYTES = 1024
+#: Largest ``.gitmodules`` read, bytes.
+MAX_GITMODULES_BYTES = 64 << 10
+#: A ``path = ...`` line of ``.gitmodules`` (git-config syntax; the value may be quoted).
+_GITMODULES_PATH = re.compile(r'^\s*path\s*=\s*"?(?P<path>[^"\n]*?)"?\s*$', re.MULTILINE)
 #: First lines of a Git LFS pointer file (the current spec URL, and the early one).
 LFS_VERSION_LINES = (b"version https://git-lfs.github.com/spec/v1\n",
                      b"version https://hawser.github.com/spec/v1\n")
@@ -68,6 +74,22 @@ def decode_utf8(data: bytes, rel_path: str) -> str:
                           f"({exc.reason}); save the file as UTF-8") from None
 
 
+def split_lines(text: str, keepends: bool = False) -> list[str]:
+    """Split ``text`` into lines at ``\\n`` only (a ``\\r\\n`` line keeps its ``\\r``).
+
+    GitHub, git and JSON count lines this way; ``str.splitlines`` also splits at ``\\r``,
+    U+2028, U+2029, U+0085, ``\\v``, ``\\f`` and ``\\x1c``-``\\x1e``, which a cell or a
+    string may hold (Python's own ``csv.writer`` leaves U+2028 unquoted), so it cut rows in
+    two and put the line numbers of annotations off. ``keepends`` keeps each ``\\n``; a text
+    ending in ``\\n`` has no empty last line then (as ``splitlines``).
+    """
+    if not keepends:
+        return text.split("\n")
+    lines = [line + "\n" for line in text.split("\n")]
+    lines[-1] = lines[-1][:-1]
+    return lines if lines[-1] else lines[:-1]
+
+
 def refuse_stray_bom(line_text: str, rel_path: str, line: int) -> None:
     """Refuse a line of a JSONL file that starts with a byte-order mark: only the file's first
     bytes may hold one (`decode_utf8`); files joined with ``cat`` keep each one's mark.
@@ -115,9 +137,17 @@ def read_repo_file(root: Path, rel_path: str, max_bytes: int) -> bytes:
     after the check is caught), and read up to ``max_bytes``.
 
     Raises:
-        ConfigError: escape, missing, not a regular file, larger than ``max_bytes`` (the
-            message gives the size and the limit), or unreadable.
+        ConfigError: escape, inside a git submodule (`submodule_of`), missing, not a regular
+            file, larger than ``max_bytes`` (the message gives the size and the limit), or
+            unreadable.
     """
+    submodule = submodule_of(root, rel_path)
+    if submodule is not None:
+        raise ConfigError(rel_path, None, submodule_message(submodule))
+    return _read(root, rel_path, max_bytes)
+
+
+def _read(root: Path, rel_path: str, max_bytes: int) -> bytes:
     path = repo_path(root, rel_path)
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
@@ -142,3 +172,47 @@ def read_repo_file(root: Path, rel_path: str, max_bytes: int) -> bytes:
         raise ConfigError(rel_path, None, f"the file is larger than {max_bytes} bytes "
                           f"({info.st_size} bytes); split it or make it smaller")
     return data
+
+
+def submodule_of(root: Path, rel_path: str) -> str | None:
+    """Return the git submodule of the checkout ``root`` that holds ``rel_path``, or None.
+
+    A path is inside a submodule when an entry of the repository's ``.gitmodules`` (its
+    ``path = ...``, git-config syntax, gitmodules(5)) is the path or one of its folders, or
+    when one of its folders holds a ``.git`` (a submodule or nested repository checked out in a
+    working tree). llmgate does not check out submodules (their fetch credentials would reach
+    pull requests' targets), so such a file is never there on the worker; a working tree that
+    has it is refused alike, so ``llmgate run`` says what the App would. A gitlink (tree mode
+    160000) without a ``.gitmodules`` entry shows in a worker's checkout as an empty folder:
+    the file is then reported missing.
+    """
+    parts = posixpath.normpath(rel_path.replace("\\", "/")).split("/")
+    folders = ["/".join(parts[:n]) for n in range(1, len(parts) + 1)]
+    listed = set(_gitmodules_paths(root))
+    for folder in folders:
+        if folder in listed:
+            return folder
+    for folder in folders[:-1]:
+        if os.path.lexists(root / folder / ".git"):
+            return folder
+    return None
+
+
+def submodule_message(submodule: str) -> str:
+    """What to say about a file a config names inside the git submodule ``submodule``."""
+    return (f"this path is inside the git submodule `{submodule}`, and llmgate does not check "
+            "out submodules (their fetch credentials must never reach the targets it runs), so "
+            "the file is not there: commit the data to this repository itself (outside "
+            f"`{submodule}`) and point the config at it")
+
+
+def _gitmodules_paths(root: Path) -> list[str]:
+    """The ``path`` of every ``.gitmodules`` entry at ``root`` (none when absent, unreadable
+    or not a regular file)."""
+    try:
+        data = _read(root, ".gitmodules", MAX_GITMODULES_BYTES)
+    except ConfigError:
+        return []
+    text = data.decode("utf-8", "replace")
+    return [posixpath.normpath(m["path"].strip()) for m in _GITMODULES_PATH.finditer(text)
+            if m["path"].strip()]

@@ -35,9 +35,32 @@ MAX_DEPTH = 64
 
 
 class _CountingLoader(yaml.SafeLoader):  # type: ignore[misc]  # PyYAML has no types
-    """A SafeLoader that counts the aliases it composes and stops past `MAX_ALIASES`."""
+    """A SafeLoader that counts the aliases it composes and stops past `MAX_ALIASES`, and
+    counts lines as GitHub shows them (`forward`)."""
 
     aliases = 0
+
+    def forward(self, length: int = 1) -> None:
+        """Move ``length`` characters on, counting a line only at ``\\n`` (so at ``\\r\\n``).
+
+        PyYAML (YAML 1.1) also starts a line at a lone ``\\r``, U+0085, U+2028 and U+2029;
+        GitHub, git and every other dataset format of llmgate do not, so a mark after one of
+        them named a line too low and the annotation missed its example (field case: a quoted
+        input holding U+2028 put the next example's error one line low). Only the marks
+        change; what the scanner reads as a break inside a scalar is left to PyYAML.
+        """
+        if self.pointer + length + 1 >= len(self.buffer):
+            self.update(length + 1)
+        while length:
+            ch = self.buffer[self.pointer]
+            self.pointer += 1
+            self.index += 1
+            if ch == "\n":
+                self.line += 1
+                self.column = 0
+            elif ch != "\ufeff":
+                self.column += 1
+            length -= 1
 
     def compose_node(self, parent: Node | None, index: object) -> Node | None:
         if self.check_event(yaml.AliasEvent):

@@ -30,7 +30,7 @@ from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
 from worker.evals.llm_types import CacheMode
-from worker.evals.serialize import json_object
+from worker.evals.serialize import json_object, valid_text
 
 #: Prefix of every cache key; the version changes when the stored format does.
 KEY_PREFIX = "llmgate:cache:v1:"
@@ -48,7 +48,8 @@ def cache_key(namespace: str, kind: str, payload: dict[str, Any]) -> str:
     """Return the Redis key of one call (pure; see the module docstring)."""
     text = json.dumps({"ns": namespace, "kind": kind, "call": payload}, sort_keys=True,
                       ensure_ascii=False, separators=(",", ":"), default=str)
-    return KEY_PREFIX + hashlib.sha256(text.encode("utf-8")).hexdigest()
+    # surrogatepass: a lone surrogate in a prompt (a dataset's "\ud800") keys, never raises
+    return KEY_PREFIX + hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
 
 
 class ResponseCache:
@@ -98,7 +99,7 @@ class ResponseCache:
             return
         try:
             async with self.redis.pipeline(transaction=False) as pipe:
-                pipe.set(key, json.dumps(value, ensure_ascii=False), ex=self.ttl_s)
+                pipe.set(key, valid_text(json.dumps(value, ensure_ascii=False)), ex=self.ttl_s)
                 if sample is not None:
                     pipe.lpush(sample[0], sample[1])
                     pipe.ltrim(sample[0], 0, LENGTH_SAMPLES - 1)

@@ -50,6 +50,7 @@ from worker.evals.llm import pool as llm_pool
 from worker.evals.llm.pace import pace_headers, quota_key
 from worker.evals.llm.retry import ProviderError, parse_retry_after
 from worker.evals.llm_types import Endpoint, TokenUsage, ToolRequest
+from worker.evals.serialize import valid_value
 
 #: The worker variable listing the ``api_base`` prefixes (besides loopback) keys may go to.
 ALLOWED_API_BASES_ENV = "LLMGATE_ALLOWED_API_BASES"
@@ -153,6 +154,8 @@ class ChatReply:
         tool_calls: the tool calls the model asked for (a request with ``tools``), in order;
             an answer with tool calls is usable without text.
         headers: the answer's headers that pace calls (`pace.pace_headers`: ``x-ratelimit-*``).
+        replaced: how many lone surrogates of the provider's reply (in ``text`` and the tool
+            calls) were replaced by U+FFFD (`send_chat`), 0 when it was valid Unicode.
     """
 
     text: str
@@ -161,6 +164,7 @@ class ChatReply:
     problem: str = ""
     tool_calls: tuple[ToolRequest, ...] = ()
     headers: Mapping[str, str] = field(default_factory=dict)
+    replaced: int = 0
 
 
 @dataclass(frozen=True)
@@ -202,7 +206,7 @@ def reply_from_pool(answer: dict[str, Any]) -> ChatReply:
     return ChatReply(str(answer["text"]), None if usage is None else TokenUsage(*usage),
                      float(answer["latency_ms"]), str(answer.get("problem") or ""),
                      tuple(ToolRequest(*map(str, call)) for call in answer.get("tool_calls", [])),
-                     dict(answer.get("headers") or {}))
+                     dict(answer.get("headers") or {}), int(answer.get("replaced") or 0))
 
 
 def check_api_base(api_base: str | None, environ: Mapping[str, str]) -> None:
@@ -419,6 +423,11 @@ async def send_chat(kwargs: dict[str, Any], messages: list[dict[str, str]]) -> C
         kwargs: litellm's arguments as `chat` builds them (model, key, api_base, timeout).
         messages: OpenAI-style ``[{"role", "content"}]``.
 
+    The reply is where a model's text enters llmgate: a lone surrogate in it (a JSON escape
+    such as ``"\\ud800"`` in the provider's answer) is replaced by U+FFFD and counted in
+    `ChatReply.replaced` (worker/evals/serialize.py), so the provider process's pipe, the
+    response cache, the reports and the baseline store all receive valid Unicode.
+
     Raises:
         ProviderError: the call failed (see `to_provider_error`), or `check_provider`
             refused it.
@@ -436,9 +445,12 @@ async def send_chat(kwargs: dict[str, Any], messages: list[dict[str, str]]) -> C
     except Exception as exc:  # litellm's and the SDK's exceptions: mapped at the edge
         raise to_provider_error(exc, kwargs.get("api_key")) from None
     latency_ms = (time.perf_counter() - started) * 1000
+    text, replaced = valid_value(text)
+    calls_valid, calls_replaced = valid_value([[c.id, c.name, c.arguments] for c in calls])
     return ChatReply(text if isinstance(text, str) else "", usage_of(response), latency_ms,
-                     "" if calls else answer_problem(text, finish_reason), calls,
-                     headers_of(response))
+                     "" if calls else answer_problem(text, finish_reason),
+                     tuple(ToolRequest(*call) for call in calls_valid), headers_of(response),
+                     replaced + calls_replaced)
 
 
 def headers_of(response: Any) -> dict[str, str]:

@@ -15,7 +15,9 @@ as much as uncached input, never $0.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 from decimal import Decimal
 
@@ -104,6 +106,32 @@ def output_limit(endpoint: Endpoint, default: int) -> int:
         else default
 
 
+#: Why the work of this task is no longer wanted (a sync question, asked before every call),
+#: None for no one asking; set by the caller of a run around the task that runs it (`stopping`).
+_STOP: ContextVar[Callable[[], str | None] | None] = ContextVar("llmgate_stop", default=None)
+
+
+@contextmanager
+def stopping(reason: Callable[[], str | None]) -> Iterator[None]:
+    """Within the block, tasks created (they copy the context) stop their runs' calls once
+    ``reason()`` gives one: `Budget.check` then refuses every further call and command, as
+    when a limit is reached (issue 31: a run GitHub will never use the result of, its pull
+    request closed or its merge group destroyed, kept sending calls until its task ended).
+    ``reason`` must be cheap and must not raise (it is asked before every call): the caller
+    polls Redis elsewhere (`worker.gate.supersede.supervise`)."""
+    token = _STOP.set(reason)
+    try:
+        yield
+    finally:
+        _STOP.reset(token)
+
+
+def stop_reason() -> str | None:
+    """Return why the current task's work is no longer wanted (`stopping`), or None."""
+    ask = _STOP.get()
+    return None if ask is None else ask()
+
+
 class BudgetExceeded(Exception):
     """No more calls may be sent: the message says which limit and how far the run got."""
 
@@ -146,8 +174,11 @@ class Budget:
         """Raise `BudgetExceeded` when a limit is reached (and remember why).
 
         Raises:
-            BudgetExceeded: ``spent >= max_cost_usd`` or ``elapsed >= max_duration_s``.
+            BudgetExceeded: ``spent >= max_cost_usd`` or ``elapsed >= max_duration_s``, or
+                the run is no longer wanted (`stopping`: ``cancelled: <why>``).
         """
+        if self.stopped is None and (cancelled := stop_reason()) is not None:
+            self.stopped = f"cancelled: {cancelled}"
         if self.stopped is None:
             if self.max_cost_usd is not None and self.spent_usd >= Decimal(
                     repr(float(self.max_cost_usd))):

@@ -32,7 +32,7 @@ from worker.evals.llm.cache import (
     ResponseCache,  # the same JSON values as the Redis cache
 )
 from worker.evals.llm_types import CacheMode
-from worker.evals.serialize import json_object
+from worker.evals.serialize import json_object, valid_text
 
 log = logging.getLogger("llmgate.cache")
 
@@ -122,7 +122,8 @@ class DiskCache(ResponseCache):
         try:
             with self._db() as db:
                 db.execute("INSERT OR REPLACE INTO answers VALUES (?, ?, ?)",
-                           (key, json.dumps(value, ensure_ascii=False), now + self.ttl_s))
+                           (key, valid_text(json.dumps(value, ensure_ascii=False)),
+                            now + self.ttl_s))
                 if sample is not None:
                     db.execute("INSERT INTO lengths VALUES (?, ?, ?)", (*sample, now))
                     db.execute("DELETE FROM lengths WHERE key = ? AND rowid NOT IN (SELECT "

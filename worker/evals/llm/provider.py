@@ -78,6 +78,8 @@ class Answer:
             is unknown (0 for a cache hit).
         tool_calls: the tool calls the model asked for, in order (a chat call with ``tools``).
         headers: the provider's headers that pace calls (never cached).
+        replaced: lone surrogates of the provider's reply replaced by U+FFFD
+            (`worker.evals.llm.client.ChatReply.replaced`; cached with the answer).
     """
 
     text: str
@@ -90,6 +92,7 @@ class Answer:
     charge_usd: float = 0.0
     tool_calls: tuple[ToolRequest, ...] = ()
     headers: Mapping[str, str] = field(default_factory=dict)
+    replaced: int = 0
 
 
 @dataclass(frozen=True)
@@ -189,7 +192,7 @@ class ModelCaller:
             answer = self._priced(endpoint, reply.text, reply.usage, reply.latency_ms,
                                   lambda: llm.count_tokens(endpoint.model, messages))
             return replace(answer, problem=reply.problem, tool_calls=reply.tool_calls,
-                           headers=reply.headers)
+                           headers=reply.headers, replaced=reply.replaced)
 
         def charge() -> float:
             return float(llm.count_tokens(endpoint.model, messages)
@@ -437,7 +440,8 @@ def _to_cache(answer: Answer) -> dict[str, Any]:
                                            answer.usage.cached_input, answer.usage.cache_write],
             "latency_ms": answer.latency_ms, "cost_usd": answer.cost_usd,
             "vectors": [list(v) for v in answer.vectors],
-            "tool_calls": [[c.id, c.name, c.arguments] for c in answer.tool_calls]}
+            "tool_calls": [[c.id, c.name, c.arguments] for c in answer.tool_calls],
+            **({"replaced": answer.replaced} if answer.replaced else {})}
 
 
 def _from_cache(value: dict[str, Any]) -> Answer | None:
@@ -448,7 +452,8 @@ def _from_cache(value: dict[str, Any]) -> Answer | None:
                         None if cost is None else float(cost), True,
                         tuple(tuple(float(x) for x in v) for v in value.get("vectors", [])),
                         tool_calls=tuple(ToolRequest(*(str(x) for x in c))
-                                         for c in value.get("tool_calls", [])))
+                                         for c in value.get("tool_calls", [])),
+                        replaced=int(value.get("replaced", 0)))
     except (KeyError, TypeError, ValueError):
         return None  # an entry of another format: a miss
     # An answer without text (stored by an older llmgate) is no answer: a miss.

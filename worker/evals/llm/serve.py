@@ -93,7 +93,7 @@ async def _send(op: str, args: dict[str, Any]) -> dict[str, Any]:
         return {"text": reply.text, "usage": _usage(reply.usage), "latency_ms": reply.latency_ms,
                 "problem": reply.problem,
                 "tool_calls": [[c.id, c.name, c.arguments] for c in reply.tool_calls],
-                "headers": dict(reply.headers)}
+                "headers": dict(reply.headers), "replaced": reply.replaced}
     if op == "embed":
         vectors = await llm.send_embed(args["kwargs"], args["texts"])
         return {"vectors": vectors.vectors, "usage": _usage(vectors.usage),

@@ -29,6 +29,7 @@ from worker.evals.llm.provider import Answer, ModelCaller
 from worker.evals.llm_types import Endpoint, RunUsage, ToolCall, ToolSpec, Trace
 from worker.evals.run.model_target import answer_family
 from worker.evals.run.tools import call_tool
+from worker.evals.serialize import replaced_note
 from worker.evals.types import Example, ModelTarget, Settings, TargetOutput
 
 
@@ -105,7 +106,9 @@ async def run_agent(target: ModelTarget, template: PromptTemplate, example: Exam
         done.add(answer)
         if not answer.tool_calls:
             return TargetOutput(answer.text, None, done.latency_ms, done.usage, done.cost_usd,
-                                spend=done.spend, cached=done.cached, trace=done.trace())
+                                spend=done.spend, cached=done.cached, trace=done.trace(),
+                                notes=(replaced_note(answer.replaced),) if answer.replaced
+                                else ())
         messages.extend(await _answer_tools(target, answer, example, root, settings, done))
     return TargetOutput(None, f"the agent gave no answer within max_steps {target.max_steps} "
                         "(it still called tools at the last step)", done.latency_ms,

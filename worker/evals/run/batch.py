@@ -23,11 +23,13 @@ import stat
 import tempfile
 import time
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from worker.evals.run import targets
 from worker.evals.score.outputs import OutputError, parse_output_document
+from worker.evals.serialize import decode_output
 from worker.evals.types import CommandTarget, Example, Settings, TargetOutput
 from worker.security.process import TargetFailed, build_env, run_confined
 
@@ -41,7 +43,9 @@ async def run_batch(target: CommandTarget, examples: Sequence[Example], cwd: Pat
                     settings: Settings) -> list[TargetOutput]:
     """Run the batch command once for ``examples``; return one output per example, in order.
 
-    Never raises for a misbehaving command: its failure is every example's error.
+    Never raises for a misbehaving command: its failure is every example's error. A batch
+    that left processes running after it exited gives each output a note (they were ended,
+    `worker.security.process.run_confined`).
     """
     if not examples:
         return []
@@ -53,8 +57,8 @@ async def run_batch(target: CommandTarget, examples: Sequence[Example], cwd: Pat
             json.dumps({"id": e.id, "input": e.input, "vars": e.vars}, ensure_ascii=False) + "\n"
             for e in examples), encoding="utf-8")
         argv = targets.build_argv(target.command, input_path, output_path)
-        await run_confined(argv, cwd, build_env(settings.env, workdir),
-                           batch_timeout_s(settings, len(examples)), workdir)
+        finished = await run_confined(argv, cwd, build_env(settings.env, workdir),
+                                      batch_timeout_s(settings, len(examples)), workdir)
         lines = _read_lines(output_path, len(examples))
     except TargetFailed as exc:
         elapsed = (time.perf_counter() - started) * 1000
@@ -64,10 +68,15 @@ async def run_batch(target: CommandTarget, examples: Sequence[Example], cwd: Pat
         shutil.rmtree(workdir, ignore_errors=True)
     share_ms = (time.perf_counter() - started) * 1000 / len(examples)
     by_id = _index(lines)
-    return [_output(by_id.get(example.id), share_ms) for example in examples]
+    outputs = [_output(by_id.get(example.id), share_ms) for example in examples]
+    if finished.note:  # the batch left processes behind: every example it answered says so
+        outputs = [replace(o, notes=(*o.notes, finished.note)) for o in outputs]
+    return outputs
 
 
-def _read_lines(path: Path, count: int) -> list[str]:
+def _read_lines(path: Path, count: int) -> list[tuple[str, int]]:
+    """Read the batch's output file: each line (split at ``\\n``) decoded with its invalid UTF-8
+    sequences replaced by U+FFFD, and how many (for the example's note)."""
     limit = targets.MAX_OUTPUT_BYTES * max(count, 1)
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
@@ -79,13 +88,13 @@ def _read_lines(path: Path, count: int) -> list[str]:
         data = handle.read(limit + 1)
     if len(data) > limit:
         raise TargetFailed(f"the output file is larger than {limit} bytes")
-    return data.decode("utf-8", "replace").split("\n")
+    return [decode_output(line) for line in data.split(b"\n")]
 
 
-def _index(lines: list[str]) -> dict[str, Any]:
+def _index(lines: list[tuple[str, int]]) -> dict[str, Any]:
     """Map example id -> parsed line (or the error text of a line that names an id)."""
     by_id: dict[str, Any] = {}
-    for number, line in enumerate(lines, start=1):
+    for number, (line, invalid) in enumerate(lines, start=1):
         if not line.strip():
             continue
         try:
@@ -94,7 +103,7 @@ def _index(lines: list[str]) -> dict[str, Any]:
             continue  # no id to blame: its example reports a missing line
         if isinstance(document, dict) and isinstance(document.get("id"), str | int) \
                 and str(document["id"]) not in by_id:
-            document["_line"] = number
+            document["_line"], document["_invalid"] = number, invalid
             by_id[str(document["id"])] = document
     return by_id
 
@@ -104,7 +113,9 @@ def _output(document: Any, share_ms: float) -> TargetOutput:
         return TargetOutput(None, "the batch wrote no valid output line for this id",
                             share_ms, error_kind="target")
     try:
-        return parse_output_document(document, share_ms)
+        return parse_output_document({k: v for k, v in document.items()
+                                      if k not in ("_line", "_invalid")}, share_ms,
+                                     document["_invalid"])
     except OutputError as exc:
         return TargetOutput(None, f"output line {document['_line']}: {exc}", share_ms,
                             error_kind="target")

@@ -104,7 +104,9 @@ def combine(outputs: Sequence[TargetOutput]) -> TargetOutput:
     base = replace(last, latency_ms=sum(o.latency_ms for o in outputs), usage=usage,
                    cost_usd=None if None in costs else sum(c or 0.0 for c in costs),
                    spend=spend, cached=all(o.cached for o in outputs),
-                   trace=_trace(outputs), turns=tuple(outputs))
+                   trace=_trace(outputs), turns=tuple(outputs),
+                   notes=tuple(f"turn {k}: {note}" for k, o in enumerate(outputs, 1)
+                               for note in o.notes))
     if failed is None:
         return base
     number, output = failed

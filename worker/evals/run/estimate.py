@@ -94,11 +94,15 @@ class Estimate:
             (under ``max_cost_usd``, calls the cache answers count too: `_Tally.add_cached`).
         suites: (suite name, calls expected, sent or cached) per suite in run order, a name
             two configs share once with both counts; the ``judgings`` under "" (when any).
+        endpoints: each endpoint the run will call (sent or cached: a cached answer never
+            stands in for a call the run could not make) with its first use, so a caller can
+            refuse the run before anything is sent (worker/pipeline/preflight.py).
     """
 
     cost: CostEstimate
     unpriced: tuple[ModelUse, ...] = ()
     suites: tuple[tuple[str, int], ...] = ()
+    endpoints: tuple[tuple[Endpoint, ModelUse], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -143,6 +147,8 @@ class _Tally:
     sampled: dict[str, tuple[int, int, int]] = field(default_factory=dict)
     lengths: dict[str, int] = field(default_factory=dict)
     seen: set[tuple[str, str]] = field(default_factory=set)  # (call key, example id) counted
+    called: dict[tuple[str, str | None, str | None], tuple[Endpoint, ModelUse]] = \
+        field(default_factory=dict)  # model, api_base, api_key_env -> first use
 
     def tokens(self, model: str, messages: list[dict[str, str]]) -> int:
         """Count a prompt's tokens: exactly for the first prompts of a model, then by ratio."""
@@ -161,6 +167,8 @@ class _Tally:
         if hits <= 0:
             return
         self.cached += hits
+        self.called.setdefault((endpoint.model, endpoint.api_base, endpoint.api_key_env),
+                               (endpoint, use))
         if caller.budget.max_cost_usd is not None and caller.prices(endpoint) is None:
             self.unpriced.setdefault(endpoint.model, use)
 
@@ -169,6 +177,9 @@ class _Tally:
         if calls <= 0:
             return
         self.calls += calls
+        endpoint = call.endpoint
+        self.called.setdefault((endpoint.model, endpoint.api_base, endpoint.api_key_env),
+                               (endpoint, call.use))
         self.tokens_in += calls * call.tokens_in
         self.tokens_out += calls * call.tokens_out
         prices = caller.prices(call.endpoint)
@@ -238,7 +249,7 @@ async def estimate_configs(configs: Sequence[Config], root: Path, caller: ModelC
     cost = None if tally.cost_usd is None else round(tally.cost_usd, 6)
     return Estimate(CostEstimate(tally.calls, tally.tokens_in, tally.tokens_out, cost,
                                  tally.cached), tuple(tally.unpriced.values()),
-                    tuple(per_suite.items()))
+                    tuple(per_suite.items()), tuple(tally.called.values()))
 
 
 async def _count(tally: _Tally, caller: ModelCaller, calls: list[_Call]) -> None:

@@ -7,7 +7,8 @@ A `SuiteFingerprint` has two maps of component -> SHA-256 hex digest and one com
   ``target_files`` (the repository files named on a command line, e.g. ``bot.py``; code they
   import is not followed), ``prompt`` (a model target's prompt file) and ``dataset_inputs``
   (each example's ``id``, ``input`` and ``vars``).
-- **scoring** (what scores them): ``assertions`` (the suite's assertion specs),
+- **scoring** (what scores them): ``assertions`` (the suite's assertion specs; a basic text
+  assertion with its semantics' version, worker/evals/score/assertions.py `TEXT_VERSION`),
   ``assertion_files`` (``json_schema`` files, ``python`` function files, the installed version
   of an ``entry_point``), ``judges`` (model, params and ``api_base`` of every ``llm_judge``,
   ``pairwise`` and ``similar``, defaults from ``settings.judge``/``settings.embedding``
@@ -45,6 +46,7 @@ from worker.evals.config.dataset import MAX_DATASET_BYTES
 from worker.evals.config.files import decode_utf8, read_repo_file
 from worker.evals.llm import local_embed
 from worker.evals.llm.endpoints import parse_endpoint
+from worker.evals.score.assertions import NORMALIZED_TYPES, TEXT_VERSION
 from worker.evals.score.custom import ENTRY_POINT_GROUP
 from worker.evals.score.judges import JUDGE_TEMPLATE_VERSION, judge_spec
 from worker.evals.score.pairwise import PAIRWISE_TEMPLATE_VERSION
@@ -209,6 +211,10 @@ def _judge_endpoint(spec: AssertionSpec, settings: Settings) -> dict[str, Any] |
 
 
 def _spec(spec: AssertionSpec) -> dict[str, Any]:
+    """A spec as hashed: a text assertion with the version of its semantics (`TEXT_VERSION`),
+    so a result scored under other semantics is scored again."""
+    if spec.type in NORMALIZED_TYPES:
+        return {"type": spec.type, "params": spec.params, "semantics": TEXT_VERSION}
     return {"type": spec.type, "params": spec.params}
 
 

@@ -12,6 +12,7 @@ from typing import Any
 
 from worker.evals.config.prompts import PromptTemplate, render
 from worker.evals.llm.provider import ModelCaller
+from worker.evals.serialize import replaced_note
 from worker.evals.types import Example, ModelTarget, TargetOutput
 
 
@@ -55,4 +56,5 @@ async def run_model(target: ModelTarget, template: PromptTemplate, example: Exam
     usage = {"input": answer.usage.input, "output": answer.usage.output,
              "cached_input": answer.usage.cached_input} if answer.usage.input else {}
     return TargetOutput(answer.text, None, answer.latency_ms, usage, answer.cost_usd,
-                        spend=outcome.spend, cached=answer.cached)
+                        spend=outcome.spend, cached=answer.cached,
+                        notes=(replaced_note(answer.replaced),) if answer.replaced else ())

@@ -404,6 +404,8 @@ async def _answer(suite: SuiteConfig, examples: tuple[Example, ...], root: Path,
             for output in given:  # the run's totals and budget count the shards' calls
                 state.caller.total = state.caller.total + output.spend
                 state.budget.charge(output.spend.cost_usd)
+                if isinstance(suite.target, CommandTarget):  # and commands' reported cost
+                    charge_command(state, output)
             return given
     return await answer_examples(suite.target, examples, root, settings, state, use_cache,
                                  foreign=suite.contract_root is not None, suite_name=suite.name)
@@ -441,6 +443,19 @@ async def answer_examples(target: CommandTarget | ModelTarget, examples: tuple[E
         for e in examples)))
 
 
+def charge_command(state: RunState, output: TargetOutput) -> TargetOutput:
+    """Charge a command target's self-reported cost (its output's ``"cost"``, USD:
+    worker/evals/run/targets.py) to the run's budget and totals as soon as the command ends,
+    as a model call's: a command that calls a model itself spends the same budget, and the
+    next command is not run once it is reached (issue 31: the cost was reported, never
+    charged, so ``max_cost_usd`` never stopped such a run). Returns ``output``."""
+    cost_usd = max(output.cost_usd or 0.0, 0.0)
+    if cost_usd > 0:
+        state.budget.charge(cost_usd)
+        state.caller.total = state.caller.total + RunUsage(cost_usd=cost_usd)
+    return output
+
+
 async def _model(target: ModelTarget, template: PromptTemplate, example: Example,
                  state: RunState, use_cache: bool, foreign: bool,
                  where: tuple[Path, Settings]) -> TargetOutput:
@@ -476,7 +491,8 @@ async def _commands(target: CommandTarget, examples: tuple[Example, ...], root: 
                               f"{conversation.line}) has `turns`: a conversation needs a "
                               "command target called per turn, not `batch: true`")
         async with state.command_limit:
-            return await run_batch(target, examples, root, settings)
+            outputs = await run_batch(target, examples, root, settings)
+        return [charge_command(state, output) for output in outputs]
 
     async def turn(example: Example, history: list[dict[str, Any]] | None = None
                    ) -> TargetOutput:
@@ -484,7 +500,8 @@ async def _commands(target: CommandTarget, examples: tuple[Example, ...], root: 
             state.budget.check()
         except BudgetExceeded as stop:
             return TargetOutput(None, f"not run: {stop}", error_kind="budget")
-        return await run_command(target, example, root, settings, history)
+        return charge_command(state, await run_command(target, example, root, settings,
+                                                       history))
 
     async def command(example: Example) -> TargetOutput:
         async with state.command_limit:
@@ -507,11 +524,15 @@ def _judge_versions(suite: SuiteConfig, settings: Settings) -> tuple[str, ...]:
 
 
 async def judge_pairs(config: Config, head: RunResult, base: RunResult | None,
-                      ctx: EvalContext | None = None) -> RunResult:
+                      ctx: EvalContext | None = None,
+                      state: RunState | None = None) -> RunResult:
     """Run the ``pairwise`` judges of ``config`` on head against base
     (worker/evals/score/pairwise.py).
 
-    The step has its own budget with the same limits as a run.
+    ``state``: head's run state, so the step spends head's one budget (base's
+    ``max_cost_usd`` and ``max_duration``), whose estimate counts its calls (``with_base``),
+    and its calls are in head's totals (issue 31: with a budget of its own, head's side could
+    spend about twice ``max_cost_usd``). None: a new state (a caller without a run, tests).
 
     Raises:
         ConfigError: a ``pairwise`` assertion without a judge model.
@@ -519,5 +540,5 @@ async def judge_pairs(config: Config, head: RunResult, base: RunResult | None,
     if base is None or not any(s.type == "pairwise" for suite in config.suites
                                for s in suite.assertions):
         return head
-    state = RunState(config.settings, ctx)
+    state = state or RunState(config.settings, ctx)
     return await add_pairwise(config, head, base, state.caller)

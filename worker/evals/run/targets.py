@@ -9,7 +9,9 @@ directory, and reads ``output.json``: ``{"output": ..., "usage": {"input": n, "o
 "cost": usd}`` (``usage`` and ``cost`` optional). The command sees only PATH, LANG/LC_ALL,
 HOME and TMPDIR (both the temporary directory) and the variables named in ``settings.env``;
 it runs in its own session, and its whole process group is killed on timeout and after exit
-(`worker.security.process.run_confined`), and when the worker dies
+(`worker.security.process.run_confined`: its answer is read when it exits; processes it left
+behind holding its output are ended after `worker.security.process.EXIT_GRACE_S`, and the
+example gets a note), and when the worker dies
 (`worker.security.sandbox_procs`). It runs confined by `worker.security.sandbox`
 (rlimits; with Landlock, no access to the worker's other checkouts, files or memory, and no TCP
 connection to Redis). Its output is capped: the output file at `MAX_OUTPUT_BYTES`, stdout/stderr
@@ -26,10 +28,12 @@ import shutil
 import stat
 import tempfile
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from worker.evals.score.outputs import OutputError, parse_output_document
+from worker.evals.serialize import decode_output
 from worker.evals.types import CommandTarget, Example, Settings, TargetOutput
 from worker.security.process import TargetFailed, build_env, run_confined
 
@@ -54,7 +58,8 @@ async def run_command(
             conversation.py): the input file then also has ``turn`` (1-based) and ``history``.
 
     Returns:
-        The output with ``latency_ms`` (milliseconds, wall clock), ``usage`` and ``cost_usd``;
+        The output with ``latency_ms`` (milliseconds, wall clock), ``usage``, ``cost_usd`` and
+        a note when the command left processes running (`worker.security.process.Finished`);
         or ``output=None`` with ``error`` set when the command could not start, exited
         non-zero, timed out, or wrote a missing, oversized or invalid output file. Never raises
         for a misbehaving command.
@@ -69,9 +74,11 @@ async def run_command(
             document |= {"turn": len(history) // 2 + 1, "history": history}
         input_path.write_text(json.dumps(document, ensure_ascii=False), encoding="utf-8")
         argv = build_argv(target.command, input_path, output_path)
-        await run_confined(argv, cwd, build_env(settings.env, workdir), settings.timeout_s,
-                           workdir)
+        finished = await run_confined(argv, cwd, build_env(settings.env, workdir),
+                                      settings.timeout_s, workdir)
         result = read_target_output(output_path, (time.perf_counter() - started) * 1000)
+        if finished.note:  # it left processes behind: they were ended, the example says so
+            result = replace(result, notes=(*result.notes, finished.note))
     except TargetFailed as exc:
         return TargetOutput(None, str(exc), (time.perf_counter() - started) * 1000,
                             error_kind="target")
@@ -108,8 +115,9 @@ def read_target_output(path: Path, measured_ms: float) -> TargetOutput:
     Raises:
         TargetFailed: the file cannot be read (see `read_document`) or is not a valid output.
     """
+    document, invalid = read_document_counted(path)
     try:
-        return parse_output_document(read_document(path), measured_ms)
+        return parse_output_document(document, measured_ms, invalid)
     except OutputError as exc:
         raise TargetFailed(f"the output file is invalid: {exc}") from None
 
@@ -128,13 +136,24 @@ def read_output(path: Path) -> tuple[Any, dict[str, int], float | None]:
 
 
 def read_document(path: Path) -> Any:
-    """Read and parse the JSON output file.
-
-    The file is opened without following symlinks and without blocking (a FIFO is refused),
-    and read up to `MAX_OUTPUT_BYTES` + 1 bytes.
+    """Read and parse the JSON output file (`read_document_counted` without the count).
 
     Raises:
-        TargetFailed: missing, not a regular file, too big, or not UTF-8 JSON.
+        TargetFailed: as `read_document_counted`.
+    """
+    return read_document_counted(path)[0]
+
+
+def read_document_counted(path: Path) -> tuple[Any, int]:
+    """Read and parse the JSON output file: ``(document, invalid UTF-8 sequences replaced)``.
+
+    The file is opened without following symlinks and without blocking (a FIFO is refused),
+    and read up to `MAX_OUTPUT_BYTES` + 1 bytes. Bytes that are not UTF-8 do not fail the
+    output: each invalid sequence becomes U+FFFD (worker/evals/serialize.py `decode_output`),
+    counted for the example's note.
+
+    Raises:
+        TargetFailed: missing, not a regular file, too big, or not JSON.
     """
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
@@ -148,11 +167,12 @@ def read_document(path: Path) -> Any:
         data = handle.read(MAX_OUTPUT_BYTES + 1)
     if len(data) > MAX_OUTPUT_BYTES:
         raise TargetFailed(f"the output file is larger than {MAX_OUTPUT_BYTES} bytes")
+    text, invalid = decode_output(data)
     try:
-        document = json.loads(data.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError, RecursionError) as exc:
+        document = json.loads(text)
+    except (ValueError, RecursionError) as exc:
         raise TargetFailed(f"the output file is not valid UTF-8 JSON: {exc}") from None
-    return document
+    return document, invalid
 
 
 def _usage(value: Any) -> dict[str, int]:

@@ -5,6 +5,16 @@ message saying what was expected and what was found. Text assertions see a non-s
 as its JSON text (``json.dumps``); values in messages are clipped to `CLIP_CHARS` characters.
 ``not_contains`` reads the output folded to what a reader sees, so zero-width characters or
 look-alike letters inside a forbidden value do not hide it (`_text_check` says why only it).
+
+Every text assertion (`NORMALIZED_TYPES`: the basic ones here, and ``starts_with``,
+``is_one_of`` and ``classification``, worker/evals/score/structured.py) compares text as a
+reader sees it by default (`normalize_text`): line endings made ``\\n`` and Unicode NFC, on
+the output and on the reference alike (``expected``, ``value``/``values``, a regex
+``pattern``), so the same answer written with Windows line endings or in decomposed form (NFD)
+is equal to it (field case: CRLF and NFD outputs failed ``equals``, ``contains`` and
+``regex``). ``normalize: false`` compares the raw text. The semantics are versioned
+`TEXT_VERSION` (part of a suite's fingerprint, worker/evals/run/fingerprint.py, so results
+scored before are scored again).
 """
 
 from __future__ import annotations
@@ -17,6 +27,7 @@ from typing import Any
 from worker.errors import ConfigError
 from worker.evals.score import structured
 from worker.evals.score.kinds import EXTRA_TYPES, validate_extra
+from worker.evals.score.structured import normalize_text
 from worker.evals.types import AssertionResult, AssertionSpec, Example
 from worker.security.text_fold import fold
 
@@ -27,15 +38,19 @@ BASIC_ASSERTIONS = ("equals", "contains", "contains_any", "contains_all", "not_c
 KNOWN_ASSERTIONS = BASIC_ASSERTIONS + EXTRA_TYPES
 #: Longest value (characters of its JSON text) quoted in a failure message.
 CLIP_CHARS = 200
+#: Version of the text assertions' semantics: 2 compares normalised text (module doc).
+TEXT_VERSION = "text/2"
+#: The assertion types that compare normalised text by default (``normalize: false`` opts out).
+NORMALIZED_TYPES = (*BASIC_ASSERTIONS, "starts_with", "is_one_of", "classification")
 
 _TEXT_TYPES = ("contains", "contains_any", "contains_all", "not_contains")
-_TEXT_PARAMS = ("value", "values", "case_sensitive")
+_TEXT_PARAMS = ("value", "values", "case_sensitive", "normalize")
 _PARAMS: dict[str, tuple[str, ...]] = {
-    "equals": ("ignore_case",),
-    "regex": ("pattern", "ignore_case"),
+    "equals": ("ignore_case", "normalize"),
+    "regex": ("pattern", "ignore_case", "normalize"),
     **{name: _TEXT_PARAMS for name in _TEXT_TYPES},
 }
-_BOOL_PARAMS = ("ignore_case", "case_sensitive")
+_BOOL_PARAMS = ("ignore_case", "case_sensitive", "normalize")
 
 
 def validate_spec(spec: AssertionSpec, path: str) -> None:
@@ -124,6 +139,15 @@ def as_text(output: Any) -> str:
     return output if isinstance(output, str) else json.dumps(output, ensure_ascii=False)
 
 
+def _normalizer(spec: AssertionSpec) -> Callable[[str], str]:
+    """`normalize_text`, or the text unchanged with ``normalize: false``."""
+    return normalize_text if spec.params.get("normalize", True) else _same
+
+
+def _same(text: str) -> str:
+    return text
+
+
 def _canonical(value: Any) -> str:
     """Return JSON text that is equal for equal JSON values (1 == 1.0, key order ignored)."""
 
@@ -148,17 +172,23 @@ def _json_or_text(value: Any) -> Any:
         return value.strip()
 
 
+def _norm_str(value: Any, norm: Callable[[str], str]) -> Any:
+    return norm(value) if isinstance(value, str) else value
+
+
 def _equals(spec: AssertionSpec, output: Any, example: Example) -> tuple[bool, str]:
     expected = example.expected
     if expected is None:
         return False, "example has no `expected` value; `equals` compares the output with it"
+    norm = _normalizer(spec)
     if isinstance(output, str) and isinstance(expected, str):
-        got, want = output.strip(), expected.strip()
+        got, want = norm(output).strip(), norm(expected).strip()
         if spec.params.get("ignore_case", False):
             got, want = got.casefold(), want.casefold()
         passed = got == want
     else:
-        passed = _canonical(_json_or_text(output)) == _canonical(_json_or_text(expected))
+        passed = _canonical(_json_or_text(_norm_str(output, norm))) == _canonical(
+            _json_or_text(_norm_str(expected, norm)))
     return passed, f"expected {show(expected)}, got {show(output)}"
 
 
@@ -176,8 +206,9 @@ def _text_check(spec: AssertionSpec, output: Any, example: Example) -> tuple[boo
     as ``210``; ``①`` as ``1``), so a wrong answer could pass them.
     """
     params = spec.params
-    needles: list[str] = [params["value"]] if "value" in params else list(params["values"])
-    text = as_text(output)
+    norm = _normalizer(spec)
+    needles = [norm(n) for n in ([params["value"]] if "value" in params else params["values"])]
+    text = norm(as_text(output))
     if spec.type == "not_contains":
         text, needles = fold(text), [fold(needle) for needle in needles]
     if not params.get("case_sensitive", False):
@@ -196,8 +227,9 @@ def _text_check(spec: AssertionSpec, output: Any, example: Example) -> tuple[boo
 
 def _regex(spec: AssertionSpec, output: Any, example: Example) -> tuple[bool, str]:
     pattern: str = spec.params["pattern"]
+    norm = _normalizer(spec)
     flags = re.IGNORECASE if spec.params.get("ignore_case", False) else 0
-    passed = re.search(pattern, as_text(output), flags) is not None
+    passed = re.search(norm(pattern), norm(as_text(output)), flags) is not None
     return passed, f"expected a match for /{pattern}/, got {show(output)}"
 
 

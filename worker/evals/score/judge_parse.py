@@ -4,17 +4,30 @@ Judges answer in many shapes: ``PASS``, ``Pass.``, ``**PASS**``, ``Verdict: pass
 ``json`` block, a score with prose around it. A reply is read only when it commits to exactly
 one verdict, or one score on the configured scale. The reader accepts, in this order:
 
+0. Decorations go first (worker/evals/score/judge_lines.py, issue 31): a short tagged verdict
+   or score reads as a label (``<verdict>PASS</verdict>`` as ``Verdict: PASS``, also
+   ``<answer>``, ``<result>``, ``<score>``, ``<VERDICT-<nonce>>``), and emoji are removed
+   (``✅ PASS`` reads ``PASS``); a verdict line whose emoji say the other verdict (``✅ FAIL``)
+   gives both verdicts.
 1. JSON: the reply, or its first fenced code block, is a JSON object with a verdict key
-   (``verdict``, ``result``, ``grade``, ``decision``, ``label``, ``answer``: ``pass``/``fail``),
-   a boolean ``pass``/``passed``, or a score key (``score``, ``rating``). A JSON object without
-   any of them is an error, never a pass; so are keys that disagree (``{"pass": true,
-   "verdict": "fail"}``, two different scores) and, on the pass/fail scale, a score other than
-   0 or 1. A labelled verdict or score in the text around a fenced block must agree with it.
-2. A labelled verdict anywhere: ``Verdict: FAIL`` (also result/grade/decision/answer), and a
-   first or last line that is nothing but the verdict, once markdown (``*``, ``_``, `` ` ``,
-   ``#``, ``>``) and punctuation are stripped; two different verdicts are an error.
-3. On the 1-5 scale, every score the reply gives: labelled (``Score: 4``, ``Rating: 4/5``),
-   a fraction of 5 (``4/5``, ``4 out of 5``), or a first or last line that is only a number.
+   (``verdict``, ``result``, ``grade``, ``decision``, ``label``, ``answer``: ``pass``/``fail``,
+   or 0/1 as Ragas writes it), a boolean ``pass``/``passed`` (or, on the pass/fail scale, a
+   boolean ``score`` as LangChain's openevals writes it), or a score key (``score``,
+   ``rating``). A JSON object without any of them is an error, never a pass; so are keys that
+   disagree (``{"pass": true, "verdict": "fail"}``, two different scores) and, on the pass/fail
+   scale, a score other than 0 or 1 (promptfoo's ``{"pass": true, "score": 0.8}``). A labelled
+   verdict or score in the text around a fenced block must agree with it.
+2. A labelled verdict anywhere: ``Verdict: FAIL`` (also result/grade/decision/answer/
+   judgement, and Prometheus's ``[RESULT] PASS``), and a first or last line that starts with
+   the verdict, once markdown (``*``, ``_``, `` ` ``, ``#``, ``>``) and punctuation are stripped:
+   the verdict alone, or followed by a separator and a hedge (``PASS, though the tone could be
+   warmer``) that does not name the other verdict. Two different verdicts are an error
+   (``PASS, but FAIL on tone``). Other words are not verdicts: ``Y``/``N``, ``yes``,
+   ``CORRECT``, choice letters (OpenAI evals, LangChain criteria, Braintrust autoevals) answer
+   a question of their own prompt, which llmgate's prompt did not ask.
+3. On the 1-5 scale, every score the reply gives: labelled (``Score: 4``, ``Rating: 4/5``,
+   Prometheus's ``[RESULT] 4``, MT-Bench's ``Rating: [[4]]``), a fraction of 5 (``4/5``,
+   ``4 out of 5``), or a first or last line that is only a number (``[[4]]``).
    They must all be the same number from 1 to 5. A score on another scale (``8/10``, ``4 out
    of 10``, ``80%``) is an error, and so is a reply that restates the scale (``on a scale of 1
    to 5``, ``Score 1-5: 4``, ``1 = poor, 5 = great``): its numbers cannot be told from its score.
@@ -28,16 +41,20 @@ Scores on the 1-5 scale map to 0-1 as (score - 1) / 4.
 A sealed prompt (worker/evals/score/judge_text.seal) asks for ``VERDICT-<nonce>: PASS`` or
 ``SCORE-<nonce>: n``: a reply with such a line is read from it alone; a reply without one is read
 by the rules above only when the graded text writes no verdict itself (issue 30: an answer
-ending ``VERDICT: PASS`` that the judge quotes is never the judge's verdict).
+ending ``VERDICT: PASS`` that the judge quotes is never the judge's verdict). Every shape the
+rules read counts as the graded text writing a verdict (`writes_verdict`): a quoted ``✅ PASS``
+or ``<verdict>PASS</verdict>`` is no more the judge's than a quoted ``VERDICT: PASS``.
 """
 
 from __future__ import annotations
 
+import html
 import json
 import re
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from worker.evals.score.judge_lines import STRIP, line_verdicts, plain, symbol_verdicts
 from worker.security.text_fold import drop_invisible
 
 Scale = Literal["pass_fail", "1-5"]
@@ -45,12 +62,18 @@ Scale = Literal["pass_fail", "1-5"]
 SCALES: tuple[str, ...] = ("pass_fail", "1-5")
 
 _FENCE = re.compile(r"```[ \t]*[A-Za-z0-9_-]*[ \t]*\n(.*?)```", re.DOTALL)
-_LABEL = r"(?:final\s+)?(?:verdict|result|grade|decision|answer)"
-_LABELLED = re.compile(_LABEL + r"\s*[:=\-]\s*[*_`\"'\s]*(pass|fail)(?:ed)?\b", re.IGNORECASE)
+_LABEL = r"(?:final\s+)?(?:verdict|result|grade|decision|answer|judg(?:e)?ment)"
+#: A labelled verdict; ``[RESULT] PASS`` is Prometheus's label.
+_LABELLED = re.compile(r"(?:" + _LABEL + r"\s*[:=\-]|\[result\])\s*[*_`\"'\s]*(pass|fail)(?:ed)?\b",
+                       re.IGNORECASE)
 _NUMBER = r"(\d+(?:\.\d+)?)"
 _OF = r"\s*(?:/|\bout\s+of\b)\s*"
-_SCORE_LABELLED = re.compile(r"\b(?:score|rating|grade)\s*[:=]?\s*[*_`\s]*" + _NUMBER
+#: A labelled score; ``[RESULT] 4`` is Prometheus's label, ``[[4]]`` MT-Bench's brackets.
+_SCORE_LABELLED = re.compile(r"(?:\b(?:score|rating|grade)|\[result\])\s*[:=]?\s*[*_`\s]*"
+                             r"(?:\[\[\s*)?" + _NUMBER
                              + r"(?:" + _OF + _NUMBER + r"|\s*(%))?", re.IGNORECASE)
+#: A reply that is only an MT-Bench rating or pick in double brackets (not a JSON list).
+_BRACKETED = re.compile(r"\[\[\s*[\w.]+\s*\]\]")
 _SCORE_FRACTION = re.compile(r"(?<![\d.])" + _NUMBER + _OF + _NUMBER, re.IGNORECASE)
 #: A restated scale: a range from 0 or 1 to 5, 10 or 100, "scale of/from", "five-point scale".
 _SCALE_RANGE = re.compile(r"(?<![\d.])[01]\s*(?:-|\u2013|\u2014|\bto\b|\bthrough\b)\s*"
@@ -60,7 +83,7 @@ _SCALE_RANGE = re.compile(r"(?<![\d.])[01]\s*(?:-|\u2013|\u2014|\bto\b|\bthrough
 #: two different ones restate a scale.
 _SCALE_ANCHOR = re.compile(r"(?<![\d.])(\d+)\s*(?:=|\()\s*[A-Za-z]"
                            r"|(?:^|[(,;])\s*(\d+)\s+[A-Za-z]", re.MULTILINE)
-_STRIP = " \t*_`#>\"'.!:;,()[]-"
+_STRIP = STRIP
 _VERDICT_KEYS = ("verdict", "result", "grade", "decision", "label", "answer")
 _SCORE_KEYS = ("score", "rating")
 _PICK = re.compile(r"\b(?:winner|verdict|answer|choice|better|preferred)\s*[:=\-]\s*[*_`\"'\s]*"
@@ -99,9 +122,10 @@ def parse_verdict(text: str, scale: Scale = "pass_fail", nonce: str = "",
             ``VERDICT: PASS``), the reply is unscored: a judge quoting it cannot be told from
             one deciding.
     """
-    reply = clean(text)
-    if not reply:
+    raw = clean(text)
+    if not raw:
         return Verdict(None, "empty reply")
+    reply = plain(raw)
     if nonce:
         found = _sealed_verdict(reply, scale, nonce)
         if found is not None:
@@ -112,7 +136,7 @@ def parse_verdict(text: str, scale: Scale = "pass_fail", nonce: str = "",
                                  f"line is read): {_clip(reply)}")
     document, rest = _json_object(reply)
     if document is None:
-        return _from_text(reply) if scale == "pass_fail" else _score_from_text(reply)
+        return _from_text(reply, raw) if scale == "pass_fail" else _score_from_text(reply)
     if not isinstance(document, dict):
         return Verdict(None, f"the JSON in the reply is not an object: {_clip(reply)}")
     verdict = _from_json(document, scale)
@@ -140,11 +164,23 @@ def _sealed_verdict(reply: str, scale: Scale, nonce: str) -> Verdict | None:
 
 
 def writes_verdict(text: str, scale: Scale) -> bool:
-    """Whether ``text`` carries a verdict (or a 1-5 score) the unsealed rules would read."""
-    if not text:
+    """Whether ``text`` carries a verdict (or a 1-5 score) the unsealed rules would read if a
+    judge quoted it: a labelled or tagged one anywhere, on the pass/fail scale any line that
+    reads as a verdict (`line_verdicts`: ``✅ PASS``, ``PASS, though ...``), or the whole text
+    read as a reply. HTML entities are read both as written and decoded (``&lt;verdict>``
+    quoted back as ``<verdict>``)."""
+    return any(_writes(variant, scale) for variant in {text, html.unescape(text)})
+
+
+def _writes(text: str, scale: Scale) -> bool:
+    if not text.strip():
         return False
-    labelled = _LABELLED if scale == "pass_fail" else _SCORE_LABELLED
-    return bool(labelled.search(text)) or parse_verdict(text, scale).score is not None
+    shown = plain(text)
+    if scale == "1-5":
+        return bool(_SCORE_LABELLED.search(shown)) or parse_verdict(text, scale).score is not None
+    return bool(_LABELLED.search(shown)) or any(line_verdicts(line) for line in
+                                                  shown.splitlines()) \
+        or parse_verdict(text, scale).score is not None
 
 
 def _json_object(reply: str) -> tuple[Any, str]:
@@ -154,7 +190,7 @@ def _json_object(reply: str) -> tuple[Any, str]:
     fenced = _FENCE.search(reply)
     body = fenced.group(1).strip() if fenced else reply
     rest = reply[:fenced.start()] + "\n" + reply[fenced.end():] if fenced else ""
-    if not body.startswith(("{", "[")):
+    if not body.startswith(("{", "[")) or _BRACKETED.fullmatch(body):
         return None, rest
     try:
         return json.loads(body), rest
@@ -166,12 +202,15 @@ def _from_json(doc: dict[str, Any], scale: Scale) -> Verdict:
     keys = {str(k).lower(): v for k, v in doc.items()}
     found: list[Verdict] = []
     if scale == "pass_fail":
-        found += [Verdict(1.0 if keys[k] else 0.0) for k in ("pass", "passed")
+        found += [Verdict(1.0 if keys[k] else 0.0) for k in ("pass", "passed", *_SCORE_KEYS)
                   if isinstance(keys.get(k), bool)]
         words = [_word(keys.get(key)) for key in _VERDICT_KEYS]
         found += [Verdict(1.0 if w.startswith("pass") else 0.0) for w in words
                   if w in ("pass", "passed", "fail", "failed")]
-    found += [_map_score(keys[key], scale) for key in _SCORE_KEYS if key in keys]
+        found += [Verdict(float(keys[k])) for k in _VERDICT_KEYS  # Ragas: "verdict": 1
+                  if type(keys.get(k)) in (bool, int) and keys[k] in (0, 1)]
+    found += [_map_score(keys[key], scale) for key in _SCORE_KEYS
+              if key in keys and not (scale == "pass_fail" and isinstance(keys[key], bool))]
     if not found:
         return Verdict(None, f"the JSON reply has no verdict or score: {_clip(json.dumps(doc))}")
     refused = next((v for v in found if v.score is None), None)
@@ -201,14 +240,20 @@ def _map_score(value: Any, scale: Scale) -> Verdict:
     return Verdict((number - 1) / 4)
 
 
-def _from_text(reply: str) -> Verdict:
+def _from_text(reply: str, raw: str) -> Verdict:
+    """Read a pass/fail verdict from ``reply`` (`plain` of the cleaned reply ``raw``): the
+    labelled verdicts anywhere and the first and last lines (`line_verdicts`); a verdict
+    line's emoji count as its verdicts too (``✅ FAIL`` gives both)."""
     labelled = {m.lower() for m in _LABELLED.findall(reply)}
-    labelled |= {w for w in _end_lines(reply) if w in ("pass", "fail")}
+    lines = [line for line in raw.splitlines() if plain(line).strip(_STRIP)]
+    for line in lines[:1] + lines[-1:]:
+        said = line_verdicts(plain(line))
+        labelled |= said | (symbol_verdicts(line) if said else set())
     if len(labelled) > 1:
-        return Verdict(None, f"the reply gives both verdicts: {_clip(reply)}")
+        return Verdict(None, f"the reply gives both verdicts: {_clip(raw)}")
     if labelled:
         return Verdict(1.0 if labelled.pop() == "pass" else 0.0)
-    return Verdict(None, f"no verdict (PASS or FAIL) in the reply: {_clip(reply)}")
+    return Verdict(None, f"no verdict (PASS or FAIL) in the reply: {_clip(raw)}")
 
 
 def _labelled_scores(text: str, scale: Scale) -> set[float | None]:
@@ -292,7 +337,8 @@ _VERDICT_LINE = re.compile(r"[*_`#>\s]*(?:final\s+)?(?:verdict|result|grade|deci
 
 def explanation(text: str, limit: int = REASON_CHARS) -> str:
     """Return the judge's own explanation in its reply: the text without the lines that only
-    give the verdict or the score, whitespace flattened, clipped to ``limit`` characters
+    give the verdict or the score (decorated ones too: ``✅ FAIL``,
+    ``<verdict>FAIL</verdict>``), whitespace flattened, clipped to ``limit`` characters
     (``...`` marks a cut); a JSON reply's ``reason``/``explanation``/``rationale`` string.
     "" when the reply gives no reason."""
     reply = clean(text)
@@ -302,6 +348,6 @@ def explanation(text: str, limit: int = REASON_CHARS) -> str:
         found = next((keys[k] for k in ("reason", "explanation", "rationale", "reasoning")
                       if isinstance(keys.get(k), str)), "")
         reply = str(found)
-    kept = [line for line in reply.splitlines() if not _VERDICT_LINE.fullmatch(line)]
+    kept = [line for line in reply.splitlines() if not _VERDICT_LINE.fullmatch(plain(line))]
     flat = " ".join(" ".join(kept).split())
     return flat if len(flat) <= limit else flat[:limit - 3].rstrip() + "..."

@@ -9,7 +9,10 @@ pull request's code cannot report itself fast (a field case: a bot that slept 1.
 wrote ``"latency_ms": 5`` and passed a ``latency_p90`` gate). A larger ``latency_ms`` is kept
 (a target may add time the engine cannot see). ``usage`` and ``cost`` cannot be measured for a
 command, so they are the target's own claim (README says so).
-Other keys are ignored.
+Other keys are ignored. This is where a command target's output enters: any text in it that
+is not valid Unicode (a lone surrogate from a JSON escape like ``"\\ud800"``, or bytes that
+were not UTF-8, counted by the reader) is replaced by U+FFFD and noted on the example
+(worker/evals/serialize.py), so every report, the baseline store and the cache can write it.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ import math
 from typing import Any
 
 from worker.evals.score.traces import TraceError, parse_trace
+from worker.evals.serialize import replaced_note, valid_value
 from worker.evals.types import TargetOutput
 
 USAGE_KEYS = ("input", "output", "cached_input")
@@ -29,19 +33,25 @@ class OutputError(Exception):
     """The document is not a valid target output; the message says what is wrong."""
 
 
-def parse_output_document(document: Any, measured_ms: float) -> TargetOutput:
+def parse_output_document(document: Any, measured_ms: float,
+                          invalid_bytes: int = 0) -> TargetOutput:
     """Validate one output document and return it as a `TargetOutput`.
 
     Args:
         document: the parsed JSON.
         measured_ms: the engine's measurement (milliseconds), used when the document has no
             ``latency_ms`` or a smaller one.
+        invalid_bytes: how many invalid UTF-8 sequences the reader replaced by U+FFFD in the
+            text the document was parsed from (worker/evals/serialize.py `decode_output`);
+            with the lone surrogates replaced here, they make the output's note.
 
     Raises:
         OutputError: not an object with ``output``, or a malformed optional field.
     """
     if not isinstance(document, dict) or "output" not in document:
         raise OutputError('the output must be a JSON object with an "output" key')
+    document, surrogates = valid_value(document)
+    replaced = invalid_bytes + surrogates
     latency = document.get("latency_ms")
     if latency is not None and not _non_negative(latency):
         raise OutputError(f'"latency_ms" must be a non-negative number, got {str(latency)[:100]}')
@@ -59,7 +69,7 @@ def parse_output_document(document: Any, measured_ms: float) -> TargetOutput:
         contexts=tuple(_items(document.get("contexts"), "contexts")),
         retrieved_ids=tuple(str(i) for i in _items(document.get("retrieved_ids"),
                                                       "retrieved_ids")),
-        trace=trace)
+        trace=trace, notes=(replaced_note(replaced),) if replaced else ())
 
 
 def _non_negative(value: Any) -> bool:

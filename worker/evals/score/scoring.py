@@ -188,7 +188,7 @@ def _finish(item: Item, results: list[AssertionResult | None], spend: RunUsage) 
         label=_label(checked, example), contexts=output.contexts,
         retrieved_ids=output.retrieved_ids, input=example.input,
         id_from_line=example.id_from_line, error_field=output.error_field if errored else "",
-        trace=output.trace)
+        trace=output.trace, notes=output.notes)
 
 
 def _finite(results: list[AssertionResult]) -> tuple[list[AssertionResult], str | None]:

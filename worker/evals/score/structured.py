@@ -13,13 +13,16 @@ path) equals ``expected``; it may be limited to ``labels``. Its label feeds accu
 ``cost``: the example cost at most ``max_usd`` USD.
 ``mc_answer``: the answer names the right option (consistency suites,
 worker/evals/score/mc_answer.py).
-Text options ``case_sensitive`` default to false, as for ``contains``.
+Text options ``case_sensitive`` default to false, as for ``contains``; ``normalize`` (default
+true) compares ``starts_with``, ``is_one_of`` and ``classification`` text with line endings made
+``\\n`` and in Unicode NFC (`normalize_text`), as the basic text assertions do.
 """
 
 from __future__ import annotations
 
 import json
 import math
+import unicodedata
 from collections.abc import Callable
 from typing import Any
 
@@ -34,9 +37,9 @@ STRUCTURED_TYPES = ("json_valid", "json_schema", "starts_with", "length", "is_on
                     "classification", "latency", "cost", "mc_answer")
 PARAMS: dict[str, tuple[str, ...]] = {
     "json_valid": (), "json_schema": ("schema", "file"),
-    "starts_with": ("value", "case_sensitive"), "length": ("min", "max"),
-    "is_one_of": ("values", "case_sensitive"),
-    "classification": ("field", "labels", "case_sensitive"),
+    "starts_with": ("value", "case_sensitive", "normalize"), "length": ("min", "max"),
+    "is_one_of": ("values", "case_sensitive", "normalize"),
+    "classification": ("field", "labels", "case_sensitive", "normalize"),
     "latency": ("max_ms",), "cost": ("max_usd",),
     "mc_answer": (),
 }
@@ -56,8 +59,9 @@ def validate(spec: AssertionSpec, fail: Fail) -> None:
         if key not in known:
             raise fail(f"unknown option {key!r} (known options: {', '.join(known) or 'none'})")
     p = spec.params
-    if "case_sensitive" in p and not isinstance(p["case_sensitive"], bool):
-        raise fail("`case_sensitive` must be true or false")
+    for key in ("case_sensitive", "normalize"):
+        if key in p and not isinstance(p[key], bool):
+            raise fail(f"`{key}` must be true or false")
     if spec.type in _VALIDATORS:
         _VALIDATORS[spec.type](p, fail)
 
@@ -155,7 +159,15 @@ def _json(output: Any) -> tuple[bool, Any]:
         return False, None
 
 
+def normalize_text(text: str) -> str:
+    """Return ``text`` as a reader sees it: ``\\r\\n`` and a lone ``\\r`` made ``\\n``, then
+    Unicode Normalization Form C (UAX #15), so canonically equivalent text is equal."""
+    return unicodedata.normalize("NFC", text.replace("\r\n", "\n").replace("\r", "\n"))
+
+
 def _fold(text: str, p: dict[str, Any]) -> str:
+    if p.get("normalize", True):
+        text = normalize_text(text)
     return text if p.get("case_sensitive", False) else text.casefold()
 
 

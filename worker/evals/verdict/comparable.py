@@ -25,7 +25,8 @@ its outputs and what scored them. For every suite run at both base and head:
   ``settings.undecided: neutral``: worker/evals/verdict/health.py): the gate could not tell, so it
   does not pass the pull request on its own (a failure elsewhere still fails it).
 
-Re-scoring has its own budget with the run's limits, like the ``pairwise`` step. Then base's
+Re-scoring spends head's run's budget when the caller gives its state (issue 31: with a budget
+of its own it could spend ``max_cost_usd`` once more), else one with the run's limits. Then base's
 examples whose target gave no answer (a command target crashed, timed out or wrote no valid
 output) are made unscored: base has no verdict for them (worker/evals/verdict/base_targets.py).
 """
@@ -69,7 +70,8 @@ NO_OUTPUTS = "the base result kept no outputs to re-score"
 
 async def compare_comparable(config: Config, head_root: Path, head: RunResult,
                              base: RunResult | None, notes: Sequence[str] = (),
-                             evals: EvalContext | None = None) -> GateReport:
+                             evals: EvalContext | None = None,
+                             state: RunState | None = None) -> GateReport:
     """`worker.evals.verdict.compare.compare`, with base made comparable to head first (module
     docstring).
 
@@ -82,6 +84,7 @@ async def compare_comparable(config: Config, head_root: Path, head: RunResult,
         notes: lines to carry into the report.
         evals: the response cache and clocks for judge calls, and the examples' earlier values
             (``history``) that weigh the sign-flip family; None for none.
+        state: head's run state, whose budget and totals re-scoring spends (None: its own).
 
     Returns:
         The report, with ``comparability`` set per suite run on both sides and ``base`` the
@@ -90,7 +93,7 @@ async def compare_comparable(config: Config, head_root: Path, head: RunResult,
     history = evals.history if evals is not None else None
     if base is None:
         return compare(config, head, None, notes, history=history)
-    verdicts, rescored = await reconcile(config, head_root, head, base, evals)
+    verdicts, rescored = await reconcile(config, head_root, head, base, evals, state)
     rescored = unscore(rescored)  # after re-scoring, which scores a target error as failed
     blocked = {v.suite for v in verdicts if v.status == "not_comparable"}
     gated = replace(rescored, suites={name: suite for name, suite in rescored.suites.items()
@@ -99,15 +102,15 @@ async def compare_comparable(config: Config, head_root: Path, head: RunResult,
 
 
 async def reconcile(config: Config, head_root: Path, head: RunResult, base: RunResult,
-                    evals: EvalContext | None = None,
+                    evals: EvalContext | None = None, state: RunState | None = None,
                     ) -> tuple[list[SuiteComparability], RunResult]:
-    """Decide each suite's comparability and re-score base where scoring differs.
+    """Decide each suite's comparability and re-score base where scoring differs, on
+    ``state``'s budget (head's run's; None: a new one with the run's limits).
 
     Returns:
         One verdict per suite of ``config`` run at both sides, and ``base`` with the re-scored
         suites replaced (the others as they were).
     """
-    state: RunState | None = None
     verdicts: list[SuiteComparability] = []
     suites = dict(base.suites)
     for suite in config.suites:

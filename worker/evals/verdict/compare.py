@@ -56,6 +56,7 @@ from worker.evals.verdict.example_drops import (
     rule_text,
 )
 from worker.evals.verdict.group_rules import group_threshold_outcomes
+from worker.evals.verdict.leftovers import left_running_notes
 from worker.evals.verdict.outcomes import (
     comparison_outcomes,
     critical_outcomes,
@@ -134,6 +135,7 @@ def compare(
     for suite in suites:
         outcomes.extend(_suite_outcomes(suite, comparisons))
         extra.extend(_suite_notes(suite))
+        extra.extend(left_running_notes(suite.config.name, suite.head, suite.base))
         if suite.head is not None and suite.base is not None:
             found = find_regressions(suite.head, suite.base)
             regressions.extend(found + _drop_regressions(suite, {r.example_id for r in found}))

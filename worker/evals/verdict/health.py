@@ -64,6 +64,7 @@ from worker.evals.types import (
     Regression,
     RunError,
     RunResult,
+    RunUsage,
     SuiteResult,
 )
 from worker.evals.verdict.base_targets import TARGET_KINDS, hidden, hidden_headline, no_answer
@@ -341,7 +342,26 @@ def _progress(run: RunResult) -> str:
     if not examples:
         return "no example ran"
     done = sum(e.error_kind != "budget" for e in examples)
-    return f"{done} of {len(examples)} examples ran, ${run.spend.cost_usd:.4f} spent"
+    return f"{done} of {len(examples)} examples ran, {spent_text(run.spend)}"
+
+
+def spent_text(spend: RunUsage) -> str:
+    """Say what a run spent, unknown-cost charges included: never ``$0.0000`` for a run that
+    spent something (issue 31: answers without a price or usage are charged to the budget at
+    their worst case but are not in ``cost_usd``, so a run stopped over budget said it spent
+    $0.0000).
+
+    Returns:
+        e.g. ``$0.0123 spent``, ``$0.000040 spent``, ``$0.0123 spent and 3 calls of unknown
+        cost`` or ``5 calls of unknown cost spent (charged to the budget at their worst
+        case)``.
+    """
+    cost, unknown = spend.cost_usd, spend.unpriced_calls
+    calls = f"{unknown} call{'s' if unknown != 1 else ''} of unknown cost"
+    if unknown and cost <= 0:
+        return f"{calls} spent (charged to the budget at their worst case)"
+    money = f"${cost:.4f}" if cost >= 0.0001 or cost <= 0 else f"${cost:.6f}"
+    return f"{money} spent" + (f" and {calls}" if unknown else "")
 
 
 def _judge_notes(runs: _Runs) -> list[str]:

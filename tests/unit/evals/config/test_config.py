@@ -147,7 +147,7 @@ def test_duplicate_suite_names_point_at_the_second() -> None:
         ("      - type: regex\n        pattern: '(unclosed'\n", 7, "invalid regex pattern"),
         ("      - type: equals\n        ignore_case: 'yes'\n", 7, "must be true or false"),
         ("      - type: contains\n        value: a\n        ignore_case: true\n", 7,
-         "unknown option 'ignore_case' (known options: value, values, case_sensitive)"),
+         "unknown option 'ignore_case' (known options: value, values, case_sensitive, normalize)"),
         ("      - just a string\n", 7, "an assertion must be a mapping"),
     ],
 )

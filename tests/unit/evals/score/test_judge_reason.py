@@ -18,6 +18,12 @@ def test_the_explanation_drops_the_verdict_line() -> None:
     assert explanation('{"verdict": "fail", "reason": "off topic"}') == "off topic"
 
 
+def test_a_decorated_verdict_line_is_no_explanation() -> None:
+    """Issue 31: the verdict lines the reader now reads are not the judge's reason either."""
+    for line in ("\u274c FAIL", "<verdict>FAIL</verdict>", "**FAIL** \U0001f44e"):
+        assert explanation(f"It invents a fee.\n{line}") == "It invents a fee.", line
+
+
 def test_a_long_explanation_is_clipped() -> None:
     reason = explanation("word " * 400 + "\nVERDICT: FAIL")
     assert len(reason) == REASON_CHARS and reason.endswith("...")

@@ -56,8 +56,81 @@ TWO_VERDICTS = [
     ("Verdict: PASS\n\nPASS", PASS),
 ]
 
+#: Issue 31: replies that commit to one verdict but dress it (an emoji, markup tags, a hedge
+#: about tone or style after it) were judge errors, which failed honest pull requests.
+DECORATED: list[tuple[str, float | None]] = [
+    ("\u2705 PASS", PASS), ("PASS \u2705", PASS), ("**PASS** \U0001f44d", PASS),
+    ("\u274c FAIL", FAIL), ("Verdict: \u2705 PASS", PASS),
+    ("The answer gives the code.\n\n**Verdict:** \u2714\ufe0f PASS", PASS),
+    ("<verdict>PASS</verdict>", PASS), ("<answer>FAIL</answer>", FAIL),
+    ("The reply names the fee.\n<verdict>\nPASS\n</verdict>", PASS),
+    ("<thinking>It cites the refund policy.</thinking>\n<answer>PASS</answer>", PASS),
+    ("<result> **Fail** </result>", FAIL),
+    ("PASS, though the tone could be warmer", PASS),
+    ("Fail. The style is fine, but it invents a 90-day window.", FAIL),
+    ("PASS - the wording is a little stiff", PASS),
+    ("Pass (the style could be tighter).", PASS),
+    ("The answer is right.\nPASS, but the tone could be warmer", PASS),
+    ("**FAIL** \u2014 polite, but the fee is wrong \U0001f44e", FAIL),
+]
+#: ... and what stays a judge error: both verdicts as a decision, emoji that say the other
+#: verdict, a tag around something else, a verdict word that is not one.
+STILL_UNREAD: list[tuple[str, float | None]] = [
+    ("\u2705 FAIL", UNSCORED), ("PASS \u274c", UNSCORED), ("PASS, but FAIL on tone", UNSCORED),
+    ("<verdict>PASS</verdict>\n<verdict>FAIL</verdict>", UNSCORED),
+    ("<verdict>PASS</verdict>\nVERDICT: FAIL", UNSCORED), ("PASS or FAIL", UNSCORED),
+    ("\u2705", UNSCORED), ("Pass-through is fine here.", UNSCORED),
+    ("Fail to see what the ticket asks.", UNSCORED),
+    ("<answer>The code is basil-1</answer>", UNSCORED),
+]
+#: Replies in the shapes of the peers' judges (their docs and trackers), as llmgate's prompt may
+#: get them from a judge used to another tool, and what a careful reader takes from each.
+PEER_REPLIES: list[tuple[str, float | None]] = [
+    # promptfoo llm-rubric: {"reason", "score" 0.0-1.0, "pass"}
+    ('{"reason": "The reply greets the customer and answers.", "score": 1.0, "pass": true}',
+     PASS),
+    ('{"reason": "It apologises twice.", "score": 0.0, "pass": false}', FAIL),
+    ('```json\n{"reason": "Concise.", "pass": true, "score": 1}\n```', PASS),
+    ('{"reason": "Mostly concise.", "score": 0.8, "pass": true}', UNSCORED),  # 0.8 of what?
+    # DeepEval: G-Eval's 0-10 score; the yes/no verdicts of its statement metrics
+    ('{"score": 8, "reason": "Coherent and mostly relevant."}', UNSCORED),
+    ('{"verdict": "yes", "reason": "The claim is supported."}', UNSCORED),
+    ('{"verdicts": [{"verdict": "yes"}, {"verdict": "no", "reason": "no fee"}]}', UNSCORED),
+    # Ragas: AspectCritic's 0/1 verdict; faithfulness's per-statement verdicts
+    ('{"reason": "The response is harmless.", "verdict": 1}', PASS),
+    ('{"reason": "It invents a fee.", "verdict": 0}', FAIL),
+    ('{"statements": [{"statement": "Refunds take 5 days.", "verdict": 1}]}', UNSCORED),
+    # OpenAI evals model-graded: "Y"/"N" choice strings, the fact eval's letters
+    ("The submission names the refund window.\nY", UNSCORED), ("N", UNSCORED),
+    ("(B)", UNSCORED),
+    # LangChain / LangSmith: the QA grader's CORRECT; openevals' boolean score
+    ("GRADE: CORRECT", UNSCORED),
+    ('{"reasoning": "It answers the ticket politely.", "score": true}', PASS),
+    ('{"reasoning": "It ignores the question.", "score": false}', FAIL),
+    # Braintrust autoevals: a choice letter that the eval's own choice_scores map
+    ('{"reasons": "The output matches the expert answer.", "choice": "C"}', UNSCORED),
+    # MT-Bench: a 1-10 rating, a pairwise pick
+    ("The reply is helpful and accurate. Rating: [[8]]", UNSCORED), ("[[A]]", UNSCORED),
+    # Prometheus: "Feedback: ... [RESULT] ..."
+    ("Feedback: The answer cites the policy and the fee. [RESULT] PASS", PASS),
+    ("Feedback: The answer misses the fee. [RESULT] FAIL", FAIL),
+    ("Feedback: The response is relevant. [RESULT] YES", UNSCORED),
+    # chat judges that mix it all
+    ("**Verdict: PASS** \u2705\n\nThe tone could be warmer, but it is correct.", PASS),
+    ("VERDICT: FAIL. The style is fine but the refund window is wrong.", FAIL),
+]
 
-@pytest.mark.parametrize(("reply", "score"), FIELD_CASES + MORE_REPLIES + TWO_VERDICTS)
+
+@pytest.mark.parametrize(("reply", "score"), DECORATED + STILL_UNREAD)
+def test_a_decorated_verdict_is_read_and_two_verdicts_are_not(reply: str,
+                                                              score: float | None) -> None:
+    verdict = parse_verdict(reply, "pass_fail")
+    assert verdict.score == score
+    assert (verdict.error == "") == (score is not None)
+
+
+@pytest.mark.parametrize(("reply", "score"), FIELD_CASES + MORE_REPLIES + TWO_VERDICTS
+                         + PEER_REPLIES)
 def test_pass_fail_replies(reply: str, score: float | None) -> None:
     verdict = parse_verdict(reply, "pass_fail")
     assert verdict.score == score
@@ -81,6 +154,18 @@ SCORES = [
     ("The answer lists 3 steps, 2 of them wrong.\nSCORE: 2", 0.25),
     ("Score: 8/10", None),
 ]
+#: 1-5 replies in the peers' shapes (issue 31) and decorated ones.
+PEER_SCORES: list[tuple[str, float | None]] = [
+    ("Feedback: The answer is accurate but terse. [RESULT] 4", 0.75),  # Prometheus absolute
+    ("[RESULT] 2", 0.25),
+    ("The answer is clear. Rating: [[4]]", 0.75), ("[[5]]", 1.0),  # MT-Bench's brackets
+    ("Rating: [[8]]", None),  # MT-Bench's own 1-10 scale
+    ('{"score": 8, "reason": "Coherent."}', None),  # DeepEval G-Eval's 0-10 scale
+    ('{"reason": "Accurate and complete.", "score": 4}', 0.75),
+    ("<score>3</score>", 0.5), ("<rating>4</rating>\n<rating>2</rating>", None),
+    ("SCORE: 4 \u2b50", 0.75), ("4\ufe0f\u20e3", 0.75),
+    ('{"score": true}', None),
+]
 #: Field cases read wrongly before (each gave a score): a score on another scale, a reply that
 #: restates the scale, two different scores. Each is a judge error, with this reason.
 SCORE_FIELD_CASES = [
@@ -102,7 +187,7 @@ SCORE_FIELD_CASES = [
 ]
 
 
-@pytest.mark.parametrize(("reply", "score"), SCORES)
+@pytest.mark.parametrize(("reply", "score"), SCORES + PEER_SCORES)
 def test_one_to_five_scores(reply: str, score: float | None) -> None:
     assert parse_verdict(reply, "1-5").score == score
 
@@ -126,6 +211,7 @@ def test_a_judge_error_is_counted_and_never_a_pass() -> None:
     ("WINNER: A", "A"), ("winner: b", "B"), ("WINNER: TIE", "tie"), ("**B**", "B"),
     ('{"winner": "A"}', "A"), ('{"winner": "Response B"}', "B"), ("A is clearer.\nA", "A"),
     ("Both are fine.", None), ("WINNER: A\nWINNER: B", None), ("", None), ('{"x": 1}', None),
+    ("Response A is more thorough.\n[[A]]", "A"), ("[[B]]", "B"),  # MT-Bench's pairwise pick
 ])
 def test_pairwise_picks(reply: str, pick: str | None) -> None:
     assert parse_pick(reply) == pick

@@ -141,7 +141,8 @@ async def test_a_changed_rubric_is_noted(llm: FakeLLMServer, tmp_path: Path) -> 
     assert (verdict.status, verdict.scoring_changes) == ("rescored", ("assertions",
                                                                       "judge_prompts"))
     stored = json.loads(report.render_json(gate))
-    assert stored["usage"]["head"]["spend"]["provider_calls"] == 12  # 4 answers, 2 x 4 judged
+    # 4 answers, 2 x 4 judged, and 4 re-scoring base's answers (issue 31: head's totals)
+    assert stored["usage"]["head"]["spend"]["provider_calls"] == 16
     assert [c["changes"] for c in stored["contract"]] == [["assertions", "judge_prompts"]]
 
 
