@@ -610,21 +610,38 @@ async def local_merge_result(repo_dir: Path, tip: str, head: str) -> str | None:
     """Return the SHA of a commit of the user's repository ``repo_dir`` that merges ``head``
     into ``tip``, or None when they conflict (`_merge_commit`: objects only, no ref moves).
 
+    The merge reads no attributes of what is checked out: git takes ``merge`` attributes
+    (``-merge``, ``binary``, merge drivers) from the working tree's ``.gitattributes`` and the
+    index, and in a CI job those are the pull request's (GitHub's merge ref), so a pull request
+    could make its own merge conflict and be compared with its merge base instead (fresh user,
+    issue 30). It runs with an empty working tree and index, as the App's bare mirror does,
+    so both merge alike (only ``$GIT_DIR/info/attributes``, the user's own, still applies).
+
     Raises:
         ValueError: ``tip`` or ``head`` is not a full SHA.
         GitError: git failed otherwise.
     """
-    return await _merge_commit(repo_dir, check_sha(tip), check_sha(head), _local_env())
+    tip, head = check_sha(tip), check_sha(head)
+    git_dir = (await _run(["rev-parse", "--absolute-git-dir"], cwd=repo_dir,
+                          env=_local_env())).strip()
+    with tempfile.TemporaryDirectory(prefix="llmgate-merge-") as empty:
+        env = {**_local_env(), "GIT_DIR": git_dir, "GIT_WORK_TREE": empty,
+               "GIT_INDEX_FILE": os.path.join(empty, "index")}
+        return await _merge_commit(Path(empty), tip, head, env)
 
 
 async def local_is_clean(repo_dir: Path) -> bool:
-    """Whether the working tree of ``repo_dir`` equals its ``HEAD`` commit: nothing modified,
-    staged or untracked outside ``.gitignore`` (``git status --porcelain``).
+    """Whether the tracked files of ``repo_dir``'s working tree equal its ``HEAD`` commit:
+    nothing modified or staged (``git status --porcelain --untracked-files=no``). Untracked
+    files are in no commit, so no pull request holds them: a CI job's own cache folder in
+    the checkout made a head behind its base be compared with its merge base (fresh user,
+    issue 30).
 
     Raises:
         GitError: git failed.
     """
-    out = await _run(["status", "--porcelain", "-z"], cwd=repo_dir, env=_local_env())
+    out = await _run(["status", "--porcelain", "-z", "--untracked-files=no"], cwd=repo_dir,
+                     env=_local_env())
     return not out.strip("\0")
 
 

@@ -4,3 +4,8 @@
 
 #: The release, as PEP 440 spells it.
 VERSION = "0.1.0"
+
+#: The distribution's name on the package index (pyproject.toml's ``[project] name``): the
+#: name ``llmgate`` there is another project's, so installing that name never installs this
+#: one. The import package and the command stay ``llmgate``.
+DISTRIBUTION = "llmgate-app"

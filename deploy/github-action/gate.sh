@@ -1,6 +1,7 @@
 #!/bin/sh
-# The Action's gate step: llmgate action reads GITHUB_EVENT_PATH, writes GITHUB_STEP_SUMMARY
-# and the annotations, and exits as `llmgate run` does. Inputs arrive as environment variables
+# The Action's gate step: llmgate action reads GITHUB_EVENT_PATH, writes GITHUB_STEP_SUMMARY,
+# the annotations, the reports (RUNNER_TEMP) and the step's outputs (GITHUB_OUTPUT), and exits
+# as `llmgate run` does. Inputs arrive as environment variables
 # (never interpolated into this script), so a branch name cannot inject a command. With
 # LLMGATE_COMMENT=true, llmgate posts the sticky comment with LLMGATE_GITHUB_TOKEN.
 # The response cache is the job's own, in RUNNER_TEMP (emptied before and after every job, on

@@ -11,7 +11,6 @@ version is part of ``config_hash``.
 from __future__ import annotations
 
 import hashlib
-import importlib.metadata
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,6 +22,7 @@ from worker.evals.config.files import read_repo_file
 from worker.evals.run import fingerprint
 from worker.evals.serialize import to_jsonable
 from worker.evals.types import Config, SuiteConfig
+from worker.version import VERSION
 
 #: Version of what the key hashes; bump it to make every stored baseline unreachable.
 KEY_VERSION = 1
@@ -103,7 +103,6 @@ def _without_lines(value: Any) -> Any:
 
 
 def _llmgate_version() -> str:
-    try:
-        return importlib.metadata.version("llmgate")
-    except importlib.metadata.PackageNotFoundError:
-        return "unknown"
+    """llmgate's version (worker/version.py, which the installed distribution declares too;
+    its name on the index is not ``llmgate``, which is another project's)."""
+    return VERSION

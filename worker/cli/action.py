@@ -5,7 +5,11 @@ event (``GITHUB_EVENT_PATH``: ``pull_request.base.sha``, ``pull_request.head.sha
 head as the App and ``llmgate run --base`` do (a head behind the base merged into it, against
 the base; a conflicting head against the merge base), then:
 
-- append the markdown report to ``GITHUB_STEP_SUMMARY`` (the job summary);
+- append the job summary to ``GITHUB_STEP_SUMMARY``: the verdict, then the Why sentence (the
+  decision in one sentence), the pass rates and the regressions;
+- write the JSON, JUnit and HTML reports to ``RUNNER_TEMP`` and set the step's outputs in
+  ``GITHUB_OUTPUT`` (``conclusion``, ``exit-code``, ``why`` and the reports' paths:
+  `worker.cli.action_outputs`), which the Action declares as its own;
 - print one ``::error`` workflow command per regressed example on its dataset line, and one on
   the ``.llmgate.yml`` line of a configuration error (GitHub shows them on the PR's diff);
 - with ``--comment``, post the App's sticky comment on the pull request with the token in
@@ -135,20 +139,31 @@ def cmd_action(args: argparse.Namespace) -> int:
         pull = _event(os.environ)
     except ValueError as err:
         print(f"llmgate: {err}", file=sys.stderr)
+        _outputs(3, None, {}, why=str(err))
         return 3
     workdir = Path(os.environ.get("RUNNER_TEMP") or ".")
-    report_path, comment_path = workdir / "llmgate-report.json", workdir / "llmgate-comment.md"
-    for stale in (report_path, comment_path):  # an earlier step's must not be taken for ours
+    paths = {"report-json": workdir / "llmgate-report.json",
+             "report-junit": workdir / "llmgate-junit.xml",
+             "report-html": workdir / "llmgate-report.html"}
+    comment_path = workdir / "llmgate-comment.md"
+    if args.comment:
+        paths["report-comment"] = comment_path
+    for stale in (*paths.values(), comment_path):  # an earlier step's must not be taken for ours
         stale.unlink(missing_ok=True)
     store = ["--baseline-store", args.baseline_store] if args.baseline_store else []
     undecided = ["--allow-undecided"] if args.allow_undecided else []
     comment = ["--format", f"comment:{comment_path}"] if args.comment else []
     code = main(["run", "--base", pull.base_sha, "--head", pull.head_sha, "--format", "json",
-                 "--output", str(report_path), *comment, *store, *undecided])
+                 "--output", str(paths["report-json"]),
+                 "--format", f"junit:{paths['report-junit']}",
+                 "--format", f"html:{paths['report-html']}", *comment, *store, *undecided])
     try:
-        report = json.loads(report_path.read_text(encoding="utf-8"))
+        report = json.loads(paths["report-json"].read_text(encoding="utf-8"))
     except (OSError, ValueError):
-        return code  # the run failed before a report: its one line is on stderr
+        # the run failed before a report: its one line is on stderr
+        _outputs(code, None, paths, why=f"llmgate stopped before a report (exit code {code}): "
+                                        "see the step's log")
+        return code
     for line in workflow_annotations(report):
         print(line)
     summary = os.environ.get("GITHUB_STEP_SUMMARY")
@@ -157,7 +172,27 @@ def cmd_action(args: argparse.Namespace) -> int:
             out.write(summary_markdown(report) + "\n")
     if args.comment:
         _comment(pull.number, args.comment_author, token, comment_path, summary)
+    _outputs(code, report, paths)
     return code
+
+
+def _outputs(code: int, report: Mapping[str, Any] | None, paths: Mapping[str, Path], *,
+             why: str = "") -> None:
+    """Set the step's outputs (`worker.cli.action_outputs`) when ``GITHUB_OUTPUT`` is set; a
+    file that cannot be written is a ``::warning``, never another exit code."""
+    from worker.cli.action_outputs import why_text, write_outputs
+
+    target = os.environ.get("GITHUB_OUTPUT")
+    if not target:
+        return
+    values = {"conclusion": str(report.get("conclusion") or "") if report else "",
+              "exit-code": str(code), "why": why_text(report) if report else why,
+              **{name: str(path) for name, path in paths.items() if path.is_file()}}
+    try:
+        write_outputs(target, values)
+    except OSError as err:
+        print(f"::warning title=llmgate outputs::cannot write GITHUB_OUTPUT: "
+              f"{escape(str(err))}")
 
 
 def _comment(number: int, author: str, token: str, body_path: Path,
@@ -186,25 +221,51 @@ def _comment(number: int, author: str, token: str, body_path: Path,
 
 
 def summary_markdown(report: Mapping[str, Any]) -> str:
-    """Return the job summary of a JSON report: verdict, metrics per suite, regressions."""
-    from worker.report.markdown import inline, safe
+    """Return the job summary of a JSON report: the verdict, the Why sentence (one line per
+    config with several), the headline when it says more, the configuration error, the pass
+    rates per suite and the regressions."""
+    from worker.cli.action_outputs import why_text
+    from worker.report.markdown import inline
 
     lines = [f"### llmgate: {report.get('conclusion')}", ""]
-    if report.get("headline"):
-        lines += [inline(report["headline"], 500), ""]
-    if report.get("config_error"):
-        error = report["config_error"]
-        lines += [f"Configuration error in `{safe(str(error['path']))}` line "
-                  f"{error.get('line')}: {inline(error['message'], 500)}", ""]
+    why = why_text(report)
+    lines += [f"**Why:** {inline(line, 600)}" for line in why.splitlines() or [""]] + [""]
+    singles = [(f"{c.get('path')}: ", c.get("report") or {}) for c in report["configs"]] \
+        if isinstance(report.get("configs"), list) else [("", report)]
+    for prefix, single in singles:
+        headline = str(single.get("headline") or "")
+        if headline and headline.rstrip(".") != str(single.get("why") or "").rstrip("."):
+            lines += [inline(prefix + headline, 600), ""]
+    lines += _config_errors(singles)
     lines += ["| suite | base pass rate | head pass rate |", "| --- | ---: | ---: |"]
-    for suite, sides in sorted(report.get("metrics", {}).items()):
-        base = (sides.get("base") or {}).get("pass_rate")
-        head = (sides.get("head") or {}).get("pass_rate")
-        lines.append(f"| {inline(suite, 80)} | {_rate(base)} | {_rate(head)} |")
-    for reg in report.get("regressions", [])[:MAX_ANNOTATIONS]:
-        lines.append(f"- `{safe(str(reg['dataset']))}:{reg['line']}` "
+    for prefix, single in singles:
+        for suite, sides in sorted(single.get("metrics", {}).items()):
+            base = (sides.get("base") or {}).get("pass_rate")
+            head = (sides.get("head") or {}).get("pass_rate")
+            lines.append(f"| {inline(prefix + suite, 80)} | {_rate(base)} | {_rate(head)} |")
+    regressions = [reg for _, single in singles for reg in single.get("regressions", [])]
+    for reg in regressions[:MAX_ANNOTATIONS]:
+        lines.append(f"- `{_safe(str(reg['dataset']))}:{reg['line']}` "
                      f"{inline(reg['example_id'], 80)}: {inline(reg['reason'], 300)}")
     return "\n".join(lines)
+
+
+def _config_errors(singles: list[tuple[str, Mapping[str, Any]]]) -> list[str]:
+    from worker.report.markdown import inline
+
+    lines = []
+    for _, single in singles:
+        error = single.get("config_error")
+        if error:
+            lines += [f"Configuration error in `{_safe(str(error['path']))}` line "
+                      f"{error.get('line')}: {inline(error['message'], 500)}", ""]
+    return lines
+
+
+def _safe(text: str) -> str:
+    from worker.report.markdown import safe
+
+    return safe(text)
 
 
 def _rate(value: Any) -> str:

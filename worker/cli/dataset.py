@@ -1,7 +1,8 @@
 """``llmgate dataset check|import|add``: look after a suite's examples.
 
 - ``check FILE``: parse it as ``llmgate run`` does (any format of
-  worker/evals/config/dataset_formats.py) and report what the gate cannot use well: duplicate
+  worker/evals/config/dataset_formats.py, or the multiple-choice questions of a consistency
+  suite: worker/cli/dataset_questions.py) and report what the gate cannot use well: duplicate
   inputs, examples without an id (ids that move with lines; the paired rules need ids), the
   label balance of ``expected`` (a label over `MAJORITY` of the examples), and examples no
   assertion can fail (no assertion of their own and, with ``--config``, none in their suite).
@@ -107,17 +108,43 @@ def findings(examples: tuple[Any, ...], suite_asserts: bool) -> list[str]:
 
 
 def cmd_check(args: argparse.Namespace) -> int:
-    """Check a dataset (module docstring); exit 0 clean, 1 findings, 2 invalid."""
+    """Check a dataset (module docstring), or the multiple-choice questions of a consistency
+    suite (worker/cli/dataset_questions.py); exit 0 clean, 1 findings, 2 invalid."""
     try:
-        examples = _read(args.file, _columns(args.column))
-        lines = findings(examples, _suite_assertions(args.config, args.file))
+        lines, count, what = _check(args)
     except (ConfigError, OSError) as err:
         print(f"llmgate: {err}", file=sys.stderr)
         return 2
     for line in lines:
         print(f"{args.file}:{line}")
-    print(f"llmgate: {len(examples)} examples, {len(lines)} findings")
+    print(f"llmgate: {count} {what}, {len(lines)} findings")
     return 1 if lines else 0
+
+
+def _check(args: argparse.Namespace) -> tuple[list[str], int, str]:
+    """Return (findings, number of examples or questions, which of the two) of ``args.file``.
+
+    Raises:
+        ConfigError, OSError: the file (or ``--config``) is invalid or cannot be read.
+    """
+    from worker.cli.dataset_questions import (
+        consistency_suite,
+        question_findings,
+        questions_or_error,
+        read_questions,
+    )
+
+    if consistency_suite(args.config, args.file):
+        questions = read_questions(args.file)
+    else:
+        try:
+            examples = _read(args.file, _columns(args.column))
+        except ConfigError as err:  # not examples: a consistency suite's questions?
+            questions = questions_or_error(args.file, err)
+        else:
+            return (findings(examples, _suite_assertions(args.config, args.file)),
+                    len(examples), "examples")
+    return question_findings(questions, MAJORITY), len(questions), "questions"
 
 
 def _record(example: Any) -> dict[str, Any]:

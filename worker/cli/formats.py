@@ -122,11 +122,10 @@ def render(name: str, multi: MultiReport, head_sha: str, base_sha: str | None) -
 
         return render_junit(multi, timestamp=datetime.now(UTC), hostname=platform.node())
     if name == "sarif":
-        import importlib.metadata
-
         from worker.report.sarif import render_sarif
+        from worker.version import VERSION
 
-        return render_sarif(multi, importlib.metadata.version("llmgate"))
+        return render_sarif(multi, VERSION)
     if name == "html":
         from worker.report.html_report import render_html
 

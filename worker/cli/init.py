@@ -4,17 +4,21 @@ Every choice is a flag (for scripts); on a terminal, the choices not given are a
 with its default. The files written:
 
 - ``.llmgate.yml``: one suite ``starter`` on ``evals/starter.jsonl``, gated by ``min`` and
-  ``max_drop`` on ``pass_rate``;
+  ``max_drop`` on ``pass_rate``; its first line (`SCHEMA_MODELINE`) points editors at the
+  installed JSON Schema of the format;
 - ``evals/starter.jsonl``: three examples with ``contains`` assertions;
 - the target: for ``--target command`` (default) ``evals/starter_bot.py``, a stand-in that
   answers each input with itself, so ``llmgate run`` passes at once (replace its command by
   your program's); for ``--target model`` ``prompts/starter.txt`` and the model ``--model``
   with its key in ``--api-key-env``;
-- the CI workflow: ``--ci github`` (default) ``.github/workflows/llmgate.yml``, ``--ci gitlab``
+- the CI workflow: ``--ci github`` (default) ``.github/workflows/llmgate.yml``, which runs the
+  llmgate Action (`ACTION`) at this release's tag (`TAG`), with the model's key from the
+  repository secret of the same name for ``--target model``; ``--ci gitlab``
   ``.gitlab-ci.llmgate.yml`` (to ``include:``; deploy/gitlab-ci/llmgate.gitlab-ci.yml, word for
-  word), ``--ci none`` nothing. Neither keeps the response cache in the checkout, and neither
-  lets a pull request's job read a cache another pull request's job wrote (docs/local-run.md,
-  "Trust in CI").
+  word), which installs llmgate from its repository at a tag pinned by commit; ``--ci none``
+  nothing. Neither installs llmgate by name from the package index (another project's name),
+  neither keeps the response cache in the checkout, and neither lets a pull request's job read
+  a cache another pull request's job wrote (docs/local-run.md, "Trust in CI").
 
 An existing file is never overwritten without ``--force`` (exit 2, nothing written).
 """
@@ -26,6 +30,8 @@ import json
 import sys
 from collections.abc import Callable
 from pathlib import Path
+
+from worker.version import VERSION
 
 DATASET = "evals/starter.jsonl"
 _EXAMPLES = [("refund", "Where is my refund?", "refund"),
@@ -39,31 +45,54 @@ example = json.load(open(sys.argv[1], encoding="utf-8"))
 json.dump({"output": str(example["input"])}, open(sys.argv[2], "w", encoding="utf-8"))
 '''
 _PROMPT = "You answer customer questions in one sentence.\n\nQuestion: {{ input }}\n"
+#: The llmgate GitHub Action, as docs/local-run.md names it: OWNER is the GitHub owner of the
+#: llmgate repository the workflow runs (this one's, or a fork's).
+ACTION = "OWNER/llmgate/deploy/github-action"
+#: The release the written workflows install, by its tag (the Action's ref).
+TAG = f"v{VERSION}"
 _GITHUB = """name: llmgate
 on: pull_request
+permissions:
+  contents: read
 jobs:
   gate:
     runs-on: ubuntu-latest
     steps:
       - uses: actions/checkout@v4
-        with: {fetch-depth: 0}
+        with: {{fetch-depth: 0}}
       - uses: actions/setup-python@v5
-        with: {python-version: "3.11"}
-      - run: pip install llmgate
-      - run: git fetch origin '+refs/llmgate/*:refs/llmgate/*' || true
-      - run: llmgate run --base "origin/${{ github.base_ref }}" --baseline-store git
-        env: {LLMGATE_CACHE_DIR: "${{ runner.temp }}/llmgate-cache"}  # this job's own
-"""
+        with: {{python-version: "3.11"}}
+      # installs llmgate from the Action's own repository at this tag, never by name from the
+      # package index (the name `llmgate` there is another project's); OWNER: that repository's
+      - uses: {action}@{tag}
+        with: {{baseline-store: git}}
+{env}"""
 _GITLAB = """# llmgate in GitLab CI: `include:` this file (docs/local-run.md, "In GitLab CI").
 # Who writes what a merge request's job reads (docs/local-run.md, "Trust in CI"): the cache of
 # answers and base results is keyed by the target branch and saved only by that branch's own
 # pipeline (llmgate-baseline); a merge request's job only restores it (policy: pull), copies it
 # out of the checkout before llmgate runs, and fails if the merge request commits .llmgate-ci/.
+# llmgate is installed from its repository at a release tag, pinned by the tag's commit: set
+# LLMGATE_COMMIT (in the project's CI/CD variables or here) to the commit LLMGATE_TAG names
+# (`git ls-remote $LLMGATE_REPOSITORY refs/tags/$LLMGATE_TAG`). Never by name from the package
+# index: the name `llmgate` there is another project's (docs/install.md).
 .llmgate:
   image: python:3.11
-  variables: {GIT_DEPTH: "0", LLMGATE_CACHE_DIR: /tmp/llmgate/cache}
+  variables:
+    GIT_DEPTH: "0"
+    LLMGATE_CACHE_DIR: /tmp/llmgate/cache
+    LLMGATE_REPOSITORY: https://github.com/OWNER/llmgate
+    LLMGATE_TAG: v0.1.0
+    LLMGATE_COMMIT: ""
   before_script:
-    - pip install llmgate
+    - |
+      if ! printf %s "$LLMGATE_COMMIT" | grep -Eqx '[0-9a-f]{40}'; then
+        echo "llmgate: set LLMGATE_COMMIT to the commit of $LLMGATE_TAG (40 hex)" >&2; exit 3
+      fi
+      python3 -m pip install --quiet "git+$LLMGATE_REPOSITORY@$LLMGATE_COMMIT"
+      if [ "$(llmgate --version)" != "llmgate ${LLMGATE_TAG#v}" ]; then
+        echo "llmgate: $(llmgate --version) is not $LLMGATE_TAG" >&2; exit 3
+      fi
     - |
       if [ -n "$(git ls-files -- .llmgate-ci)" ]; then
         echo "llmgate: .llmgate-ci/ is committed; only the CI cache may fill it" >&2; exit 3
@@ -95,7 +124,25 @@ llmgate-baseline:
     - llmgate baseline push --baseline-store /tmp/llmgate/baselines --branch "$CI_COMMIT_BRANCH"
     - cp -R /tmp/llmgate/. .llmgate-ci/
 """
+#: The first line of the written ``.llmgate.yml``: editors with the YAML language server
+#: (VS Code's YAML extension, Neovim, JetBrains) check and complete the file against the JSON
+#: Schema of the installed llmgate (worker/evals/config/llmgate.schema.json; docs/configuration.md,
+#: "Editor support: the JSON Schema").
+#: The shipped schema (`worker.evals.config.load.CONFIG_SCHEMA`), found without importing the
+#: loader: ``llmgate --help`` imports this module and must stay free of the engine.
+_SCHEMA = Path(__file__).resolve().parents[1] / "evals" / "config" / "llmgate.schema.json"
+SCHEMA_MODELINE = f"# yaml-language-server: $schema={_SCHEMA.as_uri()}"
 _CI_FILES = {"github": ".github/workflows/llmgate.yml", "gitlab": ".gitlab-ci.llmgate.yml"}
+
+
+def _github(args: argparse.Namespace) -> str:
+    """The GitHub workflow: the Action at `TAG`, with the model's key from the repository's
+    secret of the same name for ``--target model``."""
+    env = ""
+    if args.target == "model":
+        key = args.api_key_env
+        env = f"        env: {{{key}: \"${{{{ secrets.{key} }}}}\"}}\n"
+    return _GITHUB.format(action=ACTION, tag=TAG, env=env)
 
 
 def add_init_command(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -142,7 +189,8 @@ def files_for(args: argparse.Namespace) -> dict[str, str]:
     else:
         target = '{command: "python3 evals/starter_bot.py {input_file} {output_file}"}'
         files["evals/starter_bot.py"] = _BOT
-    files[".llmgate.yml"] = f"""version: 1
+    files[".llmgate.yml"] = f"""{SCHEMA_MODELINE}
+version: 1
 suites:
   - name: starter
     dataset: {DATASET}
@@ -153,7 +201,7 @@ suites:
         max_drop: 0.05  # and fall at most 5 points below base
 """
     if args.ci in _CI_FILES:
-        files[_CI_FILES[args.ci]] = _GITHUB if args.ci == "github" else _GITLAB
+        files[_CI_FILES[args.ci]] = _github(args) if args.ci == "github" else _GITLAB
     return files
 
 

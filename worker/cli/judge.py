@@ -99,8 +99,9 @@ def cmd_judge_calibrate(args: argparse.Namespace) -> int:
         except OSError as err:
             print(f"llmgate: cannot write the snapshot: {err}", file=sys.stderr)
             return EXIT_EXECUTION_ERROR
-        print(f"llmgate: wrote {written.relative_to(root)}: commit it next to the labels",
-              file=sys.stderr)
+        if not getattr(args, "quiet", False):  # -q: only errors on stderr
+            print(f"llmgate: wrote {written.relative_to(root)}: commit it next to the labels",
+                  file=sys.stderr)
     return EXIT_RULE_FAILED if any(o.status == "fail" for o in outcomes) else EXIT_OK
 
 

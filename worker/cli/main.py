@@ -15,10 +15,12 @@ import json
 import logging
 import os
 import posixpath
+import signal
 import sys
+import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from worker.cli.action import add_action_command
 from worker.cli.baseline import add_baseline_command, add_store_option
@@ -31,6 +33,7 @@ from worker.cli.init import add_init_command
 from worker.cli.judge import add_judge_command
 from worker.cli.migrate import add_migrate_command
 from worker.cli.named_args import add_named_arguments, named_refusal
+from worker.cli.parsing import Parser, add_output_levels, apply_output_level
 from worker.cli.perturbations import add_perturbations_command
 from worker.cli.power import add_power_command
 from worker.cli.promptfoo import add_import_command
@@ -44,7 +47,10 @@ from worker.security.redact import Redactor, secrets_from_environ
 if TYPE_CHECKING:
     from contextlib import AsyncExitStack
 
+    from worker.evals.context import EvalContext
+    from worker.evals.types import GateReport
     from worker.pipeline.multi import MultiReport
+    from worker.pipeline.plan import Plan
     from worker.pipeline.trees import BaseRunner
 
 #: What ``llmgate run --help`` says above its options.
@@ -55,10 +61,11 @@ RUN_DESCRIPTION = ("Gate locally, as the worker does, and print the report. Insi
                    "checked out in temporary worktrees, run and compared. Command targets "
                    "run as on the worker: in a copy of the checkout without .git and the eval "
                    "data, confined by Landlock where the kernel has it (docs/security-model.md). "
-                   "on_paths is not applied: every suite runs. Exit codes: 0 the gate passed "
-                   "(or is neutral "
-                   "by the base config's choice, or there is no llmgate config at base nor "
-                   "head), 1 the gate failed, 2 configuration error, 3 execution error (git or "
+                   "With --base, suites are skipped by on_paths as on the App (the diff from "
+                   "the merge base to head; --all-suites runs them all). Exit codes: 0 the gate "
+                   "passed (or is neutral by the base config's choice, or there is no llmgate "
+                   "config at base nor head), 1 the gate failed, 2 configuration error or a "
+                   "misuse of the command line, 3 execution error (git or "
                    "the run failed), 4 undecided (over budget or time, provider errors outside "
                    "the change, base could not run, an inconclusive rule; 0 with "
                    "--allow-undecided).")
@@ -75,22 +82,46 @@ EXIT_PASS, EXIT_GATE_FAILED, EXIT_CONFIG_ERROR, EXIT_EXECUTION_ERROR = 0, 1, 2, 
 EXIT_UNDECIDED = 4
 #: Exit code after Ctrl-C: 128 + SIGINT, the shell's convention for a process it interrupted.
 EXIT_INTERRUPTED = 130
+#: Exit code after SIGTERM (a CI job cancelled or timed out): 128 + SIGTERM.
+EXIT_TERMINATED = 143
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised where the program is so that it unwinds as after Ctrl-C: temporary
+    worktrees are removed from the user's repository (fresh user, issue 30: a CI runner's
+    SIGTERM left them registered there)."""
+
+
+def _on_sigterm(signum: int, frame: object) -> None:
+    """The CLI's SIGTERM handler (not the web process's nor the worker's: they drain)."""
+    raise Terminated()
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the ``llmgate`` command line; returns the process exit code (`EXIT_INTERRUPTED`
-    after Ctrl-C, once temporary worktrees are removed)."""
+    after Ctrl-C, `EXIT_TERMINATED` after SIGTERM, once temporary worktrees are removed)."""
     parser = _parser()
     args = parser.parse_args(argv)
+    apply_output_level(args)
     logging.getLogger("asyncio").addFilter(_reaped_child_warning)
     if not hasattr(args, "func"):
         parser.print_help()
         return EXIT_CONFIG_ERROR
+    previous = None
+    if args.func not in (cmd_serve, cmd_worker) and \
+            threading.current_thread() is threading.main_thread():  # those two drain themselves
+        previous = signal.signal(signal.SIGTERM, _on_sigterm)
     try:
         code: int = args.func(args)
+    except Terminated:
+        print("llmgate: terminated", file=sys.stderr)
+        return EXIT_TERMINATED
     except KeyboardInterrupt:
         print("llmgate: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
     return code
 
 
@@ -122,9 +153,11 @@ class _Version(argparse.Action):
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="llmgate", description=DESCRIPTION)
+    parser = Parser(prog="llmgate", description=DESCRIPTION)
     parser.add_argument("--version", action=_Version)
-    sub = parser.add_subparsers(metavar="COMMAND")
+    # each command's parser is a `Parser` too (argparse makes them of the parent's class)
+    sub = cast("argparse._SubParsersAction[argparse.ArgumentParser]",
+               parser.add_subparsers(metavar="COMMAND"))
     run = sub.add_parser("run", help="gate the working tree or a commit against a base, locally",
                          description=RUN_DESCRIPTION)
     run.add_argument("--config", default=None,
@@ -151,8 +184,12 @@ def _parser() -> argparse.ArgumentParser:
                           "runs weigh flaky examples less in the regression tests")
     add_selection_options(run)
     add_store_option(run)
-    run.add_argument("--verbose", action="store_true",
-                     help="say on stderr how the run is carried out (provider processes or not)")
+    run.add_argument("--dry-run", action="store_true",
+                     help="print the plan (configs, suites, calls) and the estimate (calls, "
+                          "USD) and stop: no model call is sent, no command target runs")
+    run.add_argument("--all-suites", action="store_true",
+                     help="run every suite, even one whose on_paths no changed file matches "
+                          "(with --base, suites are skipped by on_paths as on the App)")
     run.add_argument("--allow-undecided", action="store_true",
                      help="exit 0, not 4, when the gate could not decide (over budget or "
                           "time, provider errors outside the change, base could not run)")
@@ -196,6 +233,7 @@ def _parser() -> argparse.ArgumentParser:
     add_dataset_command(sub)
     add_action_command(sub)
     add_import_command(sub)
+    add_output_levels(parser)
     return parser
 
 
@@ -209,35 +247,32 @@ def cmd_run(args: argparse.Namespace) -> int:
     Exit codes (`exit_code`): 0 the gate passed (or is neutral, as the base config chose:
     ``on_inconclusive: neutral`` or ``settings.undecided: neutral``; or there is no llmgate
     config at ``--base`` nor at head, as the App's ``neutral`` "no llmgate config" check), 1 the
-    gate failed, 2 configuration error (a head without a config and no ``--base`` included), 3
-    execution error (git or the run failed), 4 undecided (the check would be
-    ``action_required``; 0 with ``--allow-undecided``).
+    gate failed, 2 configuration error (a head without a config and no ``--base`` included) or
+    a misuse of the options (one line on stderr), 3 execution error (git or the run failed), 4
+    undecided (the check would be ``action_required``; 0 with ``--allow-undecided``). With
+    ``--base``, suites are skipped by ``on_paths`` as on the App (`_changed`; not with
+    ``--all-suites``); ``--dry-run`` prints the plan and the estimate and sends nothing
+    (worker/cli/dry_run.py).
     """
-    import asyncio  # the engine's imports wait until a command needs them (fast --help)
-
     from worker.checkout import GitError
 
-    # scipy via the statistics: only when a gate runs
-    from worker.report.pii import redact_pii
-
-    refused = _refusal(args)
-    named = named_refusal(args) if refused is None else None
-    if refused is not None or named is not None:
-        code, message = refused or (EXIT_EXECUTION_ERROR, str(named))
+    refused = refusal(args)
+    if refused is not None:
+        code, message = refused
         print(f"llmgate: {message}", file=sys.stderr)
         return code
     if args.promote is not None:
         return _promote(args)
-    _start_up(verbose=args.verbose)
     try:
-        multi, head_sha, base_sha = asyncio.run(_run_local(args))
+        multi, head_sha, base_sha = gate_locally(args)
     except (GitError, ExecutionError, OSError) as err:
         print(f"llmgate: {err}", file=sys.stderr)
         return EXIT_EXECUTION_ERROR
-    # CI logs are often public: no provider key of the environment may appear in the report
-    multi = Redactor(secrets_from_environ(os.environ)).redact_value(multi)
-    multi = redact_pii(multi)  # nor what a `pii` assertion found
     gate_report = multi.merged()
+    if args.dry_run:  # the plan is printed; no report is written
+        if gate_report.config_error is not None:
+            print(f"llmgate: configuration error: {gate_report.config_error}", file=sys.stderr)
+        return run_exit_code(gate_report)
     unwritten = write_reports(args.format, multi, head_sha=head_sha, base_sha=base_sha or None,
                               output=args.output, environ=os.environ)
     if unwritten is not None:
@@ -245,25 +280,54 @@ def cmd_run(args: argparse.Namespace) -> int:
         return EXIT_EXECUTION_ERROR
     if gate_report.config_error is not None:
         print(f"llmgate: configuration error: {gate_report.config_error}", file=sys.stderr)
+    return run_exit_code(gate_report, allow_undecided=args.allow_undecided)
+
+
+def run_arguments(argv: Sequence[str]) -> argparse.Namespace:
+    """Parse the options of ``llmgate run`` (``argv`` without the word ``run``), as the
+    command line does; the Python API (llmgate/api.py) builds its runs with it.
+
+    Raises:
+        SystemExit: an option is unknown or malformed (argparse's usage error, code 2).
+    """
+    args: argparse.Namespace = _parser().parse_args(["run", *argv])
+    return args
+
+
+def refusal(args: argparse.Namespace) -> tuple[int, str] | None:
+    """Return ``(exit code, one line)`` when ``llmgate run`` with ``args`` cannot start (before
+    anything runs: `_refusal`, then the named-baseline options); else None."""
+    refused = _refusal(args)
+    named = named_refusal(args) if refused is None else None
+    if refused is None and named is not None:  # a misuse of the options: 2, as argparse's
+        return EXIT_CONFIG_ERROR, str(named)
+    return refused
+
+
+def gate_locally(args: argparse.Namespace) -> tuple[MultiReport, str, str]:
+    """Gate as ``llmgate run`` does (`_run_local`) and return ``(reports, head SHA, base SHA)``
+    with every provider key of the environment and what a ``pii`` assertion found redacted
+    (CI logs are often public). The SHAs are "" for the working tree or no ``--base``.
+
+    Raises:
+        GitError, ExecutionError, OSError: the run could not happen (exit code 3).
+    """
+    import asyncio  # the engine's imports wait until a command needs them (fast --help)
+
+    # scipy via the statistics: only when a gate runs
+    from worker.report.pii import redact_pii
+
+    multi, head_sha, base_sha = asyncio.run(_run_local(args))
+    multi = Redactor(secrets_from_environ(os.environ)).redact_value(multi)
+    return redact_pii(multi), head_sha, base_sha
+
+
+def run_exit_code(report: GateReport, *, allow_undecided: bool = False) -> int:
+    """Return ``llmgate run``'s exit code for a merged report: 2 for a configuration error,
+    else `exit_code` of its conclusion."""
+    if report.config_error is not None:
         return EXIT_CONFIG_ERROR
-    return exit_code(gate_report.conclusion, allow_undecided=args.allow_undecided)
-
-
-def _start_up(*, verbose: bool) -> None:
-    """With ``verbose``, log llmgate's INFO lines to stderr (litellm's background import starts
-    in `_run_local`, once it knows whether the run needs it: worker/cli/start_up.py)."""
-    logger = logging.getLogger("llmgate")
-    logger.handlers = [handler for handler in logger.handlers if not isinstance(handler, _Say)]
-    if verbose:
-        logger.addHandler(_Say())
-        logger.setLevel(logging.INFO)
-
-
-class _Say(logging.Handler):
-    """Print llmgate's log lines as ``llmgate: message`` on the current ``sys.stderr``."""
-
-    def emit(self, record: logging.LogRecord) -> None:
-        print(f"llmgate: {record.getMessage()}", file=sys.stderr)
+    return exit_code(report.conclusion, allow_undecided=allow_undecided)
 
 
 def _promote(args: argparse.Namespace) -> int:
@@ -310,19 +374,21 @@ def _refusal(args: argparse.Namespace) -> tuple[int, str] | None:
     runs; else None, with ``args.config`` made relative to the repository root.
 
     Outside a git repository (no ``--repo``) only the current folder's own config is gated,
-    never every config found below it, and ``--base``/``--head`` are an execution error. An
-    ``--output`` whose folder does not exist is refused now, not after a run that may have
-    spent money on model calls.
+    never every config found below it, and ``--base``/``--head`` are a misuse (2). An
+    ``--output`` whose folder does not exist gets it made (as ``mkdir -p``); one that cannot be
+    written is refused now (3), not after a run that may have spent money on model calls.
     """
     clash = format_refusal(args.format, args.output)
     if clash is not None:
         return EXIT_CONFIG_ERROR, clash
     for output in format_paths(args.format, args.output):
-        if not output.absolute().parent.is_dir():
-            return EXIT_EXECUTION_ERROR, (f"cannot write {output}: its folder "
-                                          f"{output.absolute().parent} does not exist")
         if output.is_dir():
-            return EXIT_EXECUTION_ERROR, f"cannot write {output}: it is a folder"
+            return EXIT_CONFIG_ERROR, f"cannot write {output}: it is a folder"
+        try:
+            output.absolute().parent.mkdir(parents=True, exist_ok=True)
+        except OSError as err:
+            return EXIT_EXECUTION_ERROR, (f"cannot make the folder of {output}: "
+                                          f"{err.strerror or err}")
         unwritable = _unwritable(output)
         if unwritable is not None:
             return EXIT_EXECUTION_ERROR, f"cannot write {output}: {unwritable}"
@@ -330,8 +396,8 @@ def _refusal(args: argparse.Namespace) -> tuple[int, str] | None:
     root = repo_root(here)
     inside = args.repo is not None or is_repository(root)
     if not inside and (args.base or args.head):
-        return EXIT_EXECUTION_ERROR, (f"--base and --head need a git repository; {here} is "
-                                      "not inside one")
+        return EXIT_CONFIG_ERROR, (f"--base and --head need a git repository; {here} is "
+                                   "not inside one")
     if args.config is None:
         args.config = CONFIG_FILENAME
     elif args.repo is None:
@@ -409,7 +475,6 @@ async def _run_local(args: argparse.Namespace) -> tuple[MultiReport, str, str]:
 
     from worker.checkout import local_worktree
     from worker.cli.baseline import runner_for as store_runner_for
-    from worker.cli.progress import Progress
     from worker.cli.run_options import run_overrides
     from worker.cli.start_up import answered_before, import_in_background, remember, run_fingerprint
     from worker.evals.llm import pool as llm_pool
@@ -428,11 +493,12 @@ async def _run_local(args: argparse.Namespace) -> tuple[MultiReport, str, str]:
         if args.head:
             head_sha = await _resolve(repo, args.head, "--head")
             head_root = await stack.enter_async_context(local_worktree(repo, head_sha))
-        base_root, base_sha, base_note = None, "", ""
+        base_root, base_sha, base_note, conflicted = None, "", "", False
         runner_for: Callable[[str], BaseRunner] = _run_base_now
+        changed = await _changed(repo, args, head_sha)  # before a merge: the head as given
         if args.base:
-            base_root, base_sha, base_note, merged = await _base_side(stack, repo, args,
-                                                                       head_sha)
+            base_root, base_sha, base_note, merged, conflicted = await _base_side(
+                stack, repo, args, head_sha)
             if merged is not None:  # a head behind --base: gated merged into it
                 head_root, head_sha = merged
         elif args.compare_to:  # a named baseline (worker/cli/named.py)
@@ -442,9 +508,7 @@ async def _run_local(args: argparse.Namespace) -> tuple[MultiReport, str, str]:
         if args.calibration is not None:
             evals.history = _calibration_history(args.calibration)
         evals.overrides = run_overrides(args)
-        progress = Progress()
-        evals.on_plan, evals.on_call = progress.plan, progress.call
-        stack.callback(progress.finish)
+        _show_progress(stack, evals, quiet=args.quiet)
         stored = await stack.enter_async_context(store_runner_for(args, repo))
         if stored is not None and not args.compare_to:  # a named baseline comes first
             runner_for = stored
@@ -453,16 +517,71 @@ async def _run_local(args: argparse.Namespace) -> tuple[MultiReport, str, str]:
             return unconfigured_report(), head_sha, base_sha  # neutral, as the App's check
         plan = plan_configs(head_root, base_root) if args.config == CONFIG_FILENAME \
             else folder_plan(args.config, head_root, base_root)  # a folder's: as the worker
+        if args.dry_run:
+            return await _dry_run(plan, args.config, (head_root, head_sha),
+                                  (base_root, base_sha), changed, evals), head_sha, base_sha
         if plan is not None:  # every config of the repository, or one folder's
             multi = await gate_plan(plan, head_root, base_root, head_sha=head_sha,
-                                    base_sha=base_sha, evals=evals, base_runner_for=runner_for)
+                                    base_sha=base_sha, evals=evals, changed_files=changed,
+                                    base_runner_for=runner_for)
         else:
             report = await gate_trees(head_root, base_root, head_sha=head_sha,
                                       base_sha=base_sha, config_path=args.config, evals=evals,
-                                      base_runner=runner_for(""))
+                                      changed_files=changed, base_runner=runner_for(""))
             multi = MultiReport((ConfigReport(args.config, "", report),))
         await remember(evals, fingerprint)
-        return (multi.with_notes([base_note]) if base_note else multi), head_sha, base_sha
+        return _finished(multi, base_note, conflicted), head_sha, base_sha
+
+
+async def _changed(repo: Path, args: argparse.Namespace, head_sha: str) -> list[str] | None:
+    """Return the files ``on_paths`` is applied to, as the App's "Files changed": the diff from
+    the merge base of ``--base`` and head to head (``head_sha``, or the working tree when "":
+    worker/cli/changed.py); None (every suite runs) without ``--base``, with ``--all-suites``
+    or when they share no history.
+
+    Raises:
+        ExecutionError: ``--base`` names no commit.
+        GitError: git failed.
+    """
+    from worker.cli.changed import changed_files
+
+    if not args.base or args.all_suites:
+        return None
+    return await changed_files(repo, await _resolve(repo, args.base, "--base"), head_sha)
+
+
+def _show_progress(stack: AsyncExitStack, evals: EvalContext, *, quiet: bool) -> None:
+    """Print the run's estimate and progress lines on stderr (worker/cli/progress.py), the
+    last ones when ``stack`` closes; with ``quiet`` (``--quiet``: only errors), neither."""
+    from worker.cli.progress import Progress
+
+    if quiet:
+        evals.say = _silent
+        return
+    progress = Progress()
+    evals.on_plan, evals.on_call = progress.plan, progress.call
+    stack.callback(progress.finish)
+
+
+def _silent(line: str) -> None:
+    """Say nothing (``--quiet``)."""
+
+
+async def _dry_run(plan: Plan | None, config_path: str, head: tuple[Path, str],
+                   base: tuple[Path | None, str], changed: Sequence[str] | None,
+                   evals: EvalContext) -> MultiReport:
+    """Print the plan and the estimate of ``llmgate run --dry-run`` on stdout
+    (worker/cli/dry_run.py); return a report that holds only its head config error, if any."""
+    from worker.cli.dry_run import dry_run
+    from worker.evals.types import GateReport
+    from worker.evals.verdict.compare import config_error_report
+    from worker.pipeline.multi import ConfigReport, MultiReport
+
+    found = await dry_run(plan, config_path, head, base, changed, evals)
+    print("\n".join(found.lines))
+    report = config_error_report(found.config_error) if found.config_error is not None \
+        else GateReport("neutral", (), (), None, None, headline="dry run: nothing ran")
+    return MultiReport((ConfigReport(config_path, "", report),))
 
 
 def _run_base_now(folder: str) -> BaseRunner:
@@ -486,9 +605,20 @@ def _calibration_history(path: Path) -> dict[str, Any]:
         raise ExecutionError(f"--calibration {path}: not a calibration record ({err})") from None
 
 
+def _finished(multi: MultiReport, base_note: str, conflicted: bool) -> MultiReport:
+    """``multi`` with the note of the base compared; undecided unless it failed when the head
+    conflicts with ``--base``, as on the App (`worker.pipeline.plan.conflict_note`)."""
+    from worker.pipeline.plan import CONFLICT_UNDECIDED
+
+    if conflicted:
+        multi = multi.undecided_unless_failed(CONFLICT_UNDECIDED)
+    return multi.with_notes([base_note]) if base_note else multi
+
+
 async def _base_side(stack: AsyncExitStack, repo: Path, args: argparse.Namespace,
-                     head_sha: str) -> tuple[Path, str, str, tuple[Path, str] | None]:
-    """Check out the base commit compared; return ``(its worktree, its SHA, a note, merged)``.
+                     head_sha: str) -> tuple[Path, str, str, tuple[Path, str] | None, bool]:
+    """Check out the base commit compared; return ``(its worktree, its SHA, a note, merged,
+    conflicted)``.
 
     As the App compares a pull request (worker/gate/evaluate.py): a head (``--head``, else the
     working tree's ``HEAD`` commit) that contains ``--base`` is compared with it; a head behind
@@ -500,7 +630,9 @@ async def _base_side(stack: AsyncExitStack, repo: Path, args: argparse.Namespace
     base's (`worker.pipeline.plan.tip_reason`); then with ``--base`` itself. ``--base-tip`` compares
     the head itself with ``--base``; commits without a common history are compared with
     ``--base`` too (noted). The note ("" when the merge base is ``--base``) says which was
-    compared, for the report; ``merged`` is None unless a merge is gated.
+    compared, for the report; ``merged`` is None unless a merge is gated; ``conflicted`` says
+    the head conflicts with ``--base`` (its run is then undecided unless it fails, as on the App:
+    `worker.pipeline.plan.conflict_note`).
 
     Raises:
         ExecutionError: ``--base`` or ``HEAD`` names no commit, or git failed.
@@ -516,21 +648,23 @@ async def _base_side(stack: AsyncExitStack, repo: Path, args: argparse.Namespace
 
     tip = await _resolve(repo, args.base, "--base")
     if args.base_tip:
-        return await stack.enter_async_context(local_worktree(repo, tip)), tip, "", None
+        return await stack.enter_async_context(local_worktree(repo, tip)), tip, "", None, False
     head = head_sha or await _resolve(repo, "HEAD", "the working tree's HEAD")
     found = await local_merge_base(repo, tip, head)
     if found is None:
         return await stack.enter_async_context(local_worktree(repo, tip)), tip, (
-            f"{tip[:7]} and {head[:7]} share no history: compared with --base as given"), None
+            f"{tip[:7]} and {head[:7]} share no history: compared with --base as given"), None, \
+            False
     if found == tip:
-        return await stack.enter_async_context(local_worktree(repo, found)), tip, "", None
+        return await stack.enter_async_context(local_worktree(repo, found)), tip, "", None, False
     tip_root = await stack.enter_async_context(local_worktree(repo, tip))
     strict = base_mode(tip_root) == "tip"  # the head itself against the tip, as it says
     clean = bool(head_sha) or await local_is_clean(repo)
     merged = await local_merge_result(repo, tip, head) if clean and not strict else None
     if merged is not None:
         merged_root = await stack.enter_async_context(local_worktree(repo, merged))
-        return tip_root, tip, merged_note(tip, head, merged), (merged_root, merged)
+        return tip_root, tip, merged_note(tip, head, merged), (merged_root, merged), False
+    conflicted = clean and not strict
     why_not = "" if strict else conflict_note(tip) if clean else (
         f"the working tree has changes not committed, so it cannot be gated merged into "
         f"{args.base} ({tip[:7]}) as the App gates a head behind its base branch: commit them "
@@ -539,9 +673,11 @@ async def _base_side(stack: AsyncExitStack, repo: Path, args: argparse.Namespace
     why = tip_reason(root, tip_root)
     if why is not None:
         return tip_root, tip, (f"{why_not}. " * bool(why_not) + f"Compared with {args.base} "
-                               f"({tip[:7]}) itself, not the merge base ({found[:7]}): {why}"), None
+                               f"({tip[:7]}) itself, not the merge base ({found[:7]}): {why}"), \
+            None, conflicted
     return root, found, (f"{why_not}. Compared with {found[:7]}, the merge base of {args.base} "
-                         f"({tip[:7]}) and head (--base-tip compares with --base itself)"), None
+                         f"({tip[:7]}) and head (--base-tip compares with --base itself)"), None, \
+        conflicted
 
 
 def cmd_serve(args: argparse.Namespace) -> int:

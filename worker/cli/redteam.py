@@ -165,7 +165,8 @@ def cmd_redteam(args: argparse.Namespace) -> int:
     except ValueError as err:
         print(f"llmgate: {err}", file=sys.stderr)
         return EXIT_USAGE
-    for category, size in short_categories(categories, args.count).items():
+    shorts = {} if getattr(args, "quiet", False) else short_categories(categories, args.count)
+    for category, size in shorts.items():  # -q: only errors on stderr
         print(f"llmgate: {category} has {size} prompts, fewer than --count {args.count}: all "
               f"{size} written (--model adds rewrites)", file=sys.stderr)
     if args.model:

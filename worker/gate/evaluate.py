@@ -35,6 +35,7 @@ from worker.gate.shards import RedisShards
 from worker.github.client import GitHubClient
 from worker.pipeline.multi import MultiReport, gate_plan
 from worker.pipeline.plan import (
+    CONFLICT_UNDECIDED,
     MERGED_REASON,
     baseline_namespace,
     conflict_note,
@@ -87,10 +88,12 @@ async def evaluate_configs(services: Services, gh: GitHubClient, request: GateRe
             tip_root = await stack.enter_async_context(
                 services.checkouts.worktree(key, url, request.base_sha, token))
             merged = None  # the head merged into the base branch's tip, when it is behind it
+            conflicted = False
             if merge_base != request.base_sha and not note and base_mode(tip_root) != "tip":
                 merged = await services.checkouts.merge_result(key, url, request.base_sha,
                                                                request.head_sha, token)
-                if merged is None:
+                conflicted = merged is None
+                if conflicted:
                     note = conflict_note(request.base_sha)
             head_sha = merged or request.head_sha
             head_root = await stack.enter_async_context(
@@ -135,6 +138,13 @@ async def evaluate_configs(services: Services, gh: GitHubClient, request: GateRe
                                          for c in multi.configs))
     if merged:
         note = merged_note(request.base_sha, request.head_sha, merged)
+    elif conflicted:
+        multi = multi.undecided_unless_failed(CONFLICT_UNDECIDED)
+    return _noted(multi, note)
+
+
+def _noted(multi: MultiReport, note: str) -> MultiReport:
+    """Return ``multi`` with ``note`` (which base was compared) first ("": as it is)."""
     if not note:
         return multi
     if multi.several:

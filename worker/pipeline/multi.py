@@ -111,6 +111,20 @@ class MultiReport:
                            for c in r.contract),
             headline="; ".join(_scoped(f, r.headline) for f, r in reports if r.headline))
 
+    def undecided_unless_failed(self, why: str) -> MultiReport:
+        """Return this report with every config that would let the pull request merge
+        (``success``, ``neutral``) made ``action_required``, its headline ``undecided: why``;
+        a ``failure``, an undecided or a ``skipped`` config stays as it is. For a verdict the
+        gate could not reach on what would land (a head that conflicts with its base branch:
+        worker/gate/evaluate.py, ``llmgate run --base``)."""
+        def blocked(config: ConfigReport) -> ConfigReport:
+            if config.report.conclusion not in ("success", "neutral"):
+                return config
+            return replace(config, report=replace(
+                config.report, conclusion="action_required", headline=f"undecided: {why}"))
+
+        return replace(self, configs=tuple(blocked(c) for c in self.configs))
+
     def with_notes(self, notes: Sequence[str]) -> MultiReport:
         """Return this report with those of ``notes`` that `merged` does not show yet: notes
         of the set of configs, or of the single root config's report."""

@@ -261,12 +261,20 @@ def merged_note(tip: str, head: str, merged: str) -> str:
             "annotations point at the merged files")
 
 
+#: The headline of a conflicting head that the rules would pass (`conflict_note`).
+CONFLICT_UNDECIDED = ("the head conflicts with the base branch, so what merging it would land "
+                      "cannot be gated; resolve the conflict (the new head is gated anew)")
+
+
 def conflict_note(tip: str) -> str:
     """The report's note for a head that conflicts with the base branch's tip ``tip`` (a full
     SHA): the head itself is compared, with the merge base (or the tip, as `tip_reason` says).
 
     Such a head cannot be merged as it is (GitHub refuses), and resolving the conflict pushes a
-    new head, which is gated anew.
+    new head, which is gated anew. Its comparison can fail it but never pass it: a passing
+    verdict would stay on the pull request when a later push to the base branch removes the
+    conflict, for a merge nobody gated (fresh user, issue 30), so such a run is undecided
+    (`CONFLICT_UNDECIDED`, `worker.pipeline.multi.MultiReport.undecided_unless_failed`).
     """
     return (f"the head conflicts with the base branch's tip {tip[:7]}, so the merge result "
             "cannot be gated and the head itself is compared. The pull request cannot merge "

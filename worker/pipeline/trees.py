@@ -181,9 +181,10 @@ async def gate_trees(
         head_config = restrict(head_config, selection.run)
         base_config = restrict(base_config, selection.run) if base_config else None
         notes += selection.skipped.values()
-    elif base_config is not None and any(s.on_paths for s in base_config.suites):
-        notes.append("on_paths not applied: no changed files were given (llmgate run and a "
-                     "push gate every suite; a pull request's changed files decide on the App)")
+    elif any(s.on_paths for s in (base_config or head_config).suites):
+        notes.append("on_paths not applied: no changed files are known (llmgate run without "
+                     "--base or with --all-suites, and a push, gate every suite; a pull "
+                     "request's changed files decide on the App)")
     head_config, settings_notes = with_base_settings(base_config, head_config)
     notes += settings_notes
     try:

@@ -13,6 +13,7 @@ import math
 from worker.evals.types import GateReport, PairedComparison, RuleOutcome
 from worker.evals.verdict.outcomes import p_text
 from worker.evals.verdict.paired import lower_is_better
+from worker.report.markdown import VERDICT
 from worker.report.stats_table import THRESHOLD_RULES
 
 _DECIDING = ("fail", "regression")
@@ -44,6 +45,22 @@ def decision_sentence(report: GateReport) -> str:
     if first.status == "inconclusive" and found is not None:
         text += f"; {_needed(found, first.rule)}"
     return text + "."
+
+
+def headline_text(report: GateReport) -> str:
+    """Return the report's headline, never empty: the report's own (what decided when no rule
+    did), else `decision_sentence` (a passing run: "all N rules pass..."), else what the
+    run came to (a configuration error and its place, or no gate rule checked)."""
+    if report.headline:
+        return report.headline
+    decision = decision_sentence(report)
+    if decision:
+        return decision
+    err = report.config_error
+    if err is not None:
+        where = err.path if err.line is None else f"{err.path}:{err.line}"
+        return f"configuration error in {where}: {err.message}"
+    return f"{VERDICT[report.conclusion][1]}: no gate rule was checked"
 
 
 def _where(o: RuleOutcome) -> str:

@@ -2,9 +2,11 @@
 
 One file with no network access: styles, the charts (inline SVG, worker/report/html_charts.py
 and the consistency suites' CAR curves, worker/report/car_svg.py) and a small script that
-filters the table of examples are all inside it. It shows the verdict, the rules, the paired
-statistics, per suite the metric chart and the distribution of per-example score changes, the
-consistency sections, and every example with base and head side by side.
+filters the table of examples are all inside it. It shows the verdict and why (the decision
+in one sentence, worker/report/decision.py), the rules, the paired statistics, per suite the
+metric chart and the distribution of per-example score changes, the consistency sections,
+and every example with base and head side by side and why it fails
+(worker/report/example_status.py).
 
 Every string of a pull request goes through Jinja's autoescaping; the SVGs are built from
 escaped text. `SCRIPT` is the page's only script, a constant (no data inside it), so a page
@@ -29,6 +31,8 @@ from worker.pipeline.multi import MultiReport
 from worker.report import multi as report_multi
 from worker.report import render
 from worker.report.car_svg import car_svg
+from worker.report.decision import headline_text
+from worker.report.example_status import example_statuses, failure_reason
 from worker.report.html_charts import change_histogram, metric_bars
 from worker.report.markdown import VERDICT, clip
 from worker.report.plain import first_per_id, regressed, reports, run_sha, value_text
@@ -76,6 +80,7 @@ class ExampleRow:
     base_passed: bool | None
     head_passed: bool
     status: str
+    reason: str = ""
 
 
 def render_html(multi: MultiReport, head_sha: str = "", base_sha: str | None = None) -> str:
@@ -86,6 +91,7 @@ def render_html(multi: MultiReport, head_sha: str = "", base_sha: str | None = N
     rows = [row for s in sections for row in s["rows"]]
     return _ENV.get_template("report.html.j2").render(
         title=title, icon=icon, verdict=verdict, conclusion=multi.conclusion,
+        why=headline_text(multi.merged()),
         head=head_sha or run_sha(multi, "head"), base=base_sha or run_sha(multi, "base"),
         notes=list(multi.notes), sections=sections, rows=rows, script=Markup(SCRIPT))  # noqa: S704
 
@@ -98,7 +104,7 @@ def _section(name: str, report: GateReport) -> dict[str, Any]:
             base = report.base.suites.get(suite) if report.base is not None else None
             suites.append(_suite(report, suite, base, head))
     return {"name": name, "conclusion": report.conclusion,
-            "verdict": VERDICT[report.conclusion][1], "headline": report.headline,
+            "verdict": VERDICT[report.conclusion][1], "why": headline_text(report),
             "notes": list(report.notes),
             "config_error": None if err is None else f"{err.path}:{err.line or 1}: {err.message}",
             "outcomes": report.outcomes, "comparisons": report.comparisons, "suites": suites,
@@ -152,6 +158,9 @@ def _rows(name: str, report: GateReport) -> list[ExampleRow]:
     if report.head is None:
         return []
     worse = regressed(report)
+    reasons = {(s.suite, s.example_id): s.reason if s.status != "fixed" else
+               f"fixed: failed at base: {failure_reason(s.base)}"
+               for s in example_statuses(report)}
     rows = []
     for suite, head in report.head.suites.items():
         base = report.base.suites.get(suite) if report.base is not None else None
@@ -166,7 +175,8 @@ def _rows(name: str, report: GateReport) -> list[ExampleRow]:
             rows.append(ExampleRow(name, suite, example_id, runs[0].line, _cell(runs[0].input),
                                    _cell(runs[0].expected),
                                    _cell(old[0].output) if old else "", _cell(runs[0].output),
-                                   base_passed, head_passed, status))
+                                   base_passed, head_passed, status,
+                                   _cell(reasons.get((suite, example_id), ""))))
     return rows
 
 

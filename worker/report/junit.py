@@ -8,9 +8,16 @@ tests/unit/cli/test_report_formats_cli.py validates against it): ``<testsuites>`
 
 - one ``<testsuite>`` per suite (per config and suite with several configs), one
   ``<testcase>`` per example id (name: the id, classname: the suite, time: head's latency in
-  seconds). With a base, a regressed example (passed at base, fails at head) is a
-  ``<failure>`` carrying expected, base and head outputs and why; without a base, an example
-  that fails at head is. An example that got no answer at head is an ``<error>``.
+  seconds). Every example that fails at head is a ``<failure>`` whose ``type`` says which
+  (worker/report/example_status.py): ``regression`` (passed at base), ``still_failing``
+  (failed at base too) or ``failed`` (base has no result for it); its message carries the
+  reason (failed assertions' messages) and its text the expected, base and head outputs. An
+  example that got no answer at head is an ``<error type="no_answer">``, one a judge could
+  not score an ``<error type="unscored">``. An example fixed at head (failed at base)
+  passes, and the suite's ``<system-out>`` names it (the published XSD allows no output
+  inside a ``<testcase>``).
+- every ``<testsuite>`` has the property ``why``, the decision in one sentence
+  (worker/report/decision.py), and its ``<system-out>`` starts with it.
 - one ``<testsuite name="llmgate rules">`` with a ``<testcase>`` per gate rule: ``fail`` and
   ``regression`` are failures, ``inconclusive`` an error (the gate is undecided), ``skipped``
   skipped.
@@ -23,10 +30,12 @@ from __future__ import annotations
 import xml.etree.ElementTree as ET  # noqa: S405 - we write XML; nothing is parsed here
 from datetime import datetime
 
-from worker.evals.types import ExampleResult, GateReport, Regression, RuleOutcome
+from worker.evals.types import GateReport, RuleOutcome
 from worker.pipeline.multi import MultiReport
+from worker.report.decision import headline_text
+from worker.report.example_status import ExampleStatus, example_statuses, failure_reason
 from worker.report.markdown import clip
-from worker.report.plain import first_per_id, one_line, printable, regressed, reports, value_text
+from worker.report.plain import one_line, printable, reports, value_text
 
 #: Characters of an output kept in a failure's text.
 OUTPUT_CHARS = 4000
@@ -41,49 +50,52 @@ def render_junit(multi: MultiReport, *, timestamp: datetime, hostname: str) -> s
         hostname: the machine's name (the schema requires it).
     """
     root = ET.Element("testsuites")
-    suites: list[ET.Element] = []
+    suites: list[tuple[ET.Element, list[str]]] = []
     for prefix, report in reports(multi):
         suites += _report_suites(prefix, report)
-    for index, suite in enumerate(suites):
+    for index, (suite, out) in enumerate(suites):
         suite.set("id", str(index))
         suite.set("package", suite.get("name", ""))
         suite.set("timestamp", timestamp.strftime("%Y-%m-%dT%H:%M:%S"))
         suite.set("hostname", one_line(hostname, 200) or "localhost")
-        ET.SubElement(suite, "system-out")
+        ET.SubElement(suite, "system-out").text = printable("\n".join(out))
         ET.SubElement(suite, "system-err")
         root.append(suite)
     ET.indent(root)
     return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(root, "unicode") + "\n"
 
 
-def _report_suites(prefix: str, report: GateReport) -> list[ET.Element]:
+def _report_suites(prefix: str, report: GateReport) -> list[tuple[ET.Element, list[str]]]:
+    """The report's testsuites, each with the lines of its ``<system-out>``."""
+    why = [f"llmgate: {report.conclusion}: {headline_text(report)}"]
     err = report.config_error
     if err is not None:
         suite = _suite(f"{prefix}llmgate config", report)
         case = _case(suite, err.path, "llmgate.config", 0.0)
         _problem(case, "error", "config_error", f"{err.path}:{err.line or 1}: {err.message}")
-        return [_counted(suite)]
+        return [(_counted(suite), why)]
     found = []
-    if report.head is not None:
-        base = report.base
-        worse = regressed(report)
-        for name, result in report.head.suites.items():
-            suite = _suite(f"{prefix}{name}", report)
-            for example_id, runs in first_per_id(result.examples).items():
-                with_base = base is not None and name in base.suites
-                _example(suite, name, example_id, runs, worse.get((name, example_id)),
-                         with_base=with_base)
-            found.append(_counted(suite))
+    statuses = example_statuses(report)
+    for name in report.head.suites if report.head is not None else {}:
+        suite = _suite(f"{prefix}{name}", report)
+        out = list(why)
+        for status in (s for s in statuses if s.suite == name):
+            _example(suite, status)
+            if status.status == "fixed":
+                out.append(f"fixed at head: {status.example_id} (line {status.line}): failed "
+                           f"at base ({_base_reason(status)}), passes at head")
+        found.append((_counted(suite), out))
     rules = _suite(f"{prefix}llmgate rules", report)
     for outcome in report.outcomes:
         _rule(rules, outcome)
-    return [*found, _counted(rules)]
+    return [*found, (_counted(rules), why)]
 
 
 def _suite(name: str, report: GateReport) -> ET.Element:
     suite = ET.Element("testsuite", name=one_line(name, 500) or "suite")
     props = ET.SubElement(suite, "properties")
     ET.SubElement(props, "property", name="conclusion", value=report.conclusion)
+    ET.SubElement(props, "property", name="why", value=one_line(headline_text(report), 2000))
     for side, run in (("head_sha", report.head), ("base_sha", report.base)):
         if run is not None and run.sha:
             ET.SubElement(props, "property", name=side, value=one_line(run.sha, 80))
@@ -95,22 +107,31 @@ def _case(suite: ET.Element, name: str, classname: str, time_s: float) -> ET.Ele
                          classname=one_line(classname, 500) or "-", time=f"{time_s:.3f}")
 
 
-def _example(suite: ET.Element, name: str, example_id: str, runs: list[ExampleResult],
-             regression: Regression | None, *, with_base: bool) -> None:
-    head = runs[0]
-    case = _case(suite, example_id, name, sum(r.latency_ms for r in runs) / 1000)
-    where = f"line {head.line}: "
-    if any(r.errored for r in runs):
-        error = next(r.error for r in runs if r.errored) or "no answer"
-        _problem(case, "error", "no_answer", where + error)
-    elif regression is not None:
-        _problem(case, "failure", "regression", where + f"regressed: {regression.reason}",
-                 _outputs(regression.expected, regression.base_output, regression.head_output))
-    elif not with_base and not all(r.passed for r in runs):
-        failed = next(r for r in runs if not r.passed)
-        reasons = "; ".join(a.message or a.type for a in failed.assertions if not a.passed)
-        _problem(case, "failure", "failed", where + f"fails at head: {reasons}",
-                 _outputs(failed.expected, None, failed.output))
+#: How a failure's message starts, by `ExampleStatus.status`.
+_SAID = {"regression": "regressed (passed at base, fails at head)",
+         "still_failing": "still failing (failed at base too)",
+         "failed": "fails at head (no base result)"}
+
+
+def _example(suite: ET.Element, status: ExampleStatus) -> None:
+    runs = status.head
+    case = _case(suite, status.example_id, status.suite,
+                 sum(r.latency_ms for r in runs) / 1000)
+    where = f"line {status.line}: "
+    if status.status == "errored":
+        _problem(case, "error", "no_answer", where + status.reason)
+    elif status.status == "unscored":
+        _problem(case, "error", "unscored", where + f"not scored: {status.reason}")
+    elif status.failing:
+        failed = next((r for r in runs if not r.passed), runs[0])
+        base = status.base[0].output if status.base else None
+        _problem(case, "failure", status.status,
+                 where + f"{_SAID[status.status]}: {status.reason}",
+                 _outputs(failed.expected, base, failed.output))
+
+
+def _base_reason(status: ExampleStatus) -> str:
+    return failure_reason(status.base)
 
 
 def _outputs(expected: object, base: object, head: object) -> str:

@@ -31,7 +31,8 @@ from worker.report import model_calls as report_llm
 from worker.report import stats_table as report_stats
 from worker.report import suites as report_suites
 from worker.report.consistency import consistency_markdown
-from worker.report.decision import decision_sentence
+from worker.report.decision import decision_sentence, headline_text
+from worker.report.example_status import status_lists_json
 from worker.report.examples_json import examples_json
 from worker.report.markdown import (
     VERDICT,
@@ -224,9 +225,9 @@ def render_json(report: GateReport, head_sha: str = "", base_sha: str | None = N
     ``base_sha`` (the base compared), ``base_source`` (which baseline, or null),
     ``metrics`` (suite -> ``{"base": {metric: value} | null, "head": ...}``),
     ``comparisons`` (the paired statistics, see `PairedComparison`), ``holm_tests``,
-    ``headline``, ``why`` (`decision_sentence`: the rule that decided, its effect and
-    interval, and the examples that would decide an inconclusive one), ``usage`` (model
-    calls, tokens, USD, estimate per side:
+    ``headline`` (never empty: `headline_text`), ``why`` (`decision_sentence`: the rule that
+    decided, its effect and interval, and the examples that would decide an inconclusive
+    one), ``usage`` (model calls, tokens, USD, estimate per side:
     `worker.report.model_calls.usage_json`) and ``comparability`` (per suite: ``suite``, ``status``
     ``same``/``rescored``/``not_comparable``, ``scoring_changes``, ``output_changes``,
     ``reason``, ``spend``; see `SuiteComparability`), ``errors`` (the first call error of
@@ -237,7 +238,9 @@ def render_json(report: GateReport, head_sha: str = "", base_sha: str | None = N
     head changes: ``suite``, ``changes``, ``added``, ``removed``, and head's verdict under its
     own contract: ``conclusion``, ``headline``, ``metrics``, ``regressions``; see
     `ContractChange`), ``examples`` (suite -> ``{"base", "head"}``: every example's result
-    at that side, `worker.report.examples_json.example_json`; docs/report-schema-v1.json).
+    at that side, `worker.report.examples_json.example_json`; docs/report-schema-v1.json),
+    ``failing_at_head`` and ``fixed_at_head`` (the examples that fail at head, with their
+    status and reason, and those head fixed: `worker.report.example_status.status_lists_json`).
     Non-finite numbers become null; values JSON cannot hold become strings.
     """
     err = report.config_error
@@ -254,7 +257,8 @@ def render_json(report: GateReport, head_sha: str = "", base_sha: str | None = N
            "comparability": [asdict(v) for v in report.comparability],
            "comparisons": [asdict(c) for c in report.comparisons],
            "holm_tests": report.holm_tests,
-           "headline": report.headline, "why": decision_sentence(report),
+           "headline": headline_text(report), "why": decision_sentence(report),
+           **status_lists_json(report),
            "usage": report_llm.usage_json(report),
            "errors": [asdict(e) for e in report.errors],
            "errored": [asdict(r) for r in report.errored],

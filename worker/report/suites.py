@@ -3,9 +3,11 @@
 Each suite run at head gets a section: its verdict, its examples (paired with base, added,
 removed), its model calls (live and cached, USD) at head and base, what the pull request
 changed and whether base was scored like head (worker/evals/verdict/comparable.py), the examples of
-head that got no answer for a cause of the head (worker/evals/verdict/health.py), the examples that
-got worse with their expected value and base and head outputs side by side (collapsed), and
-the ids of the examples added and removed (collapsed).
+head that got no answer for a cause of the head (worker/evals/verdict/health.py), the examples
+that fail at head when base has no result for the suite ("Failing at head") and those head
+fixed ("Fixed at head": failed at base, pass at head), the examples that got worse with
+their expected value and base and head outputs side by side (collapsed), and the ids of the
+examples added and removed (collapsed).
 
 Everything untrusted goes through the caller's escapers (worker/report/render.py): ``inline`` for
 markdown, ``cell`` for the HTML table cells of the side-by-side outputs.
@@ -26,6 +28,7 @@ from worker.evals.types import (
     SuiteComparability,
     SuiteResult,
 )
+from worker.report.example_status import ExampleStatus, example_statuses
 from worker.report.model_calls import usd
 
 Escape = Callable[[Any, int], str]
@@ -33,6 +36,8 @@ Escape = Callable[[Any, int], str]
 CELL_CHARS = 600
 #: Ids listed as added or removed per suite; the rest are counted.
 MAX_IDS = 50
+#: Ids listed as failing or fixed at head per suite; the rest are counted.
+MAX_LISTED = 10
 _ORDER = ("fail", "regression", "inconclusive", "pass", "skipped")
 _VERDICT = {"fail": "❌ fail", "regression": "❌ regression", "inconclusive": "❔ inconclusive",
             "pass": "✅ pass", "skipped": "⏭ skipped"}
@@ -68,7 +73,9 @@ def sections(report: GateReport, inline: Escape, cell: Escape) -> list[Section]:
     found = {v.suite: v for v in report.comparability}
     runs = report.head.suites if report.head is not None else {}
     names = dict.fromkeys([*runs, *(r.suite for r in report.regressions)])
-    return [_section(name, runs.get(name), report, found.get(name), inline, cell)
+    statuses = example_statuses(report)
+    return [_section(name, runs.get(name), report, found.get(name), inline, cell,
+                     [s for s in statuses if s.suite == name])
             for name in names]
 
 
@@ -100,7 +107,8 @@ def worse_item(r: Regression, inline: Escape, cell: Escape) -> str:
 
 
 def _section(name: str, suite: SuiteResult | None, report: GateReport,
-             verdict: SuiteComparability | None, inline: Escape, cell: Escape) -> Section:
+             verdict: SuiteComparability | None, inline: Escape, cell: Escape,
+             statuses: Sequence[ExampleStatus]) -> Section:
     base = report.base.suites.get(name) if report.base is not None else None
     outcomes = [o for o in report.outcomes if o.suite == name]
     title = f"{inline(name, 100)} · {_suite_verdict(outcomes, verdict)}"
@@ -117,10 +125,38 @@ def _section(name: str, suite: SuiteResult | None, report: GateReport,
         # no answer from the target, or a judge error (the answer steers the judge)
         facts.append(f"**Errors at head** (caused by the head): {len(errored)} "
                      f"example{'s' if len(errored) != 1 else ''}: " + inline(shown, 400))
+    facts += _failing_and_fixed(statuses, base is None, inline)
     worse = [worse_item(r, inline, cell) for r in sorted(
         (r for r in report.regressions if r.suite == name), key=lambda r: (r.line, r.example_id))]
     return Section(title, tuple(f for f in facts if f), tuple(worse), len(worse),
                    _id_line(added, inline), _id_line(removed, inline))
+
+
+def _failing_and_fixed(statuses: Sequence[ExampleStatus], no_base: bool,
+                       inline: Escape) -> list[str]:
+    """The "Failing at head" line (base has no result for the suite) and the "Fixed at
+    head" line, each with its first `MAX_LISTED` ids and why they fail."""
+    lines = []
+    failing = [s for s in statuses if s.failing] if no_base else []
+    if failing:
+        shown = "; ".join(inline(f"{s.example_id} (line {s.line}): {s.reason}", 300)
+                          for s in failing[:MAX_LISTED])
+        lines.append(f"**Failing at head** (no base result): {_count(len(failing))}: {shown}"
+                     + _more(len(failing)))
+    fixed = [s for s in statuses if s.status == "fixed"]
+    if fixed:
+        shown = ", ".join(inline(s.example_id, 80) for s in fixed[:MAX_LISTED])
+        lines.append(f"**Fixed at head** (failed at base, pass at head): "
+                     f"{_count(len(fixed))}: {shown}" + _more(len(fixed)))
+    return lines
+
+
+def _count(count: int) -> str:
+    return f"{count} example{'s' if count != 1 else ''}"
+
+
+def _more(count: int) -> str:
+    return f" and {count - MAX_LISTED} more" if count > MAX_LISTED else ""
 
 
 def _suite_verdict(outcomes: Sequence[RuleOutcome], verdict: SuiteComparability | None) -> str:

@@ -59,7 +59,8 @@ async def test_stored_b1_is_used_not_the_newer_m9(worker_ctx, tmp_path):
     assert gate.base_sha == shas["b1"] and gate.base.sha == shas["b1"]
     assert gate.base.suites["score"].metrics["pass_rate"] == 0.70
     assert gate.head.suites["score"].metrics["pass_rate"] == 0.71
-    assert gate.conclusion == "success" and gate.regressions == ()
+    # no regression against b1, but a conflicting head never passes (issue 30): undecided
+    assert gate.conclusion == "action_required" and gate.regressions == ()
     [outcome] = [o for o in gate.outcomes if o.rule == "max_drop 0.05"]
     assert (outcome.status, round(outcome.delta, 6)) == ("pass", 0.01)
     assert gate.base_source.startswith(
@@ -87,7 +88,7 @@ async def test_without_b1_base_runs_and_is_stored_under_b1(worker_ctx, tmp_path)
     assert await command_runs(services) == 2 * EXAMPLES  # head and base b1, not m9's record
     assert gate.base_sha == shas["b1"]
     assert gate.base.suites["score"].metrics["pass_rate"] == 0.70
-    assert gate.conclusion == "success"
+    assert gate.conclusion == "action_required"  # the conflict, as above
     assert gate.base_source == (f"compared with {shas['b1'][:7]}, the merge base (base run now, "
                                 "stored for later pull requests)")
     store = BaselineStore(services.redis)

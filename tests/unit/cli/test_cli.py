@@ -182,14 +182,14 @@ def test_execution_errors_exit_3_with_one_line(tiny, tmp_path, capsys, args, mes
 
 
 @pytest.mark.parametrize("dot_git", ["none", "empty folder"])
-def test_outside_a_git_repository_base_exits_3(tmp_path, monkeypatch, capsys, dot_git):
+def test_outside_a_git_repository_base_exits_2(tmp_path, monkeypatch, capsys, dot_git):
     plain = tmp_path / "plain"
     plain.mkdir()
     if dot_git == "empty folder":  # not a repository (no HEAD): the tester's odd input
         (plain / ".git").mkdir()
     monkeypatch.chdir(plain)
     code, out, err = run_cli(capsys, "--base", "main")
-    assert (code, out) == (EXIT_EXECUTION_ERROR, "")
+    assert (code, out) == (EXIT_CONFIG_ERROR, "")  # a misuse (issue 33)
     assert err == f"llmgate: --base and --head need a git repository; {plain} is not inside one\n"
 
 
@@ -225,16 +225,13 @@ def test_a_local_config_error_says_to_run_again_not_to_push(tiny, capsys):
     assert "push" not in out and "pull request" not in out
 
 
-def test_an_output_in_a_missing_folder_is_refused_before_anything_runs(tiny, tmp_path, capsys):
-    """Field case (fresh-clone tester): the run took 31.7 s (model calls paid) before
-    ``--output /nonexistent/r.md`` failed and the report was lost."""
+def test_an_output_in_a_missing_folder_gets_its_folder_made(tiny, capsys):
+    """Field case (fresh-clone tester): ``--output /nonexistent/r.md`` failed after the run;
+    then it was refused; now the folder is made, as ``mkdir -p`` (issue 33)."""
     repo, _ = tiny
-    untouched_from_now(tmp_path / "tmp")
-    code, out, err = run_cli(capsys, "--base", "main", "--output", "missing-dir/report.md")
-    assert (code, out) == (EXIT_EXECUTION_ERROR, "")
-    assert err == (f"llmgate: cannot write missing-dir/report.md: its folder "
-                   f"{repo / 'missing-dir'} does not exist\n")
-    assert_nothing_ran(tmp_path / "tmp")
+    code, out, _ = run_cli(capsys, "--base", "main", "--output", "missing-dir/deeper/report.md")
+    assert (code, out) == (EXIT_PASS, "")
+    assert "llmgate" in (repo / "missing-dir" / "deeper" / "report.md").read_text()
 
 
 def test_an_output_that_is_a_folder_is_refused_before_anything_runs(tiny, tmp_path, capsys):
@@ -242,7 +239,7 @@ def test_an_output_that_is_a_folder_is_refused_before_anything_runs(tiny, tmp_pa
     (repo / "reports").mkdir()
     untouched_from_now(tmp_path / "tmp")
     code, out, err = run_cli(capsys, "--base", "main", "--output", "reports")
-    assert (code, out, err) == (EXIT_EXECUTION_ERROR, "",
+    assert (code, out, err) == (EXIT_CONFIG_ERROR, "",  # a misuse (issue 33)
                                 "llmgate: cannot write reports: it is a folder\n")
     assert_nothing_ran(tmp_path / "tmp")
 
@@ -294,7 +291,12 @@ def test_a_config_error_in_json_still_names_the_commits(tiny, capsys):
     assert (report["head_sha"], report["base_sha"]) == (shas["pr/broken"], shas["main"])
 
 
-def test_ctrl_c_removes_the_worktrees_and_exits_130_without_a_traceback(tiny, tmp_path):
+@pytest.mark.parametrize(("sent", "code", "said"), [
+    (signal.SIGINT, 130, "llmgate: interrupted\n"),
+    # fresh user of issue 30: a CI runner's SIGTERM left 3 worktrees registered in the repo
+    (signal.SIGTERM, 143, "llmgate: terminated\n")])
+def test_ctrl_c_removes_the_worktrees_and_exits_130_without_a_traceback(tiny, tmp_path, sent,
+                                                                        code, said):
     """Field case (fresh-clone tester): Ctrl-C printed a 30-60 line traceback."""
     repo, _ = tiny
     echo = repo / "echo.py"
@@ -308,9 +310,9 @@ def test_ctrl_c_removes_the_worktrees_and_exits_130_without_a_traceback(tiny, tm
     while len(list(iter_worktrees(repo))) < 2 and time.monotonic() < deadline:
         time.sleep(0.1)  # base's worktree exists: the run is under way
     time.sleep(1)
-    proc.send_signal(signal.SIGINT)
+    proc.send_signal(sent)
     out, err = proc.communicate(timeout=60)
-    assert (proc.returncode, out, err) == (130, "", "llmgate: interrupted\n")
+    assert (proc.returncode, out, err) == (code, "", said)
     assert list(iter_worktrees(repo)) == [str(repo)]
     assert list((tmp_path / "tmp").iterdir()) == []
 
@@ -380,7 +382,9 @@ def test_version_imports_neither_the_parser_nor_asyncio_and_matches_the_parsers(
                           check=True, cwd=ROOT).stdout.splitlines()
     import importlib.metadata
 
-    assert fast == [f"llmgate {importlib.metadata.version('llmgate')}", "0 []"]
+    from worker.version import DISTRIBUTION
+
+    assert fast == [f"llmgate {importlib.metadata.version(DISTRIBUTION)}", "0 []"]
     # the parser's own --version (among other arguments) prints the same line
     full = subprocess.run([sys.executable, "-m", "worker.cli", "--version", "run"],
                           capture_output=True, text=True, cwd=ROOT)

@@ -21,7 +21,8 @@ import pytest
 
 from tests.unit import worker_support
 from tests.unit.worker_support import commit, gate_payload, git
-from worker.cli.main import EXIT_GATE_FAILED, EXIT_PASS, main
+from worker.cli.main import EXIT_GATE_FAILED, EXIT_PASS, EXIT_UNDECIDED, main
+from worker.pipeline.plan import CONFLICT_UNDECIDED
 
 github = worker_support.github  # fixture
 
@@ -113,7 +114,13 @@ def test_cli_working_tree_head_is_merged_too(moved_on, tmp_path, monkeypatch, ca
     assert (code, _regressed(report), report["base_sha"]) == (EXIT_PASS, [], shas["main"])
     assert git(clone, "status", "--porcelain") == ""  # the user's tree and refs are untouched
     assert git(clone, "rev-parse", "HEAD").strip() == shas["feature"]
-    (clone / "NOTES.md").write_text("not committed\n")  # a merge holds commits only
+    # an untracked file is in no commit, so in no pull request: still merged (a CI job's own
+    # cache folder in the checkout made it compare with the merge base, fresh user of issue 30)
+    (clone / ".llmgate-ci").mkdir()
+    (clone / ".llmgate-ci" / "responses.sqlite3").write_text("x\n")
+    code, report = _run(capsys, "--base", "main")
+    assert (code, _regressed(report), report["base_sha"]) == (EXIT_PASS, [], shas["main"])
+    (clone / "README.md").write_text("changed, not committed\n")  # a merge holds commits only
     code, report = _run(capsys, "--base", "main")
     assert (code, _regressed(report), report["base_sha"]) == (EXIT_PASS, [], shas["fork"])
     assert "the working tree has changes not committed" in " ".join(report["notes"])
@@ -189,6 +196,8 @@ LISTED = """import json, os, sys
 BROKEN = set(json.load(open("broken.json")))
 if os.path.exists("more_broken.json"):
     BROKEN |= set(json.load(open("more_broken.json")))
+if os.path.exists("broken.txt"):
+    BROKEN |= {l for l in open("broken.txt").read().split() if l.isalpha()}
 example = json.load(open(sys.argv[1]))
 text = example["input"]
 json.dump({"output": "nope" if text in BROKEN else text}, open(sys.argv[2], "w"))
@@ -229,16 +238,46 @@ async def test_the_app_fails_a_branch_that_breaks_again_what_main_fixed(github, 
     assert "gated as merging it would land" in run["output"]["summary"]
 
 
-def test_a_head_that_conflicts_with_main_is_compared_itself(tmp_path, monkeypatch, capsys):
+def test_a_head_that_conflicts_with_main_is_compared_itself_and_never_passes(
+        tmp_path, monkeypatch, capsys):
     """main and the branch rewrite the same line: no merge exists, GitHub refuses to merge,
-    and the head itself is compared with the merge base (noted)."""
+    and the head itself is compared with the merge base (noted). It can fail there but not
+    pass: a later push to main that removes the conflict would leave that pass on a merge
+    nobody gated (fresh user of issue 30), so the run is undecided."""
     repo = tmp_path / "repo"
     shas = build(repo)
-    shas["clash"] = commit(repo, "clash", {"echo.py": TARGET.format(broken="{'delta'}")},
-                           start=shas["fork"])
+    shas["clash"] = commit(repo, "clash", {"echo.py": TARGET.format(broken="{'alpha'}")},
+                           start=shas["fork"])  # fixes bravo and charlie against the fork
     monkeypatch.chdir(repo)
     code, report = _run(capsys, "--base", "main", "--head", "clash")
-    assert (code, report["base_sha"], report["head_sha"]) == (EXIT_PASS, shas["fork"],
-                                                              shas["clash"])
+    assert (code, report["conclusion"], report["base_sha"], report["head_sha"]) == (
+        EXIT_UNDECIDED, "action_required", shas["fork"], shas["clash"])
+    assert report["headline"] == f"undecided: {CONFLICT_UNDECIDED}"
     assert f"the head conflicts with the base branch's tip {shas['main'][:7]}" in \
         " ".join(report["notes"])
+    shas["worse"] = commit(repo, "worse", {"echo.py": TARGET.format(
+        broken="{'alpha', 'bravo', 'charlie', 'delta'}")}, start=shas["fork"])
+    code, report = _run(capsys, "--base", "main", "--head", "worse")  # a regression fails
+    assert (code, report["conclusion"], _regressed(report)) == (EXIT_GATE_FAILED, "failure",
+                                                                ["delta"])
+
+
+def test_the_merge_ignores_the_attributes_of_what_is_checked_out(tmp_path, monkeypatch, capsys):
+    """Fresh user of issue 30: in a CI job the checkout is GitHub's merge ref, so a pull
+    request's ``.gitattributes`` (``-merge``) made llmgate's merge of a clean pair conflict, and
+    the head was compared with its merge base: the re-break passed (exit 0)."""
+    repo = tmp_path / "repo"
+    shas = rebreak(repo)
+    spacer = "".join(f"# spacer {n}\n" for n in range(6))
+    shas["fork2"] = commit(repo, "main", {"broken.txt": "alpha\nbravo\ncharlie\n" + spacer})
+    shas["pr2"] = commit(repo, "pr2", {
+        "broken.txt": "alpha\nbravo\ncharlie\n" + spacer + "alpha\nbravo\ncharlie\n",
+        ".gitattributes": "broken.txt -merge\n"}, start=shas["fork2"])
+    shas["main2"] = commit(repo, "main", {"broken.txt": spacer})  # main fixes the 3
+    git(repo, "switch", "-q", "--detach", shas["main2"])
+    git(repo, "merge", "-q", "--no-edit", shas["pr2"])  # what refs/pull/N/merge holds
+    monkeypatch.chdir(repo)
+    code, report = _run(capsys, "--base", shas["main2"], "--head", shas["pr2"])
+    assert (code, report["conclusion"], _regressed(report)) == (EXIT_GATE_FAILED, "failure",
+                                                                FIXED)  # before: exit 0
+    assert "gated as merging it would land" in " ".join(report["notes"])

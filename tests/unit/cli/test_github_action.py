@@ -12,9 +12,11 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
+import zipfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -37,8 +39,10 @@ from tests.unit.worker_support import (
     gate_payload,
 )
 from worker.cli.action import escape, workflow_annotations
+from worker.cli.action_outputs import OUTPUT_NAMES, write_outputs
 from worker.github.auth import AppCredentials, InstallationTokenCache
 from worker.github.client import GitHubClient
+from worker.version import VERSION
 
 ROOT = Path(__file__).resolve().parents[3]
 ACTION = ROOT / "deploy" / "github-action"
@@ -82,6 +86,13 @@ def test_the_action_declares_its_inputs_and_runs_the_script():
     action = yaml.safe_load((ACTION / "action.yml").read_text())
     assert set(action["inputs"]) == {"version", "baseline-store", "allow-undecided", "comment",
                                      "github-token", "comment-author"}
+    assert action["inputs"]["version"]["default"] == ""  # the action's own checkout
+    install = action_step("install llmgate")
+    assert install["run"] == '"$GITHUB_ACTION_PATH/install.sh"'
+    assert "pip" not in install["run"] and os.access(ACTION / "install.sh", os.X_OK)
+    # the gate step runs the llmgate install.sh installed and checked, not any on PATH
+    assert action_step("gate")["env"]["LLMGATE"] == (
+        install["env"]["LLMGATE_VENV"] + "/bin/llmgate")
     assert action["inputs"]["comment"]["default"] == "false"
     assert action["inputs"]["github-token"]["default"] == "${{ github.token }}"
     step = action["runs"]["steps"][-1]
@@ -90,13 +101,197 @@ def test_the_action_declares_its_inputs_and_runs_the_script():
     assert step["env"]["LLMGATE_GITHUB_TOKEN"] == (
         "${{ inputs.comment == 'true' && inputs.github-token || '' }}")
     assert os.access(ACTION / "gate.sh", os.X_OK)
+    # every output the gate step sets is the Action's, read from that step
+    assert step["id"] == "gate"
+    assert {name: spec["value"] for name, spec in action["outputs"].items()} == {
+        name: f"${{{{ steps.gate.outputs.{name} }}}}" for name in OUTPUT_NAMES}
+
+
+def read_outputs(path: Path) -> dict[str, str]:
+    """Parse a ``GITHUB_OUTPUT`` file as the Actions runner does: ``NAME=VALUE`` lines and
+    ``NAME<<DELIMITER`` blocks ending at a line that is the delimiter."""
+    found: dict[str, str] = {}
+    lines = iter(path.read_text(encoding="utf-8").split("\n"))
+    for line in lines:
+        if "<<" in line and ("=" not in line or line.index("<<") < line.index("=")):
+            name, delimiter = line.split("<<", 1)
+            value = []
+            for body in lines:
+                if body == delimiter:
+                    break
+                value.append(body)
+            else:
+                raise AssertionError(f"output {name} has no closing delimiter")
+            found[name] = "\n".join(value)
+        elif line:
+            name, value_text = line.split("=", 1)
+            found[name] = value_text
+    return found
+
+
+def test_an_output_value_cannot_end_itself_or_set_another(tmp_path: Path):
+    hostile = "line one\nEOF\nconclusion<<EOF\nsuccess\nEOF\nexit-code=0"
+    target = tmp_path / "output"
+    write_outputs(str(target), {"why": hostile, "conclusion": "failure"})
+    assert read_outputs(target) == {"why": hostile, "conclusion": "failure"}
+
+
+def action_step(name: str) -> dict[str, Any]:
+    """The step of action.yml called ``name``."""
+    action = yaml.safe_load((ACTION / "action.yml").read_text())
+    [step] = [step for step in action["runs"]["steps"] if step["name"] == name]
+    return step
+
+
+def run_action_step(tmp_path: Path, name: str, inputs: dict[str, str], action_path: Path = ACTION,
+                    **env: str) -> subprocess.CompletedProcess[str]:
+    """Run action.yml's step ``name`` as the runner runs a composite step: its ``${{ }}``
+    expressions filled from ``inputs`` (over the inputs' defaults), ``runner.temp`` =
+    ``tmp_path`` and ``github.action_repository`` = ``OWNER/llmgate``; in bash, with
+    ``GITHUB_ACTION_PATH`` = ``action_path`` and ``GITHUB_PATH`` = ``tmp_path / "github_path"``.
+    ``env``: any other variables (the ``PIP_*`` of this machine are passed on)."""
+    action = yaml.safe_load((ACTION / "action.yml").read_text())
+    values = {f"inputs.{key}": str(spec.get("default", "")) for key, spec in
+              action["inputs"].items()} | {f"inputs.{key}": value for key, value in inputs.items()}
+    values |= {"runner.temp": str(tmp_path), "github.action_repository": "OWNER/llmgate"}
+
+    def expand(text: str) -> str:
+        return re.sub(r"\$\{\{\s*([\w.-]+)\s*\}\}", lambda m: values[m.group(1)], text)
+
+    step = action_step(name)
+    step_env = {key: value for key, value in os.environ.items() if key.startswith("PIP_")}
+    step_env |= {"PATH": os.environ["PATH"], "HOME": str(tmp_path), "GITHUB_ACTIONS": "true",
+                 "RUNNER_TEMP": str(tmp_path), "GITHUB_ACTION_PATH": str(action_path),
+                 "GITHUB_PATH": str(tmp_path / "github_path")}
+    step_env |= {key: expand(str(value)) for key, value in step.get("env", {}).items()} | env
+    return subprocess.run(["bash", "--noprofile", "--norc", "-eo", "pipefail", "-c",
+                           expand(step["run"])], cwd=tmp_path, env=step_env,
+                          capture_output=True, text=True, timeout=STEP_TIMEOUT_S)
+
+
+@pytest.mark.parametrize("version", [
+    "llmgate", "llmgate-app", "LLMGate_App", "llmgate==0.8.3", "llmgate>=0.1", "llmgate~=0.8",
+    "llmgate[local-embeddings]", "llmgate @ https://example.invalid/x.tar.gz", "0.8.3", "1",
+    "https://example.invalid/llmgate-0.8.3.tar.gz", "dist/llmgate-0.8.3-py3-none-any.whl"])
+def test_the_action_refuses_a_package_name_or_specifier_before_installing(tmp_path: Path,
+                                                                          version: str):
+    """Issue 33: ``version: llmgate`` (the old default) installed another project of that
+    name from the index (0.8.3, no ``llmgate`` command)."""
+    done = run_action_step(tmp_path, "install llmgate", {"version": version})
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.startswith(f"llmgate: install: version '{version}' ")
+    assert "never installed by name from the package index" in done.stderr
+    assert not (tmp_path / "llmgate-venv").exists()  # nothing was installed
+    assert not (tmp_path / "github_path").exists()
+
+
+def fake_wheel(folder: Path, version: str, prints: str | None) -> Path:
+    """A wheel of a distribution named as llmgate's (pyproject.toml) at ``version``: with a
+    ``llmgate`` command that prints ``prints``, or with no command (``prints`` None)."""
+    folder.mkdir(exist_ok=True)
+    wheel = folder / f"llmgate_app-{version}-py3-none-any.whl"
+    info = f"llmgate_app-{version}.dist-info"
+    files = {"fake_llmgate.py": f"def main():\n    print({prints!r})\n",
+             f"{info}/METADATA": f"Metadata-Version: 2.1\nName: llmgate-app\nVersion: {version}\n",
+             f"{info}/WHEEL": "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\n"
+                              "Tag: py3-none-any\n"}
+    if prints is not None:
+        files[f"{info}/entry_points.txt"] = "[console_scripts]\nllmgate = fake_llmgate:main\n"
+    files[f"{info}/RECORD"] = "".join(f"{name},,\n" for name in [*files, f"{info}/RECORD"])
+    with zipfile.ZipFile(wheel, "w") as archive:
+        for name, text in files.items():
+            archive.writestr(name, text)
+    return wheel
+
+
+@pytest.mark.parametrize(("prints", "message"), [
+    (None, "installed no llmgate command in {venv} (llmgate on PATH: "),
+    ("llmgate 9.9.9", "llmgate --version printed 'llmgate 9.9.9', not 'llmgate 0.8.3'")])
+def test_the_action_refuses_a_wheel_whose_llmgate_is_not_the_one_it_installed(
+        tmp_path: Path, prints: str | None, message: str):
+    """A wheel without the ``llmgate`` command (as the index's ``llmgate`` 0.8.3 has none) leaves
+    whatever ``llmgate`` is on PATH (this test's); one whose command is another version is
+    not what was asked for: exit 3 before the gate step runs anything."""
+    wheel = fake_wheel(tmp_path / "dist", "0.8.3", prints)
+    done = run_action_step(tmp_path, "install llmgate", {"version": str(wheel)})
+    assert done.returncode == 3, done.stderr
+    assert message.format(venv=tmp_path / "llmgate-venv") in done.stderr
+    assert not (tmp_path / "github_path").exists()
+
+
+def test_the_action_installs_a_wheel_and_puts_its_llmgate_first_on_path(tmp_path: Path):
+    wheel = fake_wheel(tmp_path / "dist", "0.8.3", "llmgate 0.8.3")
+    done = run_action_step(tmp_path, "install llmgate", {"version": str(wheel)})
+    assert done.returncode == 0, done.stderr
+    venv_bin = tmp_path / "llmgate-venv" / "bin"
+    assert done.stdout == f"llmgate: installed llmgate 0.8.3 from {wheel} into {venv_bin.parent}\n"
+    assert (tmp_path / "github_path").read_text() == f"{venv_bin}\n"
+
+
+def source_checkout(dest: Path) -> Path:
+    """What a workflow's ``uses: OWNER/llmgate/deploy/github-action@TAG`` downloads: this
+    repository's files (those a build reads, and the action); returns the action's folder."""
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy(ROOT / name, dest / name)
+    for name in ("app", "worker", "llmgate", "deploy/github-action"):
+        if (ROOT / name).is_dir():
+            shutil.copytree(ROOT / name, dest / name, symlinks=True,
+                            ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    return dest / "deploy" / "github-action"
+
+
+@pytest.mark.slow
+def test_the_action_installs_llmgate_from_its_own_checkout(tmp_path: Path):
+    """The default (no ``version``): pip builds the action's own repository, two levels above
+    ``GITHUB_ACTION_PATH``, into a venv of its own; ``llmgate --version`` there is the
+    checkout's worker/version.py, and the gate step's ``LLMGATE`` is that command. Its
+    dependencies are left out here (``PIP_NO_DEPS``): ``--version`` needs none."""
+    checkout = tmp_path / "checkout"
+    checkout.mkdir()
+    action_path = source_checkout(checkout)
+    version = checkout / "worker" / "version.py"
+    version.write_text(version.read_text().replace(f'VERSION = "{VERSION}"',
+                                                   'VERSION = "7.7.7"'))  # the pinned release's
+    done = run_action_step(tmp_path, "install llmgate", {}, action_path=action_path,
+                           PIP_NO_DEPS="1")
+    assert done.returncode == 0, done.stderr
+    venv = tmp_path / "llmgate-venv"
+    assert done.stdout == f"llmgate: installed llmgate 7.7.7 from {checkout} into {venv}\n"
+    llmgate = action_step("gate")["env"]["LLMGATE"].replace("${{ runner.temp }}", str(tmp_path))
+    assert llmgate == str(venv / "bin" / "llmgate")
+    assert subprocess.run([llmgate, "--version"], capture_output=True, text=True,
+                          check=True).stdout == "llmgate 7.7.7\n"
+
+
+@pytest.mark.slow
+def test_the_action_installs_a_git_ref_of_its_own_repository(tmp_path: Path):
+    """``version: v7.7.7``: pip installs the action's repository (``github.action_repository``
+    on ``GITHUB_SERVER_URL``, here a folder) at that tag; the version the installed
+    distribution declares is what ``llmgate --version`` must print."""
+    server = tmp_path / "server"
+    repo = server / "OWNER" / "llmgate"
+    repo.mkdir(parents=True)
+    source_checkout(repo)
+    version = repo / "worker" / "version.py"
+    version.write_text(version.read_text().replace(f'VERSION = "{VERSION}"', 'VERSION = "7.7.7"'))
+    worker_support.git(repo, "init", "-q", "-b", "main")
+    commit(repo, "main", {"NOTES": "v7.7.7"})
+    worker_support.git(repo, "tag", "v7.7.7")
+    runner = tmp_path / "runner"
+    runner.mkdir()
+    done = run_action_step(runner, "install llmgate", {"version": "v7.7.7"},
+                           GITHUB_SERVER_URL=server.as_uri(), PIP_NO_DEPS="1")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == (f"llmgate: installed llmgate 7.7.7 from git+{server.as_uri()}/OWNER/"
+                           f"llmgate@v7.7.7 into {runner / 'llmgate-venv'}\n")
 
 
 def run_gate_step(tmp_path: Path, repo: Path, base_sha: str, head_sha: str,
                   **env: str) -> subprocess.CompletedProcess[str]:
     """Run gate.sh in ``repo`` as GitHub Actions runs it for the pull_request event `PAYLOAD`
     (its SHAs replaced); ``env``: the step's inputs and any other variables. The job summary
-    is ``tmp_path / "summary.md"``, which starts with ``earlier step``."""
+    is ``tmp_path / "summary.md"``, which starts with ``earlier step``; the step's outputs
+    file (``GITHUB_OUTPUT``) ``tmp_path / "output.txt"``."""
     event = json.loads(PAYLOAD.read_text())
     event["pull_request"]["base"]["sha"] = base_sha
     event["pull_request"]["head"]["sha"] = head_sha
@@ -107,6 +302,7 @@ def run_gate_step(tmp_path: Path, repo: Path, base_sha: str, head_sha: str,
     llmgate = shutil.which("llmgate", path=str(Path(sys.executable).parent))
     step_env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path), "GITHUB_ACTIONS": "true",
                 "GITHUB_EVENT_PATH": str(tmp_path / "event.json"),
+                "GITHUB_OUTPUT": str(tmp_path / "output.txt"),
                 "GITHUB_STEP_SUMMARY": str(summary), "RUNNER_TEMP": str(tmp_path),
                 "LLMGATE": str(llmgate), "LLMGATE_CACHE_DIR": str(tmp_path / "cache"), **env}
     # One step is a few seconds alone; a 2-core CI machine running the suite's other worker
@@ -127,9 +323,21 @@ def test_gate_step_writes_summary_and_annotations_and_fails_the_job(tmp_path: Pa
     assert annotation.startswith("::error file=evals/echo.jsonl,line=2,title=llmgate%3A echo::"
                                  "bravo: ")
     text = summary.read_text()
-    assert text.startswith("earlier step\n### llmgate: failure")
+    report = json.loads((tmp_path / "llmgate-report.json").read_text())
+    why = report["why"]
+    assert why.startswith("decided by echo pass_rate max_drop 0.05 (fail)")
+    # the summary opens with the verdict and the Why sentence
+    assert text.startswith(f"earlier step\n### llmgate: failure\n\n**Why:** {why}\n\n")
     assert "| echo | 1.00 | 0.75 |" in text
     assert list((tmp_path / "baselines").rglob("*.rec"))  # the base was stored for next time
+    outputs = read_outputs(tmp_path / "output.txt")
+    assert outputs == {"conclusion": "failure", "exit-code": "1", "why": why,
+                       "report-json": str(tmp_path / "llmgate-report.json"),
+                       "report-junit": str(tmp_path / "llmgate-junit.xml"),
+                       "report-html": str(tmp_path / "llmgate-report.html")}
+    junit = Path(outputs["report-junit"]).read_text()
+    assert 'type="regression"' in junit and f'name="why" value="{why}"' in junit
+    assert "<strong>Why:</strong>" in Path(outputs["report-html"]).read_text()
 
 
 def test_the_gitlab_example_runs_llmgate_in_merge_requests():
@@ -161,12 +369,12 @@ def test_the_gitlab_cache_is_the_target_branchs_and_read_only_in_merge_requests(
 @pytest.mark.parametrize("committed", [True, False])
 def test_the_gitlab_job_refuses_a_committed_cache_and_copies_a_restored_one_out(
         tmp_path: Path, committed: bool):
-    """The template's ``before_script`` (but ``pip install``) in a real clone: GitLab restores
+    """The template's ``before_script`` (but the install step) in a real clone: GitLab restores
     ``.llmgate-ci/`` into the checkout, where a merge request could commit one instead."""
     template = yaml.safe_load((ROOT / "deploy/gitlab-ci/llmgate.gitlab-ci.yml").read_text())
     out = tmp_path / "out"
     steps = [step.replace("/tmp/llmgate", str(out))
-             for step in template[".llmgate"]["before_script"] if not step.startswith("pip ")]
+             for step in template[".llmgate"]["before_script"] if "pip install" not in step]
     repo = tmp_path / "project"
     repo.mkdir()
     worker_support.git(repo, "init", "-q", "-b", "main")
@@ -184,6 +392,51 @@ def test_the_gitlab_job_refuses_a_committed_cache_and_copies_a_restored_one_out(
     else:
         assert done.returncode == 0, done.stderr
         assert copied.read_text() == "answers"
+
+
+def gitlab_install(tmp_path: Path, llmgate_prints: str,
+                   **variables: str) -> tuple[subprocess.CompletedProcess[str], str]:
+    """The template's install step with its variables (over ``variables``), ``pip`` and
+    ``llmgate`` stand-ins first on PATH; returns the run and the arguments pip got."""
+    template = yaml.safe_load((ROOT / "deploy/gitlab-ci/llmgate.gitlab-ci.yml").read_text())
+    [step] = [step for step in template[".llmgate"]["before_script"] if "pip install" in step]
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "python3").write_text(f'#!/bin/sh\necho "$@" > {tmp_path}/pip-args\n')
+    (bin_dir / "llmgate").write_text(f"#!/bin/sh\necho '{llmgate_prints}'\n")
+    for stub in bin_dir.iterdir():
+        stub.chmod(0o755)
+    env = {"PATH": f"{bin_dir}:{os.environ['PATH']}",
+           **template[".llmgate"]["variables"], **variables}
+    done = subprocess.run(["sh", "-ec", step], cwd=tmp_path, capture_output=True, text=True,
+                          timeout=60, env=env)
+    args = tmp_path / "pip-args"
+    return done, args.read_text() if args.exists() else ""
+
+
+def test_the_gitlab_template_installs_from_the_repository_at_a_pinned_commit(tmp_path: Path):
+    """Issue 33: ``pip install llmgate`` installed another project of that name."""
+    template = yaml.safe_load((ROOT / "deploy/gitlab-ci/llmgate.gitlab-ci.yml").read_text())
+    variables = template[".llmgate"]["variables"]
+    assert variables["LLMGATE_TAG"] == f"v{VERSION}"  # this release's tag
+    assert variables["LLMGATE_REPOSITORY"] == "https://github.com/OWNER/llmgate"
+    sha = "0123456789abcdef0123456789abcdef01234567"
+    done, pip_args = gitlab_install(tmp_path, f"llmgate {VERSION}", LLMGATE_COMMIT=sha)
+    assert done.returncode == 0, done.stderr
+    assert pip_args == f"-m pip install --quiet git+https://github.com/OWNER/llmgate@{sha}\n"
+
+
+@pytest.mark.parametrize(("commit_sha", "prints", "message"), [
+    ("", "llmgate 0.1.0", "llmgate: set LLMGATE_COMMIT to the commit of v0.1.0 (40 hex)"),
+    ("v0.1.0", "llmgate 0.1.0", "llmgate: set LLMGATE_COMMIT to the commit of v0.1.0 (40 hex)"),
+    ("0123456789abcdef0123456789abcdef01234567", "llmgate 0.8.3",
+     "llmgate: llmgate 0.8.3 is not v0.1.0")])
+def test_the_gitlab_template_refuses_an_unpinned_or_other_llmgate(
+        tmp_path: Path, commit_sha: str, prints: str, message: str):
+    done, pip_args = gitlab_install(tmp_path, prints, LLMGATE_COMMIT=commit_sha,
+                                    LLMGATE_TAG="v0.1.0")
+    assert (done.returncode, done.stderr) == (3, message + "\n")
+    assert bool(pip_args) == (commit_sha != "" and commit_sha != "v0.1.0")
 
 
 def test_init_writes_the_gitlab_template_word_for_word(tmp_path: Path,

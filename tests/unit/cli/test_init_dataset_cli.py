@@ -10,6 +10,7 @@ import yaml
 
 from tests.unit.worker_support import git
 from worker.cli.main import EXIT_CONFIG_ERROR, EXIT_GATE_FAILED, EXIT_PASS, main
+from worker.version import VERSION
 
 
 @pytest.fixture()
@@ -22,7 +23,11 @@ def here(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 def test_init_writes_a_config_that_runs_and_passes(here, capsys):
     assert main(["init", "--ci", "github"]) == EXIT_PASS
     workflow = yaml.safe_load((here / ".github/workflows/llmgate.yml").read_text())
-    assert "llmgate run --base" in workflow["jobs"]["gate"]["steps"][-1]["run"]
+    # the Action at this release's tag installs and runs llmgate (never `pip install llmgate`)
+    gate = workflow["jobs"]["gate"]["steps"][-1]
+    assert gate["uses"] == f"OWNER/llmgate/deploy/github-action@v{VERSION}"
+    assert gate["with"] == {"baseline-store": "git"} and "env" not in gate
+    assert not any("run" in step for step in workflow["jobs"]["gate"]["steps"])
     assert "llmgate: wrote .llmgate.yml" in capsys.readouterr().out
     assert main(["run", "--format", "json"]) == EXIT_PASS
     report = json.loads(capsys.readouterr().out)
@@ -43,6 +48,14 @@ def test_init_for_a_model_target_and_gitlab(here):
         (here / ".gitlab-ci.llmgate.yml").read_text())["llmgate"]["script"])
     from worker.evals.config.load import parse_config
     assert parse_config((here / ".llmgate.yml").read_text()).suites[0].name == "starter"
+
+
+def test_init_for_a_model_target_on_github_passes_its_key_to_the_action(here):
+    assert main(["init", "--target", "model", "--api-key-env", "MY_KEY"]) == EXIT_PASS
+    workflow = yaml.safe_load((here / ".github/workflows/llmgate.yml").read_text())
+    [gate] = [step for step in workflow["jobs"]["gate"]["steps"]
+              if "github-action" in step.get("uses", "")]
+    assert gate["env"] == {"MY_KEY": "${{ secrets.MY_KEY }}"}
 
 
 def test_dataset_check_reports_what_the_gate_cannot_use(here, capsys):

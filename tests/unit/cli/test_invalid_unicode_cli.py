@@ -148,3 +148,38 @@ async def test_app_gates_and_stores_the_baseline_of_an_output_that_is_not_valid_
         await client.aclose()
     outputs = {(b.sha, e.output, e.notes) for b in stored for e in b.result.examples}
     assert (shas["main"], SHOWN, (NOTE_3,)) in outputs
+
+
+SURROGATE_CONFIG = """version: 1
+suites:
+  - name: echo
+    dataset: evals/d.{suffix}
+    target:
+      command: python3 t.py {{input_file}} {{output_file}}
+    assertions:
+      - type: contains
+        value: "{value}"
+"""
+
+
+@pytest.mark.parametrize(("suffix", "dataset", "value", "where"), [
+    ("jsonl", '{"id": "a", "input": "1", "expected": "x"}\n'
+              '{"id": "b", "input": "1", "expected": "x\\ud800"}\n', "x", "evals/d.jsonl:2"),
+    ("json", '[{"id": "a", "input": "1", "vars": {"k": "\\udfff"}}]\n', "x", "evals/d.json:1"),
+    ("yaml", '- id: a\n  input: "1"\n  expected: "x\\ud800"\n', "x", "evals/d.yaml:3"),
+    ("jsonl", '{"id": "a", "input": "1"}\n', "x\\ud800", ".llmgate.yml:9"),
+])
+def test_a_lone_surrogate_in_the_data_or_config_is_a_config_error_on_its_line(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+        suffix: str, dataset: str, value: str, where: str) -> None:
+    """Fresh user of issue 31: a ``\\ud800`` escape in a dataset or in ``.llmgate.yml`` crashed
+    every run with a UnicodeEncodeError traceback and exit 1 (read as a failed gate)."""
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    git(repo, "init", "-q", "-b", "main")
+    commit(repo, "main", {".llmgate.yml": SURROGATE_CONFIG.format(suffix=suffix, value=value),
+                          f"evals/d.{suffix}": dataset, "t.py": ECHO})
+    monkeypatch.chdir(repo)
+    assert main(["run"]) == 2
+    err = capsys.readouterr().err
+    assert f"{where}: a lone surrogate escape" in err and "Traceback" not in err

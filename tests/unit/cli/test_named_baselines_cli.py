@@ -11,7 +11,13 @@ import redis as redis_sync
 
 from tests.unit.worker_support import ECHO, build_tiny_repo, commit, git
 from worker.baselines.names import check_name, name_key
-from worker.cli.main import EXIT_EXECUTION_ERROR, EXIT_GATE_FAILED, EXIT_PASS, main
+from worker.cli.main import (
+    EXIT_CONFIG_ERROR,
+    EXIT_EXECUTION_ERROR,
+    EXIT_GATE_FAILED,
+    EXIT_PASS,
+    main,
+)
 
 
 @pytest.fixture()
@@ -83,25 +89,30 @@ def test_only_commits_on_the_default_branch_are_promoted(repo, capsys, redis_url
     assert redis_sync.Redis.from_url(redis_url).get(name_key("local/repo", "release")) is None
 
 
-@pytest.mark.parametrize(("args", "message"), [
+@pytest.mark.parametrize(("args", "message", "expected"), [
     (("--compare-to", "nope"), "no baseline named nope for local/repo: promote one with "
-                               "`llmgate run --promote nope` on the default branch"),
+                               "`llmgate run --promote nope` on the default branch",
+     EXIT_EXECUTION_ERROR),
+    # a misuse of the options is 2, as every misuse of the command line (issue 33)
     (("--compare-to", "release", "--base", "main"),
-     "--compare-to and --base both name the base: give one"),
+     "--compare-to and --base both name the base: give one", EXIT_CONFIG_ERROR),
     (("--promote", "release", "--base", "main"),
-     "--promote stores the head commit and gates nothing: drop --base/--compare-to"),
+     "--promote stores the head commit and gates nothing: drop --base/--compare-to",
+     EXIT_CONFIG_ERROR),
     (("--promote", "../x"), "baseline name '../x' must be 1-64 letters, digits, '.', '_' or "
-                            "'-', starting with a letter or digit (e.g. release, v2.1)"),
+                            "'-', starting with a letter or digit (e.g. release, v2.1)",
+     EXIT_CONFIG_ERROR),
 ])
-def test_unusable_names_and_options_are_refused_in_one_line(repo, capsys, args, message):
+def test_unusable_names_and_options_are_refused_in_one_line(repo, capsys, args, message,
+                                                            expected):
     code, out, err = run(capsys, *args)
-    assert (code, out, err) == (EXIT_EXECUTION_ERROR, "", f"llmgate: {message}\n")
+    assert (code, out, err) == (expected, "", f"llmgate: {message}\n")
 
 
 def test_named_baselines_need_the_store(repo, capsys, monkeypatch):
     monkeypatch.delenv("REDIS_URL")
     code, _, err = run(capsys, "--compare-to", "release")
-    assert (code, err) == (EXIT_EXECUTION_ERROR, "llmgate: named baselines live in the baseline "
+    assert (code, err) == (EXIT_CONFIG_ERROR, "llmgate: named baselines live in the baseline "
                            "store: set REDIS_URL to the App's Redis (or a local one)\n")
 
 

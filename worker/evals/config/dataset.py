@@ -26,6 +26,7 @@ from typing import Any
 
 from worker.errors import ConfigError
 from worker.evals.config.files import decode_utf8, read_repo_file, refuse_stray_bom
+from worker.evals.config.safe_yaml import lone_surrogate, surrogate_message
 from worker.evals.config.spelling import as_data
 from worker.evals.score.assertions import KNOWN_ASSERTIONS, validate_spec
 from worker.evals.score.retrieval import parse_relevant, relevant_id_problem
@@ -134,6 +135,23 @@ def _parse_line(raw: str, line: int, path: str) -> Example:
     return example_from_doc(doc, line, path)
 
 
+def _refuse_surrogates(value: Any, line: int, path: str) -> None:
+    """Raise `ConfigError` at ``line`` when a string of the record (a key or a value, at any
+    depth) holds a lone surrogate (`worker.evals.config.safe_yaml.lone_surrogate`)."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            found = lone_surrogate(item)
+            if found is not None:
+                raise ConfigError(path, line, surrogate_message(found))
+        elif isinstance(item, dict):
+            stack.extend(item.keys())
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+
+
 def example_from_doc(doc: dict[str, Any], line: int, path: str, *,
                      inline: bool = False) -> Example:
     """Build the `Example` of one decoded record at ``line`` of ``path``.
@@ -148,6 +166,7 @@ def example_from_doc(doc: dict[str, Any], line: int, path: str, *,
     Raises:
         ConfigError: a missing ``input``, a bad ``id``, an unknown key, or an invalid assertion.
     """
+    _refuse_surrogates(doc, line, path)
     if inline:
         doc = inline_assertions(doc, line, path)
     unknown = sorted(set(doc) - set(EXAMPLE_KEYS))

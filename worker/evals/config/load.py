@@ -84,6 +84,11 @@ _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 _Entries = dict[str, tuple[Node, Node]]
 
 
+#: The JSON Schema (draft 2020-12) of this format for editors, shipped with the package; a copy
+#: is docs/llmgate.schema.json. It checks the shape; this loader checks more (paths, globs, which
+#: rules fit which metric): tests/unit/evals/config/test_config_schema.py keeps the two agreeing.
+CONFIG_SCHEMA = Path(__file__).with_name("llmgate.schema.json")
+
 #: Largest config file read, bytes: room for `safe_yaml.MAX_YAML_CHARS` characters of UTF-8.
 MAX_CONFIG_BYTES = 4 * safe_yaml.MAX_YAML_CHARS
 

@@ -109,7 +109,40 @@ def compose(text: str, path: str) -> Node | None:
             expanded_size(root)
         except _Refused as refused:
             raise ConfigError(path, refused.line, refused.message) from None
+        _refuse_surrogates(root, path)
     return root
+
+
+def lone_surrogate(text: str) -> str | None:
+    """Return the first lone surrogate (U+D800-U+DFFF) in ``text``, or None.
+
+    A ``\\ud800`` escape in JSON or YAML decodes to one: text that no UTF-8 encoder writes, so
+    it crashed every run that hashed, stored or handed on the value (fresh user, issue 31).
+    """
+    return next((c for c in text if "\ud800" <= c <= "\udfff"), None)
+
+
+def surrogate_message(char: str) -> str:
+    """The error for a value holding the lone surrogate ``char`` (`lone_surrogate`)."""
+    return (f"a lone surrogate escape (\\u{ord(char):04x}) is not Unicode text; write the "
+            "character itself")
+
+
+def _refuse_surrogates(root: Node, path: str) -> None:
+    """Raise `ConfigError` at the line of the first scalar holding a lone surrogate."""
+    seen: set[int] = set()
+    stack = [root]
+    while stack:
+        node = stack.pop()
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        if isinstance(node.value, str):
+            found = lone_surrogate(node.value)
+            if found is not None:
+                raise ConfigError(path, _line(node), surrogate_message(found))
+        else:
+            stack.extend(_children(node))
 
 
 def _check_text(text: str, path: str) -> None:

@@ -4,7 +4,8 @@ The worker's operator lists the models a config may use in `LOCAL_EMBEDDINGS_ENV
 ``LLMGATE_LOCAL_EMBEDDINGS="minilm=/models/all-MiniLM-L6-v2,bge=/models/bge-small"``: each a
 sentence-transformers model directory on the worker. A config names one (``local/minilm``); a
 path never comes from the config, so a pull request only chooses among approved directories.
-Needs the optional extra ``llmgate[local-embeddings]`` (sentence-transformers and torch).
+Needs the optional extra ``local-embeddings`` (sentence-transformers and torch), installed from
+a checkout of llmgate (`EXTRA`), never by name from the package index (another project's).
 
 Safety: a directory without ``model.safetensors`` is refused (pickled ``.bin`` weights can run
 code when loaded; safetensors holds only tensors), the weights are loaded with
@@ -48,7 +49,7 @@ LOCAL_EMBEDDINGS_ENV = "LLMGATE_LOCAL_EMBEDDINGS"
 #: How a config names a local model: ``local/<name>``.
 LOCAL_PREFIX = "local/"
 #: What to install for local models.
-EXTRA = "llmgate[local-embeddings]"
+EXTRA = "the local-embeddings extra (pip install '.[local-embeddings]' in a checkout of llmgate)"
 #: The only weights file loaded.
 WEIGHTS_FILE = "model.safetensors"
 #: Files up to this size are hashed whole for the identity; larger ones by size and samples.

@@ -249,11 +249,19 @@ def _from_text(reply: str, raw: str) -> Verdict:
     for line in lines[:1] + lines[-1:]:
         said = line_verdicts(plain(line))
         labelled |= said | (symbol_verdicts(line) if said else set())
+    if labelled:  # the other verdict word written as one anywhere else names both verdicts
+        labelled |= {w.lower() for w in _SHOUTED.findall(plain(raw))}
     if len(labelled) > 1:
         return Verdict(None, f"the reply gives both verdicts: {_clip(raw)}")
     if labelled:
         return Verdict(1.0 if labelled.pop() == "pass" else 0.0)
     return Verdict(None, f"no verdict (PASS or FAIL) in the reply: {_clip(raw)}")
+
+
+#: A verdict word in capitals anywhere in an unsealed reply: beside a verdict read from the
+#: first or last line, the other one (``PASS\nHowever, it could FAIL on tone.``) makes the reply
+#: name both verdicts (fresh user of issue 31: read as PASS when it was on another line).
+_SHOUTED = re.compile(r"(?<![A-Za-z])(PASS|FAIL)(?:ED|ES|S)?(?![A-Za-z])")
 
 
 def _labelled_scores(text: str, scale: Scale) -> set[float | None]:

@@ -136,8 +136,10 @@ def test_without_sentence_transformers_the_error_says_what_to_install(
         monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(ENV, "minilm=/m/a")
     monkeypatch.setitem(sys.modules, "sentence_transformers", None)  # as if not installed
-    with pytest.raises(ConfigError, match=r"not installed on this worker: install "
-                       r"llmgate\[local-embeddings\]") as info:
+    # the extra from a checkout: the name `llmgate` on the package index is another project's
+    with pytest.raises(ConfigError, match=r"not installed on this worker: install the "
+                       r"local-embeddings extra \(pip install '\.\[local-embeddings\]' in a "
+                       r"checkout of llmgate\)") as info:
         parse_config(config_text())
     assert info.value.line == SIMILAR_LINE
 
@@ -268,7 +270,7 @@ def run_python(code: str, env: dict[str, str]) -> str:
 
 def test_the_web_process_and_the_engine_do_not_import_torch() -> None:
     if importlib.util.find_spec("sentence_transformers") is None:  # parse_config needs it
-        pytest.skip("sentence-transformers is not installed (llmgate[local-embeddings])")
+        pytest.skip("sentence-transformers is not installed (the local-embeddings extra)")
     shown = run_python(
         "import sys, app.main, worker.main, worker.pipeline.trees, worker.evals.run.runner\n"
         "from worker.evals.config.load import parse_config\n"

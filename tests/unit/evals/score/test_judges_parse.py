@@ -80,6 +80,10 @@ STILL_UNREAD: list[tuple[str, float | None]] = [
     ("<verdict>PASS</verdict>\n<verdict>FAIL</verdict>", UNSCORED),
     ("<verdict>PASS</verdict>\nVERDICT: FAIL", UNSCORED), ("PASS or FAIL", UNSCORED),
     ("\u2705", UNSCORED), ("Pass-through is fine here.", UNSCORED),
+    # fresh user of issue 31: the other verdict on the next line was read as none
+    ("PASS\nHowever, it could FAIL on tone.", UNSCORED),
+    ("PASS\nthough a stricter grader would say FAIL", UNSCORED),
+    ("FAIL \u274c\nbut PASS if tone is ignored", UNSCORED),
     ("Fail to see what the ticket asks.", UNSCORED),
     ("<answer>The code is basil-1</answer>", UNSCORED),
 ]
