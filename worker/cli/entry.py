@@ -9,6 +9,7 @@ handed to `worker.cli.main.main`. The goal is ≤ 0.15 s for ``--version`` and `
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Sequence
 
@@ -36,5 +37,26 @@ def main(argv: Sequence[str] | None = None) -> int:
     return full_main(args)
 
 
+#: Exit codes after Ctrl-C and SIGTERM (worker/cli/main.py ``EXIT_INTERRUPTED``,
+#: ``EXIT_TERMINATED``), kept here so the entry point imports nothing more.
+_STOPPED = (130, 143)
+
+
+def console() -> None:
+    """The ``llmgate`` console script and ``python -m worker.cli``: `main`, then exit.
+
+    After Ctrl-C or SIGTERM (once temporary worktrees are removed), the process ends at once
+    (``os._exit``) instead of waiting for the background import of litellm to finish
+    (worker/cli/start_up.py joins it at a normal exit): on a loaded CI runner that import took
+    over a minute, and a cancelled job must stop now.
+    """
+    code = main()
+    if code in _STOPPED:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+    raise SystemExit(code)
+
+
 if __name__ == "__main__":
-    raise SystemExit(main())
+    console()

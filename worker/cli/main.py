@@ -86,15 +86,17 @@ EXIT_INTERRUPTED = 130
 EXIT_TERMINATED = 143
 
 
-class Terminated(KeyboardInterrupt):
-    """SIGTERM, raised where the program is so that it unwinds as after Ctrl-C: temporary
-    worktrees are removed from the user's repository (fresh user, issue 30: a CI runner's
-    SIGTERM left them registered there)."""
+#: Set when SIGTERM arrived (`_on_sigterm`): the interrupt that follows exits `EXIT_TERMINATED`.
+_TERMINATED: list[int] = []
 
 
 def _on_sigterm(signum: int, frame: object) -> None:
-    """The CLI's SIGTERM handler (not the web process's nor the worker's: they drain)."""
-    raise Terminated()
+    """The CLI's SIGTERM handler (not the web process's nor the worker's: they drain): SIGTERM
+    is turned into SIGINT, so the run unwinds exactly as after Ctrl-C (asyncio cancels the
+    run and every temporary worktree and view is removed from the user's repository; fresh
+    user, issue 30: a CI runner's SIGTERM left them registered there)."""
+    _TERMINATED.append(signum)
+    signal.raise_signal(signal.SIGINT)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -113,10 +115,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         previous = signal.signal(signal.SIGTERM, _on_sigterm)
     try:
         code: int = args.func(args)
-    except Terminated:
-        print("llmgate: terminated", file=sys.stderr)
-        return EXIT_TERMINATED
     except KeyboardInterrupt:
+        if _TERMINATED:
+            print("llmgate: terminated", file=sys.stderr)
+            return EXIT_TERMINATED
         print("llmgate: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
     finally:

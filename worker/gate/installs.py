@@ -136,7 +136,7 @@ def quiet_when_uninstalled(fn: Job) -> Job:
             log.info("job not run: %s", reason)
             return {"status": "uninstalled", "reason": reason}
         try:
-            return await fn(ctx, payload)
+            result = await fn(ctx, payload)
         except (GitHubError, ExecutionError) as err:
             if not _is_gone_error(err):
                 raise
@@ -146,5 +146,11 @@ def quiet_when_uninstalled(fn: Job) -> Job:
                 raise
             log.info("job ended quietly: %s (%s)", reason, type(err).__name__)
             return {"status": "uninstalled", "reason": reason}
+        if isinstance(result, dict) and result.get("conclusion") == "cancelled":
+            reason = await removal(services.redis, installation_id, full_name)
+            if reason is not None:  # stopped mid-run by the removal (worker/gate/supersede.py)
+                log.info("job ended quietly: %s (stopped mid-run)", reason)
+                return {"status": "uninstalled", "reason": reason}
+        return result
 
     return job

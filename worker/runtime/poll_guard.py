@@ -12,6 +12,12 @@ the soak, bench/soak.py, during a Redis restart), although it is only Redis blip
 job slot arq took for that job (its counter and semaphore, as arq's own "started elsewhere"
 path does) and ends this poll; the job stays in the queue and the next poll claims it again,
 on a new connection. Nothing else changes: the claim is still one watched transaction.
+
+It wraps ``run_cron`` too: arq enqueues a cron job in the same kind of watched transaction,
+and a Redis restart at that moment ended the worker the same way (issue 32: the chaos e2e of
+a Redis restart, 1 worker of 2 exited 1). That tick's cron jobs are not enqueued; arq has
+already moved each to its next run, so the next tick enqueues them (the sweeper and the
+reconciler run every minute and catch up on what one tick missed).
 """
 
 from __future__ import annotations
@@ -47,3 +53,14 @@ def guard_job_claims(worker_class: type[Worker] = Worker) -> None:
 
     setattr(start_jobs, _GUARDED, True)
     worker_class.start_jobs = start_jobs  # type: ignore[method-assign]
+    cron: Callable[..., Awaitable[None]] = worker_class.run_cron
+
+    @functools.wraps(cron)
+    async def run_cron(self: Worker, *args: Any, **kwargs: Any) -> None:
+        try:
+            await cron(self, *args, **kwargs)
+        except WatchError as err:  # raised while enqueueing: this tick's cron jobs wait
+            log.warning("Redis dropped the connection while cron jobs were being enqueued "
+                        "(%s); they run at their next tick", err)
+
+    worker_class.run_cron = run_cron  # type: ignore[method-assign]

@@ -108,7 +108,7 @@ def test_the_distribution_is_not_named_llmgate_nor_requires_it():
         req for reqs in project["optional-dependencies"].values() for req in reqs]
     names = {re.split(r"[\s\[<>=!~;@]", req, maxsplit=1)[0].lower() for req in requirements}
     assert "llmgate" not in names
-    assert project["scripts"]["llmgate"] == "worker.cli.entry:main"  # the command stays
+    assert project["scripts"]["llmgate"] == "worker.cli.entry:console"  # the command stays
 
 
 def test_the_docs_say_how_to_install_from_a_tag_a_wheel_or_the_image():

@@ -5,10 +5,12 @@ real connection: the claim's own connection asks Redis to kill it right after it
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
 from arq.connections import ArqRedis, RedisSettings, create_pool
+from arq.cron import cron
 from arq.worker import Worker
 from redis.asyncio.client import Pipeline
 from redis.exceptions import WatchError
@@ -33,6 +35,7 @@ class PlainWorker(Worker):
     """arq's worker as it is (unguarded even once a worker's settings guarded arq's class)."""
 
     start_jobs = getattr(Worker.start_jobs, "__wrapped__", Worker.start_jobs)
+    run_cron = getattr(Worker.run_cron, "__wrapped__", Worker.run_cron)
 
 
 @pytest.fixture()
@@ -93,3 +96,31 @@ async def test_without_the_guard_the_worker_ends(pool: ArqRedis,
     with pytest.raises(WatchError):
         await _claim(worker, pool, monkeypatch)
     await worker.close()
+
+
+async def ticked(ctx: dict[str, Any]) -> None:
+    """A cron job: note that it ran."""
+    RAN.append(0)
+
+
+def _cron_worker(worker_class: type[Worker], pool: ArqRedis) -> Worker:
+    return worker_class(functions=[noted], cron_jobs=[cron(ticked, run_at_startup=True)],
+                        redis_pool=pool, burst=True, handle_signals=False)
+
+
+async def test_a_dropped_connection_while_enqueueing_a_cron_job_does_not_end_the_worker(
+        pool: ArqRedis, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 32 (chaos e2e, a Redis restart): arq's cron enqueue is a watched transaction
+    too, and its WatchError ended the worker (exit 1)."""
+    guard_job_claims(GuardedWorker)
+    worker = _cron_worker(GuardedWorker, pool)
+    dropped = _drop_after_watch(monkeypatch)
+    await worker.run_cron(datetime.now(tz=UTC), 0.5)  # no exception: that tick is skipped
+    assert dropped == [1]
+    await worker.close()
+    plain = _cron_worker(PlainWorker, pool)
+    monkeypatch.undo()
+    _drop_after_watch(monkeypatch)
+    with pytest.raises(WatchError):
+        await plain.run_cron(datetime.now(tz=UTC), 0.5)
+    await plain.close()
