@@ -10,6 +10,8 @@ function is first called, so ``import llmgate`` stays cheap.
 
 from __future__ import annotations
 
+import contextlib
+import io
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -239,10 +241,13 @@ def _arguments(parse: Any, root: Path, base: str | None, head: str | None,
     argv = ["--repo", str(root), *(["--base", base] if base else []),
             *(["--head", head] if head else []), *(["--config", config] if config else []),
             *(["--base-tip"] if base_tip else []), *options]
+    said = io.StringIO()
     try:
-        return parse(argv)
-    except SystemExit:  # argparse has printed its usage line on stderr
-        raise ValueError(f"llmgate run does not accept these options: {list(options)}") from None
+        with contextlib.redirect_stderr(said):  # the API prints nothing: the error says it
+            return parse(argv)
+    except SystemExit:  # argparse's one line, e.g. "llmgate run: argument --smoke: ..."
+        why = " ".join(said.getvalue().split()) or f"options not accepted: {list(options)}"
+        raise ValueError(why) from None
 
 
 def _gated(args: Any, allow_undecided: bool) -> Result:

@@ -96,6 +96,8 @@ def _on_sigterm(signum: int, frame: object) -> None:
     run and every temporary worktree and view is removed from the user's repository; fresh
     user, issue 30: a CI runner's SIGTERM left them registered there)."""
     _TERMINATED.append(signum)
+    if signal.getsignal(signal.SIGINT) in (signal.SIG_IGN, signal.SIG_DFL, None):
+        raise KeyboardInterrupt  # SIGINT ignored (a background job of a script): no Ctrl-C path
     signal.raise_signal(signal.SIGINT)
 
 

@@ -9,6 +9,7 @@ examples bring the interval off the margin if the delta stays where it is.
 from __future__ import annotations
 
 import math
+from collections import Counter
 
 from worker.evals.types import GateReport, PairedComparison, RuleOutcome
 from worker.evals.verdict.outcomes import p_text
@@ -34,7 +35,12 @@ def decision_sentence(report: GateReport) -> str:
     if not deciding:
         tested = [c for c in report.comparisons if c.delta is not None and c.p_adjusted is not None]
         worst = min(tested, key=lambda c: c.p_adjusted or 1.0, default=None)
-        text = f"all {len(report.outcomes)} rules pass"
+        others = Counter(o.status for o in report.outcomes if o.status != "pass")
+        total = len(report.outcomes)
+        # a rule not checked (no base for max_drop) is never counted as passing (issue 33)
+        text = f"all {total} rules pass" if not others else \
+            f"{total - sum(others.values())} of {total} rules pass, " + \
+            ", ".join(f"{n} {status}" for status, n in sorted(others.items()))
         return text + (f"; the clearest drop tested: {_effect(worst)}" if worst else "") + "."
     first = deciding[0]
     more = f"; {len(deciding) - 1} more rules too" if len(deciding) > 2 else \

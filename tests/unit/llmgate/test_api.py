@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 import llmgate
-from tests.unit.worker_support import ASSERTION_LINE, build_tiny_repo
+from tests.unit.worker_support import ASSERTION_LINE, build_tiny_repo, git
 from worker.cli.main import main
 from worker.version import VERSION
 
@@ -95,3 +95,13 @@ def test_the_api_is_versioned_and_noted_in_the_changelog() -> None:
     assert f"Python API {llmgate.API_VERSION}" in changelog
     manual = (ROOT / "docs" / "python-api.md").read_text()
     assert [n for n in llmgate.__all__ if not re.search(rf"`{re.escape(n)}[`(]", manual)] == []
+
+
+def test_a_refused_option_is_one_value_error_and_prints_nothing(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Fresh user of issue 33: ``--smoke 0`` raised "does not accept these options" (wrong:
+    ``--smoke`` is accepted) and argparse's real reason went to stderr."""
+    git(tmp_path, "init", "-q", "-b", "main")
+    with pytest.raises(ValueError, match="--smoke: must be a whole number of at least 1"):
+        llmgate.run(tmp_path, options=["--smoke", "0"])
+    assert capsys.readouterr().err == ""
