@@ -86,6 +86,8 @@ EXIT_INTERRUPTED = 130
 EXIT_TERMINATED = 143
 
 
+#: Seconds after SIGTERM before the run is interrupted at once (`_on_sigterm`).
+TERM_GRACE_S = 2.0
 #: Set when SIGTERM arrived (`_on_sigterm`): the interrupt that follows exits `EXIT_TERMINATED`.
 _TERMINATED: list[int] = []
 
@@ -98,6 +100,12 @@ def _on_sigterm(signum: int, frame: object) -> None:
     _TERMINATED.append(signum)
     if signal.getsignal(signal.SIGINT) in (signal.SIG_IGN, signal.SIG_DFL, None):
         raise KeyboardInterrupt  # SIGINT ignored (a background job of a script): no Ctrl-C path
+    # asyncio's first SIGINT cancels the run; a second one interrupts at once. A cancellation
+    # that lands where it is absorbed let the run go on (a CI run: 60 s more), so the second
+    # one follows after `TERM_GRACE_S` seconds, unless the process has ended by then.
+    timer = threading.Timer(TERM_GRACE_S, signal.raise_signal, (signal.SIGINT,))
+    timer.daemon = True
+    timer.start()
     signal.raise_signal(signal.SIGINT)
 
 

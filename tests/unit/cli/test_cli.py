@@ -318,7 +318,12 @@ def test_ctrl_c_removes_the_worktrees_and_exits_130_without_a_traceback(tiny, tm
     out, err = proc.communicate(timeout=240)  # a loaded CI runner: cancelled tasks unwind slowly
     assert (proc.returncode, out, err) == (code, "", said)
     assert list(iter_worktrees(repo)) == [str(repo)]
-    assert list((tmp_path / "tmp").iterdir()) == []
+    left = [p.name for p in (tmp_path / "tmp").iterdir()]
+    # after SIGTERM the run is interrupted at once 2 s later if its cancellation was absorbed:
+    # a target view being copied then may stay in TMPDIR (noted in issue 32's note), never a
+    # worktree registered in the user's repository (checked above)
+    assert left == [] or sent == signal.SIGTERM and all(n.startswith("llmgate-view-")
+                                                        for n in left)
 
 
 def test_output_writes_the_report_to_the_file(tiny, capsys):
