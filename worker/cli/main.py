@@ -198,7 +198,8 @@ def _parser() -> argparse.ArgumentParser:
     add_store_option(run)
     run.add_argument("--dry-run", action="store_true",
                      help="print the plan (configs, suites, calls) and the estimate (calls, "
-                          "USD) and stop: no model call is sent, no command target runs")
+                          "USD) and stop: no model call is sent, no command target runs "
+                          "(--format json: as JSON)")
     run.add_argument("--all-suites", action="store_true",
                      help="run every suite, even one whose on_paths no changed file matches "
                           "(with --base, suites are skipped by on_paths as on the App)")
@@ -381,6 +382,15 @@ def exit_code(conclusion: str, *, allow_undecided: bool = False) -> int:
     return EXIT_GATE_FAILED
 
 
+def _dry_run_formats(args: argparse.Namespace) -> str | None:
+    """Why ``--dry-run`` cannot write the ``--format`` asked (it prints text or JSON), or None."""
+    others = sorted({spec.name for spec in args.format or () if spec.name != "json"})
+    if not args.dry_run or not others:
+        return None
+    return (f"--dry-run writes no {', '.join(others)} report: it prints its plan as text, or "
+            "as JSON with --format json")
+
+
 def _refusal(args: argparse.Namespace) -> tuple[int, str] | None:
     """Return ``(exit code, one line)`` when ``llmgate run`` cannot start, before anything
     runs; else None, with ``args.config`` made relative to the repository root.
@@ -390,7 +400,7 @@ def _refusal(args: argparse.Namespace) -> tuple[int, str] | None:
     ``--output`` whose folder does not exist gets it made (as ``mkdir -p``); one that cannot be
     written is refused now (3), not after a run that may have spent money on model calls.
     """
-    clash = format_refusal(args.format, args.output)
+    clash = format_refusal(args.format, args.output) or _dry_run_formats(args)
     if clash is not None:
         return EXIT_CONFIG_ERROR, clash
     for output in format_paths(args.format, args.output):
@@ -530,8 +540,8 @@ async def _run_local(args: argparse.Namespace) -> tuple[MultiReport, str, str]:
         plan = plan_configs(head_root, base_root) if args.config == CONFIG_FILENAME \
             else folder_plan(args.config, head_root, base_root)  # a folder's: as the worker
         if args.dry_run:
-            return await _dry_run(plan, args.config, (head_root, head_sha),
-                                  (base_root, base_sha), changed, evals), head_sha, base_sha
+            return await _dry_run(plan, args, (head_root, head_sha), (base_root, base_sha),
+                                  changed, evals), head_sha, base_sha
         if plan is not None:  # every config of the repository, or one folder's
             multi = await gate_plan(plan, head_root, base_root, head_sha=head_sha,
                                     base_sha=base_sha, evals=evals, changed_files=changed,
@@ -579,21 +589,35 @@ def _silent(line: str) -> None:
     """Say nothing (``--quiet``)."""
 
 
-async def _dry_run(plan: Plan | None, config_path: str, head: tuple[Path, str],
+async def _dry_run(plan: Plan | None, args: argparse.Namespace, head: tuple[Path, str],
                    base: tuple[Path | None, str], changed: Sequence[str] | None,
                    evals: EvalContext) -> MultiReport:
-    """Print the plan and the estimate of ``llmgate run --dry-run`` on stdout
-    (worker/cli/dry_run.py); return a report that holds only its head config error, if any."""
+    """Print the plan and the estimate of ``llmgate run --dry-run`` (worker/cli/dry_run.py):
+    as text on stdout, or as JSON with ``--format json`` (to its path, ``--output`` or stdout);
+    return a report that holds only its head config error, if any.
+
+    Raises:
+        OSError: the JSON file cannot be written (`_refusal` checked its folder first).
+    """
     from worker.cli.dry_run import dry_run
     from worker.evals.types import GateReport
     from worker.evals.verdict.compare import config_error_report
     from worker.pipeline.multi import ConfigReport, MultiReport
 
-    found = await dry_run(plan, config_path, head, base, changed, evals)
-    print("\n".join(found.lines))
+    found = await dry_run(plan, args.config, head, base, changed, evals)
+    as_json = next((spec for spec in args.format or () if spec.name == "json"), None)
+    if as_json is None:
+        print("\n".join(found.lines))
+    else:
+        text = json.dumps(found.document(), indent=2, ensure_ascii=False) + "\n"
+        path = as_json.path or args.output
+        if path is None:
+            sys.stdout.write(text)
+        else:
+            path.write_text(text, encoding="utf-8")
     report = config_error_report(found.config_error) if found.config_error is not None \
         else GateReport("neutral", (), (), None, None, headline="dry run: nothing ran")
-    return MultiReport((ConfigReport(config_path, "", report),))
+    return MultiReport((ConfigReport(args.config, "", report),))
 
 
 def _run_base_now(folder: str) -> BaseRunner:

@@ -9,6 +9,7 @@ calls; a command target would leave a marker file).
 from __future__ import annotations
 
 import argparse
+import json
 import subprocess
 from pathlib import Path
 
@@ -17,7 +18,7 @@ import pytest
 from tests.fakes.fake_llm import FakeLLMServer
 from tests.unit import llm_support
 from tests.unit.llm_support import echo_repo
-from worker.cli.main import EXIT_CONFIG_ERROR, EXIT_PASS, _parser, main
+from worker.cli.main import EXIT_CONFIG_ERROR, EXIT_GATE_FAILED, EXIT_PASS, _parser, main
 
 llm_server = llm_support.llm_server  # module fixtures
 llm = llm_support.llm
@@ -114,3 +115,44 @@ def test_dry_run_prints_the_plan_and_sends_nothing(llm: FakeLLMServer, tmp_path,
     assert "total: 2 provider calls (0 cached), $0.00" in out  # priced: gpt-4o-mini
     assert main(["run", "--no-cache", "--format", "json"]) == EXIT_PASS  # the same run, for real
     assert len(llm.calls()) == 2 and marker.read_text() == "ran"
+
+
+def test_dry_run_prints_its_plan_as_json(llm: FakeLLMServer, tmp_path, monkeypatch, capsys):
+    """``--format json`` prints the dry run's plan as JSON (it printed the text plan), to
+    stdout or to its path; a format it cannot write is a misuse (2), not a silent text plan."""
+    repo = echo_repo(llm, tmp_path / "repo")
+    monkeypatch.chdir(repo)
+    assert main(["run", "--dry-run", "--no-cache", "--format", "json"]) == EXIT_PASS
+    out, _ = capsys.readouterr()
+    plan = json.loads(out)
+    assert (plan["dry_run"], plan["calls"], plan["cached_calls"], plan["config_error"]) == \
+        (True, 2, 0, None)
+    [config] = plan["configs"]
+    [head] = config["sides"]
+    assert (config["path"], head["side"], head["sha"], head["suites"], head["refused"]) == \
+        (".llmgate.yml", "head", None, [{"name": "s", "calls": 2}], [])
+    assert main(["run", "--dry-run", "--no-cache", "--format", f"json:{tmp_path / 'p.json'}"]) \
+        == EXIT_PASS
+    assert json.loads((tmp_path / "p.json").read_text())["calls"] == 2
+    assert main(["run", "--dry-run", "--format", "junit"]) == EXIT_CONFIG_ERROR
+    assert "--dry-run writes no junit report" in capsys.readouterr().err
+    assert llm.calls() == []
+
+
+def test_dry_run_names_a_key_the_run_would_refuse(llm: FakeLLMServer, tmp_path, monkeypatch,
+                                                  capsys):
+    """An ``api_key_env`` the worker does not have: every call would be refused, so the dry run
+    says so and exits 2 on the target's line, as a run with ``--base`` does (it printed an
+    estimate and exited 0; a run without ``--base`` fails, 1, with every call refused)."""
+    repo = echo_repo(llm, tmp_path / "repo")
+    config = (repo / ".llmgate.yml").read_text().replace(llm_support.KEY_ENV, "NO_SUCH_KEY_X")
+    (repo / ".llmgate.yml").write_text(config)
+    monkeypatch.delenv("NO_SUCH_KEY_X", raising=False)
+    monkeypatch.chdir(repo)
+    assert main(["run", "--dry-run", "--no-cache"]) == EXIT_CONFIG_ERROR
+    out, err = capsys.readouterr()
+    assert "head refused: the target: the worker has no NO_SUCH_KEY_X" in out
+    assert "configuration error: .llmgate.yml:6: the target: the worker has no NO_SUCH_KEY_X" \
+        in err  # the target's line
+    assert main(["run", "--no-cache"]) == EXIT_GATE_FAILED  # the run: head's calls all refused
+    assert llm.calls() == []
