@@ -3,17 +3,30 @@
 Builds a base and a head run in memory (5 assertion types per example: three pass/fail, two
 graded; a cost), then times `worker.evals.verdict.compare.compare` with every statistical rule on
 every metric, grouping by category (5 groups) and 2,000 bootstrap resamples: pairing, McNemar or
-Wilcoxon per metric and group (60 tests), the stratified bootstrap, Holm and the verdicts. Goal:
-under 1 s on this machine. The last line is ``gate_speed_s=<median seconds>``.
+Wilcoxon per metric and group (60 tests), the stratified bootstrap, the sign-flip family, Holm
+and the verdicts. Then it times the four looks of a sequential gate over the same shape
+(`worker.evals.verdict.sequential.sequential_look` at 2,500, 5,000, 7,500 and 10,000 examples
+of 10 metrics in 6 scopes, 2,048 sign patterns), and prints their sum with the comparison:
+the statistics of a sequential gate that goes the whole way. Goal (issue 34): under 1 s.
 
-Usage: ``python bench/gate_speed.py [--examples N] [--repeat K]``.
+``--baseline DIR`` runs the same measurement on the code in DIR (a worktree of an earlier
+commit) in a child process, alternating with this code, and prints the ratio. The last line
+is ``statistics_s=<median seconds of compare + looks>``.
+
+Usage: ``python bench/gate_speed.py [--examples N] [--repeat K] [--baseline DIR]``.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import os
 import statistics
+import subprocess
+import sys
 import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
 
 import numpy as np
 
@@ -70,27 +83,98 @@ def gate_config() -> Config:
                                   gate_options=options),), Settings())
 
 
+def look_arrays(n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Differences (n, 10), scopes (6, n: the suite and 5 groups) and unit weights (6, 10) of a
+    sequential gate; one example in ten differs per metric."""
+    rng = np.random.default_rng(1)
+    x = rng.normal(0, 1, (n, len(METRICS))) * (rng.random((n, len(METRICS))) < 0.1)
+    scopes = np.zeros((len(GROUPS) + 1, n), dtype=bool)
+    scopes[0] = True
+    for code in range(len(GROUPS)):
+        scopes[code + 1] = np.arange(n) % len(GROUPS) == code
+    return x, scopes, np.ones((len(GROUPS) + 1, len(METRICS)))
+
+
+@dataclass(frozen=True)
+class Figures:
+    """One measurement: median seconds of ``compare``, of the four looks and of both (wall),
+    process CPU seconds, and the verdicts (to check that the baseline decides the same)."""
+
+    compare_s: float
+    looks_s: float
+    statistics_s: float
+    cpu_s: float
+    conclusion: str
+    comparisons: int
+    holm_tests: int
+    looks: list[str]
+
+
+def measure(examples: int, repeat: int) -> Figures:
+    """`Figures` over ``repeat`` runs after a warm-up (imports, scipy's first calls)."""
+    from worker.evals.verdict.sequential import look_sizes, sequential_look
+
+    base, head = build_run(examples, 1, 0.0), build_run(examples, 2, 0.01)
+    config = gate_config()
+    x, scopes, weights = look_arrays(examples)
+    sizes = look_sizes(examples, 4)
+    compare(config, head, base)
+    sequential_look(x[:sizes[0]], scopes[:, :sizes[0]], weights, sizes, alpha=0.05, seed=7)
+    compare_s, looks_s, cpu = [], [], []
+    for _ in range(repeat):
+        start, start_cpu = time.perf_counter(), time.process_time()
+        report = compare(config, head, base)
+        middle = time.perf_counter()
+        verdicts = [str(sequential_look(x[:k], scopes[:, :k], weights, sizes, alpha=0.05,
+                                        seed=7).verdict) for k in sizes]
+        compare_s.append(middle - start)
+        looks_s.append(time.perf_counter() - middle)
+        cpu.append(time.process_time() - start_cpu)
+    both = [a + b for a, b in zip(compare_s, looks_s, strict=True)]
+    return Figures(statistics.median(compare_s), statistics.median(looks_s),
+                   statistics.median(both), statistics.median(cpu), report.conclusion,
+                   len(report.comparisons), report.holm_tests, verdicts)
+
+
+def _baseline(folder: Path, examples: int, repeat: int) -> Figures:
+    """`measure` on the code in ``folder``, in a child process."""
+    env = {**os.environ, "PYTHONPATH": str(folder)}
+    found = subprocess.run([sys.executable, __file__, "--examples", str(examples), "--repeat",
+                            str(repeat), "--json"], env=env, cwd=folder, check=True,
+                           capture_output=True, text=True)
+    return Figures(**json.loads(found.stdout.splitlines()[-1]))
+
+
 def main() -> None:
-    """Build the runs once, then time ``compare`` ``--repeat`` times and print the median."""
+    """Measure (and the baseline, alternating) and print the figures, the headline last."""
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--examples", type=int, default=10_000)
     parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--baseline", type=Path, help="a worktree of the code to compare with")
+    parser.add_argument("--json", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
-    base, head = build_run(args.examples, 1, 0.0), build_run(args.examples, 2, 0.01)
-    config = gate_config()
-    compare(config, head, base)  # warm-up: imports, scipy's first calls
-    times, cpu = [], []
-    for _ in range(args.repeat):
-        start, start_cpu = time.perf_counter(), time.process_time()
-        report = compare(config, head, base)
-        times.append(time.perf_counter() - start)
-        cpu.append(time.process_time() - start_cpu)
+    if args.json:
+        print(json.dumps(asdict(measure(args.examples, args.repeat))))
+        return
+    ours, theirs = [], []
+    for _ in range(2 if args.baseline else 1):  # alternate, so load changes hit both
+        ours.append(measure(args.examples, args.repeat))
+        if args.baseline:
+            theirs.append(_baseline(args.baseline.resolve(), args.examples, args.repeat))
+    best = min(ours, key=lambda f: f.statistics_s)
     print(f"examples={args.examples} metrics={len(METRICS)} groups={len(GROUPS)} "
-          f"resamples=2000 comparisons={len(report.comparisons)} "
-          f"holm_tests={report.holm_tests} conclusion={report.conclusion}")
-    print(f"min_s={min(times):.3f} max_s={max(times):.3f} "
-          f"cpu_s={statistics.median(cpu):.3f} (process CPU, all threads)")
-    print(f"gate_speed_s={statistics.median(times):.3f}")
+          f"resamples=2000 comparisons={best.comparisons} holm_tests={best.holm_tests} "
+          f"conclusion={best.conclusion} looks={','.join(best.looks)}")
+    if theirs:
+        old = min(theirs, key=lambda f: f.statistics_s)
+        same = (old.conclusion, old.looks) == (best.conclusion, best.looks)
+        print(f"baseline: compare_s={old.compare_s:.3f} looks_s={old.looks_s:.3f} "
+              f"statistics_s={old.statistics_s:.3f} cpu_s={old.cpu_s:.3f} "
+              f"same_verdicts={same}")
+        print(f"speedup={old.statistics_s / best.statistics_s:.2f}x (baseline / this)")
+    print(f"load={os.getloadavg()[0]:.2f} compare_s={best.compare_s:.3f} "
+          f"looks_s={best.looks_s:.3f} cpu_s={best.cpu_s:.3f} (process CPU, all threads)")
+    print(f"statistics_s={best.statistics_s:.3f}")
 
 
 if __name__ == "__main__":

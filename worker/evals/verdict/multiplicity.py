@@ -23,7 +23,7 @@ method, and when a test is rejected its weight passes to the others in proportio
 
 With at most `EXACT_MAX` examples carrying a non-zero difference every sign pattern is
 enumerated and p-values are exact (``#{T* >= T} / 2**k``); otherwise the patterns are a random
-*subgroup* of the sign flips (`subgroup_signs`, 2**k >= draws + 1 members, the observed one
+*subgroup* of the sign flips (`subgroup`, 2**k >= draws + 1 members, the observed one
 first) and ``#{T* >= T} / 2**k`` is exact for that fixed subgroup (Hemerik & Goeman 2018), so
 the gate's seed, fixed so reruns repeat, cannot lift the false-alarm rate above alpha.
 
@@ -84,9 +84,72 @@ class FamilyResult:
     patterns: int
 
 
+@dataclass(frozen=True)
+class SignGroup:
+    """A group of 2**size sign patterns of n examples, kept as one code per example.
+
+    Pattern c (0 <= c < 2**size) gives example i the sign ``(-1) ** popcount(c & codes[i])``:
+    row 0 is the observed pattern (all +1), and the rows are a group under the product (the
+    codes of a product are the XOR of the codes). Both kinds of patterns the family uses are
+    such groups: enumerating every pattern of k active examples gives the j-th of them the
+    code 2**j (others 0), and `subgroup_signs`' random subgroup gives example i the bits of the
+    generators that flip it.
+
+    Kept as codes, the patterns never take memory of shape (2**size, n) (164 MB for 10,000
+    examples and 2,048 patterns), and `sums` needs no product with such a matrix: examples with
+    one code have the same sign in every pattern, so the signed sums are the Walsh-Hadamard
+    transform of the per-code sums (the matrix ``(-1) ** popcount(c & t)`` is Sylvester's
+    Hadamard matrix, Sylvester 1867), O(n m + size 2**size m) instead of O(2**size n m).
+
+    Attributes:
+        codes: shape (n,), int64 in [0, 2**size).
+        size: bits of a code; the group has 2**size patterns.
+    """
+
+    codes: NDArray[np.int64]
+    size: int
+
+    @property
+    def patterns(self) -> int:
+        """The number of patterns, 2**size."""
+        return 1 << self.size
+
+    def prefix(self, n: int) -> SignGroup:
+        """The same patterns on the first n examples only (again a group)."""
+        return SignGroup(self.codes[:n], self.size)
+
+    def matrix(self) -> FloatArray:
+        """Every pattern as a row, shape (2**size, n) of +1.0/-1.0 (tests, small groups)."""
+        bits = np.arange(self.patterns, dtype=np.int64)[:, None] & self.codes[None, :]
+        parity = np.zeros(bits.shape, dtype=np.int64)
+        for bit in range(self.size):
+            parity ^= (bits >> bit) & 1
+        return np.asarray(1.0 - 2.0 * parity, dtype=np.float64)
+
+    def sums(self, values: FloatArray) -> FloatArray:
+        """Return ``matrix() @ values``, shape (2**size, c), for values of shape (n, c).
+
+        Values are summed per code (one ``numpy.bincount``), then transformed in place by the
+        fast Walsh-Hadamard butterfly (a + b, a - b per bit). Sums may differ from the matrix
+        product in the last bits (another order of addition).
+        """
+        count, columns = self.patterns, values.shape[1]
+        index = (self.codes[:, None] * columns + np.arange(columns)).ravel()
+        table = np.bincount(index, weights=values.ravel(), minlength=count * columns)
+        table = table.reshape(count, columns)
+        half = 1
+        while half < count:
+            pairs = table.reshape(count // (2 * half), 2, half, columns)
+            low = pairs[:, 0].copy()
+            pairs[:, 0] += pairs[:, 1]
+            pairs[:, 1] = low - pairs[:, 1]
+            half *= 2
+        return np.asarray(table, dtype=np.float64)
+
+
 def sign_patterns(active: int, n: int, draws: int, seed: int,
-                  columns: NDArray[np.intp]) -> tuple[FloatArray, bool]:
-    """Return sign patterns of shape (N, n), the first the observed (all +1).
+                  columns: NDArray[np.intp]) -> tuple[SignGroup, bool]:
+    """Return the sign patterns of the family, the first the observed (all +1).
 
     Args:
         active: examples with a non-zero difference; n: all examples.
@@ -96,19 +159,18 @@ def sign_patterns(active: int, n: int, draws: int, seed: int,
 
     Returns:
         The patterns and whether they are every pattern of the active columns (2**active rows,
-        enumerated in binary order after the observed one).
+        enumerated in binary order after the observed one: column ``columns[j]`` is flipped in
+        the rows whose bit j is set).
     """
     if active <= EXACT_MAX:
-        codes = np.arange(1 << active, dtype=np.int64)
-        bits = (codes[:, None] >> np.arange(active, dtype=np.int64)) & 1
-        signs = np.ones((1 << active, n))
-        signs[:, columns] = 1.0 - 2.0 * bits
-        return signs, True
-    return subgroup_signs(n, draws, seed), False
+        codes = np.zeros(n, dtype=np.int64)
+        codes[columns] = 1 << np.arange(active, dtype=np.int64)
+        return SignGroup(codes, active), True
+    return subgroup(n, draws, seed), False
 
 
-def subgroup_signs(n: int, draws: int, seed: int) -> FloatArray:
-    """Return a random subgroup of the sign flips of n examples, shape (2**k, n), row 0 all +1.
+def subgroup(n: int, draws: int, seed: int) -> SignGroup:
+    """Return a random subgroup of the sign flips of n examples, 2**k patterns, row 0 all +1.
 
     k = ceil(log2(draws + 1)) random sign vectors generate the group: row c is the product of
     the generators whose bit is set in c (row 0 the identity, the observed pattern). Because
@@ -123,37 +185,50 @@ def subgroup_signs(n: int, draws: int, seed: int) -> FloatArray:
 
     Args:
         n: examples (columns); draws: patterns wanted besides the observed (>= 1).
-        seed: seed of ``numpy.random.default_rng`` for the generators.
+        seed: seed of ``numpy.random.default_rng`` for the generators (generator b flips
+            example i when its draw is 1; example i's code holds bit b then).
 
     Returns:
-        The 2**k patterns (at least draws + 1), each group member once per code.
+        The 2**k patterns (at least draws + 1) as a `SignGroup`.
     """
     size = max(1, math.ceil(math.log2(draws + 1)))
     generators = np.random.default_rng(seed).integers(0, 2, size=(size, n), dtype=np.int64)
-    codes = np.arange(1 << size, dtype=np.int64)
-    bits = (codes[:, None] >> np.arange(size, dtype=np.int64)) & 1
-    return np.asarray(1.0 - 2.0 * ((bits @ generators) & 1), dtype=np.float64)
+    codes = (generators << np.arange(size, dtype=np.int64)[:, None]).sum(axis=0)
+    return SignGroup(np.asarray(codes, dtype=np.int64), size)
 
 
-def drop_statistics(x: FloatArray, scopes: NDArray[np.bool_], signs: FloatArray) -> FloatArray:
+def subgroup_signs(n: int, draws: int, seed: int) -> FloatArray:
+    """Return `subgroup`'s patterns as a matrix, shape (2**k, n), row 0 all +1 (tests)."""
+    return subgroup(n, draws, seed).matrix()
+
+
+def drop_statistics(x: FloatArray, scopes: NDArray[np.bool_],
+                    signs: SignGroup | FloatArray) -> FloatArray:
     """Return the studentized drop statistic of every test under every sign pattern.
 
     Args:
         x: weighted oriented differences, shape (n, m); 0 where an example has no value.
         scopes: shape (s, n): which examples each scope holds.
-        signs: shape (N, n) sign patterns.
+        signs: the N sign patterns, a `SignGroup` or a matrix of shape (N, n).
 
     Returns:
         Shape (N, s * m): column ``scope * m + metric``; 0 where a scope's differences are all 0.
+
+    Every scope's sums come from the differences masked by scope (shape (n, s * m): an example
+    outside a scope adds an exact 0), in one pass: `SignGroup.sums`, or one matrix product.
+    Sums may differ from a product per scope in the last bit (another order of addition); ties
+    are compared within `TIE_TOLERANCE`.
     """
-    columns = []
-    for rows in scopes:
-        part = x[rows]
-        spread = np.sqrt(np.sum(part * part, axis=0))
-        sums = signs[:, rows] @ part
-        with np.errstate(invalid="ignore", divide="ignore"):
-            columns.append(np.where(spread > 0, -sums / spread, 0.0))
-    return np.hstack(columns) if columns else np.zeros((signs.shape[0], 0))
+    count, m = scopes.shape[0], x.shape[1]
+    patterns = signs.patterns if isinstance(signs, SignGroup) else signs.shape[0]
+    if count == 0:
+        return np.zeros((patterns, 0))
+    masked = scopes.astype(np.float64)[:, :, None] * x[None, :, :]  # (s, n, m)
+    spread = np.sqrt(np.einsum("snm,snm->sm", masked, masked)).reshape(count * m)
+    flat = masked.transpose(1, 0, 2).reshape(x.shape[0], count * m)
+    sums = signs.sums(flat) if isinstance(signs, SignGroup) else signs @ flat
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.asarray(np.where(spread > 0, -sums / spread, 0.0), dtype=np.float64)
 
 
 def marginal_p(null: FloatArray, values: FloatArray) -> FloatArray:
@@ -239,7 +314,7 @@ def test_family(x: FloatArray, scopes: NDArray[np.bool_], weights: FloatArray, *
     p_observed = p_null[0]
     return FamilyResult(null[0], p_observed,
                         step_down_min_p(p_null, p_observed, weights.ravel()), exact,
-                        signs.shape[0])
+                        signs.patterns)
 
 
 def closed_test_p(p_null: FloatArray, p_observed: FloatArray, weights: FloatArray) -> FloatArray:

@@ -66,7 +66,7 @@ from typing import Literal
 import numpy as np
 from numpy.typing import NDArray
 
-from worker.evals.verdict.multiplicity import drop_statistics, marginal_p, subgroup_signs
+from worker.evals.verdict.multiplicity import SignGroup, drop_statistics, marginal_p, subgroup
 from worker.evals.verdict.stats import FloatArray
 
 #: Predictive probability of a failing full run under which a look stops to pass.
@@ -176,18 +176,19 @@ def boundaries(g: FloatArray, spends: FloatArray) -> FloatArray:
 
 
 def family_p(x: FloatArray, scopes: NDArray[np.bool_], weights: FloatArray,
-             signs: FloatArray) -> tuple[FloatArray, FloatArray]:
+             signs: SignGroup | FloatArray) -> tuple[FloatArray, FloatArray]:
     """Return the gate's statistic G and the min-q statistic M under every sign pattern.
 
     Each test's p-value is its sign-flip p-value over the same patterns, exactly what the
     report's family (worker/evals/verdict/multiplicity.py) computes: with the same patterns
-    (`subgroup_signs`, same seed and number) G at the last look *is* the report's first
+    (`subgroup`, same seed and number) G at the last look *is* the report's first
     step-down p-value, so the last look's boundary is set on the statistic that decides.
 
     Args:
         x: weighted oriented differences, shape (n, m) (worker/evals/verdict/signflip.py).
         scopes: shape (s, n); weights: shape (s, m), the tests' shares of alpha (0: untested).
-        signs: shape (N, n), row 0 the observed pattern.
+        signs: the N patterns of the n examples (a `SignGroup` or a matrix of shape (N, n)),
+            the first the observed one.
 
     Returns:
         (G, M), each shape (N,): M = min over tested k of p_k / v_k, G = share of rows with
@@ -197,7 +198,7 @@ def family_p(x: FloatArray, scopes: NDArray[np.bool_], weights: FloatArray,
     null = drop_statistics(x, scopes, signs)
     p_null = marginal_p(null, null)
     q = p_null[:, members] / weights.ravel()[members]
-    smallest = q.min(axis=1) if q.shape[1] else np.ones(signs.shape[0])
+    smallest = q.min(axis=1) if q.shape[1] else np.ones(null.shape[0])
     return marginal_p(-smallest[:, None], -smallest[:, None])[:, 0], smallest
 
 
@@ -228,8 +229,8 @@ def sequential_look(x: FloatArray, scopes: NDArray[np.bool_], weights: FloatArra
         raise ValueError(f"{seen} examples is not a planned look of {sizes} "
                          f"(scopes {scopes.shape})")
     k = sizes.index(seen)
-    signs = subgroup_signs(total, draws, seed)[:, :seen]
-    looks = [family_p(x[:n], scopes[:, :n], weights, signs[:, :n]) for n in sizes[:k + 1]]
+    signs = subgroup(total, draws, seed)
+    looks = [family_p(x[:n], scopes[:, :n], weights, signs.prefix(n)) for n in sizes[:k + 1]]
     g = np.column_stack([found for found, _ in looks])
     spent = [spent_alpha(n / total, alpha, spending) for n in sizes[:k + 1]]
     levels = boundaries(g, np.diff(np.array([0.0, *spent])))

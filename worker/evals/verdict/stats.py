@@ -193,11 +193,14 @@ def _index_type(n: int) -> type[np.unsignedinteger[Any]]:
 
 
 def _counts(indices: NDArray[np.unsignedinteger[Any]], n: int) -> FloatArray:
-    """Turn (block, n) drawn indices into (block, n) counts of how often each row was drawn."""
-    block = indices.shape[0]
-    offsets = (np.arange(block, dtype=np.int64) * n)[:, None]
-    flat = np.bincount((indices + offsets).ravel(), minlength=block * n)
-    return flat.reshape(block, n).astype(np.float64)
+    """Turn (block, n) drawn indices into (block, n) counts of how often each row was drawn.
+
+    One ``numpy.bincount`` per resample: half the time of one over the whole block, which
+    needs the indices widened to 64 bits with each row's offset added."""
+    counts = np.empty(indices.shape, dtype=np.float64)
+    for row, drawn in enumerate(indices):
+        counts[row] = np.bincount(drawn, minlength=n)
+    return counts
 
 
 def percentile_interval(means: FloatArray, level: float = DEFAULT_LEVEL) -> FloatArray:
