@@ -64,6 +64,7 @@ As a process: ``python -m tests.fakes.fake_github --port 0 --ready-file R --stat
 from __future__ import annotations
 
 import argparse
+import functools
 import importlib.util
 import json
 import math
@@ -147,8 +148,19 @@ def load_validate() -> ModuleType:
     return module
 
 
-def generate_app_keypair() -> tuple[str, str]:
-    """Return a fresh ``(private PEM, public PEM)`` RSA-2048 pair for a test App."""
+def generate_app_keypair(*, fresh: bool = False) -> tuple[str, str]:
+    """Return the ``(private PEM, public PEM)`` RSA-2048 pair of a test App: one per process
+    (made at its first use: about 50 ms each, issue 34), or a new one with ``fresh`` (a key
+    that must differ from the App's)."""
+    return _new_keypair() if fresh else _shared_keypair()
+
+
+@functools.cache
+def _shared_keypair() -> tuple[str, str]:
+    return _new_keypair()
+
+
+def _new_keypair() -> tuple[str, str]:
     key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
     private = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
                                 serialization.NoEncryption()).decode()

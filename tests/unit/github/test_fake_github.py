@@ -87,7 +87,7 @@ def _jwt(private_pem: str, iat: int, exp: int, iss: object = APP_ID) -> str:
 def test_app_endpoints_verify_the_jwt(fake_gh: FakeGitHubServer,
                                       app_keys: tuple[str, str]) -> None:
     now = int(time.time())
-    other_key, _ = generate_app_keypair()
+    other_key, _ = generate_app_keypair(fresh=True)
     cases = {
         "no header": {},
         "installation token": {"Authorization": f"token {_token(fake_gh, app_keys[0])}"},

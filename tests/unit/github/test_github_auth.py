@@ -169,3 +169,23 @@ async def test_a_refused_fixed_token_stays_refused(session: httpx.AsyncClient,
             await gh.update_issue_comment(fx.OWNER, fx.REPO, 1, "x")
         assert info.value.status_code == 401
     assert [r["operation"] for r in fake_gh.state()["requests"]] == ["issues/update-comment"] * 2
+
+
+def test_an_ec_key_is_refused_as_not_rsa() -> None:
+    from cryptography.hazmat.primitives.asymmetric import ec
+
+    pem = ec.generate_private_key(ec.SECP256R1()).private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+        serialization.NoEncryption()).decode()
+    with pytest.raises(GitHubAuthError, match="not a valid RSA PEM key"):
+        app_jwt(AppCredentials("1", pem))
+
+
+def test_the_app_key_is_parsed_once_per_process(creds: AppCredentials) -> None:
+    """Issue 34: PyJWT given the PEM parsed the key at every JWT (150 ms each, loaded)."""
+    from worker.github import auth
+
+    auth._signing_key.cache_clear()
+    first, second = app_jwt(creds, now=1_700_000_000), app_jwt(creds, now=1_700_000_001)
+    assert first != second
+    assert (auth._signing_key.cache_info().misses, auth._signing_key.cache_info().hits) == (1, 1)
