@@ -5,6 +5,10 @@ other processes that share only Redis with it: they publish their counters there
 ``worker/runtime/metrics.py``; the key names are `worker.contract`'s) and ``/metrics`` reads them
 with one pipelined round trip per scrape, together with the queue length. So one scrape of any web
 replica shows the whole system; worker series are cluster-wide and the same on every replica.
+
+The same round trip writes `WRITE_PROBE_KEY`: a full Redis (``OOM`` under ``noeviction``) still
+answers reads, and workers cannot report it, since their heartbeats are writes; the probe's
+answer is what ``/readyz`` and ``llmgate_redis_writes_refused`` say about it.
 """
 
 from __future__ import annotations
@@ -26,7 +30,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.metrics_core import CounterMetricFamily, GaugeMetricFamily, Metric
 from redis.exceptions import RedisError
 
-from worker.contract import META_KEY, SAMPLES_KEY, WORKERS_KEY
+from worker.contract import META_KEY, SAMPLES_KEY, WORKERS_KEY, write_refusal
 
 log = logging.getLogger(__name__)
 
@@ -37,6 +41,9 @@ WORKER_STALE_S = 30.0
 WORKER_FORGET_S = 86400.0
 #: Bound on reading the snapshot, seconds.
 SNAPSHOT_TIMEOUT_S = 2.0
+#: Written (a few bytes, kept `WRITE_PROBE_TTL_MS`) by each snapshot: does Redis take writes?
+WRITE_PROBE_KEY = "llmgate:write-probe"
+WRITE_PROBE_TTL_MS = 60_000
 _NAME = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:]*")
 _SUFFIXES = {"counter": ("_total",), "gauge": ("",),
              "histogram": ("_bucket", "_sum", "_count")}
@@ -67,6 +74,8 @@ class Snapshot:
         running: jobs running in live workers; workers: live workers.
         queued: jobs waiting in arq's queue (its length less the running jobs, which arq keeps
             in the queue until they end).
+        writes_refused: why Redis refused the probe write (`worker.contract.write_refusal`:
+            ``"out of memory"``, ...), or "" while it takes writes.
     """
 
     redis_up: bool = False
@@ -75,6 +84,7 @@ class Snapshot:
     running: int = 0
     workers: int = 0
     queued: int = 0
+    writes_refused: str = ""
 
 
 async def read_snapshot(redis: ArqRedis | None, now_s: float | None = None, *,
@@ -82,29 +92,39 @@ async def read_snapshot(redis: ArqRedis | None, now_s: float | None = None, *,
     """Read the queue length, the workers' heartbeats and (``samples``) their metrics.
 
     ``now_s`` (Unix seconds, default now) decides which heartbeats are stale. ``redis_up`` is
-    False when Redis failed or did not answer within ``SNAPSHOT_TIMEOUT_S``.
+    False when Redis failed or did not answer within ``SNAPSHOT_TIMEOUT_S``; a refused probe
+    write (`WRITE_PROBE_KEY`) leaves it True and sets ``writes_refused``.
     """
     if redis is None:
         return Snapshot()
+    now_s = time.time() if now_s is None else now_s
     try:
         async with asyncio.timeout(SNAPSHOT_TIMEOUT_S):
             async with redis.pipeline(transaction=False) as pipe:
+                pipe.set(WRITE_PROBE_KEY, str(int(now_s)), px=WRITE_PROBE_TTL_MS)
                 pipe.zcard(default_queue_name)
                 pipe.hgetall(WORKERS_KEY)
                 if samples:
                     pipe.hgetall(META_KEY)
                     pipe.hgetall(SAMPLES_KEY)
-                length, workers, *published = await pipe.execute()
+                probe, *answers = await pipe.execute(raise_on_error=False)
+        refused = write_refusal(probe) if isinstance(probe, BaseException) else None
+        if isinstance(probe, BaseException) and refused is None:
+            raise probe
+        for answer in answers:
+            if isinstance(answer, BaseException):
+                raise answer
     except (RedisError, OSError, TimeoutError) as exc:
         log.warning("metrics: Redis did not answer (%s)", type(exc).__name__)
         return Snapshot()
-    running, live, gone = _live_workers(workers, time.time() if now_s is None else now_s)
+    length, workers, *published = answers
+    running, live, gone = _live_workers(workers, now_s)
     if gone:  # workers killed without a shutdown never remove their own entry
         with contextlib.suppress(RedisError, OSError):
             await redis.hdel(WORKERS_KEY, *(g.decode("utf-8", "replace") for g in gone))  # type: ignore[misc]
     meta, values = published if published else ({}, {})
     return Snapshot(True, _families(meta), list(_samples(values)), running, live,
-                    max(int(length) - running, 0))
+                    max(int(length) - running, 0), refused or "")
 
 
 def _live_workers(workers: Mapping[bytes, bytes], now_s: float) -> tuple[int, int, list[bytes]]:
@@ -171,6 +191,10 @@ class SnapshotCollector:
         yield deliveries
         yield GaugeMetricFamily("llmgate_redis_up", "Whether Redis answered this scrape (1/0).",
                                 value=int(snap.redis_up))
+        yield GaugeMetricFamily("llmgate_redis_writes_refused",
+                                "Whether Redis refused a write this scrape (1/0): full (OOM "
+                                "under noeviction), read-only or unable to persist; workers "
+                                "take no job meanwhile.", value=int(bool(snap.writes_refused)))
         yield GaugeMetricFamily("llmgate_jobs_queued", "Jobs waiting in the queue.",
                                 value=snap.queued)
         yield GaugeMetricFamily("llmgate_jobs_running", "Jobs running in live workers.",

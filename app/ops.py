@@ -5,7 +5,8 @@ says it should get traffic: Redis answers, at least ``LLMGATE_READY_MIN_WORKERS`
 heartbeated within the last 30 s (a worker beats every 10 s while its loop runs and Redis answers;
 none means deliveries are queued but nobody gates them), and the queue is not backed up beyond
 ``LLMGATE_READY_MAX_QUEUE_DEPTH`` jobs (a backed-up queue means workers are missing or stuck, and
-a load balancer may prefer another region or page someone). Each 503 says why. ``/metrics``
+a load balancer may prefer another region or page someone), and Redis takes writes (a full
+Redis refuses them: no job is claimed until memory is freed). Each 503 says why. ``/metrics``
 is the Prometheus text exposition (``app.metrics``); with ``LLMGATE_METRICS_TOKEN`` set it asks for
 ``Authorization: Bearer <token>``.
 """
@@ -91,13 +92,17 @@ class OpsEndpoints:
         self._queue = queue
 
     async def readyz(self, request: Request) -> Response:
-        """Answer 200 when Redis answers, enough workers heartbeat and the queue is short
-        enough, else 503 with a reason."""
+        """Answer 200 when Redis answers and takes writes, enough workers heartbeat and the
+        queue is short enough, else 503 with a reason."""
         snapshot = await read_snapshot(self._queue(), samples=False)
         if not snapshot.redis_up:
             return JSONResponse({"status": "unready", "reason": "redis does not answer"}, 503)
         limit = self._settings.ready_max_queue_depth
         body = {"queued": snapshot.queued, "max_queued": limit, "workers": snapshot.workers}
+        if snapshot.writes_refused:
+            reason = (f"redis refuses writes ({snapshot.writes_refused}): workers take no job "
+                      "until it accepts writes again (free memory or raise its maxmemory)")
+            return JSONResponse({"status": "unready", "reason": reason, **body}, 503)
         if snapshot.workers < self._settings.ready_min_workers:
             reason = (f"{snapshot.workers} workers heartbeated in the last "
                       f"{WORKER_STALE_S:.0f} s (at least {self._settings.ready_min_workers} "

@@ -42,6 +42,7 @@ from app.routes.decision import Decision
 from app.routes.payload import PayloadError
 from app.settings import WebSettings
 from app.spool import DeliverySpool, SpooledDelivery
+from worker.contract import write_refusal
 
 log = logging.getLogger(__name__)
 
@@ -258,12 +259,14 @@ class WebhookReceiver:
         changes what a pull request is gated on (a byte-identical ``edited`` of a retarget back
         and forth within one second: `app.enqueue`).
 
-        When Redis is unreachable or slower than ``REDIS_TIMEOUT_S``, the delivery is kept in
-        the spool (`app.spool`) and answered as queued (``spooled``).
+        When Redis is unreachable or slower than ``REDIS_TIMEOUT_S``, or refuses writes (full:
+        ``OOM`` under ``noeviction``, read-only, cannot persist: `worker.contract.write_refusal`),
+        the delivery is kept in the spool (`app.spool`) and answered as queued (``spooled``);
+        the spool retries it until Redis takes it.
 
         Raises:
-            Rejection: 503 when the queue is not open, Redis refuses the script, or Redis is
-                away and the spool is full.
+            Rejection: 503 when the queue is not open, Redis refuses the script (a permission),
+                or the spool is full.
         """
         pipe = self._pipe
         if pipe is None:
@@ -271,15 +274,16 @@ class WebhookReceiver:
         try:  # bounded by REDIS_TIMEOUT_S: the pipe's deadline, no timer per delivery
             outcome = await mark_and_enqueue(pipe, delivery_id, body_sha256, decision.job,
                                              decision.head_record)
-        except UNREACHABLE_ERRORS:
+        except REDIS_ERRORS as err:
+            if not isinstance(err, UNREACHABLE_ERRORS) and write_refusal(err) is None:
+                # Redis answered, and refused for good (a permission): keeping it won't help
+                raise Rejection(503, "the job queue is unavailable; redeliver later") from None
             kept = SpooledDelivery(delivery_id, body_sha256, decision.job, decision.head_record)
             if not self.spool.keep(pipe, kept):
                 raise Rejection(503, "the job queue is unavailable; redeliver later") from None
             if decision.job is None:
                 return 200, decision.as_json()
             return 202, {"status": "spooled"}
-        except REDIS_ERRORS:  # Redis answered, and refused (a permission, out of memory)
-            raise Rejection(503, "the job queue is unavailable; redeliver later") from None
         if outcome is Outcome.DUPLICATE:
             return 200, {"status": "duplicate"}
         if decision.job is None:

@@ -14,9 +14,21 @@ from pathlib import Path
 import pytest
 from redis.asyncio import Redis
 
+from tests.timing import scaled, time_scale
+
 FIXTURES = Path(__file__).parent / "fixtures"
 # No provider processes unless a test starts them (each imports litellm: seconds of CPU).
 os.environ.setdefault("LLMGATE_PROVIDER_PROCESSES", "0")
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_configure(config: pytest.Config) -> None:
+    """Scale the suite's pytest-timeout limit (pyproject's ``timeout``) by the one factor of
+    tests/timing.py, unless ``--timeout`` or ``PYTEST_TIMEOUT`` sets it outright."""
+    if getattr(config.option, "timeout", None) is None and not os.environ.get("PYTEST_TIMEOUT"):
+        ini = config.getini("timeout")
+        if ini:
+            config.option.timeout = float(ini) * time_scale()
 
 
 def free_port() -> int:
@@ -27,7 +39,9 @@ def free_port() -> int:
 
 
 def wait_for_port(port: int, timeout_s: float = 10.0) -> None:
-    """Block until something listens on 127.0.0.1:port, or raise TimeoutError."""
+    """Block until something listens on 127.0.0.1:port, or raise TimeoutError (``timeout_s``
+    is `tests.timing.scaled`)."""
+    timeout_s = scaled(timeout_s)
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         try:

@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.timing import scaled
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -26,7 +28,7 @@ def test_ruff_is_clean() -> None:
     assert result.returncode == 0, result.stdout + result.stderr
 
 
-@pytest.mark.timeout(900)  # a cold cache on a loaded 2-core machine took over 300 s
+@pytest.mark.timeout(scaled(900))  # a cold cache on a loaded 2-core machine took over 300 s
 def test_mypy_strict_is_clean() -> None:
     result = _run(sys.executable, "-m", "mypy")
     assert result.returncode == 0, result.stdout + result.stderr

@@ -471,3 +471,27 @@ def queue_redis_warnings(facts: Mapping[str, str]) -> list[str]:
     unknown = "" if "save" in facts else " (RDB snapshots unknown: CONFIG is refused)"
     return [f"the queue's Redis (REDIS_URL) has AOF off{unknown} and no RDB snapshots: a restart "
             "empties the queue; set appendonly yes"]
+
+
+def write_refusal(error: BaseException) -> str | None:
+    """Why Redis refused a write, in a few words, or None when ``error`` is no such refusal.
+
+    A Redis that answers may still refuse every write: ``OOM`` once ``maxmemory`` is reached
+    under ``noeviction`` (what the queue's Redis must run), ``READONLY`` on a replica,
+    ``MISCONF`` when it cannot persist and ``stop-writes-on-bgsave-error`` is on. Reads, deletes
+    and expiries still work then (redis.io/docs/latest/develop/reference/eviction/: commands
+    flagged ``denyoom``). Both processes name the state with this: the worker in its logs and
+    heartbeat file, the web process in ``/readyz`` and ``/metrics``.
+
+    Returns:
+        ``"out of memory"``, ``"read-only replica"``, ``"cannot persist to disk"``, or None.
+    """
+    from redis.exceptions import OutOfMemoryError, ReadOnlyError, ResponseError
+
+    if isinstance(error, OutOfMemoryError):
+        return "out of memory"
+    if isinstance(error, ReadOnlyError):
+        return "read-only replica"
+    if isinstance(error, ResponseError) and str(error).startswith("MISCONF"):
+        return "cannot persist to disk"
+    return None

@@ -40,6 +40,7 @@ from worker.jobs.pull_request import (
 from worker.jobs.push import store_baseline
 from worker.jobs.shard import answer_shard
 from worker.report.store import ReportSettings, ReportStore
+from worker.runtime.fence import fence_finished_jobs
 from worker.runtime.hardening import check_settings, harden
 from worker.runtime.lease import CTX_KEY, JobLimits
 from worker.runtime.lifecycle import (
@@ -49,7 +50,7 @@ from worker.runtime.lifecycle import (
     stop_publishing,
 )
 from worker.runtime.logs import configure_worker_logging
-from worker.runtime.poll_guard import guard_job_claims
+from worker.runtime.poll_guard import guard_poll_loop
 from worker.runtime.redis_checks import check_queue_redis, patient_redis, retry_options
 from worker.runtime.settings import SettingsError, WorkerConfig
 from worker.runtime.shard_settings import ShardSettings
@@ -226,7 +227,8 @@ def worker_settings(environ: Mapping[str, str] | None = None) -> type:
         raise SettingsError(f"LLMGATE_WORKDIR cannot be created: {err.strerror}") from None
     settings = StartupSettings.from_env(env, config)
     job_limits = settings.job_limits
-    guard_job_claims()  # a Redis restart while arq claims a job must not end the worker
+    guard_poll_loop()  # a Redis restart or a full Redis must not end the worker
+    fence_finished_jobs()  # a try that lost its lease leaves the job to the try holding it
 
     async def on_startup_hook(ctx: dict[str, Any]) -> None:
         await startup(ctx, settings)

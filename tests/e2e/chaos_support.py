@@ -48,6 +48,7 @@ from tests.e2e.chaos_processes import (
 from tests.e2e.chaos_repo import KEY_ENV, ChaosRepo
 from tests.e2e.chaos_tally import Delivery, Tally, tally
 from tests.fakes.fake_github import FakeGitHubRemote, generate_app_keypair
+from tests.timing import scaled
 from worker.cli.demo import APP_ID, BOT_LOGIN, DEMO_WRITERS, pull_request_payload, sign
 from worker.runtime.metrics import WORKERS_KEY
 
@@ -276,9 +277,10 @@ class ChaosStack(_Started):
         """Wait until the worker's process has published a heartbeat (it takes jobs).
 
         Raises:
-            RuntimeError: it exited first. TimeoutError: no heartbeat within ``timeout_s``.
+            RuntimeError: it exited first. TimeoutError: no heartbeat within ``timeout_s``
+            (`tests.timing.scaled`).
         """
-        deadline = time.monotonic() + timeout_s
+        deadline = time.monotonic() + scaled(timeout_s)
         client = self.redis.client()
         try:
             while time.monotonic() < deadline:
@@ -347,8 +349,9 @@ class ChaosStack(_Started):
                stop_on_duplicate: bool = True) -> Tally:
         """Wait until every newest head is concluded and no check run is in progress, or
         ``timeout_s`` seconds, or (``stop_on_duplicate``) a duplicate shows: a check run or
-        comment too many is never taken back, so the outcome is known; return the tally."""
-        deadline = time.monotonic() + timeout_s
+        comment too many is never taken back, so the outcome is known; return the tally.
+        ``timeout_s`` is `tests.timing.scaled`."""
+        deadline = time.monotonic() + scaled(timeout_s)
         while True:
             counted = self.tally(newest)
             if counted.converged or (stop_on_duplicate and counted.duplicated) or \
@@ -360,9 +363,9 @@ class ChaosStack(_Started):
         """Wait until the check run GitHub shows for ``head_sha`` is completed.
 
         Raises:
-            TimeoutError: it was not within ``timeout_s`` seconds.
+            TimeoutError: it was not within ``timeout_s`` seconds (`tests.timing.scaled`).
         """
-        deadline = time.monotonic() + timeout_s
+        deadline = time.monotonic() + scaled(timeout_s)
         while time.monotonic() < deadline:
             runs = [r for r in self.github.state()["check_runs"] if r["head_sha"] == head_sha]
             if runs and max(runs, key=lambda r: r["id"])["status"] == "completed":

@@ -13,6 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
+from tests.timing import scaled
 from tests.unit.worker_support import commit, git
 from worker.cli.demo import Stack, pull_request_payload
 
@@ -80,10 +81,11 @@ def wait_until(predicate: Callable[[], T | None], timeout_s: float, what: str) -
     Raises:
         TimeoutError: ``"{what} within {timeout_s} s"`` when it never did.
     """
+    timeout_s = scaled(timeout_s)
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         result = predicate()
         if result:
             return result
         time.sleep(0.1)
-    raise TimeoutError(f"{what} within {timeout_s} s")
+    raise TimeoutError(f"{what} within {timeout_s:g} s")

@@ -18,6 +18,7 @@ import redis
 
 from tests.e2e.model_support import KEY_ENV, build_support_repo, support_config
 from tests.fakes.fake_llm import running_fake_llm
+from tests.timing import scaled
 from tests.unit.worker_support import commit
 from worker.cli.demo import FIXTURES, INSTALLATION_ID, Stack, pull_request_payload
 
@@ -47,6 +48,7 @@ def push_payload(clone_url: str, sha: str) -> dict[str, Any]:
 def wait_for_latest(redis_url: str, sha: str, timeout_s: float = 120) -> dict[str, Any]:
     """Wait until main's latest baseline is ``sha``; return the pointer."""
     client = redis.Redis.from_url(redis_url)
+    timeout_s = scaled(timeout_s)
     deadline = time.monotonic() + timeout_s
     try:
         while time.monotonic() < deadline:

@@ -126,7 +126,10 @@ def test_redis_restart_with_aof(tmp_path: Path, fakes: ChaosFakes) -> None:
         refused = stack.push(repo, 7)  # during the outage
         time.sleep(1.0)
         stack.redis.start()
-        counted = stack.settle(repo.newest(), SETTLE_S)  # within SETTLE_S of Redis being back
+        # Seven gates on two one-job workers take 12-20 s after Redis is back on a loaded
+        # machine (all concluded, none lost: issue 32), so the bound is three settles; the
+        # latency on an idle machine is bench/soak.py's.
+        counted = stack.settle(repo.newest(), 3 * SETTLE_S)
         report("redis restart with AOF", stack, counted, *CAUSES)
         print(f"[redis restart with AOF] the delivery during the outage: {refused}")
         assert stack.worker_exits() == {"worker-0": [], "worker-1": []}

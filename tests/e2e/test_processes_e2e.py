@@ -26,6 +26,7 @@ from arq.connections import RedisSettings
 
 from tests.conftest import free_port, wait_for_port
 from tests.fakes.fake_github import FakeGitHubServer
+from tests.timing import scaled
 from tests.unit.runs_support import PRIVATE_PEM, fake_github_server
 from tests.unit.worker_support import (
     APP_ID,
@@ -140,7 +141,7 @@ def github() -> Iterator[FakeGitHubServer]:
 
 def wait_completed(github: FakeGitHubServer, proc: subprocess.Popen[str],
                    timeout_s: float = 60) -> dict[str, Any]:
-    deadline = time.monotonic() + timeout_s
+    deadline = time.monotonic() + scaled(timeout_s)
     while time.monotonic() < deadline:
         runs = github.state()["check_runs"]
         if runs and runs[0]["status"] == "completed":

@@ -6,7 +6,10 @@ One image runs the web process or a worker, chosen by its command, so one check 
   (``worker.runtime.lifecycle``), so a file younger than ``HEARTBEAT_MAX_AGE_S`` means the worker's
   loop is alive; while the worker cannot reach Redis the file says for how long
   (``redis-outage-s=<seconds>``), and an outage longer than ``HEARTBEAT_MAX_AGE_S`` is
-  unhealthy too (the worker waits for Redis and takes no job meanwhile);
+  unhealthy too (the worker waits for Redis and takes no job meanwhile); while Redis refuses
+  the worker's writes (full: ``OOM`` under ``noeviction``) the file says why
+  (``redis-refuses-writes=<why>``) and the check is unhealthy at once, with what to do: the
+  worker stays up and takes no job until a write is accepted again;
 - otherwise the process is the web one, and ``GET http://127.0.0.1:$PORT/healthz`` must answer
   200 within ``HTTP_TIMEOUT_S``.
 """
@@ -33,7 +36,14 @@ def check(environ: Mapping[str, str] = os.environ, now_s: float | None = None) -
     if beat is not None and beat.exists():
         age_s = (time.time() if now_s is None else now_s) - beat.stat().st_mtime
         if age_s <= HEARTBEAT_MAX_AGE_S:
-            lost_s = _outage_s(beat.read_text(errors="replace"))
+            note = _note(beat.read_text(errors="replace"))
+            lost_s = _seconds(note.get("redis-outage-s"))
+            refused = note.get("redis-refuses-writes")
+            if refused is not None:
+                refused_s = _seconds(note.get("redis-refuses-writes-s")) or 0.0
+                return False, (f"worker is up, but Redis refuses its writes ({refused}) for "
+                               f"{refused_s:.0f} s: it takes no job until Redis accepts writes "
+                               "again (free memory or raise maxmemory of REDIS_URL's Redis)")
             if lost_s is not None and lost_s > HEARTBEAT_MAX_AGE_S:
                 return False, (f"worker cannot reach Redis for {lost_s:.0f} s (> "
                                f"{HEARTBEAT_MAX_AGE_S:.0f} s): it takes no job until Redis "
@@ -51,16 +61,17 @@ def check(environ: Mapping[str, str] = os.environ, now_s: float | None = None) -
     return status == 200, f"{url}: HTTP {status}"
 
 
-def _outage_s(note: str) -> float | None:
-    """The ``redis-outage-s=<seconds>`` of a heartbeat file's text, or None."""
-    for line in note.splitlines():
-        key, _, value = line.partition("=")
-        if key == "redis-outage-s":
-            try:
-                return float(value)
-            except ValueError:
-                return None
-    return None
+def _note(text: str) -> dict[str, str]:
+    """The ``key=value`` lines of a heartbeat file's text."""
+    return dict(line.partition("=")[::2] for line in text.splitlines() if "=" in line)
+
+
+def _seconds(value: str | None) -> float | None:
+    """``value`` as seconds, or None when missing or not a number."""
+    try:
+        return None if value is None else float(value)
+    except ValueError:
+        return None
 
 
 def main() -> int:

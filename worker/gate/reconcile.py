@@ -17,8 +17,13 @@ A head is *live* while arq has one of its gate jobs (``gate:owner/name#N@<head>`
 suffix) running or queued, or while a check run on it is registered to a job that is; a live
 head is left to its job. For a head that is not:
 
-- a check run not completed (its job was lost: killed worker, wiped Redis) is concluded
-  ``timed_out`` with the reason and a Re-run button;
+- a check run not completed (its job was lost: a worker killed after Redis lost its data) is
+  queued again once: its newest such check run is registered (`worker.gate.registry`) to a new
+  gate job (``gate:...@<head>:requeued:<check run id>``), which reports to that check run as a
+  retry would, and the re-queue is remembered in Redis (`REQUEUED_KEY`, by check run id). When
+  it is found orphaned again (the re-queued run was lost too), or for any older check run of
+  the head, it is concluded ``timed_out`` with the reason and a Re-run button. A second wipe
+  forgets the memory: each loss of Redis's data gets its one re-queue;
 - a head without any ``llmgate`` check run (its delivery's job was lost, or never queued) gets a
   gate job queued, as the delivery's would have been (the pull request's newest-head record is
   restored too, when Redis lost it);
@@ -34,8 +39,10 @@ running job's check run is never concluded under it. Then GitHub is asked again 
 (Redis first, GitHub second): a job that finished during the wait has concluded its check run,
 which is never overwritten with ``timed_out``, and one that started has opened its own, so no
 second gate is queued. A listing or a write GitHub refuses (a 5xx included) skips its item, not
-the pass; the next pass looks at it again. A Redis wiped since the last pass
-(`check_epoch`) is logged once, with what the pass reconciled.
+the pass; the next pass looks at it again. Each worker checks Redis's epoch as it starts and
+before each pass (`worker.runtime.epoch.EpochWatch`): a Redis that lost its data is logged once
+as a warning (by the pass, with what it reconciled), a first start on a Redis that never held
+llmgate's data once at info level.
 """
 
 from __future__ import annotations
@@ -48,6 +55,7 @@ import os
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from arq.connections import ArqRedis
@@ -68,9 +76,9 @@ from worker.contract import (
 from worker.gate import regate
 from worker.gate.accept import RERUN_BUTTON
 from worker.gate.check_run import conclusion_body
-from worker.gate.registry import RunRegistry, job_state
+from worker.gate.registry import RUN_TTL_S, RunRegistry, job_state, new_entry, run_id
 from worker.github.client import CheckRunInfo, GitHubClient, GitHubError, OpenPull
-from worker.runtime.epoch import check_epoch
+from worker.runtime.epoch import FIRST, LOST, EpochWatch
 from worker.runtime.lease import CTX_KEY, JobLimits
 from worker.runtime.settings import SettingsError
 
@@ -85,11 +93,20 @@ RECONCILE_TIMEOUT_S = 600
 #: The prefix of each tick's claim.
 TICK_KEY = "llmgate:reconcile:tick:"
 _TASK = "reconciler_task"
+#: The ``ctx`` key of this process's `EpochWatch`.
+_WATCH = "epoch_watch"
+#: Redis key prefix remembering that an orphaned check run was queued again (``<prefix><check
+#: run id>`` -> the job id), for as long as a run registry entry lives.
+REQUEUED_KEY = "llmgate:reconcile:requeued:"
 #: Installation id -> a client acting as it (`worker.gate.services.Services.github`).
 ClientFor = Callable[[int], GitHubClient]
 ORPHAN_REASON = ("No llmgate job owns this check run any more: its job was lost (llmgate's "
                  "Redis lost its data, or the worker running it stopped and the job was not "
                  "queued again), so it was concluded by the reconciler.")
+REQUEUE_FAILED_REASON = ("No llmgate job owns this check run any more: its job was lost (llmgate's "
+                         "Redis lost its data and the worker running it stopped), the reconciler "
+                         "queued it again once, and that run did not finish either, so it was "
+                         "concluded by the reconciler.")
 
 
 def reconcile_interval_s(environ: Mapping[str, str]) -> int:
@@ -119,7 +136,18 @@ def start_reconciling(ctx: dict[str, Any], environ: Mapping[str, str] | None = N
     """
     interval_s = reconcile_interval_s(os.environ if environ is None else environ)
     if ctx.get("redis") is not None and ctx.get("services") is not None:
+        ctx[_WATCH] = _watch_of(ctx)
         ctx[_TASK] = asyncio.create_task(_reconcile_forever(ctx, interval_s))
+
+
+def _watch_of(ctx: dict[str, Any]) -> EpochWatch:
+    """This process's `EpochWatch` (made on first use; its file in ``LLMGATE_WORKDIR``)."""
+    watch = ctx.get(_WATCH)
+    if isinstance(watch, EpochWatch):
+        return watch
+    workdir = getattr(getattr(ctx.get("services"), "config", None), "workdir", None)
+    ctx[_WATCH] = watch = EpochWatch(workdir if isinstance(workdir, Path) else None)
+    return watch
 
 
 async def stop_reconciling(ctx: dict[str, Any]) -> None:
@@ -132,12 +160,15 @@ async def stop_reconciling(ctx: dict[str, Any]) -> None:
 
 
 async def _reconcile_forever(ctx: dict[str, Any], interval_s: int) -> None:
-    """On every multiple of ``interval_s`` of the clock, run a pass unless another worker
-    took that tick (``SET NX`` of `TICK_KEY`); never let an error end the loop."""
+    """Check the epoch once (`_check_at_start`); then on every multiple of ``interval_s`` of
+    the clock, note the epoch (so that every worker knows one was there) and run a pass unless
+    another worker took that tick (``SET NX`` of `TICK_KEY`); never let an error end the loop."""
+    await _check_at_start(ctx)
     while True:
         await asyncio.sleep(interval_s - time.time() % interval_s)
         tick = int(time.time() // interval_s)
         try:
+            await _watch_of(ctx).observe(ctx["redis"])
             if await ctx["redis"].set(f"{TICK_KEY}{tick}", b"1", nx=True, ex=2 * interval_s):
                 async with asyncio.timeout(RECONCILE_TIMEOUT_S):
                     await reconcile_runs(ctx)
@@ -145,6 +176,24 @@ async def _reconcile_forever(ctx: dict[str, Any], interval_s: int) -> None:
             log.warning("reconciler: no pass at this tick (%s)", type(err).__name__)
         except Exception:  # the loop outlives any one pass
             log.exception("reconciler: the pass failed")
+
+
+async def _check_at_start(ctx: dict[str, Any]) -> None:
+    """Make the epoch at the worker's start when there is none (so that a wipe before the first
+    pass is known as one) and say what that means: a first start (info) or a Redis that lost
+    its data while no worker ran (warning). A Redis error leaves it to the first pass."""
+    try:
+        epoch = await _watch_of(ctx).check(ctx["services"].redis)
+    except (RedisError, OSError) as err:
+        log.warning("reconciler: could not read the Redis epoch at start-up (%s); the first "
+                    "pass does", type(err).__name__)
+        return
+    if epoch == FIRST:
+        log.info("reconciler: first start on this Redis (no llmgate data in it before)")
+    elif epoch == LOST:
+        log.warning("reconciler: llmgate's Redis lost its data while no worker ran (restarted "
+                    "without persistence, flushed or replaced); the next pass queues again what "
+                    "GitHub shows missing")
 
 
 @dataclass(frozen=True)
@@ -172,7 +221,7 @@ class Counts:
     heads: int = 0
     live: int = 0
     concluded: int = 0
-    queued: int = 0  # gates queued, for a head without a check run or on a stale base
+    queued: int = 0  # gates queued: a head without a check run, on a stale base, or orphaned
     errors: list[str] = field(default_factory=list)
 
     def as_dict(self) -> dict[str, int]:
@@ -260,9 +309,10 @@ def gate_payload(head: Head) -> GatePayload:
         author=pull.author_login, draft=head.open_pull.draft)
 
 
-async def _conclude_orphans(gh: GitHubClient, head: Head, counts: Counts) -> None:
+async def _conclude_orphans(gh: GitHubClient, head: Head, counts: Counts,
+                            reason: str = ORPHAN_REASON) -> None:
     """Conclude ``head.runs`` (the check runs found orphaned and still in progress)."""
-    body = {**conclusion_body("timed_out", ORPHAN_REASON), "actions": [dict(RERUN_BUTTON)]}
+    body = {**conclusion_body("timed_out", reason), "actions": [dict(RERUN_BUTTON)]}
     for run in head.runs:
         try:
             await gh.update_check_run(head.repo["owner"], head.repo["name"], run.id, body)
@@ -309,6 +359,61 @@ async def _queue_gate(arq: ArqRedis, head: Head, counts: Counts) -> None:
              head.repo["name"], payload["pr_number"], payload["head_sha"][:7], why)
 
 
+async def _requeue(arq: ArqRedis, head: Head, run: CheckRunInfo, counts: Counts) -> bool:
+    """Queue a gate of ``head`` that reports to its orphaned check run ``run``, unless ``run``
+    was queued again once already; return whether it was queued now.
+
+    The check run is registered to the new job first (`worker.gate.check_run.open_run` then
+    takes it as a retry would, so the head keeps one check run), and the re-queue is
+    remembered (`REQUEUED_KEY`) before either, so two passes never both queue it.
+
+    Raises:
+        redis.exceptions.RedisError: Redis failed (the memory of the re-queue is dropped
+            again, best effort, so the next pass may queue it).
+    """
+    job_id = f"{head.job_prefix}:requeued:{run.id}"
+    key = f"{REQUEUED_KEY}{run.id}"
+    if not await arq.set(key, job_id, nx=True, ex=RUN_TTL_S):
+        return False
+    payload = gate_payload(head)
+    try:
+        await RunRegistry(arq).put(new_entry(
+            job_id, run.id, head.installation_id, head.repo["owner"], head.repo["name"],
+            payload["pr_number"], payload["head_sha"], 1))
+        await arq.set(pr_head_key(head.repo, payload["pr_number"]),
+                      pr_head_value(payload["head_sha"], payload["base_ref"]), nx=True,
+                      ex=PR_HEAD_TTL_S)
+        await arq.enqueue_job(JOB_GATE_PULL_REQUEST, payload, _job_id=job_id)
+    except RedisError:
+        with contextlib.suppress(RedisError):
+            await arq.delete(key)
+        raise
+    counts.queued += 1
+    log.info("reconciler: queued the gate of check run %s of %s/%s#%s @%s again (its job was "
+             "lost); it is concluded timed_out if this run is lost too", run.id,
+             head.repo["owner"], head.repo["name"], payload["pr_number"],
+             payload["head_sha"][:7])
+    return True
+
+
+async def _settle_orphans(arq: ArqRedis, gh: GitHubClient, head: Head, counts: Counts) -> None:
+    """Queue the newest of ``head.runs`` (orphaned, in progress) again once (`_requeue`);
+    conclude the others, and it when it was queued again once already and that job is gone,
+    ``timed_out``."""
+    newest = max(head.runs, key=lambda r: r.id)
+    rest = tuple(r for r in head.runs if r.id != newest.id)
+    if not await _requeue(arq, head, newest, counts):
+        raw = await arq.get(f"{REQUEUED_KEY}{newest.id}")
+        job_id = raw.decode() if isinstance(raw, bytes) else str(raw or "")
+        if not job_id or await job_state(arq, job_id) == "gone":  # else: queued meanwhile
+            if job_id:  # its registry entry: this conclusion replaces the sweeper's
+                await RunRegistry(arq).remove(run_id(job_id, head.open_pull.number))
+            await _conclude_orphans(gh, dataclasses.replace(head, runs=(newest,)), counts,
+                                    REQUEUE_FAILED_REASON)
+    if rest:
+        await _conclude_orphans(gh, dataclasses.replace(head, runs=rest), counts)
+
+
 def _in_progress(head: Head) -> frozenset[int]:
     return frozenset(r.id for r in head.runs if r.status != "completed")
 
@@ -342,8 +447,9 @@ async def _confirmed(head: Head, gh: GitHubClient, counts: Counts) -> Head | Non
 
 async def reconcile(arq: ArqRedis, github: GitHubClient, client_for: ClientFor,
                     confirm_s: float) -> Counts:
-    """Run one pass (module docstring): conclude orphaned check runs, queue missing gates and
-    gates of pull requests whose newest check run is about a base they left.
+    """Run one pass (module docstring): queue orphaned check runs' gates again once (then
+    conclude them), queue missing gates and gates of pull requests whose newest check run is
+    about a base they left.
 
     A head found without a live job is looked at again after ``confirm_s``: Redis first (a
     job may have taken its lease back), then GitHub (`_confirmed`: a job may have finished or
@@ -377,7 +483,7 @@ async def reconcile(arq: ArqRedis, github: GitHubClient, client_for: ClientFor,
         if confirmed is None:
             continue
         if confirmed.runs:
-            await _conclude_orphans(client_for(head.installation_id), confirmed, counts)
+            await _settle_orphans(arq, client_for(head.installation_id), confirmed, counts)
         else:
             await _queue_gate(arq, confirmed, counts)
     return counts
@@ -385,22 +491,27 @@ async def reconcile(arq: ArqRedis, github: GitHubClient, client_for: ClientFor,
 
 async def reconcile_runs(ctx: dict[str, Any]) -> dict[str, int]:
     """One pass: `reconcile` with the worker's services (arq's worker ``ctx``); logs a wiped
-    Redis once. Redis and GitHub errors end the pass with a warning."""
+    Redis once as a warning, and a first pass on a Redis that never held llmgate's data at info
+    level. Redis and GitHub errors end the pass with a warning."""
     services, arq = ctx["services"], ctx["redis"]
     limits = ctx.get(CTX_KEY)
     lease_s = (limits if isinstance(limits, JobLimits) else JobLimits()).lease_s
-    wiped = False
+    epoch = ""
     try:
-        wiped = await check_epoch(services.redis)
+        epoch = await _watch_of(ctx).check(services.redis)
         counts = await reconcile(arq, services.github(0), services.github, lease_s / 3 + 1)
     except (RedisError, GitHubError) as err:  # GitHub: transient ones too
         log.warning("reconciler: the pass stopped (%s: %s)%s; the next one starts over",
                     type(err).__name__, err,
-                    "; llmgate's Redis lost its data since the last pass" if wiped else "")
+                    "; llmgate's Redis lost its data since it was last seen" if epoch == LOST
+                    else "")
         return {"heads": 0, "live": 0, "concluded": 0, "queued": 0, "errors": 1}
-    if wiped:
-        log.warning("reconciler: llmgate's Redis lost its data since the last pass; "
+    if epoch == LOST:
+        log.warning("reconciler: llmgate's Redis lost its data since it was last seen; "
                     "reconciled %s", counts.as_dict())
+    elif epoch == FIRST:
+        log.info("reconciler: first pass on this Redis (no llmgate data in it before); "
+                 "reconciled %s", counts.as_dict())
     for error in counts.errors:
         log.warning("reconciler: %s", error)
     return counts.as_dict()

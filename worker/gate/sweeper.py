@@ -7,7 +7,7 @@ check run. The sweeper, an arq cron job every ``LLMGATE_SWEEP_INTERVAL_S`` secon
 per tick: arq's ``unique`` cron), walks the run registry (`worker.gate.registry`): a run whose job
 is neither running nor queued was abandoned, unless arq's result shows the job function ended by
 itself (then it concluded its check run, and only the entry is left to remove). An abandoned run's
-check run is concluded ``timed_out`` with the explanation.
+check run is concluded ``timed_out`` with the explanation and a Re-run button.
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ from arq.worker import JobExecutionFailed
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
+from worker.gate.accept import RERUN_BUTTON
 from worker.gate.check_run import TRANSIENT_ERRORS, conclusion_body, stopped_reason
 from worker.gate.registry import RunEntry, RunRegistry, job_state
 from worker.github.client import GitHubClient, GitHubError
@@ -125,14 +126,17 @@ async def _abandoned_body(redis: Redis, entry: RunEntry,
     """The PATCH body concluding an ended job's check run, or None if the job concluded it.
 
     A conclusion the job left pending (GitHub refused it for a while) comes first; otherwise
-    `abandoned_reason` decides (``timed_out`` or ``failure``).
+    `abandoned_reason` decides (``timed_out`` or ``failure``), with a Re-run button (as the
+    reconciler's, `worker.gate.reconcile`).
     """
     if entry.conclusion:
         return {"status": "completed", "conclusion": entry.conclusion,
                 "output": {**conclusion_body(entry.conclusion, "")["output"],
                            "summary": entry.summary}}
     ending = await abandoned_reason(redis, entry, limits)
-    return None if ending is None else conclusion_body(*ending)
+    if ending is None:
+        return None
+    return {**conclusion_body(*ending), "actions": [dict(RERUN_BUTTON)]}
 
 
 async def _conclude(gh: GitHubClient, entry: RunEntry, body: dict[str, Any]) -> bool:

@@ -25,6 +25,10 @@ Per request (one page of a list included):
    (`worker.github.redirects`; gidgethub itself does not follow redirects).
 6. Anything else goes back to gidgethub, which maps it to its exceptions.
 
+Right before each send of a POST/PATCH/PUT/DELETE made with the installation's token (each
+resend included), the job's lease is checked (`worker.runtime.fence.guard_write`): a try of a
+job whose lease another try holds raises `worker.runtime.fence.LeaseLost` and sends nothing.
+
 A 403 that is not a rate limit (a missing permission) is never retried. Tokens travel only in
 headers and never reach a log line, a ``repr`` or an exception.
 """
@@ -60,6 +64,7 @@ from worker.github.ratelimit import (
     retry_after_s,
 )
 from worker.github.redirects import MAX_REDIRECTS, redirect_target
+from worker.runtime.fence import guard_write
 from worker.runtime.metrics import record_github_response
 
 log = logging.getLogger("worker.github.client")
@@ -181,6 +186,8 @@ class LimitedHttpxAPI(gidgethub.abc.GitHubAPI):
                 blocked_s = await self.limiter.acquire(tries.bucket, mutating)
                 if blocked_s is not None:
                     raise _blocked(tries, blocked_s)
+                if mutating:  # a try that lost its job's lease writes nothing more
+                    await guard_write(tries.what)
                 resp, error, unsent = await self._send(method, url, headers, body)
                 if resp is not None and resp.status_code == 401 and not tries.renewed:
                     renewed = await self._renewed(tries, headers, resp)

@@ -10,15 +10,19 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from redis.exceptions import RedisError
+
 from worker.contract import ApprovePayload, GatePayload, RepoRef, RerunPayload
 from worker.gate import commands, untrusted
 from worker.gate.calibration import remember_base
+from worker.gate.check_run import retry_later
 from worker.gate.request import GateRequest
 from worker.gate.run import run_gate
 from worker.gate.services import Services
 from worker.gate.trust import WRITE_PERMISSIONS
 from worker.github import courtesy
 from worker.github.client import GitHubClient
+from worker.runtime.lease import current_job
 
 log = logging.getLogger("llmgate.worker")
 
@@ -35,14 +39,22 @@ async def gate_pull_request(ctx: dict[str, Any], payload: GatePayload) -> dict[s
         ``{"conclusion": ..., "head_sha": ...}``, stored by arq as the job result.
 
     Raises:
-        redis.exceptions.RedisError: Redis could not record the head (before any check run).
+        arq.worker.Retry: Redis could not record the head (full, or away), before the job's
+            last try: no check run is opened yet, and the next try records it.
+        redis.exceptions.RedisError: the same on the last try (before any check run).
     """
     services: Services = ctx["services"]
     gh = services.github(payload["installation_id"])
     repo = payload["repo"]
-    await services.heads.record(f"{repo['owner']}/{repo['name']}", payload["pr_number"],
-                                payload["head_sha"], payload.get("updated_at", ""))
-    await remember_base(services.redis, services.calibration, payload)
+    try:
+        await services.heads.record(f"{repo['owner']}/{repo['name']}", payload["pr_number"],
+                                    payload["head_sha"], payload.get("updated_at", ""))
+        await remember_base(services.redis, services.calibration, payload)
+    except RedisError as err:  # a full Redis refuses the record (issue 32): try again later
+        job = current_job()
+        if job is None or job.last_try:
+            raise
+        raise retry_later(job, err) from err
     return await run_gate(services, gh, GateRequest(
         repo=payload["repo"], pr_number=payload["pr_number"], head_sha=payload["head_sha"],
         base_sha=payload["base_sha"], facts=untrusted.facts_from_payload(payload),

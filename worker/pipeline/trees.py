@@ -434,15 +434,16 @@ async def _verdict(plan: _Plan, heads: list[RunResult], head_root: Path,
     rules, changes = merge_rules(base_config, plan.gating)
     rules = scale_alpha(rules, scale)
     extra = [n for n in (unanswered_note(counted),) if n]
+    history = evals.history if evals is not None else None
     report = finish_report(await compare_comparable(
         rules, head_root, head_run, base_run, [*notes, *changes, *extra], evals, state),
-        plan.gating, base_config, problem)
+        plan.gating, base_config, problem, rules=rules, history=history)
     if plan.own is None:
         return report
+    own_gate = scale_alpha(own_rules(base_config, plan.own), scale)
     own = finish_report(await compare_comparable(
-        scale_alpha(own_rules(base_config, plan.own), scale), head_root, heads[1], base_run, (),
-        evals, state),
-        plan.own, base_config, problem)
+        own_gate, head_root, heads[1], base_run, (), evals, state),
+        plan.own, base_config, problem, rules=own_gate, history=history)
     return combine(report, own, plan.changes)
 
 

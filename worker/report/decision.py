@@ -12,6 +12,7 @@ import math
 from collections import Counter
 
 from worker.evals.types import GateReport, PairedComparison, RuleOutcome
+from worker.evals.verdict.decided import DECIDED_RULE, UNDECIDED_RULE
 from worker.evals.verdict.outcomes import p_text
 from worker.evals.verdict.paired import lower_is_better
 from worker.report.markdown import VERDICT
@@ -23,11 +24,14 @@ _DECIDING = ("fail", "regression")
 def decision_sentence(report: GateReport) -> str:
     """Return one sentence naming the rule that decided ``report``: empty for no rules; the
     report's headline when no rule decided but something else did (base could not be
-    evaluated, the budget, a provider outage: never "all rules pass" beside it)."""
+    evaluated, the budget, a provider outage: never "all rules pass" beside it), or when
+    examples without an answer decided what it says (`_missing_answers`)."""
     if report.config_error is not None or not report.outcomes:
         return ""
     deciding = [o for o in report.outcomes
                 if o.status in _DECIDING or o.effect in ("failure", "undecided")]
+    if report.headline and _missing_answers(report, deciding):
+        return report.headline.rstrip(".") + "."  # what is (un)decided and why (issue 32)
     if not deciding:
         deciding = [o for o in report.outcomes if o.effect == "neutral"]
     if not deciding and report.headline:
@@ -51,6 +55,17 @@ def decision_sentence(report: GateReport) -> str:
     if first.status == "inconclusive" and found is not None:
         text += f"; {_needed(found, first.rule)}"
     return text + "."
+
+
+def _missing_answers(report: GateReport, deciding: list[RuleOutcome]) -> bool:
+    """Whether examples without an answer decided what the Why must say
+    (worker/evals/verdict/decided.py), which the run's headline then says: a failure they
+    cannot undo (the rule, what had no answer, the regressions found), or rules they leave
+    undecided (which, and why), never "decided by" a rule that failed on the answered ones
+    beside a Let through."""
+    if report.conclusion == "failure":
+        return any(DECIDED_RULE in o.reason for o in deciding)
+    return bool(deciding) and all(UNDECIDED_RULE in o.reason for o in deciding)
 
 
 def headline_text(report: GateReport) -> str:

@@ -9,7 +9,9 @@
    it, and says in one log line how targets are confined, with a warning when the App's key file
    would be readable by them.
 3. Ends the target processes a dead worker left (its own earlier life, or a sibling's) and
-   records this worker's from now on (`worker.security.sandbox_procs.take_over`).
+   records this worker's from now on (`worker.security.sandbox_procs.take_over`), and removes
+   the scratch folders (``llmgate-target-*``, ``llmgate-view-*``) dead processes left in the
+   temporary directory (`worker.security.scratch.remove_stale`).
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from worker.runtime.settings import SettingsError, WorkerConfig
-from worker.security import sandbox, sandbox_procs
+from worker.security import sandbox, sandbox_procs, scratch
 from worker.security.redact import Redactor, install_log_redaction, secrets_from_environ
 from worker.security.sandbox import Sandbox, SandboxError
 from worker.security.secretbox import SecretBox, SecretBoxError
@@ -95,7 +97,8 @@ def harden(config: WorkerConfig, environ: Mapping[str, str] | None = None) -> Re
 
 
 def end_leftovers(config: WorkerConfig) -> None:
-    """End dead workers' leftover target processes; record this worker's (one log line).
+    """End dead workers' leftover target processes; record this worker's; remove the scratch
+    folders of dead processes (one log line each, when there was any).
 
     Raises:
         SettingsError: ``LLMGATE_WORKDIR`` is not writable.
@@ -107,3 +110,7 @@ def end_leftovers(config: WorkerConfig) -> None:
     if done.killed:
         log.warning("ended %d target process(es) left running by dead worker(s) %s",
                     len(done.killed), ", ".join(map(str, done.workers)))
+    removed = scratch.remove_stale()  # after the kills: nothing of theirs writes there now
+    if removed:
+        log.info("removed %d scratch folder(s) that dead processes left in %s",
+                 len(removed), removed[0].parent)

@@ -7,7 +7,9 @@ worker killed mid-job (SIGKILL, out of memory, a lost node) therefore holds its 
 hours, with the calibration cron's timeout. `job_scope` turns the key into a lease: it shortens
 the key to ``lease_s`` as the job starts and renews it every ``lease_s / 3`` while the job runs,
 so once a worker dies its job is started again (by another worker, or by the same one restarted)
-within ``lease_s`` plus one poll, and arq counts that start as the next try.
+within ``lease_s`` plus one poll, and arq counts that start as the next try. The lease is fenced
+(`worker.runtime.fence`): each try keeps a token of its own in the key, and a try whose lease
+lapsed and went to another try stops before its next GitHub write or provider call.
 
 `JobLimits` holds the worker's job settings (time limit, lease, tries, sweep interval) read
 from the environment once; `current_job` tells code deep inside a job which job and which try
@@ -18,20 +20,16 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import logging
 import time
 from collections.abc import AsyncIterator, Mapping
 from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
 
-from arq.constants import in_progress_key_prefix
 from redis.asyncio import Redis
-from redis.exceptions import RedisError
 
+from worker.runtime.fence import Lease, fenced
 from worker.runtime.settings import SettingsError, whole_number
-
-log = logging.getLogger(__name__)
 
 #: Defaults of the environment variables below (seconds, tries).
 DEFAULT_JOB_TIMEOUT_S = 3600
@@ -132,28 +130,22 @@ def current_job() -> JobRef | None:
     return _current.get()
 
 
-async def hold_lease(redis: Redis, job_id: str, lease_s: float) -> None:
-    """Keep ``arq:in-progress:<job_id>`` alive for ``lease_s`` seconds at a time, forever.
+async def hold_lease(redis: Redis, job_id: str, lease_s: float, attempt: int = 1) -> None:
+    """Hold ``arq:in-progress:<job_id>`` for try ``attempt``, ``lease_s`` seconds at a time,
+    until another try takes it (`worker.runtime.fence.Lease.hold`); cancel the task to stop.
 
-    The key is shortened at once and renewed every ``lease_s / 3`` seconds (PEXPIRE, which
-    never creates the key). If the key has vanished (the loop stalled past the lease), it is
-    taken back with ``SET NX``; if another worker holds it already, that is logged. A Redis
-    error is logged and the next renewal tries again. Cancel the task to stop.
+    The key is set to the try's token at once (in place of arq's ``1``) and renewed every
+    ``lease_s / 3`` seconds while it holds that token; a key that vanished is taken back unless
+    another try ran meanwhile. A Redis error is logged and the next renewal tries again.
     """
-    key, lease_ms = in_progress_key_prefix + job_id, int(lease_s * 1000)
-    while True:
-        try:
-            if not await redis.pexpire(key, lease_ms) and \
-                    not await redis.set(key, b"1", px=lease_ms, nx=True):
-                log.error("job %s: its lease was taken by another worker", job_id)
-        except (RedisError, OSError) as exc:
-            log.warning("job %s: could not renew its lease (%s)", job_id, type(exc).__name__)
-        await asyncio.sleep(lease_s / 3)
+    await Lease(redis, job_id, attempt, lease_s).hold()
 
 
 @contextlib.asynccontextmanager
 async def job_scope(ctx: Mapping[str, Any], payload: Any) -> AsyncIterator[JobRef | None]:
-    """Run the body as arq job ``ctx["job_id"]``: set `current_job` and hold its lease.
+    """Run the body as arq job ``ctx["job_id"]``: set `current_job`, hold its lease and fence
+    the body's GitHub writes and provider calls by it (`worker.runtime.fence`; the body raises
+    `worker.runtime.fence.LeaseLost` once another try holds the lease).
 
     ``ctx`` is arq's job context; without ``job_id``, ``redis`` or the worker's `JobLimits`
     (``ctx["job_limits"]``, set at start-up) the body runs plainly and None is yielded.
@@ -165,12 +157,16 @@ async def job_scope(ctx: Mapping[str, Any], payload: Any) -> AsyncIterator[JobRe
     installation = payload.get("installation_id") if isinstance(payload, Mapping) else None
     ref = JobRef(job_id, int(ctx.get("job_try") or 1),
                  installation if isinstance(installation, int) else 0, limits, time.monotonic())
+    lease = Lease(redis, job_id, ref.attempt, limits.lease_s, started_s=ref.started_monotonic)
     token = _current.set(ref)
-    lease = asyncio.create_task(hold_lease(redis, job_id, limits.lease_s))
     try:
-        yield ref
+        with fenced(lease):  # GitHub writes and provider calls check the lease first
+            holder = asyncio.create_task(lease.hold())
+            try:
+                yield ref
+            finally:
+                holder.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await holder
     finally:
-        lease.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await lease
         _current.reset(token)

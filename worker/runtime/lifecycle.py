@@ -23,10 +23,16 @@ from arq.worker import Retry
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
+from worker.runtime.fence import LeaseLost, stand_down
 from worker.runtime.lease import job_scope
 from worker.runtime.logs import bind_job, unbind_job
 from worker.runtime.metrics import FLUSH_INTERVAL_S, FLUSH_TIMEOUT_S, METRICS, record_job
-from worker.runtime.redis_checks import outage_s
+from worker.runtime.redis_checks import (
+    note_write_accepted,
+    note_write_refused,
+    outage_s,
+    refused_writes,
+)
 from worker.runtime.settings import SettingsError
 
 log = logging.getLogger(__name__)
@@ -63,7 +69,10 @@ def observed(fn: JobFunction) -> JobFunction:
 
     Outcomes: ``completed``; ``failed`` (it raised); ``retried`` (it raised arq's ``Retry``);
     ``cancelled`` (a stopping worker cancelled it, and arq re-queues it, or it hit the job
-    timeout). Metrics are flushed when the job starts and when it ends.
+    timeout); ``lease_lost`` (another try took its lease: `worker.runtime.fence.LeaseLost`; the
+    try returns ``{"status": "lease_lost", "reason"}`` and arq leaves the job's keys to that
+    try, `worker.runtime.fence.fence_finished_jobs`). Metrics are flushed when the job starts
+    and when it ends.
     """
 
     @functools.wraps(fn)
@@ -79,6 +88,13 @@ def observed(fn: JobFunction) -> JobFunction:
                 result = await fn(ctx, payload)
             outcome = "completed"
             return result
+        except LeaseLost as lost:  # another try holds the job now: it publishes, not this one
+            outcome = "lease_lost"
+            stand_down(lost.job_id)
+            log.warning("job %s: try %d stopped, its lease lost: %s; it sent nothing more to "
+                        "GitHub and leaves the job to the try that holds the lease", lost.job_id,
+                        lost.attempt, lost.reason)
+            return {"status": "lease_lost", "reason": lost.reason}
         except Retry:
             outcome = "retried"
             raise
@@ -103,6 +119,9 @@ async def flush_quietly(redis: Redis | None) -> bool:
     """Flush this worker's metrics within ``FLUSH_TIMEOUT_S``; return whether it worked.
 
     A failure is logged and the increments wait for the next flush: metrics never fail a job.
+    A Redis that refuses writes (full) is logged once, until a flush is accepted again: the
+    flush always writes this worker's heartbeat, so it is the write that ends the state
+    (`worker.runtime.redis_checks.note_write_accepted`).
     """
     if redis is None:
         return False
@@ -110,8 +129,11 @@ async def flush_quietly(redis: Redis | None) -> bool:
         async with asyncio.timeout(FLUSH_TIMEOUT_S):
             await METRICS.flush(redis)
     except (RedisError, OSError, TimeoutError) as exc:
-        log.warning("could not publish metrics to Redis (%s); will retry", type(exc).__name__)
+        if not note_write_refused(exc):
+            log.warning("could not publish metrics to Redis (%s); will retry",
+                        type(exc).__name__)
         return False
+    note_write_accepted()
     return True
 
 
@@ -123,9 +145,15 @@ def heartbeat_file(environ: Mapping[str, str] = os.environ) -> Path | None:
 
 def heartbeat_note() -> str:
     """What the heartbeat file says besides its age: ``redis-outage-s=<seconds>`` while this
-    worker cannot reach Redis (`worker.runtime.redis_checks.outage_s`), else nothing."""
-    lost_s = outage_s()
-    return "" if lost_s is None else f"redis-outage-s={lost_s:.0f}\n"
+    worker cannot reach Redis (`worker.runtime.redis_checks.outage_s`), and
+    ``redis-refuses-writes=<why>`` with ``redis-refuses-writes-s=<seconds>`` while Redis refuses
+    its writes (`worker.runtime.redis_checks.refused_writes`); else nothing."""
+    lost_s, refused = outage_s(), refused_writes()
+    note = "" if lost_s is None else f"redis-outage-s={lost_s:.0f}\n"
+    if refused is not None:
+        why, refused_s = refused
+        note += f"redis-refuses-writes={why}\nredis-refuses-writes-s={refused_s:.0f}\n"
+    return note
 
 
 async def _publish_forever(redis: Redis, heartbeat: Path | None, interval_s: float) -> None:

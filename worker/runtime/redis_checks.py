@@ -9,6 +9,13 @@ Afterwards every client of the worker (arq's pool and the jobs' own) retries a l
 forever with capped exponential backoff (`PatientRetry`): a restart of Redis pauses the worker's
 poll loop and its jobs' Redis calls instead of ending the process, and the outage and the
 recovery are each logged once. A refused password is not retried: it is a configuration error.
+
+A Redis that answers but refuses writes (``OOM`` when full under ``noeviction``, ``READONLY``,
+``MISCONF``: `worker.contract.write_refusal`) is not retried here: the caller gets the error.
+The worker notes the state (`note_write_refused`, logged once with what to do) until its next
+write is accepted (`note_write_accepted`, logged once), and its heartbeat file and
+``llmgate healthcheck`` report it meanwhile (`refused_writes`). `redis_fault` tells the poll
+loop's guard (worker/runtime/poll_guard.py) which errors are such faults of Redis.
 """
 
 from __future__ import annotations
@@ -27,11 +34,12 @@ from redis.exceptions import (
     AuthenticationError,
     AuthorizationError,
     RedisError,
+    WatchError,
 )
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from worker.contract import probe_queue_redis
+from worker.contract import probe_queue_redis, write_refusal
 from worker.runtime.settings import SettingsError
 
 log = logging.getLogger("llmgate.redis")
@@ -70,6 +78,65 @@ class _Outage:
             cls.since = None
 
 
+class _WriteRefusal:
+    """Since when (monotonic seconds) and why Redis refuses this process's writes."""
+
+    since: float | None = None
+    reason = ""
+
+    @classmethod
+    def refused(cls, error: BaseException) -> bool:
+        reason = write_refusal(error)
+        if reason is None:
+            return False
+        if cls.since is None:
+            cls.since, cls.reason = time.monotonic(), reason
+            log.error("Redis refuses writes (%s: %s); the worker stays up and takes no new "
+                      "job until a write is accepted again (free memory or raise maxmemory "
+                      "of the queue's Redis)", reason, reply_text(error))
+        return True
+
+    @classmethod
+    def accepted(cls) -> None:
+        if cls.since is not None:
+            log.warning("Redis accepts writes again after %.1f s (%s)",
+                        time.monotonic() - cls.since, cls.reason)
+            cls.since, cls.reason = None, ""
+
+
+def reply_text(error: BaseException) -> str:
+    """Redis's reply in ``error``, without the command redis-py prefixes for a pipeline (its
+    arguments may be a job's pickled payload)."""
+    reply = str(error).rpartition("caused error: ")[2].strip("()\"', ")
+    return f"{type(error).__name__}: {reply[:200]}"
+
+
+def note_write_refused(error: BaseException) -> bool:
+    """Note ``error`` when it is Redis refusing a write (logged once per episode); return
+    whether it was (`worker.contract.write_refusal`)."""
+    return _WriteRefusal.refused(error)
+
+
+def note_write_accepted() -> None:
+    """Note that Redis accepted a write: a refusal noted before is over (logged once)."""
+    _WriteRefusal.accepted()
+
+
+def refused_writes() -> tuple[str, float] | None:
+    """(why, seconds) since Redis refuses this process's writes, or None while it takes them."""
+    since = _WriteRefusal.since
+    return None if since is None else (_WriteRefusal.reason, time.monotonic() - since)
+
+
+def redis_fault(error: BaseException) -> bool:
+    """Whether ``error`` is Redis away or blipping (`RETRIED_ERRORS`, a watch lost with its
+    connection: ``WatchError``) or refusing writes, as opposed to a configuration error (a
+    refused password) or a bug (``WRONGTYPE``, a syntax error), which must not be outlived."""
+    if isinstance(error, CONFIG_ERRORS):
+        return False
+    return isinstance(error, (WatchError, *RETRIED_ERRORS)) or write_refusal(error) is not None
+
+
 def outage_s() -> float | None:
     """Seconds since this process lost Redis, or None while Redis answers."""
     since = _Outage.since
@@ -83,7 +150,8 @@ class PatientRetry(Retry):
     ``retry``; this one repeats either after `RETRIED_ERRORS` (socket errors included: a
     refused connect is an ``OSError`` there) forever, pausing
     ``min(RETRY_CAP_S, RETRY_BASE_S * 2**n)`` seconds after the n-th failure (redis-py's
-    `ExponentialBackoff`), and raises `CONFIG_ERRORS` and every other error at once.
+    `ExponentialBackoff`), and raises `CONFIG_ERRORS` and every other error at once (a refused
+    write noted first: `note_write_refused`).
     """
 
     __slots__ = ()
@@ -113,6 +181,9 @@ class PatientRetry(Retry):
                 await fail(err)
                 await asyncio.sleep(self._backoff.compute(failures))
                 continue
+            except RedisError as err:
+                _WriteRefusal.refused(err)
+                raise
             _Outage.answered()
             return result
 

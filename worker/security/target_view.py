@@ -1,14 +1,15 @@
 """A copy of a checkout for its targets to run in, without the data that grades them.
 
-A target is code from the pull request; the dataset, traps, judge labels and config that grade
-it sit in the same checkout. Landlock grants by allow-list only (a file under an allowed
-directory cannot be denied), so hiding a file inside the checkout needs a tree without it: the
-**view**. `build_view` copies the checkout into a fresh private directory
-(``$TMPDIR/llmgate-view-<pid>-*/<name>``; a killed process's are removed by the next one:
-`remove_stale_views`) leaving out every ``.git`` (a worktree's ``.git`` file, a working
-tree's object store: ``git show HEAD:data.jsonl`` would read the data back) and the files
-named hidden (with the file a hidden symbolic link resolves to, and any hard link to a
-hidden file); the target's ``cwd`` is the view. With Landlock
+A target is code from the pull request; the dataset, traps, judge labels and config that grade it
+sit in the same checkout. Landlock grants by allow-list only (a file under an allowed directory
+cannot be denied), so hiding a file inside the checkout needs a tree without it: the **view**.
+`build_view` copies the checkout into a fresh private directory
+(``$TMPDIR/llmgate-view-<pid>-<start>-<pid namespace>-*/<name>``, `worker.security.scratch`; a
+killed process's are removed by the next one, before its first view or at a worker's start-up)
+leaving out every ``.git`` (a worktree's ``.git`` file, a working tree's object store: ``git show
+HEAD:data.jsonl`` would read the data back) and the files named hidden (with the file a hidden
+symbolic link resolves to, and any hard link to a hidden file); the target's ``cwd`` is the view.
+With Landlock
 (`worker.security.sandbox.Sandbox.confine` asks `view_of`), the target may read and write the
 view and its scratch directory only: the checkout the view was copied from, and its parent, are
 not granted, and no read rule of the sandbox policy that covers them or a hidden file is added
@@ -36,20 +37,20 @@ import os
 import posixpath
 import shutil
 import stat
-import tempfile
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
 from worker.checkout import remove_tree
+from worker.security import scratch
 
 #: Prefix of the private directory holding a view.
-VIEW_PREFIX = "llmgate-view-"
+VIEW_PREFIX = scratch.VIEW_PREFIX
 #: The ioctl that clones a file's extents (linux/fs.h ``FICLONE``, ``_IOW(0x94, 9, int)``).
 FICLONE = 0x40049409
 _GIT = ".git"
 _views: dict[str, TargetView] = {}
-_swept: list[int] = []  # the stale views removed before this process's first view
+_swept: list[int] = []  # stale scratch folders removed before this process's first view
 
 
 @dataclass(frozen=True)
@@ -102,10 +103,10 @@ def build_view(origin: Path, hidden: Iterable[str], linked: Iterable[str] = ()) 
         OSError: the copy failed (no space left, a file that cannot be read); nothing is left
             behind.
     """
-    if not _swept:
-        _swept.append(remove_stale_views())
+    if not _swept:  # dead processes' views and target folders (``llmgate run`` killed too)
+        _swept.append(len(scratch.remove_stale()))
     plan = _plan(origin.absolute(), hidden, linked)
-    parent = Path(tempfile.mkdtemp(prefix=f"{VIEW_PREFIX}{os.getpid()}-"))  # mode 0700
+    parent = scratch.make(VIEW_PREFIX)  # mode 0700, named after this process
     root = parent / (origin.name or "checkout")
     try:
         root.mkdir()
@@ -130,25 +131,10 @@ def remove_view(view: TargetView) -> None:
 
 def remove_stale_views() -> int:
     """Remove the views a process that is gone left in the temporary directory (a worker or
-    ``llmgate run`` killed mid-run; each view's folder is named after its process's pid);
-    return how many. Called once per process, before its first view. Never raises."""
-    removed = 0
-    for folder in Path(tempfile.gettempdir()).glob(f"{VIEW_PREFIX}*-*"):
-        pid = folder.name.removeprefix(VIEW_PREFIX).split("-", 1)[0]
-        if pid.isdigit() and not _alive(int(pid)):
-            remove_tree(folder)
-            removed += 1
-    return removed
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except OSError:  # another user's process
-        return True
-    return True
+    ``llmgate run`` killed mid-run; each view's folder is named after its process:
+    `worker.security.scratch.remove_stale`); return how many. Never raises. (Before its first
+    view a process removes dead processes' target folders too.)"""
+    return len(scratch.remove_stale((VIEW_PREFIX,)))
 
 
 def view_of(cwd: Path) -> TargetView | None:

@@ -312,6 +312,38 @@ async def test_unreachable_redis_gives_503_on_healthz_and_keeps_deliveries(
     assert "2 kept deliveries enqueued" in caplog.text
 
 
+async def test_a_full_redis_keeps_deliveries_and_readyz_says_why(tmp_path: Path) -> None:
+    """Issue 32: a Redis at its ``maxmemory`` (``noeviction``) refuses the enqueue with ``OOM``;
+    the delivery is kept (202 spooled, not a 503 GitHub never redelivers), ``/readyz`` and
+    ``/metrics`` say Redis refuses writes, and the job is queued once memory is freed."""
+    server = RedisProcess(tmp_path, "redis", RedisOptions())
+    server.start()
+    admin = server.client()
+    body = fixture_bytes("pull_request.synchronize.json")
+    try:
+        async with running_app(settings(server.url)) as client:
+            admin.config_set("maxmemory", "1")  # full: every write that may grow is refused
+            delivery = await post(client, "pull_request", "full-1", body)
+            ready = await client.get("/readyz")
+            metrics = (await client.get("/metrics")).text
+            admin.config_set("maxmemory", "0")  # memory freed
+            for _ in range(100):
+                if await queued_jobs(server.url):
+                    break
+                await asyncio.sleep(0.05)
+            jobs = await queued_jobs(server.url)
+            after = (await client.get("/metrics")).text
+    finally:
+        admin.close()
+        server.stop()
+    assert (delivery.status_code, delivery.json()) == (202, {"status": "spooled"})
+    assert ready.status_code == 503
+    assert ready.json()["reason"].startswith("redis refuses writes (out of memory)")
+    assert "llmgate_redis_writes_refused 1.0" in metrics.splitlines()
+    assert "llmgate_redis_writes_refused 0.0" in after.splitlines()
+    assert [job.function for job in jobs] == ["gate_pull_request"]
+
+
 async def test_a_full_spool_answers_503_and_a_stop_names_what_it_kept(
         monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
     monkeypatch.setattr("app.webhooks.DeliverySpool", lambda: DeliverySpool(capacity=1))

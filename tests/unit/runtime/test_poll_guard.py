@@ -1,24 +1,34 @@
-"""A connection Redis drops while arq claims a job (between WATCH and EXEC) must not end the
-worker (the soak's exit 1: worker/runtime/poll_guard.py). A real ``redis-server`` drops the
-real connection: the claim's own connection asks Redis to kill it right after its WATCH."""
+"""Redis dropping the connection inside any step of arq's poll iteration must not end the worker
+(issue 32, item 1: worker/runtime/poll_guard.py).
+
+A real ``redis-server`` drops the real connection: right before the named command of the step
+goes out, an admin client has Redis kill the connection it is about to go out on (``CLIENT KILL
+ADDR``), so that command meets a closed connection. With the worker's patient pool (production)
+a drop outside a watch is retried by the pool, and one inside a watch (a claim, a cron enqueue)
+escapes as ``WatchError``; with a pool that retries nothing, every drop escapes to the loop.
+Either way a guarded worker keeps polling, runs the queued jobs and gives every job slot back;
+an unguarded one ends.
+"""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from datetime import UTC, datetime
+import asyncio
+from collections.abc import AsyncIterator, Callable, Iterator
+from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
+import redis
 from arq.connections import ArqRedis, RedisSettings, create_pool
 from arq.cron import cron
 from arq.worker import Worker
-from redis.asyncio.client import Pipeline
-from redis.exceptions import WatchError
+from redis.asyncio.connection import Connection
 
-from worker.runtime.poll_guard import guard_job_claims
+from worker.runtime.poll_guard import guard_poll_loop
 from worker.runtime.redis_checks import retry_options
 
 RAN: list[int] = []
+MAX_JOBS = 2
 
 
 async def noted(ctx: dict[str, Any], n: int) -> int:
@@ -27,100 +37,153 @@ async def noted(ctx: dict[str, Any], n: int) -> int:
     return n
 
 
+async def ticked(ctx: dict[str, Any]) -> None:
+    """A cron job (enqueued by ``run_cron`` at the first poll)."""
+
+
 class GuardedWorker(Worker):
-    """arq's worker, its ``start_jobs`` guarded (a subclass, so arq's own class is left be)."""
+    """arq's worker, its poll loop guarded (a subclass, so arq's own class is left be)."""
 
 
 class PlainWorker(Worker):
-    """arq's worker as it is (unguarded even once a worker's settings guarded arq's class)."""
+    """arq's worker as it is, even once a worker's settings guarded arq's class."""
 
-    start_jobs = getattr(Worker.start_jobs, "__wrapped__", Worker.start_jobs)
-    run_cron = getattr(Worker.run_cron, "__wrapped__", Worker.run_cron)
+
+for _name in ("_poll_iteration", "start_jobs", "_cancel_aborted_jobs", "run_job",
+              "record_health", "run_cron"):
+    _method = getattr(Worker, _name)
+    setattr(PlainWorker, _name, getattr(_method, "__wrapped__", _method))
+guard_poll_loop(GuardedWorker)
+
+#: Each Redis step of the iteration, and the command inside it before which Redis drops the
+#: connections (EXISTS: after the step's WATCH).
+STEPS = {"_poll_iteration": "ZRANGEBYSCORE", "start_jobs": "EXISTS",
+         "_cancel_aborted_jobs": "ZREMRANGEBYSCORE", "run_job": "INCRBY",
+         "record_health": "PSETEX", "run_cron": "EXISTS"}
+
+
+@dataclass
+class Dropper:
+    """Drops a connection right before ``command`` is sent on it within an armed step."""
+
+    admin: redis.Redis
+    command: bytes = b""
+    armed: bool = False
+    fired: list[str] = field(default_factory=list)
+
+    def hit(self, connection: Connection, packed: Any) -> None:
+        """Drop ``connection`` when ``packed`` (a command or a pipeline) holds the command."""
+        data = packed if isinstance(packed, bytes | str) else b"".join(packed)
+        data = data.encode() if isinstance(data, str) else data
+        if self.armed and not self.fired and b"\r\n" + self.command + b"\r\n" in data.upper():
+            host, port = connection._writer.get_extra_info("sockname")[:2]  # type: ignore[union-attr]
+            self.admin.client_kill_filter(_id=None, addr=f"{host}:{port}")
+            self.fired.append(self.command.decode())
+
+    def arm(self, worker: Worker, step: str) -> None:
+        """Arm the drop on the worker's first call of ``step``."""
+        original: Callable[..., Any] = getattr(worker, step)
+        self.command = STEPS[step].encode()
+
+        async def armed(*args: Any, **kwargs: Any) -> Any:
+            self.armed = not self.fired
+            try:
+                return await original(*args, **kwargs)
+            finally:
+                self.armed = False
+
+        setattr(worker, step, armed)
 
 
 @pytest.fixture()
-async def pool(redis_url: str) -> AsyncIterator[ArqRedis]:
+def dropper(redis_url: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[Dropper]:
+    admin = redis.Redis.from_url(redis_url)
+    dropping = Dropper(admin)
+    send = Connection.send_packed_command
+
+    async def send_packed_command(self: Connection, command: Any, check_health: bool = True,
+                                  ) -> None:
+        dropping.hit(self, command)
+        await send(self, command, check_health)
+
+    monkeypatch.setattr(Connection, "send_packed_command", send_packed_command)
+    yield dropping
+    admin.close()
+
+
+async def _pool(redis_url: str, patient: bool) -> ArqRedis:
     settings = RedisSettings.from_dsn(redis_url)
-    for name, value in retry_options().items():  # the worker's patient pool
-        setattr(settings, name, value)
+    if patient:  # the worker's own pool (worker/main.py)
+        for name, value in retry_options().items():
+            setattr(settings, name, value)
     arq = await create_pool(settings)
     await arq.flushdb()
+    return arq
+
+
+@pytest.fixture(params=["patient", "plain"])
+async def pool(request: pytest.FixtureRequest, redis_url: str) -> AsyncIterator[ArqRedis]:
+    arq = await _pool(redis_url, request.param == "patient")
     yield arq
     await arq.aclose()
 
 
-def _drop_after_watch(monkeypatch: pytest.MonkeyPatch) -> list[int]:
-    """Make the next WATCH's connection be killed by Redis right after it answers."""
-    original, dropped = Pipeline.watch, []
-
-    async def watch(self: Pipeline, *names: Any) -> Any:
-        answer = await original(self, *names)
-        if not dropped:
-            dropped.append(1)  # Redis closes the connection after this reply
-            await self.immediate_execute_command("CLIENT", "KILL", "TYPE", "normal",
-                                                 "SKIPME", "no")
-        return answer
-
-    monkeypatch.setattr(Pipeline, "watch", watch)
-    return dropped
-
-
-async def _claim(worker: Worker, arq: ArqRedis, monkeypatch: pytest.MonkeyPatch) -> list[int]:
-    """Queue a job, then claim it with its connection dropped after WATCH."""
-    job = await arq.enqueue_job("noted", 7, _job_id="claim-me")
-    assert job is not None
-    dropped = _drop_after_watch(monkeypatch)
-    await worker.start_jobs([b"claim-me"])
-    return dropped
-
-
-async def test_a_dropped_connection_while_claiming_leaves_the_job_for_the_next_poll(
-        pool: ArqRedis, monkeypatch: pytest.MonkeyPatch) -> None:
-    guard_job_claims(GuardedWorker)
-    worker = GuardedWorker(functions=[noted], redis_pool=pool, burst=True, poll_delay=0.05,
-                           max_jobs=2, handle_signals=False)
-    RAN.clear()
-    free = worker.sem._value
-    dropped = await _claim(worker, pool, monkeypatch)  # no exception, no slot taken
-    assert dropped == [1] and RAN == []
-    assert (worker.job_counter, worker.sem._value) == (0, free)
-    assert await pool.zscore("arq:queue", "claim-me") is not None  # still queued
-    await worker.main()  # burst: claims what is queued on a new connection, runs it, stops
-    assert RAN == [7] and worker.jobs_complete == 1
-    await worker.close()
-
-
-async def test_without_the_guard_the_worker_ends(pool: ArqRedis,
-                                                 monkeypatch: pytest.MonkeyPatch) -> None:
-    worker = PlainWorker(functions=[noted], redis_pool=pool, burst=True, handle_signals=False)
-    with pytest.raises(WatchError):
-        await _claim(worker, pool, monkeypatch)
-    await worker.close()
-
-
-async def ticked(ctx: dict[str, Any]) -> None:
-    """A cron job: note that it ran."""
-    RAN.append(0)
-
-
-def _cron_worker(worker_class: type[Worker], pool: ArqRedis) -> Worker:
+def _worker(worker_class: type[Worker], pool: ArqRedis) -> Worker:
     return worker_class(functions=[noted], cron_jobs=[cron(ticked, run_at_startup=True)],
-                        redis_pool=pool, burst=True, handle_signals=False)
+                        redis_pool=pool, poll_delay=0.05, max_jobs=MAX_JOBS,
+                        handle_signals=False, health_check_interval=0, allow_abort_jobs=True)
 
 
-async def test_a_dropped_connection_while_enqueueing_a_cron_job_does_not_end_the_worker(
-        pool: ArqRedis, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Issue 32 (chaos e2e, a Redis restart): arq's cron enqueue is a watched transaction
-    too, and its WatchError ended the worker (exit 1)."""
-    guard_job_claims(GuardedWorker)
-    worker = _cron_worker(GuardedWorker, pool)
-    dropped = _drop_after_watch(monkeypatch)
-    await worker.run_cron(datetime.now(tz=UTC), 0.5)  # no exception: that tick is skipped
-    assert dropped == [1]
-    await worker.close()
-    plain = _cron_worker(PlainWorker, pool)
-    monkeypatch.undo()
-    _drop_after_watch(monkeypatch)
-    with pytest.raises(WatchError):
-        await plain.run_cron(datetime.now(tz=UTC), 0.5)
-    await plain.close()
+async def _until(done: Callable[[], bool], timeout_s: float = 10.0) -> None:
+    async with asyncio.timeout(timeout_s):
+        while not done():
+            await asyncio.sleep(0.02)
+
+
+@pytest.mark.parametrize("step", list(STEPS))
+async def test_a_connection_dropped_inside_any_step_does_not_end_the_poll_loop(
+        step: str, pool: ArqRedis, dropper: Dropper) -> None:
+    RAN.clear()
+    for n in (7, 8):
+        assert await pool.enqueue_job("noted", n, _job_id=f"job-{n}") is not None
+    worker = _worker(GuardedWorker, pool)
+    dropper.arm(worker, step)
+    free = worker.sem._value
+    loop = asyncio.create_task(worker.main())
+    try:
+        # run_job: the job whose start met the drop waits for its claim to expire (as after a
+        # killed worker); the other one runs. Every other step: both run.
+        wanted = 1 if step == "run_job" else 2
+        await _until(lambda: len({7, 8} & set(RAN)) >= wanted and not worker.tasks
+                     or loop.done())
+        assert dropper.fired == [STEPS[step]]
+        assert not loop.done(), loop.exception()  # still polling
+        await asyncio.sleep(0.3)  # several more polls
+        assert not loop.done()
+        assert (worker.job_counter, worker.sem._value) == (0, free)  # every slot back
+    finally:
+        loop.cancel()
+        await asyncio.gather(loop, return_exceptions=True)
+        await worker.close()
+
+
+@pytest.mark.parametrize("step", list(STEPS))
+async def test_without_the_guard_a_dropped_connection_ends_the_worker(
+        step: str, redis_url: str, dropper: Dropper) -> None:
+    """The same drops reach the loop of arq's own worker (with a pool that retries nothing)."""
+    arq = await _pool(redis_url, patient=False)
+    for n in (7, 8):
+        await arq.enqueue_job("noted", n, _job_id=f"job-{n}")
+    worker = _worker(PlainWorker, arq)
+    dropper.arm(worker, step)
+    try:
+        with pytest.raises(redis.RedisError):
+            async with asyncio.timeout(10):
+                await worker.main()
+        assert dropper.fired == [STEPS[step]]
+    finally:  # the jobs the dead loop left running
+        for task in worker.tasks.values():
+            task.cancel()
+        await asyncio.gather(*worker.tasks.values(), return_exceptions=True)
+        worker.tasks.clear()
+        await worker.close()

@@ -17,7 +17,7 @@ from app.settings import SettingsError as WebSettingsError
 from tests.conftest import free_port
 from tests.e2e.chaos_processes import RedisOptions, RedisProcess
 from worker.contract import queue_redis_refusal, queue_redis_warnings
-from worker.runtime.epoch import EPOCH_KEY, check_epoch
+from worker.runtime.epoch import EPOCH_KEY, FIRST, KEPT, LOST, EpochWatch
 from worker.runtime.redis_checks import check_queue_redis, patient_redis
 from worker.runtime.settings import SettingsError
 
@@ -126,9 +126,10 @@ async def test_a_refused_password_is_not_retried(redis_server: str) -> None:
 
 
 async def test_the_epoch_tells_one_caller_of_each_wipe(redis) -> None:  # type: ignore[no-untyped-def]
-    assert await check_epoch(redis) is True  # a new Redis: no epoch yet
-    assert [await check_epoch(redis) for _ in range(3)] == [False, False, False]
+    watches = [EpochWatch() for _ in range(5)]
+    assert await watches[0].check(redis) == FIRST  # a new Redis: no epoch yet, none seen
+    assert [await w.check(redis) for w in watches] == [KEPT] * 5
     await redis.flushdb()  # the data is gone, as after a restart without persistence
-    told = await asyncio.gather(*(check_epoch(redis) for _ in range(5)))
-    assert sorted(told) == [False, False, False, False, True]
+    told = await asyncio.gather(*(w.check(redis) for w in watches))
+    assert sorted(told) == [KEPT, KEPT, KEPT, KEPT, LOST]
     assert await redis.exists(EPOCH_KEY) == 1 and await redis.ttl(EPOCH_KEY) == -1

@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from tests.fakes.fake_github import generate_app_keypair
+from tests.timing import scaled
 from tests.unit.evals.run.test_targets import pid_alive
 from worker.security import sandbox, sandbox_procs
 from worker.security.sandbox_procs import FOLDER, GroupsFile, end_leftovers, start_ticks
@@ -50,7 +51,7 @@ asyncio.run(run_command(target, Example("e", 1, "x", None, {}), Path(sys.argv[2]
 
 
 def wait_for(predicate: Callable[[], bool], timeout_s: float = 20) -> bool:
-    deadline = time.monotonic() + timeout_s
+    deadline = time.monotonic() + scaled(timeout_s)
     while time.monotonic() < deadline:
         if predicate():
             return True

@@ -45,7 +45,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
-from worker.evals.llm import local_embed
+from worker.evals.llm import guard, local_embed
 from worker.evals.llm import pool as llm_pool
 from worker.evals.llm.pace import pace_headers, quota_key
 from worker.evals.llm.retry import ProviderError, parse_retry_after
@@ -403,7 +403,9 @@ async def chat(endpoint: Endpoint, messages: list[dict[str, str]], timeout_s: fl
 async def _send(endpoint: Endpoint, timeout_s: float, op: str, args: dict[str, Any],
                 here: Callable[[dict[str, Any]], Awaitable[T]]) -> T | dict[str, Any]:
     """Check and send one call: ``here`` in this process, or ``op`` in a provider process
-    (its answer as the pipe's JSON); a `ProviderError` gets the field to blame (`blame`)."""
+    (its answer as the pipe's JSON); a `ProviderError` gets the field to blame (`blame`).
+    The worker's check is asked first (`guard.before_call`: a try that lost its lease stops)."""
+    await guard.before_call(f"{op} {endpoint.model}")
     try:
         kwargs = _call_kwargs(endpoint, timeout_s)
         pool = llm_pool.active()

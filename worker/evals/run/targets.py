@@ -1,12 +1,13 @@
 """Run a command target once per example, isolated from the worker's secrets.
 
-Protocol: llmgate writes ``input.json`` (``{"id", "input", "vars"}``, never ``expected``; for a
-turn of a conversation also ``turn`` and ``history``, worker/evals/run/conversation.py) into a
-fresh temporary directory outside the checkout, runs the command (split with shlex, never a
+Protocol: llmgate writes ``input.json`` (``{"id", "input", "vars"}``, never ``expected``; for a turn
+of a conversation also ``turn`` and ``history``, worker/evals/run/conversation.py) into a fresh
+temporary directory outside the checkout (``$TMPDIR/llmgate-target-<owner>-*``: a killed worker's
+are removed by the next one, `worker.security.scratch`), runs the command (split with shlex, never a
 shell) in ``cwd`` (the run's view of the checkout, without ``.git`` and the eval data:
 worker/evals/run/views.py) with ``{input_file}``/``{output_file}`` replaced by paths in that
-directory, and reads ``output.json``: ``{"output": ..., "usage": {"input": n, "output": n},
-"cost": usd}`` (``usage`` and ``cost`` optional). The command sees only PATH, LANG/LC_ALL,
+directory, and reads ``output.json``: ``{"output": ..., "usage": {"input": n, "output": n}, "cost":
+usd}`` (``usage`` and ``cost`` optional). The command sees only PATH, LANG/LC_ALL,
 HOME and TMPDIR (both the temporary directory) and the variables named in ``settings.env``;
 it runs in its own session, and its whole process group is killed on timeout and after exit
 (`worker.security.process.run_confined`: its answer is read when it exits; processes it left
@@ -26,7 +27,6 @@ import os
 import shlex
 import shutil
 import stat
-import tempfile
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -35,7 +35,9 @@ from typing import Any
 from worker.evals.score.outputs import OutputError, parse_output_document
 from worker.evals.serialize import decode_output
 from worker.evals.types import CommandTarget, Example, Settings, TargetOutput
+from worker.security import scratch
 from worker.security.process import TargetFailed, build_env, run_confined
+from worker.security.scratch import TARGET_PREFIX
 
 #: Largest output file read, bytes (1 MiB); a bigger one is an error.
 MAX_OUTPUT_BYTES = 1 << 20
@@ -64,7 +66,7 @@ async def run_command(
         non-zero, timed out, or wrote a missing, oversized or invalid output file. Never raises
         for a misbehaving command.
     """
-    workdir = Path(tempfile.mkdtemp(prefix="llmgate-target-"))
+    workdir = scratch.make(TARGET_PREFIX)  # named after this process: worker/security/scratch.py
     started = time.perf_counter()
     try:
         input_path, output_path = workdir / "input.json", workdir / "output.json"

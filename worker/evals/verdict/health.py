@@ -40,6 +40,17 @@ down to its cause (worker/evals/verdict/causes.py), and after the rules are chec
    provider kept the gate from deciding (issue 29: such a run read "fail").
 4. Otherwise the rules decide; then, when the share of examples with a judge error (an errored
    assertion) exceeds ``max_judge_error_rate``, a ``success`` becomes ``failure``: fail closed.
+5. **A failure found is never undone by missing answers** (issue 32): when the rules failed on
+   the answered examples and rule 2 or 3 would block the run as undecided while some example
+   results have no answer (unscored: a provider or judge error, a call not sent), each failing
+   rule is checked again on the best case of the examples without an answer
+   (worker/evals/verdict/decided.py: head's pass, base's fail). A rule that fails there too
+   fails whatever they give: the run is ``failure`` (whatever ``settings.undecided`` says, so a
+   writer may Accept the regression but never Let it through as undecided), its headline names
+   the rule, what had no answer and the regressions found. The others are made
+   ``inconclusive`` (effect ``undecided``); when none is decided the run stays undecided and
+   its headline names the rules that cannot be decided and why, which the report's Why says
+   (worker/report/decision.py), never "decided by" a failing rule beside a Let through.
 
 Base's examples whose target gave no answer are unscored (never base failures that make head
 look better) and, whatever the conclusion, counted in a note with the first one's error.
@@ -53,7 +64,7 @@ each kind per suite and side is in `GateReport.errors` with its text, whatever t
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 
 from worker.evals.types import (
@@ -62,6 +73,7 @@ from worker.evals.types import (
     ExampleResult,
     GateReport,
     Regression,
+    RuleOutcome,
     RunError,
     RunResult,
     RunUsage,
@@ -70,6 +82,9 @@ from worker.evals.types import (
 from worker.evals.verdict.base_targets import TARGET_KINDS, hidden, hidden_headline, no_answer
 from worker.evals.verdict.base_targets import note as no_answer_note
 from worker.evals.verdict.causes import Attribution
+from worker.evals.verdict.decided import UNDECIDED_RULE, Settled, settle
+from worker.evals.verdict.outcomes import MAX_IDS
+from worker.evals.verdict.signflip import History
 
 PROVIDER_KINDS = ("rate_limited", "provider", "timeout")
 #: Longest errored-assertion message quoted in a note, characters.
@@ -99,7 +114,8 @@ class _Found:
 
 
 def finish_report(report: GateReport, config: Config, base_config: Config | None = None,
-                  base_problem: str | None = None) -> GateReport:
+                  base_problem: str | None = None, *, rules: Config | None = None,
+                  history: Mapping[str, History] | None = None) -> GateReport:
     """Apply the rules of the module docstring to a compared report.
 
     Args:
@@ -108,6 +124,9 @@ def finish_report(report: GateReport, config: Config, base_config: Config | None
         base_config: base's config, or None (none at base, invalid, or no base given).
         base_problem: why base could not be evaluated (its config or a file it names is
             invalid), or None.
+        rules: the config ``report`` was compared under (the verdict's rules; None: ``config``),
+            with which rule 5 checks the best case of the examples without an answer.
+        history: the examples' earlier values the sign-flip family was weighed with (rule 5).
 
     Returns:
         The report with its conclusion, headline, notes, errors and errored examples.
@@ -123,6 +142,17 @@ def finish_report(report: GateReport, config: Config, base_config: Config | None
                      if not _unscored(report.head, r.suite, r.example_id)),
                    *_regressed(report.base, errored))
     conclusion, headline, undecided = _decide(report, runs, found, config, base_problem)
+    outcomes = report.outcomes
+    settled = settle(report, rules or config, history) \
+        if report.conclusion == "failure" and conclusion != "failure" else None  # rule 5
+    if settled is not None and any(settled.unanswered.values()) and \
+            (settled.decided or settled.undecided):
+        outcomes = _marked(outcomes, settled)
+        if settled.decided:
+            conclusion, undecided = "failure", False
+            headline = _decided_headline(settled, regressions, headline)
+        else:
+            headline = _with_clause(headline, _cannot_decide(settled))
     if undecided:
         # A base whose config is broken says nothing: head's `undecided` must not pass itself.
         policy = config.settings.undecided if base_config is not None or base_problem is None \
@@ -134,7 +164,62 @@ def finish_report(report: GateReport, config: Config, base_config: Config | None
              *_rubric_notes(report.head, report.base)]
     return replace(report, conclusion=conclusion, regressions=regressions,
                    notes=tuple(notes), headline=headline, errors=found.errors,
-                   errored=errored)
+                   errored=errored, outcomes=outcomes)
+
+
+def _with_clause(headline: str, clause: str) -> str:
+    """``headline`` with ``; clause`` put before the Let through suffix it may end with."""
+    suffix = UNDECIDED_SUFFIX["action_required"]
+    if headline.endswith(suffix):
+        return f"{headline.removesuffix(suffix)}; {clause}{suffix}"
+    return f"{headline}; {clause}"
+
+
+def _rule_names(outcomes: tuple[RuleOutcome, ...]) -> str:
+    names = list(dict.fromkeys(
+        f"{o.suite} {o.metric}{f' [{o.group}]' if o.group else ''} {o.rule}" for o in outcomes))
+    shown = ", ".join(names[:MAX_IDS])
+    return shown + (f" and {len(names) - MAX_IDS} more" if len(names) > MAX_IDS else "")
+
+
+def _cannot_decide(settled: Settled) -> str:
+    """Rule 5's clause of an undecided run whose rules failed on the answered examples only."""
+    count = len(dict.fromkeys((o.suite, o.metric, o.rule, o.group) for o in settled.undecided))
+    verb = "it fails" if count == 1 else "they fail"
+    return (f"{_rule_names(settled.undecided)} cannot be decided: {verb} on the answered "
+            f"examples, but {settled.unanswered_text()} and those could make "
+            f"{'it' if count == 1 else 'them'} pass")
+
+
+def _decided_headline(settled: Settled, regressions: tuple[Regression, ...],
+                      undecided: str) -> str:
+    """Rule 5's headline of a failure the examples without an answer cannot undo."""
+    ids = [f"{r.suite}/{r.example_id}" for r in regressions]
+    found = (f"; {len(ids)} regression{'s' if len(ids) != 1 else ''} among the answered "
+             f"examples: {', '.join(ids[:MAX_IDS])}"
+             + (f" and {len(ids) - MAX_IDS} more" if len(ids) > MAX_IDS else "")) if ids else ""
+    undecided = undecided.removeprefix("undecided: ")
+    return (f"{_rule_names(settled.decided)} "
+            f"{'fails' if len(settled.decided) == 1 else 'fail'} whatever the examples "
+            f"without an answer give ({settled.unanswered_text()}: {undecided}){found}")
+
+
+def _marked(outcomes: tuple[RuleOutcome, ...], settled: Settled) -> tuple[RuleOutcome, ...]:
+    """The outcomes with the decided failures' reasons and the undecided ones made
+    ``inconclusive`` with effect ``undecided`` (rule 5)."""
+    decided = {(o.suite, o.metric, o.rule, o.group): o for o in settled.decided}
+    undecided = {(o.suite, o.metric, o.rule, o.group) for o in settled.undecided}
+    marked = []
+    for o in outcomes:
+        key = (o.suite, o.metric, o.rule, o.group)
+        if key in decided:
+            marked.append(decided[key])
+        elif key in undecided:
+            marked.append(replace(o, status="inconclusive", effect="undecided",
+                                  reason=f"{o.reason}; {UNDECIDED_RULE}"))
+        else:
+            marked.append(o)
+    return tuple(marked)
 
 
 def _decide(report: GateReport, runs: _Runs, found: _Found, config: Config,
