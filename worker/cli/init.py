@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -206,22 +207,65 @@ suites:
 
 
 def cmd_init(args: argparse.Namespace) -> int:
-    """Write the starter files in the current folder (module docstring); exit 0 or 2."""
+    """Write the starter files in the current folder (module docstring); exit 0 or 2.
+
+    The CI file goes to the root of the git repository holding the current folder (GitHub reads
+    workflows, and GitLab ``include:`` paths, from the root only), the rest to the current
+    folder (a config in a folder is gated through the root, docs/configuration.md). What to do
+    next is printed: run it, commit, and the CI's own settings (secrets, variables).
+    """
     if args.ci not in (None, *_CI_FILES, "none") or args.target not in (None, "command",
                                                                          "model"):
         print("llmgate: init: unknown --ci or --target", file=sys.stderr)
         return 2
     _ask(args, input if sys.stdin.isatty() else None)
-    files = files_for(args)
     here = Path.cwd()
-    existing = [p for p in files if (here / p).exists()]
+    root = _repository_root(here) or here
+    targets = {path: (root if path in _CI_FILES.values() else here) / path
+               for path in files_for(args)}
+    existing = [_shown(target, here) for target in targets.values() if target.exists()]
     if existing and not args.force:
         print(f"llmgate: init: {', '.join(existing)} already exist; nothing written "
               "(--force overwrites)", file=sys.stderr)
         return 2
-    for path, text in files.items():
-        (here / path).parent.mkdir(parents=True, exist_ok=True)
-        (here / path).write_text(text, encoding="utf-8")
-        print(f"llmgate: wrote {path}")
-    print("llmgate: next: `llmgate run` (then commit the files)")
+    for path, text in files_for(args).items():
+        target = targets[path]
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(text, encoding="utf-8")
+        where = "" if target.parent == here or here in target.parents else \
+            " (at the repository's root: CI reads it only there)"
+        print(f"llmgate: wrote {_shown(target, here)}{where}")
+    for line in next_steps(args):
+        print(f"llmgate: next: {line}")
     return 0
+
+
+def next_steps(args: argparse.Namespace) -> list[str]:
+    """What to do after ``llmgate init`` for ``args``, one line each (pure)."""
+    key = args.api_key_env if args.target == "model" else None
+    steps = ["`llmgate run` (then commit the files)"]
+    if args.ci == "github":
+        steps.append(f"in .github/workflows/llmgate.yml, OWNER is the GitHub owner of the "
+                     f"llmgate repository to install from (the Action at {TAG})")
+        if key:
+            steps.append(f"add the repository secret {key} (Settings > Secrets and variables "
+                         "> Actions): the workflow passes it to the model calls")
+    elif args.ci == "gitlab":
+        steps.append("include the job from your .gitlab-ci.yml: `include: [{local: "
+                     f"{_CI_FILES['gitlab']}}}]`")
+        steps.append("set LLMGATE_COMMIT (the commit of LLMGATE_TAG, 40 hex) and OWNER in "
+                     "LLMGATE_REPOSITORY, in the file or as CI/CD variables")
+        if key:
+            steps.append(f"add the masked CI/CD variable {key} (Settings > CI/CD > Variables)")
+    return steps
+
+
+def _repository_root(start: Path) -> Path | None:
+    """The nearest folder at or above ``start`` holding ``.git`` (a folder, or a worktree's
+    file), or None outside a repository."""
+    return next((d for d in (start, *start.parents) if (d / ".git").exists()), None)
+
+
+def _shown(target: Path, here: Path) -> str:
+    """``target`` relative to ``here`` (``../../x`` above it), as the user will type it."""
+    return os.path.relpath(target, here)

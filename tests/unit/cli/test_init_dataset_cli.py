@@ -88,3 +88,34 @@ def test_dataset_import_and_add(here, capsys):
                     {"id": "t2", "input": "Bye",
                      "assert": [{"type": "contains", "value": "bye"}]}]
     assert main(["dataset", "check", "t.jsonl"]) == EXIT_GATE_FAILED  # t1 has no assertion
+
+
+def test_init_in_a_folder_writes_the_workflow_where_github_reads_it(here, monkeypatch, capsys):
+    """Issue 33's fresh user: in a service folder, init wrote services/bot/.github/workflows/,
+    which GitHub never reads; the config and dataset stay in the folder."""
+    folder = here / "services" / "bot"
+    folder.mkdir(parents=True)
+    monkeypatch.chdir(folder)
+    assert main(["init", "--ci", "github"]) == EXIT_PASS
+    assert (here / ".github/workflows/llmgate.yml").is_file()
+    assert not (folder / ".github").exists()
+    assert (folder / ".llmgate.yml").is_file() and not (here / ".llmgate.yml").exists()
+    out = capsys.readouterr().out
+    assert ("llmgate: wrote ../../.github/workflows/llmgate.yml (at the repository's root: CI "
+            "reads it only there)") in out
+    assert main(["init", "--ci", "github"]) == EXIT_CONFIG_ERROR  # the root's workflow counts
+    assert "../../.github/workflows/llmgate.yml" in capsys.readouterr().err
+
+
+def test_init_for_gitlab_says_how_to_include_the_job_and_what_to_set(here, capsys):
+    assert main(["init", "--target", "model", "--api-key-env", "MY_KEY", "--ci", "gitlab"]) \
+        == EXIT_PASS
+    steps = [line for line in capsys.readouterr().out.splitlines()
+             if line.startswith("llmgate: next: ")]
+    assert steps == [
+        "llmgate: next: `llmgate run` (then commit the files)",
+        "llmgate: next: include the job from your .gitlab-ci.yml: `include: [{local: "
+        ".gitlab-ci.llmgate.yml}]`",
+        "llmgate: next: set LLMGATE_COMMIT (the commit of LLMGATE_TAG, 40 hex) and OWNER in "
+        "LLMGATE_REPOSITORY, in the file or as CI/CD variables",
+        "llmgate: next: add the masked CI/CD variable MY_KEY (Settings > CI/CD > Variables)"]
