@@ -6,7 +6,6 @@ Several workers may share one Redis: arq hands each job to one worker, and job i
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 import datetime
 import os
@@ -21,7 +20,6 @@ from redis.asyncio import Redis
 
 from worker.baselines.store import BaselineSettings
 from worker.checkout import Checkouts
-from worker.evals.llm.client import litellm_module
 from worker.gate.calibration import CalibrationSchedule
 from worker.gate.installs import quiet_when_uninstalled
 from worker.gate.reconcile import reconcile_interval_s, start_reconciling, stop_reconciling
@@ -141,7 +139,7 @@ class StartupSettings:
 
 
 async def startup(ctx: dict[str, Any], settings: StartupSettings | None = None) -> None:
-    """Harden the process, load litellm, and make the clients every job shares, from ``settings``.
+    """Harden the process and make the clients every job shares, from ``settings``.
 
     Args:
         ctx: arq's worker context; gets ``services`` and the job limits.
@@ -163,11 +161,11 @@ async def startup(ctx: dict[str, Any], settings: StartupSettings | None = None) 
         redactor = harden(settings.config)  # sandbox, log redaction, non-dumpable process
     except SettingsError as err:
         raise SystemExit(f"llmgate worker: {err}") from None
-    # litellm's import takes 3-4 s idle and ~27 s at load 10. Done in a job (the estimate prices
-    # and counts tokens with it) it held the event loop, so the lease went unrenewed and another
-    # worker ran the same job: duplicate annotations, a live check run concluded timed_out.
-    # Here, in a thread before arq takes any job, it blocks nothing.
-    await asyncio.to_thread(litellm_module)
+    # litellm is not imported here: a worker whose gates call no model through it (command
+    # targets, self-hosted endpoints on the direct path, cached answers) never pays its import
+    # (seconds of CPU, ~200 MB). The first call that needs it imports it once, in a thread, off
+    # the event loop (worker/evals/llm/client.py `load_litellm`), so the loop keeps renewing
+    # the job's lease meanwhile.
     ctx[CTX_KEY] = settings.job_limits
     ctx["services"] = make_services(settings, redactor)
     start_publishing(ctx)

@@ -13,6 +13,7 @@ import pytest
 
 from tests.fakes.fake_llm import FakeLLMServer, running_fake_llm
 from worker.evals.context import EvalContext
+from worker.evals.llm import direct
 
 #: The environment variable holding the fake provider's key in the test configs.
 KEY_ENV = "FAKE_LLM_KEY"
@@ -28,10 +29,43 @@ def llm_server() -> Iterator[FakeLLMServer]:
 @pytest.fixture()
 def llm(llm_server: FakeLLMServer, monkeypatch: pytest.MonkeyPatch) -> FakeLLMServer:
     """The module's fake server, reset (no rules, faults or calls) and its key in the env."""
+    return _fresh(llm_server, monkeypatch)
+
+
+def _fresh(llm_server: FakeLLMServer, monkeypatch: pytest.MonkeyPatch) -> FakeLLMServer:
     llm_server.reset()
     llm_server.setup({"rules": [], "default_reply": None, "latency_ms": 0, "rate_limit": None})
     monkeypatch.setenv(KEY_ENV, "sk-fake-test-key")
     return llm_server
+
+
+#: The two ways a call to an ``openai/<name>`` endpoint with ``api_base`` can be sent.
+PATHS = ("direct", "litellm")
+
+
+@pytest.fixture(name="llm", params=PATHS)
+def llm_on_both_paths(request: pytest.FixtureRequest, llm_server: FakeLLMServer,
+                      monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeLLMServer]:
+    """`llm`, once per provider path (a module takes it as ``llm = llm_on_both_paths``):
+    ``direct`` (worker/evals/llm/direct.py) or ``litellm`` (``LLMGATE_DIRECT_CLIENT=0``). At the
+    end the test fails if a call took the other path: none through the direct client on
+    litellm's, and on the direct one, if the server saw a model of the direct path
+    (`direct.unknown_openai_model`), some calls through the direct client."""
+    path = request.param
+    monkeypatch.setenv(direct.DIRECT_ENV, "1" if path == "direct" else "0")
+    sent: list[str] = []
+    post = direct.post
+
+    async def counted(api_base: str, where: str, *args: Any, **kwargs: Any) -> direct.Answer:
+        sent.append(where)
+        return await post(api_base, where, *args, **kwargs)
+
+    monkeypatch.setattr(direct, "post", counted)
+    yield _fresh(llm_server, monkeypatch)
+    if path == "litellm":
+        assert not sent, f"{len(sent)} calls took the direct path under LLMGATE_DIRECT_CLIENT=0"
+    elif any(direct.unknown_openai_model(f"openai/{c['model']}") for c in llm_server.calls()):
+        assert sent, "the server saw calls to a direct-path model, none through the client"
 
 
 class FakeSleep:

@@ -46,9 +46,10 @@ def console() -> None:
     """The ``llmgate`` console script and ``python -m worker.cli``: `main`, then exit.
 
     After Ctrl-C or SIGTERM (once temporary worktrees are removed), the process ends at once
-    (``os._exit``) instead of waiting for the background import of litellm to finish
-    (worker/cli/start_up.py joins it at a normal exit): on a loaded CI runner that import took
-    over a minute, and a cancelled job must stop now.
+    (``os._exit``) instead of waiting for an import of litellm under way in a thread to finish
+    (worker/evals/llm/client.py `load_litellm`; the interpreter joins the thread at a normal
+    exit): on a loaded CI runner that import took over a minute, and a cancelled job must
+    stop now.
     """
     code = main()
     if code in _STOPPED:

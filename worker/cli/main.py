@@ -498,7 +498,6 @@ async def _run_local(args: argparse.Namespace) -> tuple[MultiReport, str, str]:
     from worker.checkout import local_worktree
     from worker.cli.baseline import runner_for as store_runner_for
     from worker.cli.run_options import run_overrides
-    from worker.cli.start_up import answered_before, import_in_background, remember, run_fingerprint
     from worker.evals.llm import pool as llm_pool
     from worker.evals.llm.cli_cache import eval_context
     from worker.pipeline.multi import ConfigReport, MultiReport, gate_plan, unconfigured_report
@@ -509,8 +508,6 @@ async def _run_local(args: argparse.Namespace) -> tuple[MultiReport, str, str]:
     async with AsyncExitStack() as stack:
         stack.push_async_callback(llm_pool.shutdown)  # on every way out: no process outlives
         evals = await stack.enter_async_context(eval_context(args, repo))
-        fingerprint = await run_fingerprint(repo, args)
-        import_in_background(warm=await answered_before(evals, fingerprint))
         head_root, head_sha = repo, ""
         if args.head:
             head_sha = await _resolve(repo, args.head, "--head")
@@ -551,7 +548,6 @@ async def _run_local(args: argparse.Namespace) -> tuple[MultiReport, str, str]:
                                       base_sha=base_sha, config_path=args.config, evals=evals,
                                       changed_files=changed, base_runner=runner_for(""))
             multi = MultiReport((ConfigReport(args.config, "", report),))
-        await remember(evals, fingerprint)
         return _finished(multi, base_note, conflicted), head_sha, base_sha
 
 

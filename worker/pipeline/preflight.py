@@ -25,7 +25,7 @@ from pathlib import Path
 
 from worker.errors import ConfigError
 from worker.evals.context import EvalContext
-from worker.evals.llm.client import refusal
+from worker.evals.llm.client import prepare, refusal
 from worker.evals.llm_types import Endpoint, ModelTarget
 from worker.evals.run.estimate import Judging, estimate_configs
 from worker.evals.run.runner import RunState, unpriced_error
@@ -67,6 +67,7 @@ async def refuse_head_early(configs: Sequence[Config], root: Path, base: Config,
     for endpoint, use in planned.endpoints:
         if _key(endpoint) in shared:
             continue
+        await prepare(endpoint, sending=False)  # litellm off the loop, if its check needs it
         refused = refusal(endpoint, os.environ)
         if refused is not None:
             line = _field_line(configs, endpoint, refused.field) or use.line

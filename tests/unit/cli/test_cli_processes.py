@@ -16,6 +16,7 @@ from tests.unit import llm_support
 from tests.unit.llm_support import model_config, write_repo
 from worker.cli.main import EXIT_INTERRUPTED, main
 from worker.evals.llm import pool as llm_pool
+from worker.evals.llm.direct import DIRECT_ENV
 from worker.evals.llm.pool import PROCESSES_ENV
 
 llm_server = llm_support.llm_server  # module fixtures
@@ -53,8 +54,10 @@ def gated_repo(tmp_path: Path, llm: FakeLLMServer) -> Path:
 
 @pytest.fixture
 def forced_pool(monkeypatch: pytest.MonkeyPatch) -> None:
-    """One provider process for any run, however small."""
+    """One provider process for any run, however small (on litellm's path: provider processes
+    serve no call of the direct client, which the fake server's model would take)."""
     monkeypatch.setenv(PROCESSES_ENV, "1")
+    monkeypatch.setenv(DIRECT_ENV, "0")
     monkeypatch.setattr(llm_pool, "MIN_CALLS", 1)
 
 

@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -56,29 +54,4 @@ def test_the_default_file_follows_the_environment(tmp_path: Path) -> None:
     assert default_path({"HOME": "/h"}) == Path("/h/.cache/llmgate/responses.sqlite3")
 
 
-def test_a_rerun_answered_from_the_cache_does_not_import_litellm(
-        llm: FakeLLMServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-        capsys: pytest.CaptureFixture[str]) -> None:
-    """Field case (issue 20): importing litellm in the background on every run made a warm
-    re-run of the 200-ticket job 1.97x slower than before (4.6 vs 2.3 s). Only a run that is
-    not marked as answered before imports it up front (worker/cli/start_up.py)."""
-    repo = echo_repo(llm, tmp_path / "repo")
-    monkeypatch.delenv("REDIS_URL", raising=False)
-    verbose = ["run", "--repo", str(repo), "--verbose"]
-    assert main(verbose) == 0
-    assert "llmgate: importing litellm in the background" in capsys.readouterr().err
-    assert main(verbose) == 0
-    assert "llmgate: litellm not imported up front: this run finished before" in \
-        capsys.readouterr().err
-    code = ("import sys; from worker.cli.main import main\n"
-            f"code = main(['run', '--repo', {str(repo)!r}])\n"
-            "print('litellm' in sys.modules, code)")
-    found = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                           check=True, timeout=300, env=os.environ.copy())
-    assert found.stdout.split()[-2:] == ["False", "0"]  # answered without litellm
-    assert len(llm.calls()) == 2
-    assert main([*verbose, "--refresh-cache"]) == 0  # every call is sent again
-    assert "importing litellm in the background" in capsys.readouterr().err
-    (repo / "notes.txt").write_text("an uncommitted change\n", encoding="utf-8")
-    assert main(verbose) == 0  # another working tree: another run
-    assert "importing litellm in the background" in capsys.readouterr().err
+# A rerun answered from the cache imports no litellm: tests/unit/cli/test_lazy_litellm_cli.py.

@@ -26,9 +26,12 @@ import pytest
 import yaml
 
 from tests.fakes.fake_github import FakeGitHubServer, generate_app_keypair
+from tests.fakes.fake_llm import running_fake_llm
 from tests.unit import worker_support
+from tests.unit.llm_support import KEY_ENV
 from tests.unit.worker_support import (
     APP_ID,
+    CONFIG,
     ECHO,
     INSTALLATION_ID,
     OWNER,
@@ -455,9 +458,20 @@ def test_the_action_keeps_the_cache_in_the_jobs_own_temporary_folder(tmp_path: P
     pull request's job would read what this one wrote; ``RUNNER_TEMP`` is emptied between
     jobs."""
     repo = tmp_path / "repo"
-    shas = build_tiny_repo(repo)
-    done = run_gate_step(tmp_path, repo, shas["main"], shas["pr/docs"], LLMGATE_CACHE_DIR="")
-    assert done.returncode == 0, done.stderr
+    build_tiny_repo(repo)
+    with running_fake_llm({"default_reply": "echo"}) as llm:  # answers cached: a cache write
+        model = (f'{{model: openai/test-model, api_base: "{llm.url}", api_key_env: '
+                 f'{KEY_ENV}, prompt: prompts/p.txt}}')
+        suite = (f"  - name: model\n    dataset: evals/echo.jsonl\n    target: {model}\n"
+                 "    assertions: [{type: contains, value: echo}]\n")
+        files: dict[str, str | None] = {".llmgate.yml": CONFIG + suite,
+                                        "prompts/p.txt": "Say: {{ input }}"}
+        base = commit(repo, "model-main", files, "a model suite")
+        head = commit(repo, "model-docs", {"README.md": "An echo bot.\n"}, start="model-main")
+        done = run_gate_step(tmp_path, repo, base, head, LLMGATE_CACHE_DIR="",
+                             **{KEY_ENV: "sk-fake"})
+        assert done.returncode == 0, done.stderr
+        assert llm.calls()  # the model suite was answered by the server, then cached
     assert (tmp_path / "llmgate-cache" / "responses.sqlite3").is_file()
     assert not (tmp_path / ".cache").exists()  # HOME's
 

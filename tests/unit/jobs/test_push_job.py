@@ -121,26 +121,18 @@ async def test_baseline_settings_are_the_ones_read_at_start_up(github, tmp_path,
         await shutdown(ctx)
 
 
-async def test_start_up_loads_litellm_in_a_thread_before_any_job(github, monkeypatch):
-    """litellm's import (3-4 s idle, ~27 s at load 10) must not run on the event loop during a
-    job: it held the loop past the lease, and another worker ran the same gate (duplicate
-    annotations, a live check run concluded timed_out, seen in CI under load)."""
-    import threading
+async def test_start_up_does_not_import_litellm(github, monkeypatch):
+    """A worker whose gates call no model through litellm never pays its import (seconds of
+    CPU, ~200 MB): start-up does not import it; the first call that needs it does, in a
+    thread (tests/unit/evals/llm/test_llm_import.py)."""
+    from worker.evals.llm import client
 
-    import worker.main
-
-    loaded_in: list[threading.Thread] = []
-    real = worker.main.litellm_module
-
-    def recording() -> object:
-        loaded_in.append(threading.current_thread())
-        return real()
-
-    monkeypatch.setattr(worker.main, "litellm_module", recording)
+    imported: list[str] = []
+    monkeypatch.setattr(client, "_litellm", None)
+    monkeypatch.setattr(client, "_import_litellm", lambda: imported.append("litellm"))
     ctx: dict = {}
     await startup(ctx)
     try:
-        assert len(loaded_in) == 1
-        assert loaded_in[0] is not threading.main_thread()
+        assert imported == []
     finally:
         await shutdown(ctx)

@@ -3,8 +3,6 @@ git repository whose ``.llmgate.yml`` runs a command target, collected beside a 
 
 from __future__ import annotations
 
-import threading
-
 import pytest
 
 import llmgate
@@ -21,17 +19,13 @@ FILES = {".llmgate.yml": CONFIG.replace("min: 0.5", "min: 0.9"),
 
 @pytest.fixture(scope="module")
 def engine_imported(tmp_path_factory: pytest.TempPathFactory) -> None:
-    """One gate run in this process first, so the engine, scipy and litellm (imported by
-    `llmgate run` in a background thread) are imported once: pytester restores
-    ``sys.modules`` after each inline run, which would import them again every time and cut
-    the background import short."""
+    """One gate run in this process first, so the engine and scipy are imported once:
+    pytester restores ``sys.modules`` after each inline run, which would import them again
+    every time."""
     folder = tmp_path_factory.mktemp("warm")
     git(folder, "init", "-q", "-b", "main")
     commit(folder, "main", dict(FILES), "echo bot")
     assert llmgate.run(folder).exit_code == llmgate.EXIT_GATE_FAILED
-    for thread in threading.enumerate():
-        if thread.name == "llmgate-import":
-            thread.join()
 
 
 @pytest.fixture()

@@ -1,9 +1,16 @@
 """The one module that imports litellm: one chat or embeddings call, prices, token counts.
 
-litellm is imported on first use (its import takes seconds), never by the web process, and set
-up once: ``LITELLM_LOCAL_MODEL_COST_MAP=True`` before the import so it reads its bundled price
-table instead of fetching one from the network, its callbacks, telemetry and message logging
-off, and its own retries off (``num_retries=0`` and ``max_retries=0`` for the OpenAI client):
+A self-hosted OpenAI-compatible endpoint (``openai/<name>`` with ``api_base``, `direct.wire_model`)
+is called without litellm (worker/evals/llm/direct.py: `direct_chat`, `direct_embed`); its
+answers and failures are read here the same way as litellm's (`chat_reply`, `usage_of`,
+`to_provider_error`), so both paths give the same replies and errors. Prices come from
+litellm's price file without its import (`price_table_entry`).
+
+litellm is imported on first use (its import takes seconds), only when a call goes through it,
+off the event loop (`load_litellm`, `prepare`), never by the web process, and set up once:
+``LITELLM_LOCAL_MODEL_COST_MAP=True`` before the import so it reads its bundled price table
+instead of fetching one from the network, its callbacks, telemetry and message logging off,
+and its own retries off (``num_retries=0`` and ``max_retries=0`` for the OpenAI client):
 llmgate retries itself (worker/evals/llm/retry.py), so one attempt here is exactly one HTTP
 request. Every litellm exception becomes a `ProviderError` at once, and every answer our own
 `ChatReply` or `EmbeddingReply`.
@@ -33,6 +40,7 @@ lookup still happen here, in the run's process.
 
 from __future__ import annotations
 
+import asyncio
 import gc
 import ipaddress
 import logging
@@ -45,7 +53,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
-from worker.evals.llm import guard, local_embed
+from worker.evals.llm import direct, guard, local_embed
 from worker.evals.llm import pool as llm_pool
 from worker.evals.llm.pace import pace_headers, quota_key
 from worker.evals.llm.retry import ProviderError, parse_retry_after
@@ -56,6 +64,8 @@ from worker.evals.serialize import valid_value
 ALLOWED_API_BASES_ENV = "LLMGATE_ALLOWED_API_BASES"
 #: Longest provider message kept in an error, characters.
 MAX_MESSAGE_CHARS = 500
+#: The key variable litellm reads for an ``openai/`` model without ``api_key_env``.
+OPENAI_KEY_ENV = "OPENAI_API_KEY"
 
 _litellm: Any = None
 _import_lock = threading.Lock()
@@ -67,13 +77,51 @@ T = TypeVar("T")
 def litellm_module() -> Any:
     """Import litellm once, set up for offline prices and no side effects, and return it.
 
-    Thread-safe: the CLI and the worker import it in a background thread at start-up, and a
-    run that needs it first waits for that import. Sets `import_cpu_s`.
+    Thread-safe: async code imports it through `load_litellm` (in a thread); callers that
+    need it meanwhile wait for that one import. Sets `import_cpu_s`.
     """
     if _litellm is None:
         with _import_lock:
             return _import_litellm()
     return _litellm
+
+
+def litellm_loaded() -> bool:
+    """Return whether litellm has been imported and set up in this process (`litellm_module`)."""
+    return _litellm is not None
+
+
+async def load_litellm() -> None:
+    """Import litellm in a worker thread, off the event loop, unless it is imported already.
+
+    Its import takes seconds of CPU (3-4 s idle, ~27 s at load 10): on the event loop it held a
+    worker's loop past its lease (another worker then ran the same gate). Concurrent callers
+    wait for the one import (`litellm_module`'s lock); afterwards this is a check of a global.
+    """
+    if _litellm is None:
+        await asyncio.to_thread(litellm_module)
+
+
+def needs_litellm(endpoint: Endpoint) -> bool:
+    """Return whether ``endpoint``'s calls are sent through litellm: not a ``local/`` model
+    and not the direct path (`direct.wire_model`)."""
+    return not local_embed.is_local(endpoint.model) and direct.wire_model(endpoint) is None
+
+
+async def prepare(endpoint: Endpoint, *, sending: bool) -> None:
+    """Import litellm off the event loop before a sync step needs it for ``endpoint``: the
+    check of `refusal` (an endpoint of litellm's path without ``api_key_env``: its provider's
+    key variable is looked up with litellm) or, with ``sending``, a call about to be sent
+    through litellm (its token counts and the request). Nothing for the direct path, a
+    ``local/`` model, or an import already done."""
+    if _litellm is None and needs_litellm(endpoint) and (sending or endpoint.api_key_env is None):
+        await load_litellm()
+
+
+async def load_to_count(model: str) -> None:
+    """Import litellm off the event loop when `count_tokens` needs it for ``model``."""
+    if _litellm is None and not direct.unknown_openai_model(model):
+        await load_litellm()
 
 
 def _import_litellm() -> Any:
@@ -319,13 +367,35 @@ def refusal(endpoint: Endpoint, environ: Mapping[str, str]) -> ProviderError | N
         return None
     try:
         check_api_base(endpoint.api_base, environ)
-        if endpoint.api_key_env is not None:
+        if direct.wire_model(endpoint, environ) is not None:
+            direct_key(endpoint, environ)
+        elif endpoint.api_key_env is not None:
             api_key(endpoint, environ)
         else:
             check_provider(endpoint)
     except ProviderError as err:
         return blame(err, endpoint)
     return None
+
+
+def direct_key(endpoint: Endpoint, environ: Mapping[str, str]) -> str:
+    """Return the key of a direct-path call (worker/evals/llm/direct.py): the variable
+    ``api_key_env`` names, else ``OPENAI_API_KEY``, the variable litellm's path reads for an
+    ``openai/`` model (and requires, so this path requires it too).
+
+    Raises:
+        ProviderError: the variable is not set (not retryable; field ``api_key_env``, or
+            ``model`` with `check_provider`'s message when no variable is named).
+    """
+    key = api_key(endpoint, environ)
+    if key is not None:
+        return key
+    key = environ.get(OPENAI_KEY_ENV)
+    if not key:
+        raise ProviderError("provider", f"the worker has no {OPENAI_KEY_ENV}, which "
+                            f"{endpoint.model} needs: set it on the worker, or name the "
+                            "worker's variable holding the key with api_key_env", field="model")
+    return key
 
 
 def _endpoint_of(kwargs: dict[str, Any]) -> Endpoint:
@@ -391,7 +461,12 @@ async def chat(endpoint: Endpoint, messages: list[dict[str, str]], timeout_s: fl
         ProviderError: the call failed or the answer has no text (see `to_provider_error`),
             with the field to blame when no retry can fix it (`blame`).
     """
+    name = direct.wire_model(endpoint)
+    if name is not None:
+        return await direct_chat(endpoint, name, messages, timeout_s)
+
     async def here(kwargs: dict[str, Any]) -> ChatReply:
+        await load_litellm()
         return await send_chat(kwargs, messages)
 
     answer = await _send(endpoint, timeout_s, "chat", {"messages": messages}, here)
@@ -447,12 +522,93 @@ async def send_chat(kwargs: dict[str, Any], messages: list[dict[str, str]]) -> C
     except Exception as exc:  # litellm's and the SDK's exceptions: mapped at the edge
         raise to_provider_error(exc, kwargs.get("api_key")) from None
     latency_ms = (time.perf_counter() - started) * 1000
+    return chat_reply(text, finish_reason, calls, usage_of(response), latency_ms,
+                      headers_of(response))
+
+
+def chat_reply(text: Any, finish_reason: Any, calls: tuple[ToolRequest, ...],
+               usage: TokenUsage | None, latency_ms: float,
+               headers: dict[str, str]) -> ChatReply:
+    """Build the `ChatReply` of an answer's content, finish reason and tool calls, the same
+    way on both paths: lone surrogates replaced (`send_chat`), the problem of an answer
+    without usable text (`answer_problem`) unless it asks for tool calls."""
     text, replaced = valid_value(text)
     calls_valid, calls_replaced = valid_value([[c.id, c.name, c.arguments] for c in calls])
-    return ChatReply(text if isinstance(text, str) else "", usage_of(response), latency_ms,
+    return ChatReply(text if isinstance(text, str) else "", usage, latency_ms,
                      "" if calls else answer_problem(text, finish_reason),
-                     tuple(ToolRequest(*call) for call in calls_valid), headers_of(response),
+                     tuple(ToolRequest(*call) for call in calls_valid), headers,
                      replaced + calls_replaced)
+
+
+async def direct_chat(endpoint: Endpoint, name: str, messages: list[dict[str, str]],
+                      timeout_s: float) -> ChatReply:
+    """Send one chat completion to a self-hosted OpenAI-compatible server without litellm
+    (worker/evals/llm/direct.py; ``name`` its `direct.wire_model`): the request litellm would
+    send, the answer read as `send_chat` reads litellm's.
+
+    Raises:
+        ProviderError: as `chat`: the failure classified by `to_provider_error`, with the
+            field to blame (`blame`).
+    """
+    await guard.before_call(f"chat {endpoint.model}")  # as `_send`: a lost lease stops here
+    try:
+        check_api_base(endpoint.api_base, os.environ)
+        key = direct_key(endpoint, os.environ)
+        body = {**_sent_params(endpoint), "model": name, "messages": messages}
+        try:
+            answer = await direct.post(str(endpoint.api_base), "chat/completions", body, key,
+                                       timeout_s)
+            choice = answer.body["choices"][0]
+            message = choice["message"]
+            text, finish_reason = message.get("content"), choice.get("finish_reason")
+            calls = tool_requests(message.get("tool_calls"))
+        except direct.DirectError as exc:
+            raise to_provider_error(exc, key) from None
+        except (KeyError, IndexError, TypeError, AttributeError) as exc:
+            raise to_provider_error(direct.DirectError(
+                f"not an OpenAI chat answer ({type(exc).__name__}: {exc})", 500), key) from None
+    except ProviderError as err:
+        raise blame(err, endpoint) from None
+    return chat_reply(text, finish_reason, calls, usage_of(answer.body.get("usage")),
+                      answer.latency_ms, pace_headers(answer.headers))
+
+
+async def direct_embed(endpoint: Endpoint, name: str, texts: list[str],
+                       timeout_s: float) -> EmbeddingReply:
+    """Send one embeddings request to a self-hosted OpenAI-compatible server without litellm
+    (as `direct_chat`).
+
+    Raises:
+        ProviderError: as `embed`.
+    """
+    await guard.before_call(f"embed {endpoint.model}")  # as `_send`: a lost lease stops here
+    try:
+        check_api_base(endpoint.api_base, os.environ)
+        key = direct_key(endpoint, os.environ)
+        body = {**_sent_params(endpoint), "model": name, "input": texts}
+        try:
+            answer = await direct.post(str(endpoint.api_base), "embeddings", body, key,
+                                       timeout_s)
+            vectors = [list(map(float, _field(item, "embedding")))
+                       for item in answer.body["data"]]
+        except direct.DirectError as exc:
+            raise to_provider_error(exc, key) from None
+        except (KeyError, IndexError, TypeError, ValueError, AttributeError) as exc:
+            raise to_provider_error(direct.DirectError(
+                f"not an OpenAI embeddings answer ({type(exc).__name__}: {exc})", 500),
+                key) from None
+        if len(vectors) != len(texts):
+            raise ProviderError("provider", f"expected {len(texts)} embeddings, got "
+                                f"{len(vectors)}", retryable=True)
+    except ProviderError as err:
+        raise blame(err, endpoint) from None
+    return EmbeddingReply(vectors, usage_of(answer.body.get("usage")), answer.latency_ms,
+                          pace_headers(answer.headers))
+
+
+def _sent_params(endpoint: Endpoint) -> dict[str, Any]:
+    """The params litellm would send: those set to a value (litellm drops None)."""
+    return {key: value for key, value in endpoint.params.items() if value is not None}
 
 
 def headers_of(response: Any) -> dict[str, str]:
@@ -490,7 +646,12 @@ async def embed(endpoint: Endpoint, texts: list[str], timeout_s: float) -> Embed
     if local_embed.is_local(endpoint.model):
         vectors, usage, latency_ms = await local_embed.embed(endpoint.model, texts)
         return EmbeddingReply(vectors, usage, latency_ms)
+    name = direct.wire_model(endpoint)
+    if name is not None:
+        return await direct_embed(endpoint, name, texts, timeout_s)
+
     async def here(kwargs: dict[str, Any]) -> EmbeddingReply:
+        await load_litellm()
         return await send_embed(kwargs, texts)
 
     answer = await _send(endpoint, timeout_s, "embed", {"texts": texts}, here)
@@ -532,7 +693,8 @@ def _field(item: Any, name: str) -> Any:
 
 
 def usage_of(response: Any) -> TokenUsage | None:
-    """Read a litellm response's tokens: prompt, completion, cached and cache-written prompt.
+    """Read a litellm response's tokens (or the ``usage`` JSON object of a direct answer, a
+    dict): prompt, completion, cached and cache-written prompt.
 
     Cache writes are litellm's ``prompt_tokens_details.cache_write_tokens`` (its canonical
     name, mirrored as ``cache_creation_tokens``), or Anthropic's ``cache_creation_input_tokens``
@@ -542,17 +704,23 @@ def usage_of(response: Any) -> TokenUsage | None:
         The tokens, or None when the answer reports no usage: litellm then gives zero prompt
         tokens, which no answered prompt has, so the cost is unknown (never assumed $0).
     """
-    usage = getattr(response, "usage", None)
-    prompt = _count(getattr(usage, "prompt_tokens", 0)) if usage is not None else 0
+    usage = response if isinstance(response, dict) else _attr(response, "usage")
+    prompt = _count(_attr(usage, "prompt_tokens")) if usage is not None else 0
     if usage is None or prompt == 0:
         return None
-    details = getattr(usage, "prompt_tokens_details", None)
-    cached = getattr(details, "cached_tokens", None) if details is not None else None
-    written = max(_count(getattr(details, name, None)) for name in
+    details = _attr(usage, "prompt_tokens_details")
+    cached = _attr(details, "cached_tokens") if details is not None else None
+    written = max(_count(_attr(details, name)) for name in
                   ("cache_write_tokens", "cache_creation_tokens")) if details is not None else 0
-    written = written or _count(getattr(usage, "cache_creation_input_tokens", None))
-    return TokenUsage(prompt, _count(getattr(usage, "completion_tokens", 0)), _count(cached),
+    written = written or _count(_attr(usage, "cache_creation_input_tokens"))
+    return TokenUsage(prompt, _count(_attr(usage, "completion_tokens")), _count(cached),
                       written)
+
+
+def _attr(item: Any, name: str) -> Any:
+    """``item[name]`` of a JSON object (the direct path), else the attribute (litellm's
+    objects); None when absent."""
+    return item.get(name) if isinstance(item, dict) else getattr(item, name, None)
 
 
 def _count(value: Any) -> int:
@@ -611,8 +779,12 @@ def _retry_after(exc: Exception) -> float | None:
 
 
 def price_table_entry(model: str) -> dict[str, Any] | None:
-    """Return litellm's bundled price entry of ``model`` (with or without its provider prefix)."""
-    table: dict[str, Any] = litellm_module().model_cost
+    """Return litellm's bundled price entry of ``model`` (with or without its provider prefix).
+
+    Read from litellm's price file without importing litellm (`direct.price_table`: the table
+    litellm itself loads, since llmgate sets ``LITELLM_LOCAL_MODEL_COST_MAP=True``).
+    """
+    table = direct.price_table()
     entry = table.get(model)
     if entry is None and "/" in model:
         entry = table.get(model.split("/", 1)[1])
@@ -622,10 +794,14 @@ def price_table_entry(model: str) -> dict[str, Any] | None:
 def count_tokens(model: str, messages: list[dict[str, str]]) -> int:
     """Count the prompt tokens of ``messages`` with litellm's tokenizer for ``model``.
 
-    Falls back to 4 characters a token (OpenAI's rule of thumb for English) when litellm cannot
-    count for this model.
+    An ``openai/<name>`` model litellm does not know (`direct.unknown_openai_model`: every
+    model of the direct path) is counted with tiktoken's ``cl100k_base``, litellm's default
+    encoding, without importing litellm (`direct.count_tokens`). Falls back to 4 characters a
+    token (OpenAI's rule of thumb for English) when neither can count for this model.
     """
     try:
+        if direct.unknown_openai_model(model):
+            return direct.count_tokens(messages)
         return int(litellm_module().token_counter(model=model, messages=messages))
     except Exception:  # an unknown tokenizer: estimate instead
         return sum(len(str(m.get("content") or "")) for m in messages) // 4 + 4 * len(messages)

@@ -266,6 +266,7 @@ class ModelCaller:
     async def _call(self, key: str, send: Any, use_cache: bool, what: tuple[str, str],
                     endpoint: Endpoint, lengths: str | None = None,
                     charge: Callable[[], float] | None = None) -> CallOutcome:
+        await llm.prepare(endpoint, sending=False)  # litellm off the loop, if its check needs it
         refused = self._refused(endpoint, what)
         if refused is not None:  # before the cache: no cached answer stands in for it
             return refused
@@ -278,6 +279,7 @@ class ModelCaller:
             if answer is not None:
                 hit_outcome = CallOutcome(answer, None, None, RunUsage(cache_hits=1))
                 return self._account(what, hit_outcome)
+        await llm.prepare(endpoint, sending=True)  # a miss: litellm's path counts and sends
         if sides is None or self.ctx.side != "base":
             return await self._send(key, send, use_cache, what, endpoint, lengths, charge)
         sides.fetching(key)  # head waits for it (Sides)

@@ -126,7 +126,10 @@ class Judging:
 @dataclass(frozen=True)
 class _Call:
     """Calls of one kind for one example: ``count`` calls of ``endpoint``, each with these
-    tokens; ``keys`` are their cache keys when the cache may answer them, else ()."""
+    tokens; ``keys`` are their cache keys when the cache may answer them, else (). With
+    ``prompt``, ``tokens_in`` is counted from it once some of the calls are not cached
+    (`_count`): a run the cache answers counts no tokens (and needs no tokenizer: litellm's
+    import is skipped)."""
 
     endpoint: Endpoint
     count: int
@@ -134,6 +137,7 @@ class _Call:
     tokens_out: int
     use: ModelUse
     keys: tuple[str, ...] = ()
+    prompt: list[dict[str, str]] | None = None
 
 
 @dataclass
@@ -150,11 +154,13 @@ class _Tally:
     called: dict[tuple[str, str | None, str | None], tuple[Endpoint, ModelUse]] = \
         field(default_factory=dict)  # model, api_base, api_key_env -> first use
 
-    def tokens(self, model: str, messages: list[dict[str, str]]) -> int:
-        """Count a prompt's tokens: exactly for the first prompts of a model, then by ratio."""
+    async def tokens(self, model: str, messages: list[dict[str, str]]) -> int:
+        """Count a prompt's tokens: exactly for the first prompts of a model, then by ratio
+        (litellm's tokenizer, imported off the event loop when first needed)."""
         chars = sum(len(m.get("content", "")) for m in messages) + 1
         count, tokens, seen = self.sampled.get(model, (0, 0, 0))
         if count < TOKENIZED_SAMPLE:
+            await llm.load_to_count(model)
             exact = llm.count_tokens(model, messages)
             self.sampled[model] = (count + 1, tokens + exact, seen + chars)
             return exact
@@ -260,6 +266,8 @@ async def _count(tally: _Tally, caller: ModelCaller, calls: list[_Call]) -> None
         hits = sum(cached[position:position + len(call.keys)])
         position += len(call.keys)
         tally.add_cached(caller, call.endpoint, call.use, hits)
+        if call.prompt is not None and call.count > hits:
+            call = replace(call, tokens_in=await tally.tokens(call.endpoint.model, call.prompt))
         tally.add(caller, call, call.count - hits)
 
 
@@ -323,7 +331,7 @@ async def _target(tally: _Tally, target: ModelTarget, examples: tuple[Example, .
             tally.add_cached(caller, target.endpoint, use, 1)
             answers.append(hit.text)
             continue
-        tokens_in = tally.tokens(target.model, messages)
+        tokens_in = await tally.tokens(target.model, messages)
         tally.add(caller, _Call(target.endpoint, settings.repeats, tokens_in, out_tokens, use))
         answers.append(None)
     return answers, out_tokens
@@ -342,7 +350,7 @@ async def _agent(tally: _Tally, target: ModelTarget, example_id: str,
     tally.seen.add((first, example_id))
     tally.add_cached(caller, target.endpoint, use, known.cached)
     if known.left:
-        prompt = tally.tokens(target.model, known.messages)
+        prompt = await tally.tokens(target.model, known.messages)
         mean_in = prompt + math.ceil(out_tokens * (known.left - 1) / 2)
         tally.add(caller, _Call(target.endpoint, settings.repeats * known.left, mean_in,
                                 out_tokens, use))
@@ -401,11 +409,11 @@ def _similar(tally: _Tally, spec: AssertionSpec, example: Example, answer: str,
     if endpoint is None or local_embed.is_local(endpoint.model) or reference is None:
         return []
     texts = embed_texts(answer, reference)
-    tokens = tally.tokens(endpoint.model, [{"role": "user", "content": t} for t in texts])
+    prompt = [{"role": "user", "content": t} for t in texts]
     use = ModelUse(endpoint.model, path, spec.line, "the embedding model of `similar`" if own
                    else "settings.embedding (used by `similar`)")
     keys = (caller.embed_key(endpoint, texts),) if cacheable else ()
-    return [_Call(endpoint, settings.repeats, tokens, 0, use, keys)]
+    return [_Call(endpoint, settings.repeats, 0, 0, use, keys, prompt)]
 
 
 def _config_error(message: str) -> ConfigError:
@@ -432,8 +440,7 @@ async def _judged(tally: _Tally, js: JudgeSpec, example: Example, draws: int,
                   caller: ModelCaller, answer: Any, use: ModelUse, settings: Settings, *,
                   cacheable: bool, kind: str = "judge") -> _Call:
     messages = judge_messages(js, example, answer)
-    tokens_in = tally.tokens(js.endpoint.model, messages)
     tokens_out = await _expected_out(tally, caller, js.endpoint, kind, js.version, settings)
     keys = tuple(caller.chat_key(js.endpoint, messages, kind, js.version, draw)
                  for draw in range(js.n)) if cacheable else ()
-    return _Call(js.endpoint, draws * js.n, tokens_in, tokens_out, use, keys)
+    return _Call(js.endpoint, draws * js.n, 0, tokens_out, use, keys, messages)

@@ -16,7 +16,7 @@ from worker.pipeline.trees import gate_trees
 from worker.report import render as report
 
 llm_server = llm_support.llm_server  # module fixtures
-llm = llm_support.llm
+llm = llm_support.llm_on_both_paths  # each test once per provider path
 
 ROWS = [{"id": f"e{i}", "input": f"question {i}"} for i in range(4)]
 USAGE = {"prompt_tokens": 100, "completion_tokens": 10, "cached_tokens": 0}

@@ -24,7 +24,7 @@ from worker.pipeline.trees import gate_trees
 from worker.report import render as report
 
 llm_server = llm_support.llm_server  # module fixtures
-llm = llm_support.llm
+llm = llm_support.llm_on_both_paths  # each test once per provider path
 
 FIELD_PRICING = "pricing: {input: 2, cached_input: 0.5, output: 8}"
 FIELD_USAGE = {"prompt_tokens": 1000, "completion_tokens": 200, "cached_tokens": 800}

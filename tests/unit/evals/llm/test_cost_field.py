@@ -23,7 +23,7 @@ from worker.pipeline.trees import gate_trees
 from worker.report import render as report
 
 llm_server = llm_support.llm_server  # module fixtures
-llm = llm_support.llm
+llm = llm_support.llm_on_both_paths  # each test once per provider path
 
 ROWS = [{"id": str(i), "input": f"ticket number {i}"} for i in range(6)]
 CONTAINS = "      - {type: contains, value: ok}\n"

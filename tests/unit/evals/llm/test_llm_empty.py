@@ -22,7 +22,7 @@ from worker.evals.llm.provider import _from_cache
 from worker.pipeline.trees import gate_trees
 
 llm_server = llm_support.llm_server  # module fixtures
-llm = llm_support.llm
+llm = llm_support.llm_on_both_paths  # each test once per provider path
 
 #: The field cases: the reply's fields at the fake, and the reason the example must give.
 UNUSABLE = [

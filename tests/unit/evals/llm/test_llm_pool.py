@@ -23,6 +23,7 @@ from worker.evals.llm import client as llm_mod
 from worker.evals.llm import pool as llm_pool
 from worker.evals.llm.cache import ResponseCache
 from worker.evals.llm.cost import Budget
+from worker.evals.llm.direct import DIRECT_ENV
 from worker.evals.llm.pool import PROCESSES_ENV, ProviderPool, process_count
 from worker.evals.llm.provider import ModelCaller
 from worker.evals.llm.retry import ProviderError
@@ -99,6 +100,13 @@ async def test_a_provider_process_gets_provider_keys_but_not_in_its_proc_environ
     assert [c["authorization"] for c in llm.calls("chat")] == [f"Bearer {PROVIDER_KEY}"]
 
 
+@pytest.fixture(autouse=True)
+def _through_litellm(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Provider processes serve litellm's path only: the fake server's ``openai/test-model``
+    would take the direct path (worker/evals/llm/direct.py) without ``LLMGATE_DIRECT_CLIENT=0``."""
+    monkeypatch.setenv(DIRECT_ENV, "0")
+
+
 def endpoint(server: FakeLLMServer, model: str = "openai/test-model") -> Endpoint:
     return Endpoint(model, {"temperature": 0}, server.url, KEY_ENV, Pricing(1.0, 2.0))
 
@@ -116,6 +124,17 @@ async def test_a_chat_call_is_sent_from_the_provider_process(
     [call] = llm.calls("chat")
     assert (call["model"], call["messages"], call["params"]["temperature"]) == (
         "test-model", MESSAGES, 0)
+
+
+@on_module_loop
+async def test_a_call_on_the_direct_path_is_sent_from_the_run_process(
+        pool: ProviderPool, llm: FakeLLMServer, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The direct client's CPU per call is small: no process boundary to cross."""
+    monkeypatch.setenv(DIRECT_ENV, "1")
+    llm.setup({"default_reply": "here"})
+    before = pool.sent
+    assert (await llm_mod.chat(endpoint(llm), MESSAGES, 10)).text == "here"
+    assert pool.sent == before and len(llm.calls("chat")) == 1
 
 
 @on_module_loop

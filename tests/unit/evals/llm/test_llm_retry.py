@@ -26,7 +26,7 @@ from worker.evals.llm_types import Endpoint, Pricing, RetrySettings
 from worker.evals.types import Settings
 
 llm_server = llm_support.llm_server  # module fixtures
-llm = llm_support.llm
+llm = llm_support.llm_on_both_paths  # each test once per provider path
 
 NOW = 1_445_412_480.0  # Wed, 21 Oct 2015 07:28:00 GMT
 MESSAGES = [{"role": "user", "content": "hello"}]

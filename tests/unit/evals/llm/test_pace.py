@@ -23,7 +23,7 @@ from worker.evals.llm_types import Endpoint
 from worker.evals.types import Settings
 
 llm_server = llm_support.llm_server  # module fixtures
-llm = llm_support.llm
+llm = llm_support.llm_on_both_paths  # each test once per provider path
 
 
 @pytest.mark.parametrize(("text", "seconds"), [
