@@ -1,69 +1,35 @@
-"""The GitHub Action's gate step (deploy/github-action/gate.sh) under a simulated Actions
-environment: a real ``pull_request`` payload (tests/fixtures/github/webhooks, its SHAs
-pointed at the tiny repository), ``GITHUB_STEP_SUMMARY`` and the workflow commands.
-
-With ``comment: true`` the step posts the sticky comment to the schema-checking fake GitHub
-on loopback (``GITHUB_API_URL``) with a token the fake minted, as GitHub mints a workflow's
-``GITHUB_TOKEN``; the App's own gate job, on the same fake, posts the comment it is compared
-with.
-"""
+"""The GitHub Action's definition and its quick steps (deploy/github-action): workflow commands
+and outputs, the install step's refusals and wheels, and the GitLab template. The slow halves
+are apart, so that pytest-xdist's ``--dist loadfile`` runs them side by side (issue 34): the
+install from a checkout or a git ref (test_github_action_install.py), the gate step
+(test_github_action_gate.py) and the sticky comment (test_github_action_comment.py); what they
+share is tests/unit/cli/action_support.py."""
 
 from __future__ import annotations
 
-import json
 import os
-import re
-import shutil
 import subprocess
-import sys
-import zipfile
-from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
-import httpx
 import pytest
 import yaml
 
-from tests.fakes.fake_github import FakeGitHubServer, generate_app_keypair
-from tests.fakes.fake_llm import running_fake_llm
 from tests.unit import worker_support
-from tests.unit.llm_support import KEY_ENV
+from tests.unit.cli.action_support import (
+    ACTION,
+    ROOT,
+    action_step,
+    fake_wheel,
+    gitlab_install,
+    read_outputs,
+    run_action_step,
+)
 from tests.unit.worker_support import (
-    APP_ID,
-    CONFIG,
-    ECHO,
-    INSTALLATION_ID,
-    OWNER,
-    REPO,
-    build_tiny_repo,
     commit,
-    fake_github_env,
-    gate_payload,
 )
 from worker.cli.action import escape, workflow_annotations
 from worker.cli.action_outputs import OUTPUT_NAMES, write_outputs
-from worker.github.auth import AppCredentials, InstallationTokenCache
-from worker.github.client import GitHubClient
 from worker.version import VERSION
-
-ROOT = Path(__file__).resolve().parents[3]
-ACTION = ROOT / "deploy" / "github-action"
-PAYLOAD = ROOT / "tests/fixtures/github/webhooks/pull_request.opened.json"
-#: The pull request number of `PAYLOAD`.
-PR_NUMBER = 2
-#: Who a workflow's GITHUB_TOKEN comments as.
-ACTIONS_BOT = "github-actions[bot]"
-#: Seconds one gate.sh step may take before the test calls it hung (see `run_gate_step`).
-STEP_TIMEOUT_S = 300
-
-
-def dumping_target(dump: Path) -> str:
-    """A head target that breaks ``bravo`` and appends its whole environment, as a JSON
-    line, to ``dump``."""
-    return ECHO.replace('BROKEN = ""', 'BROKEN = "bravo"') + (
-        f"import os\nwith open({str(dump)!r}, 'a') as out:\n"
-        "    out.write(json.dumps(dict(os.environ)) + '\\n')\n")
 
 
 def test_workflow_command_escaping():
@@ -110,66 +76,11 @@ def test_the_action_declares_its_inputs_and_runs_the_script():
         name: f"${{{{ steps.gate.outputs.{name} }}}}" for name in OUTPUT_NAMES}
 
 
-def read_outputs(path: Path) -> dict[str, str]:
-    """Parse a ``GITHUB_OUTPUT`` file as the Actions runner does: ``NAME=VALUE`` lines and
-    ``NAME<<DELIMITER`` blocks ending at a line that is the delimiter."""
-    found: dict[str, str] = {}
-    lines = iter(path.read_text(encoding="utf-8").split("\n"))
-    for line in lines:
-        if "<<" in line and ("=" not in line or line.index("<<") < line.index("=")):
-            name, delimiter = line.split("<<", 1)
-            value = []
-            for body in lines:
-                if body == delimiter:
-                    break
-                value.append(body)
-            else:
-                raise AssertionError(f"output {name} has no closing delimiter")
-            found[name] = "\n".join(value)
-        elif line:
-            name, value_text = line.split("=", 1)
-            found[name] = value_text
-    return found
-
-
 def test_an_output_value_cannot_end_itself_or_set_another(tmp_path: Path):
     hostile = "line one\nEOF\nconclusion<<EOF\nsuccess\nEOF\nexit-code=0"
     target = tmp_path / "output"
     write_outputs(str(target), {"why": hostile, "conclusion": "failure"})
     assert read_outputs(target) == {"why": hostile, "conclusion": "failure"}
-
-
-def action_step(name: str) -> dict[str, Any]:
-    """The step of action.yml called ``name``."""
-    action = yaml.safe_load((ACTION / "action.yml").read_text())
-    [step] = [step for step in action["runs"]["steps"] if step["name"] == name]
-    return step
-
-
-def run_action_step(tmp_path: Path, name: str, inputs: dict[str, str], action_path: Path = ACTION,
-                    **env: str) -> subprocess.CompletedProcess[str]:
-    """Run action.yml's step ``name`` as the runner runs a composite step: its ``${{ }}``
-    expressions filled from ``inputs`` (over the inputs' defaults), ``runner.temp`` =
-    ``tmp_path`` and ``github.action_repository`` = ``OWNER/llmgate``; in bash, with
-    ``GITHUB_ACTION_PATH`` = ``action_path`` and ``GITHUB_PATH`` = ``tmp_path / "github_path"``.
-    ``env``: any other variables (the ``PIP_*`` of this machine are passed on)."""
-    action = yaml.safe_load((ACTION / "action.yml").read_text())
-    values = {f"inputs.{key}": str(spec.get("default", "")) for key, spec in
-              action["inputs"].items()} | {f"inputs.{key}": value for key, value in inputs.items()}
-    values |= {"runner.temp": str(tmp_path), "github.action_repository": "OWNER/llmgate"}
-
-    def expand(text: str) -> str:
-        return re.sub(r"\$\{\{\s*([\w.-]+)\s*\}\}", lambda m: values[m.group(1)], text)
-
-    step = action_step(name)
-    step_env = {key: value for key, value in os.environ.items() if key.startswith("PIP_")}
-    step_env |= {"PATH": os.environ["PATH"], "HOME": str(tmp_path), "GITHUB_ACTIONS": "true",
-                 "RUNNER_TEMP": str(tmp_path), "GITHUB_ACTION_PATH": str(action_path),
-                 "GITHUB_PATH": str(tmp_path / "github_path")}
-    step_env |= {key: expand(str(value)) for key, value in step.get("env", {}).items()} | env
-    return subprocess.run(["bash", "--noprofile", "--norc", "-eo", "pipefail", "-c",
-                           expand(step["run"])], cwd=tmp_path, env=step_env,
-                          capture_output=True, text=True, timeout=STEP_TIMEOUT_S)
 
 
 @pytest.mark.parametrize("version", [
@@ -186,25 +97,6 @@ def test_the_action_refuses_a_package_name_or_specifier_before_installing(tmp_pa
     assert "never installed by name from the package index" in done.stderr
     assert not (tmp_path / "llmgate-venv").exists()  # nothing was installed
     assert not (tmp_path / "github_path").exists()
-
-
-def fake_wheel(folder: Path, version: str, prints: str | None) -> Path:
-    """A wheel of a distribution named as llmgate's (pyproject.toml) at ``version``: with a
-    ``llmgate`` command that prints ``prints``, or with no command (``prints`` None)."""
-    folder.mkdir(exist_ok=True)
-    wheel = folder / f"llmgate_app-{version}-py3-none-any.whl"
-    info = f"llmgate_app-{version}.dist-info"
-    files = {"fake_llmgate.py": f"def main():\n    print({prints!r})\n",
-             f"{info}/METADATA": f"Metadata-Version: 2.1\nName: llmgate-app\nVersion: {version}\n",
-             f"{info}/WHEEL": "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\n"
-                              "Tag: py3-none-any\n"}
-    if prints is not None:
-        files[f"{info}/entry_points.txt"] = "[console_scripts]\nllmgate = fake_llmgate:main\n"
-    files[f"{info}/RECORD"] = "".join(f"{name},,\n" for name in [*files, f"{info}/RECORD"])
-    with zipfile.ZipFile(wheel, "w") as archive:
-        for name, text in files.items():
-            archive.writestr(name, text)
-    return wheel
 
 
 @pytest.mark.parametrize(("prints", "message"), [
@@ -229,118 +121,6 @@ def test_the_action_installs_a_wheel_and_puts_its_llmgate_first_on_path(tmp_path
     venv_bin = tmp_path / "llmgate-venv" / "bin"
     assert done.stdout == f"llmgate: installed llmgate 0.8.3 from {wheel} into {venv_bin.parent}\n"
     assert (tmp_path / "github_path").read_text() == f"{venv_bin}\n"
-
-
-def source_checkout(dest: Path) -> Path:
-    """What a workflow's ``uses: OWNER/llmgate/deploy/github-action@TAG`` downloads: this
-    repository's files (those a build reads, and the action); returns the action's folder."""
-    for name in ("pyproject.toml", "README.md"):
-        shutil.copy(ROOT / name, dest / name)
-    for name in ("app", "worker", "llmgate", "deploy/github-action"):
-        if (ROOT / name).is_dir():
-            shutil.copytree(ROOT / name, dest / name, symlinks=True,
-                            ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
-    return dest / "deploy" / "github-action"
-
-
-@pytest.mark.slow
-def test_the_action_installs_llmgate_from_its_own_checkout(tmp_path: Path):
-    """The default (no ``version``): pip builds the action's own repository, two levels above
-    ``GITHUB_ACTION_PATH``, into a venv of its own; ``llmgate --version`` there is the
-    checkout's worker/version.py, and the gate step's ``LLMGATE`` is that command. Its
-    dependencies are left out here (``PIP_NO_DEPS``): ``--version`` needs none."""
-    checkout = tmp_path / "checkout"
-    checkout.mkdir()
-    action_path = source_checkout(checkout)
-    version = checkout / "worker" / "version.py"
-    version.write_text(version.read_text().replace(f'VERSION = "{VERSION}"',
-                                                   'VERSION = "7.7.7"'))  # the pinned release's
-    done = run_action_step(tmp_path, "install llmgate", {}, action_path=action_path,
-                           PIP_NO_DEPS="1")
-    assert done.returncode == 0, done.stderr
-    venv = tmp_path / "llmgate-venv"
-    assert done.stdout == f"llmgate: installed llmgate 7.7.7 from {checkout} into {venv}\n"
-    llmgate = action_step("gate")["env"]["LLMGATE"].replace("${{ runner.temp }}", str(tmp_path))
-    assert llmgate == str(venv / "bin" / "llmgate")
-    assert subprocess.run([llmgate, "--version"], capture_output=True, text=True,
-                          check=True).stdout == "llmgate 7.7.7\n"
-
-
-@pytest.mark.slow
-def test_the_action_installs_a_git_ref_of_its_own_repository(tmp_path: Path):
-    """``version: v7.7.7``: pip installs the action's repository (``github.action_repository``
-    on ``GITHUB_SERVER_URL``, here a folder) at that tag; the version the installed
-    distribution declares is what ``llmgate --version`` must print."""
-    server = tmp_path / "server"
-    repo = server / "OWNER" / "llmgate"
-    repo.mkdir(parents=True)
-    source_checkout(repo)
-    version = repo / "worker" / "version.py"
-    version.write_text(version.read_text().replace(f'VERSION = "{VERSION}"', 'VERSION = "7.7.7"'))
-    worker_support.git(repo, "init", "-q", "-b", "main")
-    commit(repo, "main", {"NOTES": "v7.7.7"})
-    worker_support.git(repo, "tag", "v7.7.7")
-    runner = tmp_path / "runner"
-    runner.mkdir()
-    done = run_action_step(runner, "install llmgate", {"version": "v7.7.7"},
-                           GITHUB_SERVER_URL=server.as_uri(), PIP_NO_DEPS="1")
-    assert done.returncode == 0, done.stderr
-    assert done.stdout == (f"llmgate: installed llmgate 7.7.7 from git+{server.as_uri()}/OWNER/"
-                           f"llmgate@v7.7.7 into {runner / 'llmgate-venv'}\n")
-
-
-def run_gate_step(tmp_path: Path, repo: Path, base_sha: str, head_sha: str,
-                  **env: str) -> subprocess.CompletedProcess[str]:
-    """Run gate.sh in ``repo`` as GitHub Actions runs it for the pull_request event `PAYLOAD`
-    (its SHAs replaced); ``env``: the step's inputs and any other variables. The job summary
-    is ``tmp_path / "summary.md"``, which starts with ``earlier step``; the step's outputs
-    file (``GITHUB_OUTPUT``) ``tmp_path / "output.txt"``."""
-    event = json.loads(PAYLOAD.read_text())
-    event["pull_request"]["base"]["sha"] = base_sha
-    event["pull_request"]["head"]["sha"] = head_sha
-    (tmp_path / "event.json").write_text(json.dumps(event))
-    summary = tmp_path / "summary.md"
-    if not summary.exists():
-        summary.write_text("earlier step\n")
-    llmgate = shutil.which("llmgate", path=str(Path(sys.executable).parent))
-    step_env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path), "GITHUB_ACTIONS": "true",
-                "GITHUB_EVENT_PATH": str(tmp_path / "event.json"),
-                "GITHUB_OUTPUT": str(tmp_path / "output.txt"),
-                "GITHUB_STEP_SUMMARY": str(summary), "RUNNER_TEMP": str(tmp_path),
-                "LLMGATE": str(llmgate), "LLMGATE_CACHE_DIR": str(tmp_path / "cache"), **env}
-    # One step is a few seconds alone; a 2-core CI machine running the suite's other worker
-    # has taken over 120 s (TimeoutExpired), so the limit only catches a hang.
-    return subprocess.run([str(ACTION / "gate.sh")], cwd=repo, env=step_env,
-                          capture_output=True, text=True, timeout=STEP_TIMEOUT_S)
-
-
-@pytest.mark.slow
-def test_gate_step_writes_summary_and_annotations_and_fails_the_job(tmp_path: Path):
-    repo = tmp_path / "repo"
-    shas = build_tiny_repo(repo)
-    summary = tmp_path / "summary.md"
-    done = run_gate_step(tmp_path, repo, shas["main"], shas["pr/drop"],
-                         LLMGATE_BASELINE_STORE=str(tmp_path / "baselines"))
-    assert done.returncode == 1, done.stderr
-    [annotation] = [line for line in done.stdout.splitlines() if line.startswith("::error")]
-    assert annotation.startswith("::error file=evals/echo.jsonl,line=2,title=llmgate%3A echo::"
-                                 "bravo: ")
-    text = summary.read_text()
-    report = json.loads((tmp_path / "llmgate-report.json").read_text())
-    why = report["why"]
-    assert why.startswith("decided by echo pass_rate max_drop 0.05 (fail)")
-    # the summary opens with the verdict and the Why sentence
-    assert text.startswith(f"earlier step\n### llmgate: failure\n\n**Why:** {why}\n\n")
-    assert "| echo | 1.00 | 0.75 |" in text
-    assert list((tmp_path / "baselines").rglob("*.rec"))  # the base was stored for next time
-    outputs = read_outputs(tmp_path / "output.txt")
-    assert outputs == {"conclusion": "failure", "exit-code": "1", "why": why,
-                       "report-json": str(tmp_path / "llmgate-report.json"),
-                       "report-junit": str(tmp_path / "llmgate-junit.xml"),
-                       "report-html": str(tmp_path / "llmgate-report.html")}
-    junit = Path(outputs["report-junit"]).read_text()
-    assert 'type="regression"' in junit and f'name="why" value="{why}"' in junit
-    assert "<strong>Why:</strong>" in Path(outputs["report-html"]).read_text()
 
 
 def test_the_gitlab_example_runs_llmgate_in_merge_requests():
@@ -397,26 +177,6 @@ def test_the_gitlab_job_refuses_a_committed_cache_and_copies_a_restored_one_out(
         assert copied.read_text() == "answers"
 
 
-def gitlab_install(tmp_path: Path, llmgate_prints: str,
-                   **variables: str) -> tuple[subprocess.CompletedProcess[str], str]:
-    """The template's install step with its variables (over ``variables``), ``pip`` and
-    ``llmgate`` stand-ins first on PATH; returns the run and the arguments pip got."""
-    template = yaml.safe_load((ROOT / "deploy/gitlab-ci/llmgate.gitlab-ci.yml").read_text())
-    [step] = [step for step in template[".llmgate"]["before_script"] if "pip install" in step]
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    (bin_dir / "python3").write_text(f'#!/bin/sh\necho "$@" > {tmp_path}/pip-args\n')
-    (bin_dir / "llmgate").write_text(f"#!/bin/sh\necho '{llmgate_prints}'\n")
-    for stub in bin_dir.iterdir():
-        stub.chmod(0o755)
-    env = {"PATH": f"{bin_dir}:{os.environ['PATH']}",
-           **template[".llmgate"]["variables"], **variables}
-    done = subprocess.run(["sh", "-ec", step], cwd=tmp_path, capture_output=True, text=True,
-                          timeout=60, env=env)
-    args = tmp_path / "pip-args"
-    return done, args.read_text() if args.exists() else ""
-
-
 def test_the_gitlab_template_installs_from_the_repository_at_a_pinned_commit(tmp_path: Path):
     """Issue 33: ``pip install llmgate`` installed another project of that name."""
     template = yaml.safe_load((ROOT / "deploy/gitlab-ci/llmgate.gitlab-ci.yml").read_text())
@@ -450,151 +210,3 @@ def test_init_writes_the_gitlab_template_word_for_word(tmp_path: Path,
     assert main(["init", "--ci", "gitlab"]) == 0
     assert (tmp_path / ".gitlab-ci.llmgate.yml").read_text() == (
         ROOT / "deploy/gitlab-ci/llmgate.gitlab-ci.yml").read_text()
-
-
-@pytest.mark.slow
-def test_the_action_keeps_the_cache_in_the_jobs_own_temporary_folder(tmp_path: Path):
-    """Issue 30: ``~/.cache/llmgate`` outlives a job on a self-hosted runner, where the next
-    pull request's job would read what this one wrote; ``RUNNER_TEMP`` is emptied between
-    jobs."""
-    repo = tmp_path / "repo"
-    build_tiny_repo(repo)
-    with running_fake_llm({"default_reply": "echo"}) as llm:  # answers cached: a cache write
-        model = (f'{{model: openai/test-model, api_base: "{llm.url}", api_key_env: '
-                 f'{KEY_ENV}, prompt: prompts/p.txt}}')
-        suite = (f"  - name: model\n    dataset: evals/echo.jsonl\n    target: {model}\n"
-                 "    assertions: [{type: contains, value: echo}]\n")
-        files: dict[str, str | None] = {".llmgate.yml": CONFIG + suite,
-                                        "prompts/p.txt": "Say: {{ input }}"}
-        base = commit(repo, "model-main", files, "a model suite")
-        head = commit(repo, "model-docs", {"README.md": "An echo bot.\n"}, start="model-main")
-        done = run_gate_step(tmp_path, repo, base, head, LLMGATE_CACHE_DIR="",
-                             **{KEY_ENV: "sk-fake"})
-        assert done.returncode == 0, done.stderr
-        assert llm.calls()  # the model suite was answered by the server, then cached
-    assert (tmp_path / "llmgate-cache" / "responses.sqlite3").is_file()
-    assert not (tmp_path / ".cache").exists()  # HOME's
-
-
-async def workflow_token(github: FakeGitHubServer, private_pem: str) -> str:
-    """A token of installation `INSTALLATION_ID` minted by the fake, as GitHub mints a
-    workflow's ``GITHUB_TOKEN`` (an installation token of the GitHub Actions app)."""
-    creds = AppCredentials(APP_ID, private_pem)
-    async with httpx.AsyncClient(timeout=10) as session:
-        return await GitHubClient(session, github.url, creds, InstallationTokenCache(creds),
-                                  INSTALLATION_ID).installation_token()
-
-
-def comments_on(state: dict[str, Any], number: int) -> list[dict[str, Any]]:
-    """The fake's comments on pull request ``number`` of the tiny repository, oldest first."""
-    return [c for c in state["comments"] if (c["owner"], c["repo"], c["issue_number"]) == (
-        OWNER, REPO, number)]
-
-
-def baseline_line(body: str) -> str:
-    """The comment's one ``**Baseline:**`` line."""
-    [line] = [line for line in body.splitlines() if line.startswith("**Baseline:**")]
-    return line
-
-
-def without_baseline(body: str) -> str:
-    """The comment without its ``**Baseline:**`` line."""
-    return body.replace(baseline_line(body) + "\n", "")
-
-
-@pytest.fixture()
-def dump(tmp_path: Path) -> Path:
-    """The file a `dumping_target` appends its environment to (writable by targets)."""
-    path = tmp_path / "target-env.jsonl"
-    path.write_text("")
-    return path
-
-
-@pytest.fixture()
-def actions_github(monkeypatch: pytest.MonkeyPatch, redis_url: str, tmp_path: Path,
-                   dump: Path) -> Iterator[tuple[FakeGitHubServer, str]]:
-    """A fresh fake GitHub the App's worker (environment, Redis) points at; (it, App key)."""
-    keys = generate_app_keypair()
-    with fake_github_env(monkeypatch, redis_url, tmp_path / "work", keys=keys,
-                         LLMGATE_SANDBOX_WRITE_PATHS=str(dump)) as server:
-        yield server, keys[0]
-
-
-@pytest.mark.slow
-async def test_comment_is_posted_once_then_edited_and_is_the_apps_comment(
-        actions_github, tmp_path: Path, dump: Path):
-    github, private_pem = actions_github
-    repo = tmp_path / "repo"
-    shas = build_tiny_repo(repo)
-    shas["pr/env"] = commit(repo, "pr/env", {"echo.py": dumping_target(dump)})
-    # the App's own gate job comments on pull request 5 of the same repository and heads
-    await worker_support.run_jobs([gate_payload(str(repo), shas["pr/env"], shas["main"],
-                                                number=5)])
-    [app_comment] = comments_on(github.state(), 5)
-    dump.write_text("")  # what the App's run of the head wrote
-    github.setup({"bot_login": ACTIONS_BOT})  # from here on, comments are the workflow's
-    token = await workflow_token(github, private_pem)
-    step = {"LLMGATE_COMMENT": "true", "LLMGATE_GITHUB_TOKEN": token, "GITHUB_TOKEN": token,
-            "GITHUB_API_URL": github.url, "GITHUB_REPOSITORY": f"{OWNER}/{REPO}",
-            "LLMGATE_SANDBOX_WRITE_PATHS": str(dump),
-            "LLMGATE_BASELINE_STORE": str(tmp_path / "baselines")}  # as the App keeps its bases
-
-    first = run_gate_step(tmp_path, repo, shas["main"], shas["pr/env"], **step)
-    assert first.returncode == 1, first.stderr
-    assert "::warning" not in first.stdout
-    [posted] = comments_on(github.state(), PR_NUMBER)
-    assert posted["user"] == {"login": ACTIONS_BOT, "type": "Bot"}
-    # the App's comment, byte for byte, but for the one sentence `llmgate run` words its own
-    # way (worker/cli/baseline.py: the base it was given is "the base")
-    base = shas["main"][:7]
-    assert without_baseline(posted["body"]) == without_baseline(app_comment["body"])
-    assert baseline_line(app_comment["body"]) == (
-        f"**Baseline:** compared with {base} (base run now, stored for later pull requests)")
-    assert baseline_line(posted["body"]) == (
-        f"**Baseline:** compared with {base}, the base (base run now, stored for later pull "
-        "requests)")
-    assert "bravo" in posted["body"]
-
-    second = run_gate_step(tmp_path, repo, shas["main"], shas["pr/docs"], **step)  # a new push
-    assert second.returncode == 0, second.stderr
-    [edited] = comments_on(github.state(), PR_NUMBER)  # still one comment: edited in place
-    assert edited["id"] == posted["id"]
-    assert edited["history"] == [posted["body"], edited["body"]]
-    assert edited["body"] != posted["body"] and "bravo" not in edited["body"]
-    assert github.state()["violations"] == []
-
-    seen = [json.loads(line) for line in dump.read_text().splitlines()]
-    assert len(seen) == 4  # the head's target ran once per example, and wrote its environment
-    for env in seen:
-        assert not {"LLMGATE_GITHUB_TOKEN", "GITHUB_TOKEN"} & set(env)
-        assert token not in json.dumps(env)
-
-
-@pytest.mark.slow
-async def test_a_refused_comment_is_a_warning_and_leaves_the_exit_code(actions_github,
-                                                                        tmp_path: Path):
-    github, private_pem = actions_github
-    repo = tmp_path / "repo"
-    shas = build_tiny_repo(repo)
-    forbidden = "Resource not accessible by integration"  # a fork's read-only GITHUB_TOKEN
-    github.setup({"faults": [{"operation": "issues/create-comment", "status": 403,
-                              "body": {"message": forbidden,
-                                       "documentation_url": "https://docs.github.com/rest"}}]})
-    token = await workflow_token(github, private_pem)
-    done = run_gate_step(tmp_path, repo, shas["main"], shas["pr/drop"], LLMGATE_COMMENT="true",
-                         LLMGATE_GITHUB_TOKEN=token, GITHUB_API_URL=github.url,
-                         GITHUB_REPOSITORY=f"{OWNER}/{REPO}")
-    assert done.returncode == 1, done.stderr  # the gate's failure, as without the comment
-    [warning] = [line for line in done.stdout.splitlines() if line.startswith("::warning")]
-    assert warning.startswith("::warning title=llmgate comment::the pull request comment was "
-                              "not posted: POST /repos/{owner}/{repo}/issues/{number}/comments: "
-                              f"GitHub answered 403: {forbidden}")
-    assert "pull-requests: write" in warning and token not in done.stdout + done.stderr
-    summary = (tmp_path / "summary.md").read_text()
-    assert summary.startswith("earlier step\n### llmgate: failure")
-    assert summary.rstrip().endswith(f"llmgate could not post its pull request comment: POST "
-                                     f"/repos/{{owner}}/{{repo}}/issues/{{number}}/comments: "
-                                     f"GitHub answered 403: {forbidden} (a pull request from a "
-                                     f"fork gets a read-only token; otherwise give the job "
-                                     f"\\`permissions: pull-requests: write\\`)")
-    assert comments_on(github.state(), PR_NUMBER) == []
