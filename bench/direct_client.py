@@ -34,6 +34,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from bench.eval_overhead import children_cpu_s  # noqa: E402
 from bench.local_services import free_port, load_average  # noqa: E402
 from worker.evals.context import EvalContext  # noqa: E402
 from worker.evals.llm import client as llm  # noqa: E402
@@ -80,19 +81,6 @@ asyncio.run(main())
 '''
 
 
-def provider_cpu_s() -> float:
-    """CPU seconds the provider processes used so far (Linux /proc; 0 without a pool)."""
-    pool = llm_pool.active()
-    total = 0.0
-    for child in pool.children if pool is not None else []:
-        try:
-            fields = Path(f"/proc/{child.popen.pid}/stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-    return total
-
-
 async def calls(url: str, count: int, concurrency: int) -> tuple[float, float, float]:
     """Send ``count`` calls through a fresh `ModelCaller`; return (wall s, CPU ms per call in
     this process, in provider processes)."""
@@ -106,12 +94,12 @@ async def calls(url: str, count: int, concurrency: int) -> tuple[float, float, f
         if outcome.answer is None or outcome.answer.text != "ok ticket":
             raise SystemExit(f"call {i} failed: {outcome.error}")
 
-    cpu, child = time.process_time(), provider_cpu_s()
+    cpu, child = time.process_time(), children_cpu_s(llm_pool.active())
     started = time.perf_counter()
     await asyncio.gather(*(one(i) for i in range(count)))
     wall = time.perf_counter() - started
     return (wall, (time.process_time() - cpu) * 1000 / count,
-            (provider_cpu_s() - child) * 1000 / count)
+            (children_cpu_s(llm_pool.active()) - child) * 1000 / count)
 
 
 async def measure(name: str, url: str, args: argparse.Namespace, floor_s: float) -> float:
