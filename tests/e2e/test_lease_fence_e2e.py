@@ -14,6 +14,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import httpx
 import pytest
 
 from tests.e2e.chaos_repo import build_chaos_repo
@@ -78,6 +79,9 @@ def test_a_paused_try_writes_nothing_once_another_try_took_its_lease(
         stood_down = [line for line in resumed_log.splitlines() if "lease" in line]
         print(f"\n[fence] resumed worker's lease lines: {stood_down}")
         counted = stack.tally(repo.newest())
+        # once the resumed worker's flush shows its lease_lost try, the conclusions count only
+        # the try that published (the stale try counted its verdict too, from the fresh user)
+        metrics = wait_until(lambda: _metrics(stack), 60, "the lease_lost try in /metrics")
 
     late = [(r["method"], r["path"]) for r in after["requests"]
             if r["method"] in MUTATING and r["auth"] != "jwt" and r["at"] >= resumed_at]
@@ -89,3 +93,18 @@ def test_a_paused_try_writes_nothing_once_another_try_took_its_lease(
     assert after["comments"] == before["comments"] and len(after["comments"]) == 1
     assert any("stopped, its lease lost: taken by another worker" in line
                for line in stood_down), resumed_log[-3000:]
+    assert metrics["conclusions"] == 1.0, metrics
+
+
+def _metrics(stack: ChaosStack) -> dict[str, float] | None:
+    """The web process's /metrics: gate conclusions and lease_lost tries summed over workers,
+    once a lease_lost try shows; else None."""
+    text = httpx.get(f"{stack.web_url}/metrics", timeout=10).text
+    sums = {"conclusions": 0.0, "lease_lost": 0.0}
+    for line in text.splitlines():
+        name, _, value = line.rpartition(" ")
+        if name.startswith("llmgate_gate_conclusions_total{"):
+            sums["conclusions"] += float(value)
+        elif name.startswith("llmgate_jobs_total{") and 'outcome="lease_lost"' in name:
+            sums["lease_lost"] += float(value)
+    return sums if sums["lease_lost"] >= 1 else None

@@ -135,16 +135,16 @@ async def _config(found: DryRun, path: str, folder: str, head: tuple[Path, str],
         sides.insert(0, ("base", base_config, base_dir, base[1]))
     shared = endpoints_of(base_config) if base_config is not None else set()
     for side, config, root, sha in sides:
-        await _side(found, record, (side, shared), config, root, sha, base_dir is not None,
-                    evals)
+        await _side(found, record, (side, shared, folder), config, root, sha,
+                    base_dir is not None, evals)
 
 
 async def _side(found: DryRun, record: dict[str, Any],
-                which: tuple[str, set[tuple[str, str | None, str | None]]], config: Config,
+                which: tuple[str, set[tuple[str, str | None, str | None]], str], config: Config,
                 root: Path | None, sha: str, with_base: bool, evals: EvalContext) -> None:
     """Add one side's suites and estimate to ``found`` and ``record`` (its config's JSON
     value); a file it cannot read or an endpoint refused is its line. ``which`` is the side's
-    name and the endpoints base's config names too (`_refused`)."""
+    name, the endpoints base's config names too and the config's folder (`_refused`)."""
     side = which[0]
     assert root is not None  # noqa: S101  # the caller passes only sides with a checkout
     ctx = replace(evals, side=side, sides=None)
@@ -181,13 +181,14 @@ async def _side(found: DryRun, record: dict[str, Any],
         else found.cost_usd + planned.cost.cost_usd
 
 
-def _refused(found: DryRun, which: tuple[str, set[tuple[str, str | None, str | None]]],
+def _refused(found: DryRun, which: tuple[str, set[tuple[str, str | None, str | None]], str],
              endpoints: Sequence[tuple[Endpoint, ModelUse]]) -> list[str]:
     """Name each endpoint every call to which the run would refuse (`refusal`) and return the
     messages. At head, one base's config does not name too is the dry run's configuration
     error on its use's line, as it is the run's (worker/pipeline/preflight.py: an endpoint base
-    uses too is the worker's setup, not the pull request's)."""
-    side, shared = which
+    uses too is the worker's setup, not the pull request's). The error names the file from the
+    repository's root (a folder's config: ``folder/.llmgate.yml``)."""
+    side, shared, folder = which
     messages: list[str] = []
     for endpoint, use in endpoints:
         refused = refusal(endpoint, os.environ)
@@ -198,5 +199,6 @@ def _refused(found: DryRun, which: tuple[str, set[tuple[str, str | None, str | N
         found.lines.append(f"  {side} refused: {message}")
         key = (endpoint.model, endpoint.api_base, endpoint.api_key_env)
         if side == "head" and key not in shared:
-            found.config_error = found.config_error or ConfigError(use.path, use.line, message)
+            path = posixpath.join(folder, use.path) if folder else use.path
+            found.config_error = found.config_error or ConfigError(path, use.line, message)
     return messages

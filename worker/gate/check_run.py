@@ -18,7 +18,7 @@ from typing import Any
 from arq.worker import Retry
 from redis.exceptions import RedisError
 
-from worker.contract import pr_external_id
+from worker.contract import pr_external_id, write_refusal
 from worker.gate import regate
 from worker.gate.registry import RunRegistry, new_entry
 from worker.gate.request import GateRequest
@@ -125,11 +125,21 @@ async def open_run(registry: RunRegistry, gh: GitHubClient, request: GateRequest
         await regate.remember(registry.redis, repo, request.pr_number, check_run_id,
                               request.base_ref)
         await registry.put(fresh)
-    except RedisError:
-        await conclude(gh, owner, name, check_run_id, "cancelled",
-                       "llmgate's Redis did not answer; the run is tried again.")
+    except RedisError as err:
+        await conclude(gh, owner, name, check_run_id, "cancelled", redis_failed(err))
         raise
     return OpenRun(check_run_id, fresh.run_id)
+
+
+def redis_failed(error: BaseException) -> str:
+    """The summary of a check run concluded ``cancelled`` because Redis failed right after it
+    was created (its retry opens a new one): Redis did not answer, or refused the write
+    (`worker.contract.write_refusal`: a full Redis answers, but refuses)."""
+    refusal = write_refusal(error)
+    if refusal is None:
+        return "llmgate's Redis did not answer; the run is tried again."
+    return (f"llmgate's Redis refused to store this run ({refusal}); the run is tried again "
+            "once it takes writes.")
 
 
 def conclusion_body(conclusion: str, reason: str, *, rerun_hint: bool = True) -> dict[str, Any]:

@@ -22,7 +22,14 @@ from redis.exceptions import RedisError
 
 from worker.contract import pr_external_id
 from worker.gate.accept import RERUN_BUTTON
-from worker.gate.check_run import TRANSIENT_ERRORS, OpenRun, conclude, finish, forget
+from worker.gate.check_run import (
+    TRANSIENT_ERRORS,
+    OpenRun,
+    conclude,
+    finish,
+    forget,
+    redis_failed,
+)
 from worker.gate.registry import RunRegistry, new_entry
 from worker.gate.request import GateRequest
 from worker.github.checks import complete_check_run
@@ -88,9 +95,8 @@ async def _open(registry: RunRegistry, gh: GitHubClient, request: GateRequest,
                       request.pr_number, head_sha, job.attempt, config=config.folder)
     try:
         await registry.put(entry)
-    except RedisError:  # never leave an unregistered check run in progress
-        await conclude(gh, owner, name, check_run_id, "cancelled",
-                       "llmgate's Redis did not answer; the run is tried again.")
+    except RedisError as err:  # never leave an unregistered check run in progress
+        await conclude(gh, owner, name, check_run_id, "cancelled", redis_failed(err))
         raise
     return OpenRun(check_run_id, entry.run_id)
 

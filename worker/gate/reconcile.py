@@ -80,6 +80,7 @@ from worker.gate.registry import RUN_TTL_S, RunRegistry, job_state, new_entry, r
 from worker.github.client import CheckRunInfo, GitHubClient, GitHubError, OpenPull
 from worker.runtime.epoch import FIRST, LOST, EpochWatch
 from worker.runtime.lease import CTX_KEY, JobLimits
+from worker.runtime.redis_checks import note_write_refused, outage_s
 from worker.runtime.settings import SettingsError
 
 log = logging.getLogger(__name__)
@@ -173,7 +174,11 @@ async def _reconcile_forever(ctx: dict[str, Any], interval_s: int) -> None:
                 async with asyncio.timeout(RECONCILE_TIMEOUT_S):
                     await reconcile_runs(ctx)
         except (RedisError, OSError, TimeoutError) as err:
-            log.warning("reconciler: no pass at this tick (%s)", type(err).__name__)
+            # A full Redis is told once per episode (`note_write_refused`), an outage by the
+            # pool: a missed tick then says nothing new.
+            told = note_write_refused(err) or outage_s() is not None
+            log.log(logging.DEBUG if told else logging.WARNING,
+                    "reconciler: no pass at this tick (%s)", type(err).__name__)
         except Exception:  # the loop outlives any one pass
             log.exception("reconciler: the pass failed")
 

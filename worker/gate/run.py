@@ -234,8 +234,7 @@ async def _gate(services: Services, gh: GitHubClient, request: GateRequest, chec
         multi = await _evaluate(services, gh, request, check_run_id, job)
         if kept is not None:
             await results.store(services.redis, kept, multi)
-    gate_report = multi.merged()  # every config's verdict in one report
-    record_gate_report(gate_report)
+    gate_report = decided = multi.merged()  # every config's verdict in one report
     gate_report = services.redactor.redact_value(
         await with_calibration_note(services.redis, repo, gate_report))
     gate_report = await accept.prepare_report(services.redis, request, check_run_id,
@@ -257,6 +256,7 @@ async def _gate(services: Services, gh: GitHubClient, request: GateRequest, chec
             report_multi.check_annotations(multi), accept.check_actions(request, gate_report),
             details_url=await store_report(services.reports, output, lambda: render_html(
                 multi, head_sha, request.base_sha)))  # LLMGATE_PUBLIC_URL
+    record_gate_report(decided)  # once published: a try that lost its lease counts nothing
     if kept is not None:
         await results.forget(services.redis, kept)
     return {"conclusion": conclusion, "head_sha": head_sha}

@@ -198,15 +198,18 @@ class Lease:
     async def hold(self) -> None:
         """Renew the lease every third of ``lease_s`` until it is lost; cancel to stop.
 
-        A Redis that does not answer is logged and asked again at the next renewal.
+        A Redis that does not answer is asked again at the next renewal; that is logged once
+        per outage (the pool logs the outage itself: `worker.runtime.redis_checks`).
         """
+        told = False
         while True:
             held = await self.ask()
             if held is False:
                 return
-            if held is None:
-                log.warning("job %s: could not renew its lease (Redis did not answer)",
-                            self.job_id)
+            if held is None and not told:
+                log.warning("job %s: could not renew its lease (Redis did not answer); it "
+                            "asks again every %g s", self.job_id, self.lease_s / 3)
+            told = held is None
             await asyncio.sleep(self.lease_s / 3)
 
     async def confirm(self, what: str) -> None:

@@ -119,6 +119,8 @@ async def flush_quietly(redis: Redis | None) -> bool:
     """Flush this worker's metrics within ``FLUSH_TIMEOUT_S``; return whether it worked.
 
     A failure is logged and the increments wait for the next flush: metrics never fail a job.
+    During an outage the pool has logged already (its start once, its end once:
+    `worker.runtime.redis_checks`), a failed flush is logged at debug level only.
     A Redis that refuses writes (full) is logged once, until a flush is accepted again: the
     flush always writes this worker's heartbeat, so it is the write that ends the state
     (`worker.runtime.redis_checks.note_write_accepted`).
@@ -129,9 +131,9 @@ async def flush_quietly(redis: Redis | None) -> bool:
         async with asyncio.timeout(FLUSH_TIMEOUT_S):
             await METRICS.flush(redis)
     except (RedisError, OSError, TimeoutError) as exc:
-        if not note_write_refused(exc):
-            log.warning("could not publish metrics to Redis (%s); will retry",
-                        type(exc).__name__)
+        if not note_write_refused(exc):  # an outage already told (its start and end) is not
+            log.log(logging.DEBUG if outage_s() is not None else logging.WARNING,  # told again
+                    "could not publish metrics to Redis (%s); will retry", type(exc).__name__)
         return False
     note_write_accepted()
     return True

@@ -39,6 +39,9 @@ worker claims no job: a full Redis near its limit still takes a few small writes
 expire), and a claim that got through would start a job whose first write fails, spending one
 of its tries for nothing. Jobs wait in the queue instead.
 
+A job this worker runs already is never claimed again by it (`running_here`), even when its
+lease lapsed while Redis was away: that try takes its lease back.
+
 Only ``Worker.main``'s burst-mode ``ZCARD`` (not used by a serving worker) is left as it is.
 """
 
@@ -138,8 +141,22 @@ def guard_poll_loop(worker_class: type[Worker] = Worker) -> None:
     _hold_claims(worker_class)
 
 
+def running_here(worker: Worker, job_id: bytes) -> bool:
+    """Whether ``worker`` runs a try of ``job_id`` now (arq's task of it has not ended).
+
+    A lease that lapsed while Redis was away (a restart longer than the lease) let this same
+    worker claim the job's next try beside the one it runs: arq keeps its tasks by job id
+    alone, so the first try's end removed the second's entry and the second ended in a
+    ``KeyError`` traceback, its result a failure (issue 32's fresh user). The try running here
+    takes its lease back instead (`worker.runtime.fence`: no other try ran).
+    """
+    task = worker.tasks.get(job_id.decode())
+    return task is not None and not task.done()
+
+
 def _hold_claims(worker_class: type[Worker]) -> None:
-    """Make ``start_jobs`` claim nothing while Redis refuses writes (module docstring)."""
+    """Make ``start_jobs`` claim nothing while Redis refuses writes, and never a job this
+    worker runs already (`running_here`; module docstring)."""
     original: Callable[[Any, list[bytes]], Awaitable[None]] = worker_class.start_jobs
     if getattr(original, _HELD, False):
         return
@@ -148,7 +165,7 @@ def _hold_claims(worker_class: type[Worker]) -> None:
     async def start_jobs(self: Worker, job_ids: list[bytes]) -> None:
         if job_ids and refused_writes() is not None:
             return  # they stay queued until a write is accepted again
-        await original(self, job_ids)
+        await original(self, [job for job in job_ids if not running_here(self, job)])
 
     setattr(start_jobs, _GUARDED, True)
     setattr(start_jobs, _HELD, True)

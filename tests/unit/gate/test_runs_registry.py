@@ -151,3 +151,18 @@ async def test_a_running_job_holds_a_short_lease_and_sees_its_try(redis_url: str
     assert ident == ("lease-job", 1, 9, False)
     assert worker.jobs_complete == 1
     assert await queue.exists(in_progress_key_prefix + "lease-job") == 0
+
+
+def test_a_check_run_redis_refused_to_register_says_it_was_refused_not_unanswered() -> None:
+    """Issue 32's fresh user: a full Redis answered but refused the registry write, and the
+    check run it cancelled said "llmgate's Redis did not answer"."""
+    from redis.exceptions import ConnectionError as RedisConnectionError
+    from redis.exceptions import OutOfMemoryError
+
+    from worker.gate.check_run import redis_failed
+
+    assert redis_failed(OutOfMemoryError("OOM command not allowed")) == (
+        "llmgate's Redis refused to store this run (out of memory); the run is tried again "
+        "once it takes writes.")
+    assert redis_failed(RedisConnectionError("refused")) == (
+        "llmgate's Redis did not answer; the run is tried again.")

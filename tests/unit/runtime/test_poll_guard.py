@@ -20,7 +20,9 @@ from typing import Any
 import pytest
 import redis
 from arq.connections import ArqRedis, RedisSettings, create_pool
+from arq.constants import in_progress_key_prefix
 from arq.cron import cron
+from arq.jobs import Job
 from arq.worker import Worker
 from redis.asyncio.connection import Connection
 
@@ -187,3 +189,39 @@ async def test_without_the_guard_a_dropped_connection_ends_the_worker(
         await asyncio.gather(*worker.tasks.values(), return_exceptions=True)
         worker.tasks.clear()
         await worker.close()
+
+
+TRIES: list[int] = []
+
+
+async def slow(ctx: dict[str, Any], n: int) -> int:
+    """A job that runs long enough for its claim to lapse meanwhile."""
+    TRIES.append(ctx["job_try"])
+    await asyncio.sleep(0.8)
+    return n
+
+
+async def test_a_job_whose_claim_lapsed_is_not_claimed_again_by_the_worker_running_it(
+        redis_url: str) -> None:
+    """Issue 32's fresh user: a Redis restart longer than the lease let the worker claim try 2
+    of the job it was running; arq keeps tasks by job id, so try 1's end removed try 2's entry
+    and try 2 ended in a KeyError traceback, its result a failure."""
+    TRIES.clear()
+    arq = await _pool(redis_url, patient=True)
+    worker = GuardedWorker(functions=[slow], redis_pool=arq, poll_delay=0.05, max_jobs=2,
+                           handle_signals=False, health_check_interval=0)
+    await arq.enqueue_job("slow", 1, _job_id="lapsed")
+    loop = asyncio.create_task(worker.main())
+    try:
+        await _until(lambda: bool(TRIES))
+        await arq.delete(in_progress_key_prefix + "lapsed")  # the claim lapsed with Redis away
+        await _until(lambda: not worker.tasks or loop.done())
+        assert not loop.done(), loop.exception()
+        info = await Job("lapsed", arq).result_info()
+        assert TRIES == [1]
+        assert info is not None and (info.success, info.result) == (True, 1)
+    finally:
+        loop.cancel()
+        await asyncio.gather(loop, return_exceptions=True)
+        await worker.close()
+        await arq.aclose()
