@@ -166,11 +166,12 @@ async def test_a_storm_never_makes_a_found_regression_neutral(
         "llmgate: fail, 6 regressions - tickets pass_rate max_new_failures 2 fails whatever "
         "the examples w"), measured
     why = next(line for line in summary.splitlines() if line.startswith("**Why:**"))
+    # The first error's text depends on timing: a 429 the fake sent, or the pacer refusing
+    # to wait past the patience after one (fewer calls on a loaded machine: CI saw 43).
     assert why.startswith(
         "**Why:** tickets pass_rate max_new_failures 2 fails whatever the examples without an "
         "answer give (10 of 20 example results at head and 10 of 20 at base had no answer: "
-        "rate limited: 10 of 20 examples got no answer at head (the first, tickets/t01: rate "
-        "limited (HTTP 429): Rate limit reached for requests"), measured
+        "rate limited: 10 of 20 examples got no answer at head (the first, tickets/t"), why
     assert "6 regressions among the answered examples: " + ", ".join(
         f"tickets/{i}" for i in REGRESSED) in why
     assert "decided by" not in why
