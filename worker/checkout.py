@@ -17,11 +17,13 @@ import asyncio
 import base64
 import contextlib
 import fcntl
+import functools
 import os
 import re
 import shutil
 import signal
 import stat
+import subprocess
 import tempfile
 from collections.abc import AsyncIterator, Mapping, Sequence
 from pathlib import Path
@@ -667,6 +669,35 @@ async def local_worktree(repo_dir: Path, ref: str) -> AsyncIterator[Path]:
             await _remove_worktree(repo_dir, path, env)
     finally:
         remove_tree(parent)
+        forget_worktrees(repo_dir, parent, env)
+
+
+def forget_worktrees(repo_dir: Path, parent: Path, env: Mapping[str, str]) -> None:
+    """Deregister from ``repo_dir`` every worktree under ``parent`` that is still registered,
+    synchronously; never raises.
+
+    The awaited removal above can be cut short: an interrupt that lands while ``git worktree
+    add`` runs kills it with its worktree registered and locked ("initializing", which ``git
+    worktree prune`` leaves alone), and a run cancelled again while it removes one leaves the
+    entry. A CI runner's SIGTERM under load left one registered in the user's repository (CI
+    of issue 32's stop). Here no ``await`` can be cancelled: one ``git worktree list`` (a few
+    milliseconds), and ``git worktree remove --force --force`` for what it still names under
+    ``parent`` (that also drops a locked entry whose folder is gone).
+    """
+    git = ["git", *(arg for item in _SAFE_CONFIG for arg in ("-c", item))]
+    run = functools.partial(subprocess.run, cwd=repo_dir, env=dict(env), capture_output=True,
+                            text=True, timeout=LOCAL_TIMEOUT_S, check=False,
+                            stdin=subprocess.DEVNULL)
+    under = parent.resolve()
+    try:
+        listed = run([*git, "worktree", "list", "--porcelain", "-z"]).stdout
+        for field in listed.split("\0"):
+            path = Path(field.removeprefix("worktree ")) if field.startswith("worktree ") \
+                else None
+            if path is not None and under in path.resolve().parents:
+                run([*git, "worktree", "remove", "--force", "--force", str(path)])
+    except (OSError, subprocess.SubprocessError):
+        pass
 
 
 async def local_default_branch(repo_dir: Path) -> str | None:

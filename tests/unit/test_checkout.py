@@ -19,7 +19,13 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import free_port
-from worker.checkout import Checkouts, GitError, local_worktree, resolve_ref
+from worker.checkout import (
+    Checkouts,
+    GitError,
+    forget_worktrees,
+    local_worktree,
+    resolve_ref,
+)
 
 KEY = "octo/demo"
 
@@ -465,6 +471,23 @@ async def test_local_worktree_and_resolve_ref(origin: Path, tmp_path: Path) -> N
     assert not path.exists() and not path.parent.exists()
     assert len(worktree_list(origin)) == 1
     assert not marker.exists()
+
+
+def test_a_worktree_left_registered_by_an_interrupt_is_forgotten(origin: Path,
+                                                                tmp_path: Path) -> None:
+    """CI of issue 32's stop: SIGTERM under load left a worktree registered in the user's
+    repository. An interrupt during ``git worktree add`` leaves it locked ("initializing"), so
+    ``git worktree prune`` keeps it; `forget_worktrees` drops what is under its parent only."""
+    commit(origin, "x")
+    parent, other = tmp_path / "llmgate-run", tmp_path / "elsewhere"
+    for where in (parent / "wt-1", other / "wt-2"):
+        git(origin, "worktree", "add", "-q", "--detach", str(where), "HEAD")
+    git(origin, "worktree", "lock", "--reason", "initializing", str(parent / "wt-1"))
+    shutil.rmtree(parent)
+    git(origin, "worktree", "prune")
+    assert len(worktree_list(origin)) == 3  # prune keeps the locked one
+    forget_worktrees(origin, parent, os.environ)
+    assert [Path(p).name for p in worktree_list(origin)] == [origin.name, "wt-2"]
 
 
 async def test_resolve_ref_errors(origin: Path, tmp_path: Path) -> None:
