@@ -550,25 +550,15 @@ async def direct_chat(endpoint: Endpoint, name: str, messages: list[dict[str, st
         ProviderError: as `chat`: the failure classified by `to_provider_error`, with the
             field to blame (`blame`).
     """
-    await guard.before_call(f"chat {endpoint.model}")  # as `_send`: a lost lease stops here
-    try:
-        check_api_base(endpoint.api_base, os.environ)
-        key = direct_key(endpoint, os.environ)
-        body = {**_sent_params(endpoint), "model": name, "messages": messages}
-        try:
-            answer = await direct.post(str(endpoint.api_base), "chat/completions", body, key,
-                                       timeout_s)
-            choice = answer.body["choices"][0]
-            message = choice["message"]
-            text, finish_reason = message.get("content"), choice.get("finish_reason")
-            calls = tool_requests(message.get("tool_calls"))
-        except direct.DirectError as exc:
-            raise to_provider_error(exc, key) from None
-        except (KeyError, IndexError, TypeError, AttributeError) as exc:
-            raise to_provider_error(direct.DirectError(
-                f"not an OpenAI chat answer ({type(exc).__name__}: {exc})", 500), key) from None
-    except ProviderError as err:
-        raise blame(err, endpoint) from None
+    def read(body: dict[str, Any]) -> tuple[Any, Any, tuple[ToolRequest, ...]]:
+        choice = body["choices"][0]
+        message = choice["message"]
+        return (message.get("content"), choice.get("finish_reason"),
+                tool_requests(message.get("tool_calls")))
+
+    answer, (text, finish_reason, calls) = await _direct_call(
+        endpoint, "chat", "chat/completions", {"model": name, "messages": messages}, timeout_s,
+        read, "an OpenAI chat answer")
     return chat_reply(text, finish_reason, calls, usage_of(answer.body.get("usage")),
                       answer.latency_ms, pace_headers(answer.headers))
 
@@ -581,29 +571,42 @@ async def direct_embed(endpoint: Endpoint, name: str, texts: list[str],
     Raises:
         ProviderError: as `embed`.
     """
-    await guard.before_call(f"embed {endpoint.model}")  # as `_send`: a lost lease stops here
+    def read(body: dict[str, Any]) -> list[list[float]]:
+        vectors = [list(map(float, _field(item, "embedding"))) for item in body["data"]]
+        if len(vectors) != len(texts):
+            raise ProviderError("provider", f"expected {len(texts)} embeddings, got "
+                                f"{len(vectors)}", retryable=True)
+        return vectors
+
+    answer, vectors = await _direct_call(
+        endpoint, "embed", "embeddings", {"model": name, "input": texts}, timeout_s, read,
+        "an OpenAI embeddings answer")
+    return EmbeddingReply(vectors, usage_of(answer.body.get("usage")), answer.latency_ms,
+                          pace_headers(answer.headers))
+
+
+async def _direct_call(endpoint: Endpoint, op: str, path: str, body: dict[str, Any],
+                       timeout_s: float, read: Callable[[dict[str, Any]], T],
+                       what: str) -> tuple[direct.Answer, T]:
+    """One direct request of `direct_chat` or `direct_embed`: the worker's check first (as
+    `_send`: a lost lease stops here), ``api_base`` allowed, the key, the POST of ``body`` with
+    the endpoint's params, and ``read`` of the answer's body; a failure, or a body that is not
+    ``what``, is classified by `to_provider_error` and blamed on its field (`blame`)."""
+    await guard.before_call(f"{op} {endpoint.model}")
     try:
         check_api_base(endpoint.api_base, os.environ)
         key = direct_key(endpoint, os.environ)
-        body = {**_sent_params(endpoint), "model": name, "input": texts}
         try:
-            answer = await direct.post(str(endpoint.api_base), "embeddings", body, key,
-                                       timeout_s)
-            vectors = [list(map(float, _field(item, "embedding")))
-                       for item in answer.body["data"]]
+            answer = await direct.post(str(endpoint.api_base), path,
+                                       {**_sent_params(endpoint), **body}, key, timeout_s)
+            return answer, read(answer.body)
         except direct.DirectError as exc:
             raise to_provider_error(exc, key) from None
         except (KeyError, IndexError, TypeError, ValueError, AttributeError) as exc:
             raise to_provider_error(direct.DirectError(
-                f"not an OpenAI embeddings answer ({type(exc).__name__}: {exc})", 500),
-                key) from None
-        if len(vectors) != len(texts):
-            raise ProviderError("provider", f"expected {len(texts)} embeddings, got "
-                                f"{len(vectors)}", retryable=True)
+                f"not {what} ({type(exc).__name__}: {exc})", 500), key) from None
     except ProviderError as err:
         raise blame(err, endpoint) from None
-    return EmbeddingReply(vectors, usage_of(answer.body.get("usage")), answer.latency_ms,
-                          pace_headers(answer.headers))
 
 
 def _sent_params(endpoint: Endpoint) -> dict[str, Any]:
