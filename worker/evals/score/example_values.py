@@ -38,11 +38,11 @@ from worker.evals.score.metrics_llm import RAG_METRICS
 from worker.evals.types import ExampleResult
 
 _ASSERTION_METRIC = re.compile(r"assertion\.(?P<type>.+)\.(?P<kind>pass_rate|mean_score)\Z")
-_USAGE = ("error_rate", "judge_error_rate", "cost_mean", "tokens_in_mean", "tokens_out_mean")
 NAN = math.nan
 
-#: Scores of the scored assertions by type, and the types with a failed scored assertion.
-_Checks = tuple[dict[str, list[float]], set[str]]
+#: Scores of the scored assertions by type, the types with a failed scored assertion, and the
+#: scores of every scored assertion.
+_Checks = tuple[dict[str, list[float]], set[str], list[float]]
 Extractor = Callable[[ExampleResult, _Checks], float]
 
 
@@ -69,18 +69,12 @@ def values_array(rows: Sequence[Sequence[ExampleResult]], metrics: Sequence[str]
     filler = [NAN] * len(metrics)
     table: list[list[float]] = []
     for repeats in rows:
-        for result in _padded(repeats, depth):
-            if result is None:
-                table.append(filler)
-                continue
+        for result in repeats:
             checks = _checks(result)
             table.append([f(result, checks) for f in extractors])
+        table.extend([filler] * (depth - len(repeats)))
     values = np.array(table, dtype=np.float64).reshape(len(rows), depth, len(metrics))
     return values.transpose(0, 2, 1).copy()
-
-
-def _padded(repeats: Sequence[ExampleResult], depth: int) -> list[ExampleResult | None]:
-    return [*repeats, *([None] * (depth - len(repeats)))]
 
 
 def _none(result: ExampleResult, checks: _Checks) -> float:
@@ -89,8 +83,9 @@ def _none(result: ExampleResult, checks: _Checks) -> float:
 
 def extractor(metric: str) -> Extractor | None:
     """Return the function giving one example's value of ``metric``, or None when it has none."""
-    if metric in _USAGE:
-        return lambda result, _: _usage(result, metric)
+    usage = _USAGE_EXTRACTORS.get(metric)
+    if usage is not None:
+        return usage
     if metric == "pass_rate":
         return lambda result, _: NAN if result.unscored else float(result.passed)
     if metric == "mean_score":
@@ -120,9 +115,11 @@ def _or_nan(value: float | None) -> float:
 def _checks(result: ExampleResult) -> _Checks:
     scores: dict[str, list[float]] = {}
     failed: set[str] = set()
+    every: list[float] = []
     for a in result.assertions:
         if a.errored:
             continue
+        every.append(a.score)
         found = scores.get(a.type)
         if found is None:
             scores[a.type] = [a.score]
@@ -130,7 +127,7 @@ def _checks(result: ExampleResult) -> _Checks:
             found.append(a.score)
         if not a.passed:
             failed.add(a.type)
-    return scores, failed
+    return scores, failed, every
 
 
 def _pass(result: ExampleResult, checks: _Checks, kind: str) -> float:
@@ -140,7 +137,7 @@ def _pass(result: ExampleResult, checks: _Checks, kind: str) -> float:
 
 
 def _mean_of_all(result: ExampleResult, checks: _Checks) -> float:
-    return _mean_score(result, [a.score for a in result.assertions if not a.errored] or None)
+    return _mean_score(result, checks[2] or None)
 
 
 def _mean_score(result: ExampleResult, scores: list[float] | None) -> float:
@@ -156,12 +153,27 @@ def target_left_out(result: ExampleResult) -> bool:
     return result.unscored and result.errored and result.error_kind == "target"
 
 
-def _usage(result: ExampleResult, metric: str) -> float:
-    if metric == "error_rate":
-        return NAN if target_left_out(result) else float(result.errored)
-    if metric == "judge_error_rate":
-        return float(any(a.errored for a in result.assertions))
-    if metric == "cost_mean":
-        return NAN if result.cost_usd is None or result.errored else float(result.cost_usd)
-    key = "input" if metric == "tokens_in_mean" else "output"
-    return float(result.usage[key]) if key in result.usage else NAN
+def _error_rate(result: ExampleResult, checks: _Checks) -> float:
+    return NAN if target_left_out(result) else float(result.errored)
+
+
+def _judge_error_rate(result: ExampleResult, checks: _Checks) -> float:
+    return float(any(a.errored for a in result.assertions))
+
+
+def _cost(result: ExampleResult, checks: _Checks) -> float:
+    return NAN if result.cost_usd is None or result.errored else float(result.cost_usd)
+
+
+def _tokens(key: str) -> Extractor:
+    def tokens(result: ExampleResult, checks: _Checks) -> float:
+        return float(result.usage[key]) if key in result.usage else NAN
+    return tokens
+
+
+#: The extractors of the usage metrics, made once (a metric's name is not compared per
+#: example).
+_USAGE_EXTRACTORS: dict[str, Extractor] = {
+    "error_rate": _error_rate, "judge_error_rate": _judge_error_rate, "cost_mean": _cost,
+    "tokens_in_mean": _tokens("input"), "tokens_out_mean": _tokens("output"),
+}
