@@ -10,12 +10,10 @@ the whole budget of a call here.
 The calls go through the engine's call path (`ModelCaller.chat`: the refusal check, the
 provider's quota, a concurrency slot, retries, pricing; response cache off), with the model
 ``openai/bench-model`` at the server's ``api_base``: first on the direct path
-(worker/evals/llm/direct.py), then on litellm's (``LLMGATE_DIRECT_CLIENT=0``) with no provider
-processes and, unless ``--processes 0``, with the pool's (worker/evals/llm/pool.py:
-``auto``), all in this one process. Each is warmed up first (litellm's import, the pool's
-start and the first connections are not timed). Prints the wall time over the floor and the
-CPU per call of this process (and of the provider processes) for each, the machine's load
-beside them; the last line is ``direct_over_floor=<ratio>``.
+(worker/evals/llm/direct.py), then on litellm's (``LLMGATE_DIRECT_CLIENT=0``), both in this one
+process. Each is warmed up first (litellm's import and the first connections are not timed).
+Prints the wall time over the floor and the CPU per call of this process for each, the
+machine's load beside them; the last line is ``direct_over_floor=<ratio>``.
 
     python bench/direct_client.py
     python bench/direct_client.py --calls 500 --latency-ms 100 --concurrency 20
@@ -34,12 +32,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench.eval_overhead import children_cpu_s  # noqa: E402
 from bench.local_services import free_port, load_average  # noqa: E402
 from worker.evals.context import EvalContext  # noqa: E402
 from worker.evals.llm import client as llm  # noqa: E402
 from worker.evals.llm import direct  # noqa: E402
-from worker.evals.llm import pool as llm_pool  # noqa: E402
 from worker.evals.llm.cache import ResponseCache  # noqa: E402
 from worker.evals.llm.cost import Budget  # noqa: E402
 from worker.evals.llm.provider import ModelCaller  # noqa: E402
@@ -81,9 +77,9 @@ asyncio.run(main())
 '''
 
 
-async def calls(url: str, count: int, concurrency: int) -> tuple[float, float, float]:
+async def calls(url: str, count: int, concurrency: int) -> tuple[float, float]:
     """Send ``count`` calls through a fresh `ModelCaller`; return (wall s, CPU ms per call in
-    this process, in provider processes)."""
+    this process)."""
     endpoint = Endpoint("openai/bench-model", {}, url, KEY_ENV, Pricing(1.0, 2.0))
     caller = ModelCaller(Settings(concurrency=concurrency), ResponseCache(None, "b", "off"),
                          Budget(None, None), EvalContext(say=lambda _: None))
@@ -94,21 +90,19 @@ async def calls(url: str, count: int, concurrency: int) -> tuple[float, float, f
         if outcome.answer is None or outcome.answer.text != "ok ticket":
             raise SystemExit(f"call {i} failed: {outcome.error}")
 
-    cpu, child = time.process_time(), children_cpu_s(llm_pool.active())
+    cpu = time.process_time()
     started = time.perf_counter()
     await asyncio.gather(*(one(i) for i in range(count)))
     wall = time.perf_counter() - started
-    return (wall, (time.process_time() - cpu) * 1000 / count,
-            (children_cpu_s(llm_pool.active()) - child) * 1000 / count)
+    return wall, (time.process_time() - cpu) * 1000 / count
 
 
 async def measure(name: str, url: str, args: argparse.Namespace, floor_s: float) -> float:
     """Warm the path up, time it, print one line; return wall over floor."""
-    await calls(url, args.concurrency * 2, args.concurrency)  # imports, connections, pool
-    wall, cpu_ms, child_ms = await calls(url, args.calls, args.concurrency)
+    await calls(url, args.concurrency * 2, args.concurrency)  # imports, connections
+    wall, cpu_ms = await calls(url, args.calls, args.concurrency)
     print(f"{name}: wall {wall:.3f} s, floor {floor_s:.3f} s, ratio {wall / floor_s:.3f}; "
-          f"CPU per call {cpu_ms:.2f} ms here + {child_ms:.2f} ms in provider processes; "
-          f"load {load_average()}", flush=True)
+          f"CPU per call {cpu_ms:.2f} ms; load {load_average()}", flush=True)
     return wall / floor_s
 
 
@@ -122,20 +116,13 @@ async def main_async(args: argparse.Namespace) -> None:
         url = f"http://127.0.0.1:{port}/v1"
         floor_s = args.calls / args.concurrency * args.latency_ms / 1000
         print(f"{args.calls} calls, {args.latency_ms:g} ms latency, concurrency "
-              f"{args.concurrency}: floor {floor_s:.3f} s; {llm_pool.usable_cpus()} cores; "
+              f"{args.concurrency}: floor {floor_s:.3f} s; {len(os.sched_getaffinity(0))} cores; "
               f"load at the start {load_average()}", flush=True)
         os.environ[direct.DIRECT_ENV] = "1"
         ratio = await measure("direct client", url, args, floor_s)
         print(f"litellm imported by the direct path: {llm.litellm_loaded()}")
         os.environ[direct.DIRECT_ENV] = "0"
-        os.environ[llm_pool.PROCESSES_ENV] = "0"
-        await measure("litellm, no provider processes", url, args, floor_s)
-        if args.processes != "0":
-            os.environ[llm_pool.PROCESSES_ENV] = args.processes
-            pool = llm_pool.ensure()
-            ready = await pool.wait_ready() if pool is not None else 0
-            await measure(f"litellm, {ready} provider processes", url, args, floor_s)
-            await llm_pool.shutdown()
+        await measure("litellm, in-process", url, args, floor_s)
         print(f"direct_over_floor={ratio:.3f}")
     finally:
         server.terminate()
@@ -148,8 +135,6 @@ def main() -> None:
     parser.add_argument("--calls", type=int, default=2000)
     parser.add_argument("--latency-ms", type=float, default=20.0)
     parser.add_argument("--concurrency", type=int, default=64)
-    parser.add_argument("--processes", default="auto",
-                        help="provider processes of the pooled litellm row (0: no such row)")
     asyncio.run(main_async(parser.parse_args()))
 
 

@@ -6,22 +6,19 @@ persistence), writes a suite of 500 examples with a model target and a ``contain
 and runs it through the engine (``run_config``: estimate, calls, scoring, metrics) at
 concurrency 20. It prints the wall time divided by the ideal (examples x latency /
 concurrency: 500 x 0.1 s / 20 = 2.5 s; goal <= 1.15), then re-runs the same suite against the
-response cache (goal: no provider calls, under 2 s). litellm's one-time import, the start of
-the provider processes (worker/evals/llm/pool.py; ``--processes``, default from
-``LLMGATE_PROVIDER_PROCESSES``: ``auto``) and a warm-up call happen before the timing and are
-printed apart: a worker pays them once, not per run. The last line is
-``eval_overhead_ratio=<wall / ideal>``.
+response cache (goal: no provider calls, under 2 s). litellm's one-time import and a warm-up
+call happen before the timing and are printed apart: a worker pays them once, not per run.
+The last line is ``eval_overhead_ratio=<wall / ideal>``.
 
 Two references, the same 500 calls at the same concurrency against the same server, in the
-same process: the calls alone through llmgate's provider call (``llm.chat``: litellm, from the
-same provider processes), without the engine, run once before and once after the engine's run
-(the machine's load drifts); and a plain HTTP client (aiohttp, one POST
-and a JSON parse per call), the floor of any Python client on this machine. Their ratios tell
-what the engine adds over litellm, and what litellm adds over HTTP.
+same process: the calls alone through llmgate's provider call (``llm.chat``: litellm), without
+the engine, run once before and once after the engine's run (the machine's load drifts); and a
+plain HTTP client (aiohttp, one POST and a JSON parse per call), the floor of any Python client
+on this machine. Their ratios tell what the engine adds over litellm, and what litellm adds
+over HTTP.
 
     python bench/eval_overhead.py
     python bench/eval_overhead.py --examples 200 --latency-ms 50 --concurrency 10
-    python bench/eval_overhead.py --processes 0    # every call from the run's process
 """
 
 from __future__ import annotations
@@ -46,7 +43,6 @@ from bench.local_services import load_average, processes  # noqa: E402
 from worker.evals.config.load import parse_config  # noqa: E402
 from worker.evals.context import EvalContext  # noqa: E402
 from worker.evals.llm import client as llm  # noqa: E402
-from worker.evals.llm import pool as llm_pool  # noqa: E402
 from worker.evals.llm_types import Endpoint  # noqa: E402
 from worker.evals.run.engine import run_config  # noqa: E402
 
@@ -67,18 +63,6 @@ def write_suite(repo: Path, url: str, examples: int, concurrency: int) -> str:
             f'api_base: "{url}", api_key_env: {KEY_ENV}, '
             "pricing: {input: 1, output: 2}}\n"
             "    assertions: [{type: contains, value: ticket}]\n")
-
-
-def children_cpu_s(pool: llm_pool.ProviderPool | None) -> float:
-    """Return the CPU seconds the provider processes used so far (Linux /proc; 0 without)."""
-    total = 0.0
-    for child in pool.children if pool is not None else []:
-        try:
-            fields = Path(f"/proc/{child.popen.pid}/stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-    return total
 
 
 async def timed_run(config_text: str, repo: Path, ctx: EvalContext) -> tuple[float, int, int]:
@@ -143,14 +127,7 @@ async def main_async(args: argparse.Namespace) -> None:
         started = time.perf_counter()
         llm.litellm_module()
         print(f"litellm import (once per worker process): {time.perf_counter() - started:.2f} s")
-        if args.processes is not None:
-            os.environ[llm_pool.PROCESSES_ENV] = args.processes
-        started = time.perf_counter()
-        pool = llm_pool.ensure()
-        ready = await pool.wait_ready() if pool is not None else 0
-        usable = llm_pool.usable_cpus()
-        print(f"provider processes (once per worker process): {ready} ready in "
-              f"{time.perf_counter() - started:.2f} s")
+        usable = len(os.sched_getaffinity(0))
         repo = Path(tmp) / "repo"
         config = write_suite(repo, url, args.examples, args.concurrency)
         warm = write_suite(Path(tmp) / "warm", url, 2, 2)
@@ -160,14 +137,13 @@ async def main_async(args: argparse.Namespace) -> None:
             ctx = EvalContext(redis=redis, namespace="bench", say=lambda _: None)
             ideal = args.examples * args.latency_ms / 1000 / args.concurrency
             alone_before = await litellm_alone(url, args.examples, args.concurrency)
-            cpu, child_cpu = time.process_time(), children_cpu_s(pool)
+            cpu = time.process_time()
             wall, calls, _ = await timed_run(config, repo, ctx)
             cpu_ms = (time.process_time() - cpu) * 1000 / max(calls, 1)
-            child_ms = (children_cpu_s(pool) - child_cpu) * 1000 / max(calls, 1)
             print(f"first run: {args.examples} examples, {calls} provider calls, "
                   f"wall {wall:.2f} s, ideal {ideal:.2f} s, ratio {wall / ideal:.3f} "
-                  f"(goal <= 1.15); CPU per call: {cpu_ms:.1f} ms in the run's process, "
-                  f"{child_ms:.1f} ms in provider processes ({usable} cores: the ideal allows "
+                  f"(goal <= 1.15); CPU per call: {cpu_ms:.1f} ms in the run's process "
+                  f"({usable} cores: the ideal allows "
                   f"{usable * ideal * 1000 / max(calls, 1):.1f} ms in all, "
                   f"fake provider included)")
             cached_wall, cached_calls, hits = await timed_run(config, repo, ctx)
@@ -195,8 +171,6 @@ def main() -> None:
     parser.add_argument("--examples", type=int, default=500)
     parser.add_argument("--latency-ms", type=float, default=100.0)
     parser.add_argument("--concurrency", type=int, default=20)
-    parser.add_argument("--processes", default=None,
-                        help="provider processes: auto or a number (default: the env's)")
     asyncio.run(main_async(parser.parse_args()))
 
 

@@ -17,8 +17,6 @@ from redis.asyncio import Redis
 from tests.timing import scaled, time_scale
 
 FIXTURES = Path(__file__).parent / "fixtures"
-# No provider processes unless a test starts them (each imports litellm: seconds of CPU).
-os.environ.setdefault("LLMGATE_PROVIDER_PROCESSES", "0")
 
 
 @pytest.hookimpl(tryfirst=True)

@@ -10,7 +10,6 @@ rotates from one repetition to the next:
   warm: an untimed warm-up run of each tool on a 5-ticket job comes first);
 - **warm**: the same command again at once, every answer from the response cache (llmgate's
   in the bench's redis-server; the peers' on disk);
-- **llmgate LLMGATE_PROVIDER_PROCESSES=0**: the cold run without provider processes;
 - **gate**: base + head with an empty cache (llmgate: ``llmgate run --base``; a peer: two runs,
   base then head);
 - ``llmgate --version`` and ``llmgate --help``.
@@ -76,8 +75,6 @@ BEFORE = "llmgate-before"
 BEFORE_MAIN = "import sys; from worker.cli import main; sys.exit(main())"
 #: The fake provider's latency per call, milliseconds (default).
 LATENCY_MS = 100.0
-#: How the variant without provider processes is named.
-PROCESSES_OFF = "LLMGATE_PROVIDER_PROCESSES=0"
 #: Tickets of the untimed warm-up run.
 WARMUP_EXAMPLES = 5
 
@@ -169,18 +166,15 @@ class Bench:
 
 def build_tools(root: Path, job: jobs.Job, redis_url: str, peers: bool,
                 before: Path | None = None) -> list[tools.Tool]:
-    """Write the job for every tool under ``root``; return llmgate, its variant without provider
-    processes, (``before``) llmgate run from another checkout's code as `BEFORE`, and
-    (``peers``) each installed peer."""
+    """Write the job for every tool under ``root``; return llmgate, (``before``) llmgate run
+    from another checkout's code as `BEFORE`, and (``peers``) each installed peer."""
     redis = Redis.from_url(redis_url)
 
     def flush() -> None:
         redis.flushall()
 
     base_sha = jobs.write_llmgate(root / "llmgate", job)
-    found = [tools.llmgate_tool(root / "llmgate", base_sha, redis_url, flush),
-             tools.llmgate_tool(root / "llmgate", base_sha, redis_url, flush,
-                                LLMGATE_PROVIDER_PROCESSES="0")]
+    found = [tools.llmgate_tool(root / "llmgate", base_sha, redis_url, flush)]
     if before is not None:  # the venv's Python, importing ``worker`` from ``before``
         # Not the console script: it names this checkout's entry point (worker.cli.entry),
         # which older checkouts lack; every version has had ``worker.cli.main``.
@@ -210,9 +204,8 @@ def repetition(bench: Bench, every: Sequence[tools.Tool], rep: int) -> None:
     for tool in rotated(every, rep):
         tool.clear()
         bench.run(tool, (tool.cold,), "cold", examples)
-        if "=" not in tool.name:  # the variant runs cold only
-            bench.run(tool, (tool.cold,), "warm", 0)
-    for tool in rotated([t for t in every if "=" not in t.name], rep):
+        bench.run(tool, (tool.cold,), "warm", 0)
+    for tool in rotated(every, rep):
         tool.clear()
         both = len(tool.gate) == 1  # llmgate: one command runs base and head
         bench.run(tool, tool.gate, "gate", 2 * examples, sides=2 if both else 1)
@@ -225,9 +218,9 @@ def repetition(bench: Bench, every: Sequence[tools.Tool], rep: int) -> None:
 
 
 def limited_repetition(bench: Bench, every: Sequence[tools.Tool], rep: int) -> None:
-    """Run the rate-limited row once for each tool but the variant (bench/peers/limited.py)."""
-    limited.repetition(bench.fake, rotated([t for t in every if "=" not in t.name], rep),
-                       bench.job.examples, bench.logs, bench.limited)
+    """Run the rate-limited row once for each tool (bench/peers/limited.py)."""
+    limited.repetition(bench.fake, rotated(every, rep), bench.job.examples, bench.logs,
+                       bench.limited)
 
 
 def warm_up(fake: Fake, root: Path, api_base: str, args: argparse.Namespace,
@@ -271,7 +264,7 @@ def collect(bench: Bench, every: Sequence[tools.Tool], args: argparse.Namespace)
     for name, runs in bench.limited.items():
         figs.setdefault(name, {}).update(limited.figures(runs))
     marks: dict[str, str] = {}
-    notes = [f"{t.name}: {t.version}, measured in this run" for t in every if "=" not in t.name]
+    notes = [f"{t.name}: {t.version}, measured in this run" for t in every]
     recorded = table.load_recorded()
     absent = "not run (--without-peers)" if args.without_peers else "NOT INSTALLED (--install)"
     needed = "limited_wall_s" if args.only else "cold_wall_s"
@@ -308,16 +301,11 @@ def save_record(figs: dict[str, table.Figures], peers: Sequence[tools.Tool], job
 
 
 def goals(bench: Bench, figs: dict[str, table.Figures]) -> list[str]:
-    """Return the lines of the issue's goals for later: provider processes, start-up, what
-    outlives a run, and the sampled CPU as a check of the reaped figure."""
-    ours, off = figs["llmgate"], figs[f"llmgate {PROCESSES_OFF}"]
+    """Return the lines of the issue's goals for later: start-up, what outlives a run, and the
+    sampled CPU as a check of the reaped figure."""
     start = {flag: table.median([r.wall_s for r in bench.runs["llmgate"][flag]])
              for flag in ("--version", "--help")}
-    lines = [f"- {PROCESSES_OFF} ÷ default, cold: wall "
-             f"{table.ratio(off['cold_wall_s'], ours['cold_wall_s'])}, CPU "
-             f"{table.ratio(off['cpu_s'], ours['cpu_s'])}, memory "
-             f"{table.ratio(off['peak_rss_mb'], ours['peak_rss_mb'])}",
-             f"- llmgate --version {start['--version']:.3f} s, --help {start['--help']:.3f} s "
+    lines = [f"- llmgate --version {start['--version']:.3f} s, --help {start['--help']:.3f} s "
              "(median wall; goal <= 0.15 s)"]
     for name, fig in figs.items():
         if name in bench.runs:

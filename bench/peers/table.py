@@ -73,7 +73,7 @@ def figures(cold: Sequence[TreeRun], warm: Sequence[TreeRun],
 
 
 def labels_text(runs: Sequence[TreeRun]) -> str:
-    """Return the processes of the largest tree among ``runs``: ``"llmgate, 2 llm_serve"``."""
+    """Return the processes of the largest tree among ``runs``: ``"llmgate, 2 git"``."""
     widest = max(runs, key=lambda r: r.processes, default=None)
     if widest is None:
         return "–"

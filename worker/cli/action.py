@@ -20,9 +20,8 @@ the base; a conflicting head against the merge base), then:
   4 undecided).
 
 ``LLMGATE_GITHUB_TOKEN`` is removed from the environment before anything runs, whether or not
-``--comment`` is given, so no target command, custom metric or provider process started by
-the run inherits it (targets get a scrubbed environment anyway:
-`worker.security.process.build_env`).
+``--comment`` is given, so no target command or custom metric started by the run inherits it
+(targets get a scrubbed environment anyway: `worker.security.process.build_env`).
 
 Workflow commands: docs.github.com "Workflow commands for GitHub Actions" (``::error file=,
 line=::message``, with ``%``, ``\\r``, ``\\n`` escaped as ``%25``, ``%0D``, ``%0A`` and, in

@@ -498,7 +498,6 @@ async def _run_local(args: argparse.Namespace) -> tuple[MultiReport, str, str]:
     from worker.checkout import local_worktree
     from worker.cli.baseline import runner_for as store_runner_for
     from worker.cli.run_options import run_overrides
-    from worker.evals.llm import pool as llm_pool
     from worker.evals.llm.cli_cache import eval_context
     from worker.pipeline.multi import ConfigReport, MultiReport, gate_plan, unconfigured_report
     from worker.pipeline.plan import folder_plan, nothing_to_gate, plan_configs
@@ -506,7 +505,6 @@ async def _run_local(args: argparse.Namespace) -> tuple[MultiReport, str, str]:
 
     repo: Path = args.repo or repo_root(Path.cwd())
     async with AsyncExitStack() as stack:
-        stack.push_async_callback(llm_pool.shutdown)  # on every way out: no process outlives
         evals = await stack.enter_async_context(eval_context(args, repo))
         head_root, head_sha = repo, ""
         if args.head:

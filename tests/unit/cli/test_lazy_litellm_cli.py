@@ -49,7 +49,7 @@ def run_cli(repo: Path, *flags: str, **env: str) -> dict[str, Any]:
     """Run ``llmgate run --repo REPO FLAGS`` in a fresh interpreter; return its probe line."""
     found = subprocess.run([sys.executable, "-c", PROBE, "run", "--repo", str(repo), *flags],
                            capture_output=True, text=True, timeout=300,
-                           env={**os.environ, "LLMGATE_PROVIDER_PROCESSES": "0", **env})
+                           env={**os.environ, **env})
     assert found.returncode == 0, found.stderr
     result: dict[str, Any] = json.loads(found.stdout.strip().splitlines()[-1])
     return result

@@ -139,7 +139,6 @@ async def test_a_provider_call_of_a_try_that_lost_its_lease_is_not_sent(
         return llm_client.ChatReply("ok", None, 1.0)
 
     monkeypatch.setattr(llm_client, "send_chat", send_chat)
-    monkeypatch.setattr(llm_client.llm_pool, "active", lambda: None)
     endpoint = Endpoint(model="openai/gpt-4o-mini")
     await redis.psetex(KEY, ARQ_CLAIM_MS, b"1")
     async with job_scope(_ctx(redis), {}):

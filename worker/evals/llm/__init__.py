@@ -1,1 +1,1 @@
-"""Calls to models: the litellm client, provider processes, cache, cost."""
+"""Calls to models: the litellm client, the direct client, cache, cost."""

@@ -33,9 +33,8 @@ prices answers itself (worker/evals/llm/cost.py) and registers no callback, so b
 (`skip_unused_bookkeeping`), which cuts litellm's CPU per chat call by about a third. The
 objects of the import (~200 MB) are then moved out of the garbage collector's reach
 (`gc.freeze`): otherwise each full collection walks them all, a pause of ~0.25 s every few
-hundred calls (~0.5 ms a call). When the run's process has provider processes
-(worker/evals/llm/pool.py), a call is sent from one of them; the checks above and the key
-lookup still happen here, in the run's process.
+hundred calls (~0.5 ms a call). Every call is sent from the run's own process; a large gate
+spreads its calls over worker processes through its shards.
 """
 
 from __future__ import annotations
@@ -54,7 +53,6 @@ from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
 from worker.evals.llm import direct, guard, local_embed
-from worker.evals.llm import pool as llm_pool
 from worker.evals.llm.pace import pace_headers, quota_key
 from worker.evals.llm.retry import ProviderError, parse_retry_after
 from worker.evals.llm_types import Endpoint, TokenUsage, ToolRequest
@@ -69,8 +67,6 @@ OPENAI_KEY_ENV = "OPENAI_API_KEY"
 
 _litellm: Any = None
 _import_lock = threading.Lock()
-#: CPU the import of litellm took in the thread that imported it, seconds (None before).
-import_cpu_s: float | None = None
 T = TypeVar("T")
 
 
@@ -78,7 +74,7 @@ def litellm_module() -> Any:
     """Import litellm once, set up for offline prices and no side effects, and return it.
 
     Thread-safe: async code imports it through `load_litellm` (in a thread); callers that
-    need it meanwhile wait for that one import. Sets `import_cpu_s`.
+    need it meanwhile wait for that one import.
     """
     if _litellm is None:
         with _import_lock:
@@ -125,9 +121,8 @@ async def load_to_count(model: str) -> None:
 
 
 def _import_litellm() -> Any:
-    global _litellm, import_cpu_s
+    global _litellm
     if _litellm is None:
-        started_s = time.thread_time()
         os.environ["LITELLM_LOCAL_MODEL_COST_MAP"] = "True"
         os.environ.setdefault("LITELLM_TELEMETRY", "False")
         # pydantic warns about litellm's own types, at import and when litellm imports more
@@ -151,7 +146,6 @@ def _import_litellm() -> Any:
         skip_unused_bookkeeping()
         gc.collect()  # nothing collectable gets frozen
         gc.freeze()  # Python's gc docs: frozen objects are ignored by future collections
-        import_cpu_s = time.thread_time() - started_s
         _litellm = litellm
     return _litellm
 
@@ -248,15 +242,6 @@ def answer_problem(content: Any, finish_reason: Any) -> str:
     return f"no usable text: {what} (finish_reason {reason})"
 
 
-def reply_from_pool(answer: dict[str, Any]) -> ChatReply:
-    """Rebuild a `ChatReply` from a provider process's answer (worker/evals/llm/serve.py)."""
-    usage = answer["usage"]
-    return ChatReply(str(answer["text"]), None if usage is None else TokenUsage(*usage),
-                     float(answer["latency_ms"]), str(answer.get("problem") or ""),
-                     tuple(ToolRequest(*map(str, call)) for call in answer.get("tool_calls", [])),
-                     dict(answer.get("headers") or {}), int(answer.get("replaced") or 0))
-
-
 def check_api_base(api_base: str | None, environ: Mapping[str, str]) -> None:
     """Refuse an ``api_base`` the worker's keys must not be sent to.
 
@@ -316,8 +301,8 @@ def check_provider(endpoint: Endpoint) -> None:
     ``anthropic/...``: ``ANTHROPIC_API_KEY``), checked only for an endpoint without
     ``api_key_env``. Only names ending in ``_API_KEY`` count: a provider that can also
     authenticate otherwise (AWS roles, Google's default credentials, Azure settings besides
-    the key) is left to try. Both are local lookups (about 10 microseconds), made where the
-    request is sent (a provider process has the worker's provider keys, worker/evals/llm/pool.py).
+    the key) is left to try. Both are local lookups (about 10 microseconds), made just before
+    the request is sent (`send_chat`, `send_embed`).
 
     Raises:
         ProviderError: not retryable, field ``model``, naming the missing variables.
@@ -447,10 +432,7 @@ def _call_kwargs(endpoint: Endpoint, timeout_s: float) -> dict[str, Any]:
 
 
 async def chat(endpoint: Endpoint, messages: list[dict[str, str]], timeout_s: float) -> ChatReply:
-    """Send one chat completion request (one HTTP request, no retries).
-
-    Sent from a provider process when the run's process has some (worker/evals/llm/pool.py),
-    else from this process.
+    """Send one chat completion request from this process (one HTTP request, no retries).
 
     Args:
         endpoint: model, params, api_base and key variable.
@@ -469,32 +451,25 @@ async def chat(endpoint: Endpoint, messages: list[dict[str, str]], timeout_s: fl
         await load_litellm()
         return await send_chat(kwargs, messages)
 
-    answer = await _send(endpoint, timeout_s, "chat", {"messages": messages}, here)
-    if isinstance(answer, ChatReply):
-        return answer
-    return reply_from_pool(answer)
+    return await _send(endpoint, timeout_s, "chat", here)
 
 
-async def _send(endpoint: Endpoint, timeout_s: float, op: str, args: dict[str, Any],
-                here: Callable[[dict[str, Any]], Awaitable[T]]) -> T | dict[str, Any]:
-    """Check and send one call: ``here`` in this process, or ``op`` in a provider process
-    (its answer as the pipe's JSON); a `ProviderError` gets the field to blame (`blame`).
-    The worker's check is asked first (`guard.before_call`: a try that lost its lease stops)."""
+async def _send(endpoint: Endpoint, timeout_s: float, op: str,
+                here: Callable[[dict[str, Any]], Awaitable[T]]) -> T:
+    """Check and send one call of litellm's path: ``here`` with litellm's arguments
+    (`_call_kwargs`: ``api_base`` allowed, the key); a `ProviderError` gets the field to blame
+    (`blame`). The worker's check is asked first (`guard.before_call`: a try that lost its
+    lease stops)."""
     await guard.before_call(f"{op} {endpoint.model}")
     try:
-        kwargs = _call_kwargs(endpoint, timeout_s)
-        pool = llm_pool.active()
-        if pool is None:
-            return await here(kwargs)
-        answer: dict[str, Any] = await pool.call(op, {"kwargs": kwargs, **args})
-        return answer
+        return await here(_call_kwargs(endpoint, timeout_s))
     except ProviderError as err:
         raise blame(err, endpoint) from None
 
 
 async def send_chat(kwargs: dict[str, Any], messages: list[dict[str, str]]) -> ChatReply:
     """Send one chat completion with litellm from this process (`chat` without the
-    ``api_base`` check and the key lookup; `check_provider` runs here, where the keys are).
+    ``api_base`` check and the key lookup; `check_provider` runs here, just before the request).
 
     Args:
         kwargs: litellm's arguments as `chat` builds them (model, key, api_base, timeout).
@@ -502,8 +477,8 @@ async def send_chat(kwargs: dict[str, Any], messages: list[dict[str, str]]) -> C
 
     The reply is where a model's text enters llmgate: a lone surrogate in it (a JSON escape
     such as ``"\\ud800"`` in the provider's answer) is replaced by U+FFFD and counted in
-    `ChatReply.replaced` (worker/evals/serialize.py), so the provider process's pipe, the
-    response cache, the reports and the baseline store all receive valid Unicode.
+    `ChatReply.replaced` (worker/evals/serialize.py), so the response cache, the reports and
+    the baseline store all receive valid Unicode.
 
     Raises:
         ProviderError: the call failed (see `to_provider_error`), or `check_provider`
@@ -636,10 +611,8 @@ def tool_requests(calls: Any) -> tuple[ToolRequest, ...]:
 
 
 async def embed(endpoint: Endpoint, texts: list[str], timeout_s: float) -> EmbeddingReply:
-    """Send one embeddings request for ``texts`` (one HTTP request, no retries).
-
-    Sent from a provider process when the run's process has some, like `chat`. A
-    ``local/<name>`` model is run in this process instead, without litellm
+    """Send one embeddings request for ``texts`` from this process (one HTTP request, no
+    retries). A ``local/<name>`` model is run here instead, without litellm or a request
     (worker/evals/llm/local_embed.py; ``timeout_s`` does not apply).
 
     Raises:
@@ -657,13 +630,7 @@ async def embed(endpoint: Endpoint, texts: list[str], timeout_s: float) -> Embed
         await load_litellm()
         return await send_embed(kwargs, texts)
 
-    answer = await _send(endpoint, timeout_s, "embed", {"texts": texts}, here)
-    if isinstance(answer, EmbeddingReply):
-        return answer
-    usage = answer["usage"]
-    return EmbeddingReply([[float(x) for x in v] for v in answer["vectors"]],
-                          None if usage is None else TokenUsage(*usage),
-                          float(answer["latency_ms"]), dict(answer.get("headers") or {}))
+    return await _send(endpoint, timeout_s, "embed", here)
 
 
 async def send_embed(kwargs: dict[str, Any], texts: list[str]) -> EmbeddingReply:

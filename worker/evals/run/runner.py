@@ -42,8 +42,6 @@ from worker.evals.config.consistency import load_suite_dataset
 from worker.evals.config.prompts import PromptTemplate, load_prompt, render
 from worker.evals.config.schemas import load_schema_file
 from worker.evals.context import CallEvent, EvalContext, RunPlan, ShardWork
-from worker.evals.llm import pool as llm_pool
-from worker.evals.llm.client import needs_litellm
 from worker.evals.llm.cost import Budget, BudgetExceeded
 from worker.evals.llm.disk_cache import context_cache
 from worker.evals.llm.provider import ModelCaller
@@ -191,8 +189,6 @@ async def _run_suites(configs: Sequence[Config], root: Path, state: RunState, wi
     planned = await estimate_configs(configs, root, state.caller, with_base, judgings)
     estimate = planned.cost
     unpriced = tuple(use.model for use in planned.unpriced)
-    through_litellm = any(needs_litellm(endpoint) for endpoint, _ in planned.endpoints)
-    llm_pool.expect(estimate.calls if through_litellm else 0)  # litellm's calls only
     state.caller.planned += estimate.calls  # what a provider's pace is said to cost
     if estimate.calls or estimate.cached_calls:
         state.ctx.say(describe_estimate(sha, estimate, unpriced))

@@ -284,23 +284,17 @@ def test_the_web_process_and_the_engine_do_not_import_torch() -> None:
 LOCAL_CALL = """
 import asyncio, sys
 from tests.unit.evals.llm.test_local_embed import caller
-from worker.evals.llm import pool as llm_pool
 from worker.evals.llm_types import Endpoint
 
 async def main():
-    pool = llm_pool.ensure()
-    await pool.wait_ready()
-    assert llm_pool.active() is pool
     out = await caller().embed(Endpoint('local/minilm'), ['a', 'b'])
     import huggingface_hub.constants as hub
-    print(out.answer is not None, pool.sent, 'litellm' in sys.modules, hub.is_offline_mode())
-    pool.close()
+    print(out.answer is not None, 'litellm' in sys.modules, hub.is_offline_mode())
 
 asyncio.run(main())
 """
 
 
-def test_a_local_call_stays_in_process_offline_and_without_litellm(model_dir: Path) -> None:
-    shown = run_python(LOCAL_CALL, {ENV: f"minilm={model_dir}",
-                                    "LLMGATE_PROVIDER_PROCESSES": "1"})
-    assert shown.splitlines()[-1] == "True 0 False True"  # nothing sent to the provider process
+def test_a_local_call_stays_offline_and_without_litellm(model_dir: Path) -> None:
+    shown = run_python(LOCAL_CALL, {ENV: f"minilm={model_dir}"})
+    assert shown.splitlines()[-1] == "True False True"
