@@ -40,6 +40,7 @@ spreads its calls over worker processes through its shards.
 from __future__ import annotations
 
 import asyncio
+import functools
 import gc
 import ipaddress
 import logging
@@ -254,17 +255,25 @@ def check_api_base(api_base: str | None, environ: Mapping[str, str]) -> None:
     """
     if api_base is None:
         return
+    problem = _api_base_problem(api_base, environ.get(ALLOWED_API_BASES_ENV, ""))
+    if problem is not None:
+        raise ProviderError("provider", problem, field="api_base")
+
+
+@functools.lru_cache(maxsize=256)
+def _api_base_problem(api_base: str, allowed_setting: str) -> str | None:
+    """Why ``api_base`` is refused under ``allowed_setting`` (the value of
+    `ALLOWED_API_BASES_ENV`), or None; remembered, since every call asks (`check_api_base`)."""
     parts = urlsplit(api_base)
     if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise ProviderError("provider", f"api_base {api_base!r} must be an http(s) URL",
-                            field="api_base")
+        return f"api_base {api_base!r} must be an http(s) URL"
     if _is_loopback(parts.hostname):
-        return
-    allowed = [p.strip() for p in environ.get(ALLOWED_API_BASES_ENV, "").split(",") if p.strip()]
+        return None
+    allowed = [p.strip() for p in allowed_setting.split(",") if p.strip()]
     if not any(api_base.startswith(prefix) for prefix in allowed):
-        raise ProviderError("provider", f"api_base {api_base!r} is not allowed on this worker: "
-                            f"list it in {ALLOWED_API_BASES_ENV} (keys are sent there)",
-                            field="api_base")
+        return (f"api_base {api_base!r} is not allowed on this worker: "
+                f"list it in {ALLOWED_API_BASES_ENV} (keys are sent there)")
+    return None
 
 
 def _is_loopback(host: str) -> bool:

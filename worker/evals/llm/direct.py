@@ -123,6 +123,7 @@ def wire_model(endpoint: Endpoint, environ: Mapping[str, str] | None = None) -> 
         else None
 
 
+@functools.lru_cache(maxsize=1024)
 def unknown_openai_model(model: str) -> bool:
     """Return whether ``model`` is ``openai/<name>`` with ``<name>`` a model litellm does not
     know: not in its price table (with or without the prefix) and of no family whose requests

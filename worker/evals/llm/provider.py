@@ -184,8 +184,11 @@ class ModelCaller:
                 ``version``, a judge's prompt version): the answer's completion tokens are kept
                 as a sample of it (`lengths_key`) for the estimate.
         """
-        key = self.chat_key(endpoint, messages, kind, version, draw)
-        lengths = self.lengths_key(endpoint, kind, version if family is None else family)
+        # The keys serve the cache only: a call that neither reads nor writes it (repeats)
+        # does not hash its messages.
+        key = self.chat_key(endpoint, messages, kind, version, draw) if use_cache else ""
+        lengths = self.lengths_key(endpoint, kind, version if family is None else family) \
+            if use_cache else None
 
         async def send() -> Answer:
             reply = await llm.chat(endpoint, messages, self.settings.timeout_s)
@@ -208,7 +211,7 @@ class ModelCaller:
         A ``local/<name>`` model's key also holds the digest of its directory
         (`local_embed.identity`), so a model swapped behind the name is not served old vectors.
         """
-        key = self.embed_key(endpoint, texts)
+        key = self.embed_key(endpoint, texts) if use_cache else ""
 
         async def send() -> Answer:
             reply = await llm.embed(endpoint, texts, self.settings.timeout_s)
