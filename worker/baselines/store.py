@@ -43,6 +43,7 @@ from worker.evals.serialize import (
     valid_text,
 )
 from worker.evals.types import SuiteResult
+from worker.history_contract import DEFAULT_BRANCH_RUNS, DEFAULT_PR_DAYS, HistoryRetention
 from worker.runtime.settings import SettingsError
 
 log = logging.getLogger("llmgate.baselines")
@@ -78,27 +79,41 @@ return 1
 
 @dataclass(frozen=True)
 class BaselineSettings:
-    """How long records live and how large one may be.
+    """How long records live and how large one may be, and how much history is kept.
 
     Attributes:
         ttl_s: seconds a record lives (``LLMGATE_BASELINE_TTL_S``, default 30 days).
         max_bytes: largest stored record after compression (``LLMGATE_BASELINE_MAX_BYTES``,
             default 16 MiB; Redis allows 512 MB per value).
+        history_runs: default-branch runs of the quality history kept per repository
+            (``LLMGATE_HISTORY_RUNS``, default 500; 0 records none: worker/baselines/timeline.py).
+        history_pr_days: days a pull request gate's history record is kept
+            (``LLMGATE_HISTORY_PR_DAYS``, default 90; 0 records none).
     """
 
     ttl_s: int = DEFAULT_TTL_S
     max_bytes: int = DEFAULT_MAX_BYTES
+    history_runs: int = DEFAULT_BRANCH_RUNS
+    history_pr_days: int = DEFAULT_PR_DAYS
+
+    @property
+    def history(self) -> HistoryRetention:
+        """The history's retention (worker/history_contract.py)."""
+        return HistoryRetention(self.history_runs, self.history_pr_days)
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> BaselineSettings:
-        """Read ``LLMGATE_BASELINE_TTL_S`` and ``LLMGATE_BASELINE_MAX_BYTES``.
+        """Read ``LLMGATE_BASELINE_TTL_S``, ``LLMGATE_BASELINE_MAX_BYTES``,
+        ``LLMGATE_HISTORY_RUNS`` and ``LLMGATE_HISTORY_PR_DAYS``.
 
         Raises:
             SettingsError: a value is not a whole number in range (one line naming it).
         """
         env = os.environ if environ is None else environ
         return cls(_whole(env, "LLMGATE_BASELINE_TTL_S", DEFAULT_TTL_S, 60),
-                   _whole(env, "LLMGATE_BASELINE_MAX_BYTES", DEFAULT_MAX_BYTES, 1024))
+                   _whole(env, "LLMGATE_BASELINE_MAX_BYTES", DEFAULT_MAX_BYTES, 1024),
+                   _whole(env, "LLMGATE_HISTORY_RUNS", DEFAULT_BRANCH_RUNS, 0),
+                   _whole(env, "LLMGATE_HISTORY_PR_DAYS", DEFAULT_PR_DAYS, 0))
 
 
 def _whole(env: Mapping[str, str], name: str, default: int, low: int) -> int:

@@ -32,6 +32,7 @@ from typing import Any
 
 from redis.asyncio import Redis
 
+from worker.baselines.timeline import record_acceptance
 from worker.contract import ACCEPT_ACTION, COMMENT_MARKER, RERUN_ACTION, AcceptPayload
 from worker.evals.serialize import json_object
 from worker.evals.types import GateReport, RuleOutcome
@@ -280,6 +281,8 @@ async def accept_regression(redis: Redis, gh: GitHubClient, payload: AcceptPaylo
         raise
     await remember_acceptance(redis, repo_key, payload["pr_number"], head_sha, who, now,
                                      rules, run_id)
+    await record_acceptance(redis, repo=repo_key, pr_number=payload["pr_number"],
+                            check_run_id=run_id, by=who, at=now)  # history; never raises
     try:  # the check run carries the audit line already: the comment's copy is a courtesy
         await add_audit_to_comment(redis, gh, owner, name, payload["pr_number"], line,
                                    await bot_login())

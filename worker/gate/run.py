@@ -36,7 +36,7 @@ import time
 from redis.exceptions import RedisError
 
 from worker.errors import ExecutionError
-from worker.gate import accept, drafts, regate, results, shared_head, untrusted
+from worker.gate import accept, drafts, history_record, regate, results, shared_head, untrusted
 from worker.gate.calibration import with_calibration_note
 from worker.gate.check_run import (
     TRANSIENT_ERRORS,
@@ -209,6 +209,7 @@ async def _close(services: Services, gh: GitHubClient, request: GateRequest, run
 async def _gate(services: Services, gh: GitHubClient, request: GateRequest, check_run_id: int,
                 watch: Supersede, job: JobRef | None) -> dict[str, str]:
     """Skip a draft, decide trust, evaluate, write the comment, complete the check runs."""
+    started_s = time.monotonic()  # the history's duration (worker/gate/history_record.py)
     repo, pr_number, head_sha = request.repo, request.pr_number, request.head_sha
     owner, name = repo["owner"], repo["name"]
     if request.draft and await drafts.read_base_drafts(
@@ -251,14 +252,17 @@ async def _gate(services: Services, gh: GitHubClient, request: GateRequest, chec
         conclusion, output = await _shared(services, gh, request, check_run_id,
                                            gate_report.conclusion,
                                            report_multi.check_output(multi, head_sha))
+        details_url = await store_report(services.reports, output, lambda: render_html(
+            multi, head_sha, request.base_sha))  # LLMGATE_PUBLIC_URL
         await complete_check_run(
             gh, owner, name, check_run_id, conclusion, output,
             report_multi.check_annotations(multi), accept.check_actions(request, gate_report),
-            details_url=await store_report(services.reports, output, lambda: render_html(
-                multi, head_sha, request.base_sha)))  # LLMGATE_PUBLIC_URL
+            details_url=details_url)
     record_gate_report(decided)  # once published: a try that lost its lease counts nothing
     if kept is not None:
         await results.forget(services.redis, kept)
+    await history_record.gate_completed(services, request, multi, gate_report, check_run_id,
+                                        details_url, started_s)  # never raises (issue 35)
     return {"conclusion": conclusion, "head_sha": head_sha}
 
 

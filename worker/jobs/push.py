@@ -4,7 +4,9 @@ The pushed commit is on the repository's default branch, so it is the repository
 it runs like a pull request's base (same sandbox, same engine and response cache). Each suite's
 result is stored as a baseline (worker/baselines/store.py) and the commit becomes the branch's
 latest baseline, kept without expiry until a later push replaces it. Suites already stored for that
-commit (by an earlier pull request's base run, or a retry of this job) are not run again.
+commit (by an earlier pull request's base run, or a retry of this job) are not run again. Each
+config's suites are also recorded as the default branch's run at that commit in the quality
+history (worker/baselines/timeline.py; a failure there is logged, never the job's).
 
 The job creates no check run: a check on the default branch's commits would show a verdict
 without a comparison, and branch protection only needs ``llmgate`` on pull requests. What it
@@ -17,11 +19,13 @@ each with its own latest pointer, as the pull requests' base runs look them up.
 from __future__ import annotations
 
 import logging
+import time
 from pathlib import Path
 from typing import Any
 
 from worker.baselines.reuse import Origin, StoredBaselines
 from worker.baselines.store import BaselineStore
+from worker.baselines.timeline import record_push
 from worker.contract import PushPayload
 from worker.errors import ConfigError
 from worker.evals.context import EvalContext
@@ -84,6 +88,7 @@ async def _store_config(services: Services, payload: PushPayload, namespace: str
             return {"status": "no_config", "sha": sha}
         evals = EvalContext(redis=services.cache, namespace=f"{repo['owner']}/{repo['name']}",
                             on_call=record_call)
+        started_s = time.monotonic()
         base = await runner(config, root, sha, evals)
     except ConfigError as err:
         reason = services.redactor.redact(str(err))
@@ -92,6 +97,10 @@ async def _store_config(services: Services, payload: PushPayload, namespace: str
         return {"status": "config_error", "sha": sha, "reason": reason}
     stored = [runner.keys[name] for name in base.result.suites]
     moved = await store.mark_latest(namespace, branch, sha, stored, payload["pushed_at"])
+    await record_push(services.redis, services.baselines, repo=f"{repo['owner']}/{repo['name']}",
+                      namespace=namespace, sha=sha, branch=branch,
+                      pushed_at=payload["pushed_at"], run=base.result,
+                      base_source=base.source or "", duration_s=time.monotonic() - started_s)
     log.info("push of %s@%s: %s%s", namespace, sha[:7], base.source,
              "" if moved else " (a later push is already the latest)")
     return {"status": "stored", "sha": sha, "base_source": base.source or ""}
