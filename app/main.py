@@ -20,9 +20,12 @@ from redis.exceptions import AuthenticationError, AuthorizationError
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 from starlette.applications import Starlette
-from starlette.routing import Route
+from starlette.routing import BaseRoute, Route
 
 from app.asgi import FastPathApp
+from app.dashboard.auth import ClearRefusedSession, GitHubAccess, SignIn
+from app.dashboard.session import AuthSettings
+from app.dashboard.views import dashboard_routes
 from app.logs import web_formatter
 from app.ops import OpsEndpoints, OpsSettings
 from app.reports import ReportPages
@@ -82,8 +85,11 @@ def open_queue(redis_url: str) -> ArqRedis:
 
 
 def create_app(settings: WebSettings | None = None, ops: OpsSettings | None = None, *,
-               server_gc: bool = False) -> Starlette:
-    """Build the web app: ``POST /webhook``, ``GET /healthz``, ``/readyz``, ``/metrics``, reports.
+               server_gc: bool = False, auth: AuthSettings | None = None) -> Starlette:
+    """Build the web app: ``POST /webhook``, ``GET /healthz``, ``/readyz``, ``/metrics``, reports,
+    and with sign-in configured (``auth``) ``/login``, ``/auth/callback``, ``/logout`` and the
+    dashboard (``/dashboard...``, app/dashboard/): without sign-in there is no dashboard, so
+    nothing of a private repository's history is ever served to an unknown visitor.
 
     Args:
         settings: the web settings; read from the environment when ``None``.
@@ -91,11 +97,16 @@ def create_app(settings: WebSettings | None = None, ops: OpsSettings | None = No
             ``None``, else the defaults.
         server_gc: tune the garbage collector for serving at start-up (``tune_gc``); for
             the server process only, not for tests that start many apps in one process.
+        auth: "Sign in with GitHub" (app/dashboard/session.py); read from the environment when
+            ``settings`` is ``None`` too, else none.
 
     Raises:
         SettingsError: ``settings`` is ``None`` and the environment is incomplete or malformed.
     """
     resolved = settings if settings is not None else WebSettings.from_env()
+    if auth is None and settings is None:
+        auth = AuthSettings.from_env()
+    access = GitHubAccess(auth) if auth is not None else None
     receiver = WebhookReceiver(resolved)
     endpoints = OpsEndpoints(ops or (OpsSettings.from_env() if settings is None else OpsSettings()),
                              lambda: receiver.queue)
@@ -129,16 +140,23 @@ def create_app(settings: WebSettings | None = None, ops: OpsSettings | None = No
             if reports is not queue:
                 await reports.aclose()
             await queue.aclose(close_connection_pool=True)
+            if access is not None:
+                await access.aclose()
 
-    routes = [
+    routes: list[BaseRoute] = [
         Route("/webhook", receiver, methods=["POST"]),  # a raw ASGI app: the hot path
         Route("/healthz", receiver.healthz, methods=["GET"]),
         Route("/readyz", endpoints.readyz, methods=["GET"]),
         Route("/metrics", endpoints.metrics, methods=["GET"]),
-        Route("/reports/{report_id}", ReportPages(lambda: reports_redis["client"]).page,
+        Route("/reports/{report_id}", ReportPages(lambda: reports_redis["client"], access).page,
               methods=["GET"]),
     ]
-    return FastPathApp("/webhook", receiver, routes=routes, lifespan=lifespan)
+    if access is not None:  # the history lives on the queue's Redis (worker/history_contract.py)
+        routes += [*SignIn(access).routes(), *dashboard_routes(lambda: receiver.queue, access)]
+    app = FastPathApp("/webhook", receiver, routes=routes, lifespan=lifespan)
+    if access is not None:
+        app.add_middleware(ClearRefusedSession)  # a token GitHub refused ends the session
+    return app
 
 
 def tune_gc(young_threshold: int = GC_YOUNG_THRESHOLD) -> None:
@@ -193,6 +211,7 @@ def __getattr__(name: str) -> Starlette:
     try:
         settings = WebSettings.from_env()
         ops = OpsSettings.from_env()
+        auth = AuthSettings.from_env()
         formatter = web_formatter()
         warnings = check_queue_redis(settings.redis_url)
     except SettingsError as exc:
@@ -201,6 +220,6 @@ def __getattr__(name: str) -> Starlette:
     _configure_logging(formatter)
     for warning in warnings:
         log.warning("%s", warning)
-    app = create_app(settings, ops, server_gc=True)
+    app = create_app(settings, ops, server_gc=True, auth=auth)
     globals()["app"] = app
     return app

@@ -18,9 +18,10 @@ from collections.abc import Callable
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
 from starlette.requests import Request
-from starlette.responses import PlainTextResponse, Response
+from starlette.responses import PlainTextResponse, RedirectResponse, Response
 
-from worker.contract import REPORT_KEY_PREFIX
+from app.dashboard.auth import GitHubAccess, report_allowed
+from worker.contract import REPORT_KEY_PREFIX, REPORT_REPO_SUFFIX
 
 #: A report id: 128 bits as lowercase hex.
 REPORT_ID = re.compile(r"[0-9a-f]{32}")
@@ -44,11 +45,20 @@ PAGE_HEADERS = {
 
 
 class ReportPages:
-    """The ``GET /reports/{report_id}`` endpoint; ``redis`` returns the app's client or None."""
+    """The ``GET /reports/{report_id}`` endpoint; ``redis`` returns the app's client or None.
 
-    def __init__(self, redis: Callable[[], Redis | None]) -> None:
+    With ``access`` (sign-in configured) and ``LLMGATE_REPORTS_REQUIRE_LOGIN`` on, a report is
+    served only when `app.dashboard.auth.report_allowed` says so (its repository is public, or
+    GitHub lists it for the signed-in user): a signed-out visitor is sent to ``/login`` and
+    back, anyone else gets the 404 of an unknown report. A report stored without its
+    repository (by a worker before this check existed) is refused (fail closed).
+    """
+
+    def __init__(self, redis: Callable[[], Redis | None],
+                 access: GitHubAccess | None = None) -> None:
         """Read reports through ``redis()`` (None outside the app's lifespan: 503)."""
         self._redis = redis
+        self._access = access
 
     async def page(self, request: Request) -> Response:
         """Answer 200 with the stored page, 404 for an unknown or expired id, 503 without Redis."""
@@ -65,7 +75,28 @@ class ReportPages:
             return _text(503, "Reports are unavailable: Redis does not answer.")
         if page is None:
             return _text(404, "No such report: it never existed or has expired.")
+        refused = await self._refused(request, redis, report_id)
+        if refused is not None:
+            return refused
         return Response(page, media_type="text/html; charset=utf-8", headers=PAGE_HEADERS)
+
+    async def _refused(self, request: Request, redis: Redis, report_id: str) -> Response | None:
+        """The answer to a request the report's readers do not include, else None."""
+        access = self._access
+        if access is None or not access.settings.reports_require_login:
+            return None
+        try:
+            raw = await asyncio.wait_for(
+                redis.get(REPORT_KEY_PREFIX + report_id + REPORT_REPO_SUFFIX), READ_TIMEOUT_S)
+        except (RedisError, TimeoutError):
+            return _text(503, "Reports are unavailable: Redis does not answer.")
+        repo = raw.decode("utf-8", "replace") if raw else None
+        if await report_allowed(access, request, repo):
+            return None
+        if access.user(request) is None:
+            return RedirectResponse(f"/login?next=/reports/{report_id}", status_code=303,
+                                    headers={"Cache-Control": "no-store"})
+        return _text(404, "No such report: it never existed or has expired.")
 
 
 def _text(status: int, message: str) -> Response:

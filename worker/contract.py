@@ -54,6 +54,10 @@ PR_HEAD_TTL_S = 30 * 24 * 3600
 #: Redis key prefix of a stored full report (``worker.report.store`` writes, ``app.reports``
 #: serves it at ``GET /reports/<id>``; the id is 32 lowercase hex characters).
 REPORT_KEY_PREFIX = "llmgate:report:"
+#: ``llmgate:report:<id>`` + this: the report's repository (``owner/name``), with the report's
+#: expiry, so the web process can ask whether a signed-in user may read it
+#: (``LLMGATE_REPORTS_REQUIRE_LOGIN``).
+REPORT_REPO_SUFFIX = ":repo"
 #: Redis keys the workers publish their metrics to and the web process's ``/metrics`` reads
 #: (wire format version 1, described in worker/runtime/metrics.py).
 SAMPLES_KEY = "llmgate:metrics:samples"

@@ -55,6 +55,10 @@ fault has ``fault`` true and ``fault_after`` telling whether it was performed; o
 secondary limit is a violation of kind ``secondary_rate_limit``, answered 403 with
 ``retry-after``.
 
+Sign-in (issue 35): ``/login/oauth/authorize``, ``/login/oauth/access_token``, ``/user``,
+``/user/installations[/{id}/repositories]`` and ``/repos/{owner}/{repo}`` are served by
+``fake_github_oauth`` (setup key ``oauth``, its records under ``oauth`` in the state).
+
 In-process: ``with running_fake_github(config) as gh: ... gh.url ... gh.state()``.
 As a process: ``python -m tests.fakes.fake_github --port 0 --ready-file R --state-file S
 --app-id 1 --public-key-file app.pub.pem [--setup-file cfg.json]`` (or
@@ -96,6 +100,7 @@ from starlette.routing import Route
 
 from tests.fakes import fake_github_checks as checks
 from tests.fakes import fake_github_faults as faults
+from tests.fakes import fake_github_oauth as oauth
 from tests.fakes.fake_github_model import Answer, Ctx, Examples, FakeModel, NotFound
 
 GITHUB_FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "github"
@@ -184,6 +189,7 @@ class FakeGitHub:
         self.model = FakeModel(Examples(self._subset.spec))
         self._lock = threading.Lock()
         self._state_file = state_file
+        self.oauth = oauth.OAuthFake(self.model, self._lock, self._persist)  # sign-in, issue 35
         m = self.model
         self._handlers: dict[str, Callable[[Ctx], Answer]] = {
             "checks/create": lambda c: checks.create_check_run(m, c),
@@ -198,6 +204,7 @@ class FakeGitHub:
             "pulls/get": lambda c: checks.get_pull(m, c),
             "repos/get-content": m.content,
             "checks/rerequest-suite": lambda c: checks.rerequest_suite(m, c),
+            **self.oauth.handlers(),
         }
         self._lists: dict[str, tuple[Callable[[Ctx], list[Any]], str | None]] = {
             "issues/list-comments": (m.list_comments, None),
@@ -207,12 +214,14 @@ class FakeGitHub:
             "apps/list-installations": (lambda c: checks.list_installations(m, c), None),
             "apps/list-repos-accessible-to-installation": (
                 lambda c: checks.list_installation_repos(m, c), "repositories"),
+            **self.oauth.lists(),
         }
         methods = ["GET", "POST", "PATCH", "PUT", "DELETE"]
         self.app = Starlette(routes=[
             Route("/_fake/state", self._http_state, methods=["GET"]),
             Route("/_fake/setup", self._http_setup, methods=["POST"]),
             Route("/_fake/reset", self._http_reset, methods=["POST"]),
+            *self.oauth.routes(),
             Route("/{path:path}", self._http_api, methods=methods),
         ])
         if config:
@@ -227,12 +236,13 @@ class FakeGitHub:
                 raise ValueError(f"pull {pull!r} lacks {sorted(missing)}")
         with self._lock:
             self.model.apply_setup(cfg)
+            self.oauth.setup(cfg)
             self._persist()
 
     def state(self) -> dict[str, Any]:
         """Return a snapshot of everything recorded (see the module docstring)."""
         with self._lock:
-            return self.model.snapshot()
+            return {**self.model.snapshot(), "oauth": self.oauth.snapshot()}
 
     def reset(self) -> None:
         """Forget every record; keep the configuration."""
@@ -388,6 +398,8 @@ class FakeGitHub:
                       record: dict[str, Any]) -> str | None:
         scheme, _, credential = headers.get("authorization", "").partition(" ")
         credential = credential.strip()
+        if op in oauth.USER_OPERATIONS:
+            return self.oauth.authenticate(op, headers, record)
         if op in JWT_OPERATIONS:
             record["auth"] = "jwt"
             if scheme.lower() != "bearer" or not credential:

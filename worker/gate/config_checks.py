@@ -109,4 +109,5 @@ async def _complete(gh: GitHubClient, request: GateRequest, config: ConfigReport
                              config.report.conclusion, output, report.annotations(config.report),
                              [dict(RERUN_BUTTON)],
                              details_url=await store_report(
-                                 reports, output, lambda: render_html(MultiReport((config,)))))
+                                 reports, output, lambda: render_html(MultiReport((config,))),
+                                 f"{request.repo['owner']}/{request.repo['name']}"))

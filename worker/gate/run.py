@@ -253,7 +253,7 @@ async def _gate(services: Services, gh: GitHubClient, request: GateRequest, chec
                                            gate_report.conclusion,
                                            report_multi.check_output(multi, head_sha))
         details_url = await store_report(services.reports, output, lambda: render_html(
-            multi, head_sha, request.base_sha))  # LLMGATE_PUBLIC_URL
+            multi, head_sha, request.base_sha), f"{owner}/{name}")  # LLMGATE_PUBLIC_URL
         await complete_check_run(
             gh, owner, name, check_run_id, conclusion, output,
             report_multi.check_annotations(multi), accept.check_actions(request, gate_report),

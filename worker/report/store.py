@@ -22,7 +22,7 @@ from urllib.parse import urlsplit
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
-from worker.contract import REPORT_KEY_PREFIX
+from worker.contract import REPORT_KEY_PREFIX, REPORT_REPO_SUFFIX
 from worker.evals.serialize import valid_text
 from worker.github.checks import CheckOutput, clip_text
 from worker.runtime.settings import SettingsError
@@ -113,12 +113,17 @@ class ReportStore:
     def __repr__(self) -> str:
         return f"ReportStore({self.settings!r})"
 
-    async def store(self, output: CheckOutput, html_page: Callable[[], str] | None = None) -> str:
+    async def store(self, output: CheckOutput, html_page: Callable[[], str] | None = None,
+                    repo: str | None = None) -> str:
         """Store a page; return ``<public_url>/reports/<32 hex>``.
 
         The page is ``html_page()`` (the HTML report, worker/report/html_report.py, the same as
         ``llmgate run --format html``) when given and at most `MAX_REPORT_CHARS` long, else
         ``output`` as `render_page` shows it.
+
+        ``repo`` (``owner/name``) is stored beside the page with the same expiry
+        (`REPORT_REPO_SUFFIX`): the web process serves a private repository's report only to
+        its readers when ``LLMGATE_REPORTS_REQUIRE_LOGIN`` is on.
 
         Raises:
             redis.exceptions.RedisError: Redis refused or could not be reached.
@@ -127,13 +132,19 @@ class ReportStore:
         page = html_page() if html_page is not None else ""
         if not page or len(page) > MAX_REPORT_CHARS:
             page = render_page(output, datetime.now(UTC), self.settings.ttl_s)
-        await self._redis.set(REPORT_KEY_PREFIX + report_id, valid_text(page).encode("utf-8"),
-                              ex=self.settings.ttl_s)
+        async with self._redis.pipeline(transaction=True) as pipe:
+            pipe.set(REPORT_KEY_PREFIX + report_id, valid_text(page).encode("utf-8"),
+                     ex=self.settings.ttl_s)
+            if repo is not None:
+                pipe.set(REPORT_KEY_PREFIX + report_id + REPORT_REPO_SUFFIX, repo,
+                         ex=self.settings.ttl_s)
+            await pipe.execute()
         return f"{self.settings.public_url}/reports/{report_id}"
 
 
 async def store_report(reports: ReportStore | None, output: CheckOutput,
-                       html_page: Callable[[], str] | None = None) -> str | None:
+                       html_page: Callable[[], str] | None = None,
+                       repo: str | None = None) -> str | None:
     """Return the ``details_url`` for ``output`` (its page: `ReportStore.store`, ``html_page``
     rendered only when there is a store), or None without a store or when Redis fails.
 
@@ -143,7 +154,7 @@ async def store_report(reports: ReportStore | None, output: CheckOutput,
     if reports is None:
         return None
     try:
-        return await reports.store(output, html_page)
+        return await reports.store(output, html_page, repo)
     except RedisError as err:
         log.warning("could not store the report for its details link: %s", type(err).__name__)
         return None

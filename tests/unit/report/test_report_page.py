@@ -25,7 +25,7 @@ from tests.unit.worker_support import (
     fake_github_env,
     gate_payload,
 )
-from worker.contract import REPORT_KEY_PREFIX, gate_job_id
+from worker.contract import REPORT_KEY_PREFIX, REPORT_REPO_SUFFIX, gate_job_id
 from worker.github.checks import CheckOutput
 from worker.main import worker_settings
 from worker.report.html_report import SCRIPT_SHA256
@@ -170,9 +170,10 @@ async def test_a_gate_links_its_check_run_to_the_full_report(
         assert (run["details_url"], stored) == (None, [])
         return
     assert run["details_url"].startswith(PUBLIC + "/reports/")
-    assert [k.decode() for k in stored] == [
-        REPORT_KEY_PREFIX + run["details_url"].rsplit("/", 1)[1]]
-    assert 590 < await redis.ttl(stored[0]) <= 600  # LLMGATE_REPORT_TTL_S
+    key = REPORT_KEY_PREFIX + run["details_url"].rsplit("/", 1)[1]
+    assert sorted(k.decode() for k in stored) == [key, key + REPORT_REPO_SUFFIX]
+    assert await redis.get(key + REPORT_REPO_SUFFIX) == b"acme/tiny"  # who may read it
+    assert 590 < await redis.ttl(key) <= 600  # LLMGATE_REPORT_TTL_S
     patches = [r for r in state["requests"] if r["operation"] == "checks/update"]
     assert [("details_url" in r["body"]) for r in patches] == [False] * (len(patches) - 1) + [
         True]  # once, with the completion

@@ -1,0 +1,95 @@
+"""What every dashboard answer shares: its headers, templates, content negotiation, parameters.
+
+Templates (app/dashboard/templates/, jinja2 with autoescape on) see records and `model` values
+only; every text in them is escaped, the charts' SVG is built escaped by `charts`.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+from urllib.parse import unquote
+
+import jinja2
+from starlette.requests import Request
+
+from app.dashboard import charts, model
+
+#: Headers of every dashboard answer: no script, no frame, nothing from another origin (inline
+#: styles and inline SVG only); never indexed; private to the signed-in user, revalidated, and
+#: varying with what the request accepts and who sent it.
+PAGE_HEADERS = {
+    "Content-Security-Policy": "default-src 'none'; style-src 'unsafe-inline'; "
+                               "img-src 'self' data:; frame-ancestors 'none'; base-uri 'none'; "
+                               "form-action 'none'",
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "no-referrer",
+    "X-Robots-Tag": "noindex, nofollow",
+    "Cache-Control": "private, no-cache",
+    "Vary": "Accept, Cookie",
+}
+
+_ENV = jinja2.Environment(loader=jinja2.FileSystemLoader(Path(__file__).parent / "templates"),
+                          autoescape=True, undefined=jinja2.StrictUndefined, trim_blocks=True,
+                          lstrip_blocks=True)
+_ENV.filters.update(number=charts.number, short=model.short, when=model.when,
+                    segment=model.segment)
+_ENV.globals.update(status_words=model.STATUS_WORDS, sparkline=charts.sparkline)
+
+
+class Missing(Exception):  # noqa: N818 - a signal, answered as the one 404
+    """What was asked for is not shown to this request: unknown, refused or malformed."""
+
+
+def render(template: str, request: Request, **context: Any) -> str:
+    """Return ``template`` rendered with ``context`` and ``root`` (the app's root path)."""
+    root = str(request.scope.get("root_path", ""))
+    return _ENV.get_template(template).render(root=root, **context)
+
+
+def wants_json(accept: str) -> bool:
+    """Return whether an ``Accept`` header prefers ``application/json`` to HTML: JSON is
+    listed with a quality above that of ``text/html`` (and of ``*/*`` when HTML is not
+    listed). Ties go to HTML, as browsers send ``text/html`` first."""
+    quality: dict[str, float] = {}
+    for part in accept.split(","):
+        kind, *params = (p.strip() for p in part.split(";"))
+        q = 1.0
+        for param in params:
+            name, _, value = param.partition("=")
+            if name.strip() == "q":
+                try:
+                    q = float(value)
+                except ValueError:
+                    q = 0.0
+        quality[kind.lower()] = max(q, quality.get(kind.lower(), 0.0))
+    json_q = quality.get("application/json", 0.0)
+    html_q = quality.get("text/html", quality.get("text/*", quality.get("*/*", 0.0)))
+    return json_q > 0 and json_q > html_q
+
+
+def query_int(request: Request, name: str, default: int, most: int) -> int:
+    """Return the query parameter ``name`` as an integer in 1..``most``; ``default`` when it
+    is absent or not a number."""
+    try:
+        value = int(request.query_params.get(name, default))
+    except ValueError:
+        return default
+    return min(max(value, 1), most)
+
+
+def example_target(request: Request) -> tuple[str, str]:
+    """Return (suite, example id) of ``.../examples/<suite>/<example id>``: each segment
+    percent-decoded on its own (`model.segment`), so either may hold ``/``.
+
+    Raises:
+        Missing: the path has no two segments after ``examples/``.
+    """
+    raw = request.scope.get("raw_path")
+    path = raw.decode("latin-1").partition("?")[0] if isinstance(raw, bytes) else \
+        request.url.path
+    head, found, tail = path.rpartition("/examples/")
+    parts = tail.split("/")
+    if not found or not head or len(parts) != 2 or not all(parts):
+        raise Missing(path)
+    return unquote(parts[0], errors="replace"), unquote(parts[1], errors="replace")

@@ -1,0 +1,224 @@
+"""The dashboard's endpoints (issue 35): repositories, a repository, a run, an example, CSV.
+
+Each endpoint asks the `Access` before it reads anything of a repository; a repository that is
+refused, unknown or misspelt gets the one 404 answer (`not_found`), so a page never confirms
+that a repository it hides exists. Every HTML page answers JSON (the records as the history's
+readers return them) when the request's ``Accept`` prefers ``application/json``. Pages carry
+no script and load nothing from another origin (`PAGE_HEADERS`); charts are inline SVG.
+
+Reads go through worker/history_contract.py's readers on the queue's Redis, bounded by
+`READ_TIMEOUT_S`; no Redis, or a Redis error, is a 503.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import csv
+import io
+import re
+import time
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any
+
+from redis.asyncio import Redis
+from redis.exceptions import RedisError
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, JSONResponse, Response
+from starlette.routing import BaseRoute, Route
+
+from app.dashboard import model
+from app.dashboard.access_types import Access
+from app.dashboard.pages import (
+    PAGE_HEADERS,
+    Missing,
+    example_target,
+    query_int,
+    render,
+    wants_json,
+)
+from app.dashboard.repository import RepositoryPage, history_stamp, repository_page, summary
+from worker import history_contract as history
+
+#: Bound on one page's reads from Redis, seconds.
+READ_TIMEOUT_S = 5.0
+#: Branch runs charted by default on a repository page (``?runs=`` up to the retention).
+CHART_RUNS = 100
+#: Branch runs and pull request gates an example's page shows.
+EXAMPLE_RUNS = 100
+#: Repository pages kept rendered, and for how long (seconds): a page is reused only while its
+#: repository's newest branch run and newest gate (ids and counts) are unchanged, and for at
+#: most this long (an acceptance, or a push's other config, adds to a run without a new id).
+CACHED_PAGES = 32
+CACHE_TTL_S = 30.0
+#: A GitHub owner or repository name.
+NAME = re.compile(r"[A-Za-z0-9_.-]{1,100}")
+
+Endpoint = Callable[[Request], Awaitable[Response]]
+
+
+def not_found(request: Request) -> Response:
+    """Return the dashboard's one 404: the same for an unknown repository, a refused one, an
+    unknown run or example (HTML, or JSON when preferred)."""
+    headers = {**PAGE_HEADERS, "Cache-Control": "no-store"}
+    if wants_json(request.headers.get("accept", "")):
+        return JSONResponse({"error": "not found"}, 404, headers=headers)
+    return HTMLResponse(render("not_found.html.j2", request), 404, headers=headers)
+
+
+def _unavailable(request: Request, why: str) -> Response:
+    headers = {**PAGE_HEADERS, "Cache-Control": "no-store"}
+    if wants_json(request.headers.get("accept", "")):
+        return JSONResponse({"error": "unavailable", "reason": why}, 503, headers=headers)
+    return HTMLResponse(render("unavailable.html.j2", request, why=why), 503, headers=headers)
+
+
+def _answer(request: Request, template: str, data: Any, **context: Any) -> Response:
+    """Return ``data`` as JSON when preferred, else ``template`` rendered with ``context``."""
+    if wants_json(request.headers.get("accept", "")):
+        return JSONResponse(data, headers=PAGE_HEADERS)
+    return HTMLResponse(render(template, request, **context), headers=PAGE_HEADERS)
+
+
+class DashboardPages:
+    """The dashboard's endpoints over the history in ``redis()``'s Redis (None outside the
+    app's lifespan: 503), each asking ``access`` first."""
+
+    def __init__(self, redis: Callable[[], Redis | None], access: Access, *,
+                 chart_runs: int = CHART_RUNS, cached_pages: int = CACHED_PAGES) -> None:
+        """Read through ``redis()``; chart ``chart_runs`` branch runs by default; keep
+        ``cached_pages`` repository pages (0: none)."""
+        self._redis, self._access, self.chart_runs = redis, access, chart_runs
+        self.cached_pages = cached_pages
+        self._pages: OrderedDict[tuple[Any, ...], tuple[float, RepositoryPage, str]] = \
+            OrderedDict()
+
+    def guarded(self, endpoint: Callable[[Request, Redis], Awaitable[Response]]) -> Endpoint:
+        """Return ``endpoint`` with Redis given, bounded in time and its failures answered:
+        `Missing` 404, no Redis or a Redis error 503."""
+        async def answer(request: Request) -> Response:
+            redis = self._redis()
+            if redis is None:
+                return _unavailable(request, "Redis is not connected.")
+            try:
+                async with asyncio.timeout(READ_TIMEOUT_S):
+                    return await endpoint(request, redis)
+            except Missing:
+                return not_found(request)
+            except (RedisError, TimeoutError):
+                return _unavailable(request, "Redis does not answer.")
+        return answer
+
+    async def _repo(self, request: Request, redis: Redis) -> str:
+        """Return the request's ``owner/name`` when its user may read it and it has history.
+
+        Raises:
+            Missing: a malformed name, refused by the access, or no history.
+        """
+        owner, name = request.path_params.get("owner", ""), request.path_params.get("repo", "")
+        repo = f"{owner}/{name}"
+        if not (NAME.fullmatch(owner) and NAME.fullmatch(name)):
+            raise Missing(repo)
+        if not await self._access.readable(request, repo):
+            raise Missing(repo)
+        if await redis.zscore(history.REPOS_KEY, repo) is None:
+            raise Missing(repo)
+        return repo
+
+    async def index(self, request: Request, redis: Redis) -> Response:
+        """``GET /dashboard``: the readable repositories, each with its latest branch run,
+        headline metrics' sparklines and recent pull request gates."""
+        known = await history.list_repositories(redis)
+        readable = set(await self._access.readable_repos(request, [r["repo"] for r in known]))
+        shown = [await summary(redis, r["repo"], r["last_s"]) for r in known
+                 if r["repo"] in readable]
+        data = {"repositories": [s.data for s in shown]}
+        return _answer(request, "index.html.j2", data, repos=shown)
+
+    async def repository(self, request: Request, redis: Redis) -> Response:
+        """``GET /dashboard/{owner}/{repo}``: trends per suite and metric, cost, flapping
+        examples, pull request gates (``?runs=`` how many runs, ``?metrics=all`` charts
+        every metric)."""
+        repo = await self._repo(request, redis)
+        runs = query_int(request, "runs", self.chart_runs, history.DEFAULT_BRANCH_RUNS)
+        every = request.query_params.get("metrics") == "all"
+        base = _base(request, repo)
+        key = (repo, await history_stamp(redis, repo), runs, every, base)
+        hit = self._pages.get(key)
+        if hit is None or hit[0] < time.monotonic():
+            page = await repository_page(redis, repo, runs, every, base=base)
+            hit = (time.monotonic() + CACHE_TTL_S, page,
+                   render("repository.html.j2", request, page=page))
+            self._remember(key, hit)
+        if wants_json(request.headers.get("accept", "")):
+            return JSONResponse(hit[1].data, headers=PAGE_HEADERS)
+        return HTMLResponse(hit[2], headers=PAGE_HEADERS)
+
+    def _remember(self, key: tuple[Any, ...], page: tuple[float, RepositoryPage, str]) -> None:
+        if self.cached_pages <= 0:
+            return
+        self._pages[key] = page
+        self._pages.move_to_end(key)
+        while len(self._pages) > self.cached_pages:
+            self._pages.popitem(last=False)
+
+    async def run(self, request: Request, redis: Redis) -> Response:
+        """``GET /dashboard/{owner}/{repo}/runs/{run_id}``: one run with its examples."""
+        repo = await self._repo(request, redis)
+        run = await history.get_run(redis, repo, str(request.path_params["run_id"]))
+        if run is None:
+            raise Missing(repo)
+        return _answer(request, "run.html.j2", run, repo=repo, run=run,
+                       totals=model.totals(run), base=_base(request, repo))
+
+    async def example(self, request: Request, redis: Redis) -> Response:
+        """``GET /dashboard/{owner}/{repo}/examples/{suite}/{example_id}``: one example across
+        the branch's runs and the pull requests' heads."""
+        repo = await self._repo(request, redis)
+        suite, example_id = example_target(request)
+        branch = await history.example_history(redis, repo, suite, example_id,
+                                                limit=EXAMPLE_RUNS)
+        prs = await history.example_history(redis, repo, suite, example_id, side="head",
+                                             kind="pull_request", limit=EXAMPLE_RUNS)
+        if not branch and not prs:
+            raise Missing(repo)
+        data = {"repo": repo, "suite": suite, "example_id": example_id, "branch": branch,
+                "pull_requests": prs}
+        passes = [float(p["status"] == history.PASSED) for p in reversed(branch)]
+        return _answer(request, "example.html.j2", data, base=_base(request, repo),
+                       passes=passes, **data)
+
+    async def history_csv(self, request: Request, redis: Redis) -> Response:
+        """``GET /dashboard/{owner}/{repo}/history.csv``: every kept branch run, one row per
+        run x suite x metric (`model.CSV_COLUMNS`), oldest first."""
+        repo = await self._repo(request, redis)
+        runs = await history.list_branch_runs(redis, repo, limit=history.DEFAULT_BRANCH_RUNS)
+        out = io.StringIO()
+        writer = csv.writer(out, lineterminator="\r\n")
+        writer.writerow(model.CSV_COLUMNS)
+        writer.writerows(model.csv_rows(runs))
+        name = repo.replace("/", "-")
+        return Response(out.getvalue(), media_type="text/csv; charset=utf-8", headers={
+            **PAGE_HEADERS, "Content-Disposition": f'attachment; filename="{name}-history.csv"'})
+
+
+def _base(request: Request, repo: str) -> str:
+    """Return the repository's dashboard path, under the app's root path."""
+    return f"{request.scope.get('root_path', '')}/dashboard/{repo}"
+
+
+def dashboard_routes(redis_getter: Callable[[], Redis | None], access: Access, *,
+                     cached_pages: int = CACHED_PAGES) -> list[BaseRoute]:
+    """Return the dashboard's routes (GET only) over the history in ``redis_getter()``'s
+    Redis, every one asking ``access``; ``cached_pages`` repository pages kept rendered."""
+    pages = DashboardPages(redis_getter, access, cached_pages=cached_pages)
+    repo = "/dashboard/{owner}/{repo}"
+    routes: Sequence[tuple[str, Callable[[Request, Redis], Awaitable[Response]]]] = (
+        ("/dashboard", pages.index),
+        (repo, pages.repository),
+        (repo + "/history.csv", pages.history_csv),
+        (repo + "/runs/{run_id}", pages.run),
+        (repo + "/examples/{target:path}", pages.example),
+    )
+    return [Route(path, pages.guarded(endpoint), methods=["GET"]) for path, endpoint in routes]
+
