@@ -12,11 +12,19 @@ from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import settings as hypothesis_settings
 from redis.asyncio import Redis
 
+from tests.budget import examples
 from tests.timing import scaled, time_scale
 
 FIXTURES = Path(__file__).parent / "fixtures"
+
+# Property tests that set no max_examples: hypothesis's default in CI, a fifth outside it
+# (tests/budget.py).
+hypothesis_settings.register_profile(
+    "llmgate", max_examples=examples(hypothesis_settings.default.max_examples))
+hypothesis_settings.load_profile("llmgate")
 
 
 @pytest.hookimpl(tryfirst=True)

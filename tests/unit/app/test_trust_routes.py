@@ -11,6 +11,7 @@ from hypothesis import settings as hyp_settings
 from hypothesis import strategies as st
 
 from app.routes.approval import parse_approve
+from tests.budget import examples
 from tests.unit.app_support import (
     encode,
     fixture_json,
@@ -164,7 +165,7 @@ json_values = st.recursive(
 async def test_button_payloads_with_any_field_broken_never_give_5xx(redis_url: str) -> None:
     async with running_app(settings(redis_url)) as client:
         @given(path=st.sampled_from(BUTTON_PATHS), value=json_values)
-        @hyp_settings(max_examples=300, deadline=None,
+        @hyp_settings(max_examples=examples(300), deadline=None,
                       suppress_health_check=[HealthCheck.too_slow,
                                              HealthCheck.function_scoped_fixture])
         def one(path: str, value: Any) -> None:

@@ -1,4 +1,5 @@
-"""The last calibration's A/A runs weigh the examples of the App's gate (and ``llmgate run``'s).
+"""The last calibration's A/A runs weigh the examples of the App's gate (``llmgate run``'s:
+tests/unit/cli/test_cli_calibration_file.py; the suite: tests/unit/calibration_support.py).
 
 Real Redis, real git, a burst arq worker and the schema-checking fake GitHub. The suite has 16
 examples that passed in each of 5 earlier identical runs and 6 that passed in 3 of them. Head
@@ -19,50 +20,10 @@ import pytest
 from redis.asyncio import Redis
 
 from tests.fakes.fake_github import FakeGitHubServer
-from tests.unit.cli.test_cli_merge_base import TARGET
+from tests.unit.calibration_support import KEY, RECORD, flaky_repo
 from tests.unit.runs_support import PRIVATE_PEM, fake_github_server
-from tests.unit.worker_support import APP_ID, OWNER, REPO, commit, gate_payload, git, run_jobs
-from worker.cli.main import main as llmgate
+from tests.unit.worker_support import APP_ID, gate_payload, run_jobs
 from worker.gate.calibration import result_key
-
-KEY = f"{OWNER}/{REPO}"
-STABLE = [f"s{n}" for n in range(1, 17)]
-FLAKY = [f"f{n}" for n in range(1, 7)]
-#: Echoes its input, but answers "nope" to the inputs in BROKEN.
-BOT = TARGET
-CONFIG = """version: 1
-settings:
-  concurrency: 8
-suites:
-  - name: tickets
-    dataset: evals/t.jsonl
-    target:
-      command: python3 bot.py {input_file} {output_file}
-    assertions:
-      - type: equals
-    gate:
-      pass_rate:
-        regression: {alpha: 0.05}
-"""
-DATASET = "".join(json.dumps({"id": i, "input": i, "expected": i}) + "\n"
-                  for i in STABLE + FLAKY)
-RECORD = {"runs": 5, "comparisons": 4, "false_alarms": 0, "false_alarm_rate": 0.0,
-          "alpha": 0.05, "sha": "0" * 40, "finished_at": 1718078400.0,
-          "unstable": {"tickets": FLAKY},
-          "history": {"tickets": {i: [1.0] * 5 for i in STABLE} | {
-              i: [1.0, 0.0, 1.0, 0.0, 1.0] for i in FLAKY}}}
-
-
-def flaky_repo(dest: Path) -> dict[str, str]:
-    """main fails f1-f4; pr/mixed fails s1-s8 and passes every flaky example; pr/again is
-    pr/mixed and a README (another head, so the two checks do not share one)."""
-    dest.mkdir(parents=True)
-    git(dest, "init", "-q", "-b", "main")
-    shas = {"main": commit(dest, "main", {".llmgate.yml": CONFIG, "evals/t.jsonl": DATASET,
-                                          "bot.py": BOT.format(broken=FLAKY[:4])})}
-    shas["pr/mixed"] = commit(dest, "pr/mixed", {"bot.py": BOT.format(broken=STABLE[:8])})
-    shas["pr/again"] = commit(dest, "pr/again", {"README.md": "again\n"}, start="pr/mixed")
-    return shas
 
 
 @pytest.fixture()
@@ -91,21 +52,3 @@ async def test_the_calibration_in_redis_weighs_the_apps_gate(
     assert state["violations"] == []
     conclusions = [run["conclusion"] for run in state["check_runs"]]
     assert conclusions == ["success", "failure"]
-
-
-def test_llmgate_run_takes_the_calibration_file(tmp_path: Path,
-                                                capsys: pytest.CaptureFixture[str]) -> None:
-    shas = flaky_repo(tmp_path / "flaky")
-    repo = tmp_path / "flaky"
-    git(repo, "switch", "-q", "pr/mixed")
-    record = tmp_path / "cal.json"
-    record.write_text(json.dumps(RECORD))
-    args = ["run", "--repo", str(repo), "--base", shas["main"], "--no-cache", "--format",
-            "json"]
-    assert llmgate(args) == 0
-    capsys.readouterr()
-    assert llmgate([*args, "--calibration", str(record)]) == 1
-    report = json.loads(capsys.readouterr().out)
-    assert "regression" in json.dumps(report)
-    record.write_text("[1, 2]")
-    assert llmgate([*args, "--calibration", str(record)]) == 3

@@ -16,6 +16,7 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from tests.budget import examples
 from worker.errors import ConfigError
 from worker.evals.config import safe_yaml
 from worker.evals.config.load import parse_config
@@ -68,19 +69,19 @@ def test_the_valid_config_parses() -> None:
 
 
 @given(st.text(max_size=400))
-@settings(max_examples=700, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(700), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 def test_any_text(text: str) -> None:
     _parse(text)
 
 
 @given(st.lists(st.sampled_from(TOKENS), max_size=40).map("".join))
-@settings(max_examples=900, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(900), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 def test_yaml_token_soup(text: str) -> None:
     _parse(text)
 
 
 @given(st.sampled_from(PATHS), json_values, st.booleans())
-@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(400), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 def test_valid_config_with_one_field_replaced(path: tuple[Any, ...], value: Any,
                                               flow: bool) -> None:
     data: Any = copy.deepcopy(VALID)

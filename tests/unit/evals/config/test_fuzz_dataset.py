@@ -12,6 +12,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from tests.budget import examples
 from worker.errors import ConfigError
 from worker.evals.config import dataset
 from worker.evals.config.dataset import load_dataset, parse_dataset
@@ -41,13 +42,13 @@ def _parse(text: str) -> None:
 
 
 @given(st.text(max_size=300))
-@settings(max_examples=1500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(1500), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 def test_any_text(text: str) -> None:
     _parse(text)
 
 
 @given(st.lists(st.tuples(st.sampled_from(KEYS), json_values), max_size=3), json_values)
-@settings(max_examples=600, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(600), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 def test_valid_lines_with_fields_replaced(changes: list[tuple[str, Any]], other: Any) -> None:
     line = dict(VALID_LINE)
     for key, value in changes:
