@@ -55,6 +55,7 @@ from worker.gate.registry import RunRegistry
 from worker.gate.request import GateRequest
 from worker.gate.services import Services
 from worker.gate.supersede import Supersede, Superseded, supervise
+from worker.gate.trend_read import read_trends
 from worker.gate.trust import Verdict
 from worker.github.checks import CheckOutput, complete_check_run
 from worker.github.client import GitHubClient, GitHubError
@@ -241,8 +242,10 @@ async def _gate(services: Services, gh: GitHubClient, request: GateRequest, chec
     gate_report = await accept.prepare_report(services.redis, request, check_run_id,
                                               gate_report)  # Accept regression, its notes
     multi = multi.with_notes(gate_report.notes)  # calibration, an earlier acceptance
+    trends = await read_trends(services.redis, f"{owner}/{name}", multi)  # 1 s
     if request.comment:  # a merge group has no pull request to comment on
-        body = report_multi.comment_body(multi, head_sha=head_sha, base_sha=request.base_sha)
+        body = report_multi.comment_body(multi, head_sha=head_sha, base_sha=request.base_sha,
+                                         trends=trends)
         await _write_comment(services, gh, request, body, watch)
     await _still_wanted(watch)
     await publish_config_checks(RunRegistry(services.redis), gh, request, job, multi,
@@ -251,7 +254,8 @@ async def _gate(services: Services, gh: GitHubClient, request: GateRequest, chec
         await _still_wanted(watch)  # GitHub shows the newest check run: never an old base's
         conclusion, output = await _shared(services, gh, request, check_run_id,
                                            gate_report.conclusion,
-                                           report_multi.check_output(multi, head_sha))
+                                           report_multi.check_output(multi, head_sha,
+                                                                     trends))
         details_url = await store_report(services.reports, output, lambda: render_html(
             multi, head_sha, request.base_sha), f"{owner}/{name}")  # LLMGATE_PUBLIC_URL
         await complete_check_run(

@@ -37,6 +37,7 @@ from worker.report import render as report
 from worker.report.consistency import consistency_markdown
 from worker.report.markdown import VERDICT, clip, inline, render_template, short_sha
 from worker.report.render import CHECK_OUTPUT_MAX_BYTES, COMMENT_MAX_BYTES, TITLE_MAX_CHARS
+from worker.report.trend import TrendData, trend_lines
 
 #: Between two config sections.
 SEPARATOR = "\n\n---\n\n"
@@ -46,16 +47,21 @@ SECTION_RESERVE_BYTES = 300
 FOOTER_BYTES = 200
 
 
-def check_output(multi: MultiReport, head_sha: str) -> CheckOutput:
-    """Return the ``llmgate`` check run's output (title, summary, text)."""
+def check_output(multi: MultiReport, head_sha: str,
+                 trends: TrendData | None = None) -> CheckOutput:
+    """Return the ``llmgate`` check run's output (title, summary, text); ``trends``: the
+    default branch's history of the gated metrics, one line each in the summary
+    (worker/report/trend.py; none by default)."""
     merged = multi.merged()
     if not multi.several:
-        return CheckOutput(report.check_title(merged), report.check_summary(merged),
+        return CheckOutput(report.check_title(merged),
+                           report.check_summary(merged, trend_lines(merged, trends)),
                            report.check_text(merged))
     shown = _in_aggregate(multi)
     frame = _frame(multi, head=short_sha(head_sha), base=_base(multi, None), marker="",
                    elsewhere=True)
-    sections = _fit(lambda c, k: report.summary_section(c.report, c.path, k), shown,
+    sections = _fit(lambda c, k: report.summary_section(
+        c.report, c.path, k, trend_lines(c.report, trends, c.folder)), shown,
                     CHECK_OUTPUT_MAX_BYTES - utf8_size(frame))
     return CheckOutput(title(multi), _join(frame, sections), _details(shown))
 
@@ -95,12 +101,15 @@ def title(multi: MultiReport) -> str:
     return clip(" ".join(text.split()), TITLE_MAX_CHARS)
 
 
-def comment_body(multi: MultiReport, *, head_sha: str, base_sha: str | None) -> str:
+def comment_body(multi: MultiReport, *, head_sha: str, base_sha: str | None,
+                 trends: TrendData | None = None) -> str:
     """Return the sticky comment (markdown, at most 65535 bytes of UTF-8; first line the
-    marker)."""
+    marker); ``trends`` as in `check_output`."""
     if not multi.several:
-        return report.comment_body(multi.merged(), head_sha=head_sha, base_sha=base_sha)
-    return _comment(multi, head_sha, base_sha, marker=True)
+        merged = multi.merged()
+        return report.comment_body(merged, head_sha=head_sha, base_sha=base_sha,
+                                   trend=trend_lines(merged, trends))
+    return _comment(multi, head_sha, base_sha, marker=True, trends=trends)
 
 
 def render_markdown(multi: MultiReport, head_sha: str = "", base_sha: str | None = None) -> str:
@@ -132,12 +141,14 @@ def render_json(multi: MultiReport, head_sha: str = "", base_sha: str | None = N
     return json.dumps(doc, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
 
 
-def _comment(multi: MultiReport, head_sha: str, base_sha: str | None, *, marker: bool) -> str:
+def _comment(multi: MultiReport, head_sha: str, base_sha: str | None, *, marker: bool,
+             trends: TrendData | None = None) -> str:
     head = short_sha(head_sha or _head_sha(multi))
     frame = _frame(multi, head=head, base=_base(multi, base_sha),
                    marker=COMMENT_MARKER if marker else "", elsewhere=False)
     footer = f"\n\n---\n<sub>Comment `{RERUN_COMMAND}` to run again.</sub>\n" if marker else ""
-    sections = _fit(lambda c, k: report.comment_section(c.report, c.path, k, local=not marker),
+    sections = _fit(lambda c, k: report.comment_section(
+        c.report, c.path, k, local=not marker, trend=trend_lines(c.report, trends, c.folder)),
                     multi.configs,
                     COMMENT_MAX_BYTES - utf8_size(frame) - max(utf8_size(footer), FOOTER_BYTES))
     return _join(frame, sections).rstrip("\n") + (footer or "\n")

@@ -19,7 +19,7 @@ does not fit is cut to whole rows and ends with "... N more" lines.
 import json
 import math
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict
 from typing import Any
 
@@ -93,7 +93,7 @@ def check_title(report: GateReport) -> str:
     return clip(" ".join(title.split()), TITLE_MAX_CHARS)
 
 
-def check_summary(report: GateReport) -> str:
+def check_summary(report: GateReport, trend: Sequence[str] = ()) -> str:
     """Return the check-run summary (markdown, at most 65535 bytes of UTF-8).
 
     Holds the verdict, the short head and base SHAs compared and which baseline was used, one
@@ -101,12 +101,14 @@ def check_summary(report: GateReport) -> str:
     and a status), the suites whose evaluation contract head changes (with head's verdict
     under its own), why rules failed, the count of regressed examples, the suites whose base
     was re-scored or is not comparable, and the notes; or, for a configuration error, the file,
-    line and message.
+    line and message. ``trend``: the lines of worker/report/trend.py shown under the metric
+    table (none by default).
     """
     rows = _metric_rows(report.outcomes)
     head = short_sha(report.head.sha) if report.head is not None else ""
     base = _compared_base(report, None)
-    return _fit_rows(lambda k: render_template("summary.md.j2", **_common(report, rows, k),
+    return _fit_rows(lambda k: render_template("summary.md.j2",
+                                               **_common(report, rows, k, trend=trend),
                                                head=head, base=short_sha(base) if base else ""),
                      len(rows), CHECK_OUTPUT_MAX_BYTES)
 
@@ -130,22 +132,26 @@ def check_text(report: GateReport, limit: int = CHECK_OUTPUT_MAX_BYTES) -> str:
     return consistency + _fit_rows(render, len(items), limit - utf8_size(consistency))
 
 
-def summary_section(report: GateReport, name: str, limit: int) -> str | None:
+def summary_section(report: GateReport, name: str, limit: int,
+                    trend: Sequence[str] = ()) -> str | None:
     """Return ``report``'s check summary headed ``name`` (no commits line), for a repository
     with several configs (worker/report/multi.py): at most ``limit`` bytes of UTF-8, metric rows
-    cut first; None when even no row fits."""
+    cut first; None when even no row fits. ``trend`` as in `check_summary`."""
     rows = _metric_rows(report.outcomes)
-    return _largest(lambda k: render_template("summary.md.j2", **_common(report, rows, k, name),
+    return _largest(lambda k: render_template("summary.md.j2",
+                                              **_common(report, rows, k, name, trend=trend),
                                               head="", base=""), len(rows), limit)
 
 
 def comment_section(report: GateReport, name: str, limit: int, *,
-                    local: bool = False) -> str | None:
+                    local: bool = False, trend: Sequence[str] = ()) -> str | None:
     """Return ``report``'s comment content headed ``name``, without marker, commits line and
     footer, for a comment of several configs (worker/report/multi.py): at most ``limit``
     bytes of UTF-8, cut as `comment_body` cuts; None when even the shortest form is longer.
-    ``local``: for ``llmgate run`` (a configuration error says to run it again, not to push)."""
-    return _comment(report, "", None, None, marker=False, name=name, limit=limit, local=local)
+    ``local``: for ``llmgate run`` (a configuration error says to run it again, not to push);
+    ``trend`` as in `check_summary`."""
+    return _comment(report, "", None, None, marker=False, name=name, limit=limit, local=local,
+                    trend=trend)
 
 
 def annotations(report: GateReport) -> list[dict[str, Any]]:
@@ -187,7 +193,7 @@ def annotations(report: GateReport) -> list[dict[str, Any]]:
 
 
 def comment_body(report: GateReport, *, head_sha: str, base_sha: str | None,
-                 check_url: str | None = None) -> str:
+                 check_url: str | None = None, trend: Sequence[str] = ()) -> str:
     """Return the sticky PR comment (markdown, at most 65535 bytes of UTF-8).
 
     The first line is exactly `COMMENT_MARKER`, so the comment can be found and edited. Shows the
@@ -198,9 +204,10 @@ def comment_body(report: GateReport, *, head_sha: str, base_sha: str | None,
     that got worse (over all suites) with expected, base and head outputs side by side, and the
     ids added and removed, both collapsed. Ends with a link to ``check_url`` (http(s) only) and
     how to re-run. When it would exceed GitHub's limit, examples, then metric rows, then suite
-    sections are left out (counted) and a note says the comment was shortened.
+    sections are left out (counted) and a note says the comment was shortened. ``trend``: the
+    lines of worker/report/trend.py shown under the metric table (none by default).
     """
-    return _comment(report, head_sha, base_sha, check_url, marker=True) or ""
+    return _comment(report, head_sha, base_sha, check_url, marker=True, trend=trend) or ""
 
 
 def render_markdown(report: GateReport, head_sha: str = "", base_sha: str | None = None) -> str:
@@ -271,9 +278,9 @@ def render_json(report: GateReport, head_sha: str = "", base_sha: str | None = N
 
 def _comment(report: GateReport, head_sha: str, base_sha: str | None, check_url: str | None,
              *, marker: bool, name: str = "", limit: int = COMMENT_MAX_BYTES,
-             local: bool = False) -> str | None:
+             local: bool = False, trend: Sequence[str] = ()) -> str | None:
     """The comment, or with ``name`` a section of one (None when it cannot fit ``limit``);
-    ``local``: for ``llmgate run``."""
+    ``local``: for ``llmgate run``; ``trend``: the trend lines (worker/report/trend.py)."""
     rows = _metric_rows(report.outcomes)
     found = report_suites.sections(report, inline, cell)
     worse = sum(s.worse_total for s in found)
@@ -284,7 +291,8 @@ def _comment(report: GateReport, head_sha: str, base_sha: str | None, check_url:
     def render(k_rows: int, k_worse: int, k_sections: int) -> str:
         clipped = k_rows < len(rows) or k_worse < shown or k_sections < sections
         return render_template("comment.md.j2",
-                               **_common(report, rows, k_rows, name or "llmgate", local=local),
+                               **_common(report, rows, k_rows, name or "llmgate", local=local,
+                                         trend=trend),
                                marker=COMMENT_MARKER if marker else "", rerun=RERUN_COMMAND,
                                head="" if name else short_sha(head_sha),
                                base=short_sha(base) if base and not name else "", check_url=url,
@@ -316,7 +324,8 @@ def _compared_base(report: GateReport, given: str | None) -> str:
 
 
 def _common(report: GateReport, rows: list[_Row], k: int,
-            name: str = "llmgate", *, local: bool = False) -> dict[str, Any]:
+            name: str = "llmgate", *, local: bool = False,
+            trend: Sequence[str] = ()) -> dict[str, Any]:
     icon, verdict = VERDICT[report.conclusion]
     verdict = "configuration error" if report.config_error is not None else verdict
     why = [inline(f"{o.suite} {_scoped(o.metric, o.group)}: {o.rule}: {o.reason}", 600)
@@ -337,7 +346,7 @@ def _common(report: GateReport, rows: list[_Row], k: int,
             "headline": inline(report.headline, 600) if report.headline and not said else "",
             "run_lines": report_llm.run_lines(report, inline),
             "method": report_stats.method_notes(report),
-            "decision": inline(decision, 600)}
+            "decision": inline(decision, 600), "trend": list(trend)}
 
 
 def _metric_rows(outcomes: Iterable[RuleOutcome]) -> list[_Row]:
