@@ -152,7 +152,8 @@ def create_app(settings: WebSettings | None = None, ops: OpsSettings | None = No
               methods=["GET"]),
     ]
     if access is not None:  # the history lives on the queue's Redis (worker/history_contract.py)
-        routes += [*SignIn(access).routes(), *dashboard_routes(lambda: receiver.queue, access)]
+        routes += [*SignIn(access).routes(), *dashboard_routes(
+            lambda: receiver.queue, access, github_url=access.settings.github_url)]
     app = FastPathApp("/webhook", receiver, routes=routes, lifespan=lifespan)
     if access is not None:
         app.add_middleware(ClearRefusedSession)  # a token GitHub refused ends the session

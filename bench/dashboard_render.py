@@ -72,6 +72,10 @@ class EveryoneReads:
     async def readable_repos(self, request: Request, repos: Sequence[str]) -> list[str]:
         return list(repos)
 
+    def user(self, request: Request) -> None:
+        """Nobody is signed in (the bench measures pages, not sign-in)."""
+        return None
+
 
 def _suite(run: int, k: int, side: str, metrics: int, examples: int,
            gated: bool) -> tuple[SuiteRecord, ExampleRows]:

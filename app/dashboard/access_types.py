@@ -14,8 +14,23 @@ from typing import Protocol
 from starlette.requests import Request
 
 
+class User(Protocol):
+    """A signed-in user, as the pages show it: GitHub's ``login``."""
+
+    @property
+    def login(self) -> str:
+        """Return the user's GitHub login (shown escaped)."""
+        ...
+
+
 class Access(Protocol):
-    """Decides, per request, which repositories (``owner/name``) its user may read."""
+    """Decides, per request, who its user is and which repositories (``owner/name``) they
+    may read."""
+
+    def user(self, request: Request) -> User | None:
+        """Return the request's signed-in user, or None when signed out (no, bad, expired or
+        ended session)."""
+        ...
 
     async def readable(self, request: Request, repo: str) -> bool:
         """Return whether the request's user may read ``repo`` (``owner/name``)."""

@@ -6,14 +6,17 @@ only; every text in them is escaped, the charts' SVG is built escaped by `charts
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote
 
-import jinja2
 from starlette.requests import Request
 
 from app.dashboard import charts, model
+
+if TYPE_CHECKING:
+    import jinja2
 
 #: Headers of every dashboard answer: no script, no frame, nothing from another origin (inline
 #: styles and inline SVG only); never indexed; private to the signed-in user, revalidated, and
@@ -29,22 +32,44 @@ PAGE_HEADERS = {
     "Vary": "Accept, Cookie",
 }
 
-_ENV = jinja2.Environment(loader=jinja2.FileSystemLoader(Path(__file__).parent / "templates"),
-                          autoescape=True, undefined=jinja2.StrictUndefined, trim_blocks=True,
-                          lstrip_blocks=True)
-_ENV.filters.update(number=charts.number, short=model.short, when=model.when,
-                    segment=model.segment)
-_ENV.globals.update(status_words=model.STATUS_WORDS, sparkline=charts.sparkline)
+
+@functools.cache
+def _environment() -> jinja2.Environment:
+    """The templates' environment, made on the first page rendered: a web process that serves
+    no dashboard page never imports jinja2 (tests/unit/report/test_report_page.py keeps the
+    webhook path light)."""
+    import jinja2
+
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader(Path(__file__).parent / "templates"),
+                             autoescape=True, undefined=jinja2.StrictUndefined,
+                             trim_blocks=True, lstrip_blocks=True)
+    env.filters.update(number=charts.number, short=model.short, when=model.when,
+                       segment=model.segment)
+    env.globals.update(status_words=model.STATUS_WORDS, sparkline=charts.sparkline)
+    return env
 
 
 class Missing(Exception):  # noqa: N818 - a signal, answered as the one 404
     """What was asked for is not shown to this request: unknown, refused or malformed."""
 
 
-def render(template: str, request: Request, **context: Any) -> str:
-    """Return ``template`` rendered with ``context`` and ``root`` (the app's root path)."""
+def render(template: str, request: Request, signed_in: str | None, **context: Any) -> str:
+    """Return ``template`` rendered with ``context``, ``root`` (the app's root path),
+    ``here`` (`current_path`) and ``signed_in`` (the signed-in user's login, None when signed
+    out): the nav offers "Sign in with GitHub" (back to ``here``) or "<login> · Sign out"."""
     root = str(request.scope.get("root_path", ""))
-    return _ENV.get_template(template).render(root=root, **context)
+    page = _environment().get_template(template)
+    return page.render(root=root, here=current_path(request), signed_in=signed_in, **context)
+
+
+def current_path(request: Request) -> str:
+    """Return the request's path as the browser sent it (percent-encoded, so an example's
+    segments keep their ``%2F``), under the app's root path; no query."""
+    root = str(request.scope.get("root_path", ""))
+    raw = request.scope.get("raw_path")
+    path = raw.decode("latin-1").partition("?")[0] if isinstance(raw, bytes) else \
+        request.url.path
+    return path if path.startswith(root + "/") else root + path
 
 
 def wants_json(accept: str) -> bool:

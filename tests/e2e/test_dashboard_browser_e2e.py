@@ -9,7 +9,8 @@ the machine's Chromium through: the dashboard signed out, sign-in at the fake Gi
 repositories list (the readable private repository only), a repository with 200 runs, a chart
 point to its run, a pull request gate to its stored report (worker/report/store.py, rendered by
 worker/report/html_report.py as the worker does), an example's page, the 404s of a repository
-the user cannot read (page, JSON and CSV the same as an unknown repository's), sign-out.
+the user cannot read (page, JSON and CSV the same as an unknown repository's), sign-out by the
+nav's link (and the signed-out visitor sent to sign in).
 
 Every page must log no console error (except the intended 404s) and fetch nothing from another
 origin than the app (the fake GitHub's authorize redirect is the one other, by OAuth's design).
@@ -255,18 +256,22 @@ def test_sign_in_browse_a_repository_its_report_and_examples_then_sign_out(
     app, page = stack.app_url, browser.page
     expected_404: set[str] = set()
 
-    # Signed out: the dashboard lists nothing (there is no public repository to show).
+    # Signed out, where sign-out lands: the dashboard lists nothing (there is no public
+    # repository to show) and offers sign-in.
     browser.step = "signed-out"
-    first = page.goto(f"{app}/dashboard")
+    first = page.goto(f"{app}/dashboard?signed_out=1")
     assert first is not None and first.status == 200
     assert "No repository you may read" in page.content()
     assert REPO not in page.content()
+    assert page.get_by_role("link", name="Sign in with GitHub").count() == 1
     browser.shot("dashboard-signed-out")
 
-    # Sign in: /login -> the fake GitHub's authorize (consents at once) -> /auth/callback.
+    # Sign in: /dashboard (signed out, nothing readable) -> /login -> the fake GitHub's
+    # authorize (consents at once) -> /auth/callback -> /dashboard.
     browser.step = "sign-in"
-    page.goto(f"{app}/login?next=/dashboard")
+    page.goto(f"{app}/dashboard")
     page.wait_for_url(f"{app}/dashboard")
+    assert "mona · Sign out" in page.locator("nav").inner_text()
     session = [c for c in page.context.cookies() if c["name"] == SESSION_COOKIE]
     assert len(session) == 1, page.context.cookies()  # Chromium keeps a Secure cookie of http://127.0.0.1
     assert session[0]["secure"] and session[0]["httpOnly"] and session[0]["sameSite"] == "Lax"
@@ -356,18 +361,22 @@ def test_sign_in_browse_a_repository_its_report_and_examples_then_sign_out(
     assert readable_json[0] == 200 and readable_json[1].startswith("{")
     assert readable_csv[0] == 200 and len(readable_csv[1].splitlines()) > support.RUNS
 
-    # Sign out: the repository, its data and its report are no longer readable.
+    # Sign out, by the nav's link: the repository, its data and its report are no longer
+    # readable.
     browser.step = "sign-out"
-    page.goto(f"{app}/logout?next=/dashboard")
-    page.wait_for_url(f"{app}/dashboard")
+    page.goto(f"{app}/dashboard/{REPO}")
+    page.get_by_role("link", name="Sign out").click()
+    page.wait_for_url(f"{app}/dashboard?signed_out=1")
     assert not [c for c in page.context.cookies() if c["name"] == SESSION_COOKIE]
-    assert REPO not in page.content()
+    assert REPO not in page.content() and "You are signed out." in page.content()
     browser.shot("signed-out-again")
     browser.step = "after-sign-out"
     expected_404.add("after-sign-out")
     gone = page.goto(f"{app}/dashboard/{REPO}")
     assert gone is not None and gone.status == 404
-    assert gone.text() == unknown["page"][1]
+    unknown_signed_out = fetch(page, f"{app}/dashboard/{UNKNOWN}", "text/html")
+    assert gone.text() == unknown_signed_out[1].replace(UNKNOWN, REPO)  # but the sign-in link
+    assert "Sign in with GitHub" in gone.text()
     browser.shot("repository-after-sign-out")
     assert fetch(page, f"{app}/dashboard/{REPO}", "application/json") == unknown["json"]
     report = page.context.request.get(f"{app}{stack.reports[7]}", max_redirects=0)
@@ -392,15 +401,44 @@ def test_sign_in_browse_a_repository_its_report_and_examples_then_sign_out(
     assert "Traceback" not in stack.log.read_text(errors="replace")
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "the signed-out dashboard offers no way to sign in: /dashboard answers an empty list with "
-    "no 'Sign in with GitHub' link and no redirect to /login (and no page offers 'Sign out'); "
-    "proposed fix in /tmp/h/F-requests.md"))
 def test_the_signed_out_dashboard_leads_to_sign_in(stack: Stack, browser: Browser) -> None:
-    """A signed-out visitor of /dashboard is sent to sign in, or offered a link to it."""
-    page = browser.page
-    page.goto(f"{stack.app_url}/dashboard")
-    on_login = page.url.startswith(f"{stack.gh.url}/login/oauth/authorize") or \
-        page.url.startswith(f"{stack.app_url}/login")
-    links = page.locator("a[href*='/login']")
-    assert on_login or links.count() >= 1
+    """A signed-out visitor of /dashboard is sent to sign in (JSON: 401); every page's nav
+    offers "Sign in with GitHub" back to itself, or "<login> · Sign out"; sign-out lands on
+    a page that does not sign in again."""
+    app, page = stack.app_url, browser.page
+    request = page.context.request
+    sent = request.get(f"{app}/dashboard", max_redirects=0)
+    assert sent.status == 303 and sent.headers["location"] == "/login?next=%2Fdashboard"
+    data = request.get(f"{app}/dashboard", headers={"Accept": "application/json"},
+                       max_redirects=0)
+    assert data.status == 401 and data.json() == {"error": "sign in"}
+
+    # The 404 of a repository: the nav's sign-in comes back to it.
+    browser.step = "not-found-signed-out"
+    missing = page.goto(f"{app}/dashboard/{HIDDEN}")
+    assert missing is not None and missing.status == 404
+    sign_in = page.get_by_role("link", name="Sign in with GitHub")
+    assert sign_in.get_attribute("href") == f"/login?next=/dashboard/{HIDDEN}"
+    browser.shot("not-found-signed-out")
+
+    # Where sign-out lands: the nav's link signs in and comes back to /dashboard.
+    browser.step = "sign-in-link"
+    page.goto(f"{app}/dashboard?signed_out=1")
+    sign_in = page.get_by_role("link", name="Sign in with GitHub")
+    assert sign_in.get_attribute("href") == "/login?next=/dashboard"
+    sign_in.click()
+    page.wait_for_url(f"{app}/dashboard")
+    assert "mona · Sign out" in page.locator("nav").inner_text()
+    assert page.locator("h2 a").all_inner_texts() == [REPO]
+    browser.shot("signed-in-by-link")
+
+    # The nav's sign-out ends the session and stays signed out.
+    browser.step = "sign-out-link"
+    page.goto(f"{app}/dashboard/{REPO}/runs/{support.sha(0)}")
+    page.get_by_role("link", name="Sign out").click()
+    page.wait_for_url(f"{app}/dashboard?signed_out=1")
+    assert not [c for c in page.context.cookies() if c["name"] == SESSION_COOKIE]
+    assert "You are signed out." in page.content() and REPO not in page.content()
+    assert page.get_by_role("link", name="Sign out").count() == 0
+    browser.shot("signed-out-by-link")
+    assert browser.problems({"not-found-signed-out"}) == []

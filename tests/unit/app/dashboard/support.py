@@ -8,6 +8,8 @@ import hashlib
 import time
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from typing import Any
 
 import httpx
 from redis.asyncio import Redis
@@ -47,13 +49,24 @@ def sha(i: int) -> str:
     return hashlib.sha1(str(i).encode()).hexdigest()  # noqa: S324 - an id, not security
 
 
+@dataclass(frozen=True)
+class FixedUser:
+    """A signed-in user of `FixedReposAccess`."""
+
+    login: str
+
+
 class FixedReposAccess:
     """Test double of app.dashboard.access_types.Access: allows a fixed set of repositories to
-    every request, whoever sent it."""
+    every request, whoever sent it; the request's user is ``login`` (None: signed out)."""
 
-    def __init__(self, allowed: Sequence[str]) -> None:
+    def __init__(self, allowed: Sequence[str], login: str | None = None) -> None:
         self.allowed = set(allowed)
+        self.login = login
         self.asked: list[str] = []
+
+    def user(self, request: Request) -> FixedUser | None:
+        return None if self.login is None else FixedUser(self.login)
 
     async def readable(self, request: Request, repo: str) -> bool:
         self.asked.append(repo)
@@ -108,10 +121,11 @@ async def write_history(redis: Redis, repo: str = REPO, runs: int = RUNS) -> Non
 
 
 @asynccontextmanager
-async def dashboard(redis: Redis | None,
-                    access: FixedReposAccess) -> AsyncIterator[httpx.AsyncClient]:
-    """Yield an HTTP client of an app serving only the dashboard's routes over ``redis``."""
-    app = Starlette(routes=dashboard_routes(lambda: redis, access))
+async def dashboard(redis: Redis | None, access: FixedReposAccess,
+                    **options: Any) -> AsyncIterator[httpx.AsyncClient]:
+    """Yield an HTTP client of an app serving only the dashboard's routes over ``redis``
+    (``options``: `dashboard_routes`' keywords)."""
+    app = Starlette(routes=dashboard_routes(lambda: redis, access, **options))
     transport = httpx.ASGITransport(app=app)
     async with httpx.AsyncClient(transport=transport, base_url="http://dash.test") as client:
         yield client
