@@ -70,6 +70,18 @@ class HistoryRetention:
     branch_runs: int = DEFAULT_BRANCH_RUNS
     pr_days: int = DEFAULT_PR_DAYS
 
+    def __post_init__(self) -> None:
+        """Refuse what Redis could not honour whole.
+
+        Raises:
+            ValueError: a negative value, or more than 100,000 runs or 36,500 days (Redis
+                refuses an expiry past about 1e11 days, and a refused EXPIREAT after the
+                script's writes would leave a record that never expires).
+        """
+        if not (0 <= self.branch_runs <= 100_000 and 0 <= self.pr_days <= 36_500):
+            raise ValueError(f"history retention out of range: {self.branch_runs} runs, "
+                             f"{self.pr_days} days (0-100,000 runs, 0-36,500 days)")
+
 
 class MetricRecord(TypedDict):
     """One metric of one suite at one side (fractions 0-1 for rates).

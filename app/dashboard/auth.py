@@ -262,7 +262,7 @@ class SignIn:
     async def login(self, request: Request) -> Response:
         """Redirect to GitHub's authorization page with a fresh ``state`` and PKCE challenge;
         the sign-in cookie remembers both for `FLOW_TTL_S`."""
-        flow = new_flow(safe_next(request.query_params.get("next")))
+        flow = new_flow(safe_next(request.query_params.get("next"), "/dashboard"))
         query = urlencode({"client_id": self.settings.client_id,
                            "redirect_uri": self._callback_url(request), "state": flow.state,
                            "code_challenge": code_challenge(flow.verifier),
@@ -304,11 +304,13 @@ class SignIn:
         return response
 
     async def logout(self, request: Request) -> Response:
-        """Clear the session (and end it in this process) and go to ``next`` or ``/``."""
+        """Clear the session (and end it in this process) and go to ``next``, else
+        ``/dashboard?signed_out=1`` (never sent on to sign in again)."""
         user = self.access.user(request)
         if user is not None:
             self.access.end_session(user)
-        response = RedirectResponse(safe_next(request.query_params.get("next")),
+        response = RedirectResponse(safe_next(request.query_params.get("next"),
+                                              "/dashboard?signed_out=1"),
                                     status_code=303, headers=_NO_STORE)
         clear_session(response)
         return response

@@ -112,7 +112,8 @@ class AuthSettings:
 
         Raises:
             SettingsError: only some of the three are set, a value is malformed, or
-                ``LLMGATE_REPORTS_REQUIRE_LOGIN`` is on without sign-in configured.
+                ``LLMGATE_REPORTS_REQUIRE_LOGIN`` or ``LLMGATE_DASHBOARD_PUBLIC`` is on
+                without sign-in configured (the dashboard exists only with sign-in).
         """
         names = ("LLMGATE_GITHUB_CLIENT_ID", "LLMGATE_GITHUB_CLIENT_SECRET",
                  "LLMGATE_SESSION_SECRET")
@@ -120,9 +121,11 @@ class AuthSettings:
         require = _flag(environ, "LLMGATE_REPORTS_REQUIRE_LOGIN")
         public = _flag(environ, "LLMGATE_DASHBOARD_PUBLIC")
         if not any(v.strip() for v in values):
-            if require:
-                raise SettingsError("LLMGATE_REPORTS_REQUIRE_LOGIN is on but sign-in is not "
-                                    f"configured: set {', '.join(names)}")
+            for name, on in (("LLMGATE_REPORTS_REQUIRE_LOGIN", require),
+                             ("LLMGATE_DASHBOARD_PUBLIC", public)):
+                if on:  # a setting that would do nothing: refused, as a typo would be
+                    raise SettingsError(f"{name} is on but sign-in is not configured: set "
+                                        f"{', '.join(names)}")
             return None
         api_url = _root(environ, "GITHUB_API_URL", DEFAULT_API_URL)
         web_default = api_url.removesuffix("/api/v3") if api_url.endswith("/api/v3") else \

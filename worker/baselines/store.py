@@ -57,6 +57,11 @@ DEFAULT_TTL_S = 30 * 24 * 3600
 DEFAULT_MAX_BYTES = 16 * 1024 * 1024
 #: JSON larger than this is stored zlib-compressed.
 COMPRESS_OVER_BYTES = 4096
+#: Upper bounds of the history's retention settings: a bigger number of runs is memory no one
+#: planned for, and Redis refuses an expiry past about 1e11 days (a refused EXPIREAT in the
+#: history's script, after its writes, would leave a key that never expires).
+MAX_HISTORY_RUNS = 100_000
+MAX_HISTORY_PR_DAYS = 36_500
 _JSON, _ZLIB = b"j", b"z"
 
 #: KEYS[1] latest pointer; ARGV[1] new pointer JSON, ARGV[2] its pushed_at (s), ARGV[3] TTL (s).
@@ -112,16 +117,21 @@ class BaselineSettings:
         env = os.environ if environ is None else environ
         return cls(_whole(env, "LLMGATE_BASELINE_TTL_S", DEFAULT_TTL_S, 60),
                    _whole(env, "LLMGATE_BASELINE_MAX_BYTES", DEFAULT_MAX_BYTES, 1024),
-                   _whole(env, "LLMGATE_HISTORY_RUNS", DEFAULT_BRANCH_RUNS, 0),
-                   _whole(env, "LLMGATE_HISTORY_PR_DAYS", DEFAULT_PR_DAYS, 0))
+                   _whole(env, "LLMGATE_HISTORY_RUNS", DEFAULT_BRANCH_RUNS, 0,
+                          MAX_HISTORY_RUNS),
+                   _whole(env, "LLMGATE_HISTORY_PR_DAYS", DEFAULT_PR_DAYS, 0,
+                          MAX_HISTORY_PR_DAYS))
 
 
-def _whole(env: Mapping[str, str], name: str, default: int, low: int) -> int:
+def _whole(env: Mapping[str, str], name: str, default: int, low: int,
+           high: int | None = None) -> int:
     raw = env.get(name, "").strip()
     if not raw:
         return default
-    if not (raw.isascii() and raw.isdigit()) or int(raw) < low:
-        raise SettingsError(f"{name} must be a whole number, at least {low}")
+    if not (raw.isascii() and raw.isdigit()) or int(raw) < low or \
+            (high is not None and int(raw) > high):
+        bound = f"from {low} to {high:,}" if high is not None else f"at least {low}"
+        raise SettingsError(f"{name} must be a whole number {bound}")
     return int(raw)
 
 

@@ -44,6 +44,7 @@ from worker.evals.types import (
     RunResult,
     SuiteResult,
 )
+from worker.history_contract import HistoryRetention
 from worker.jobs.push import store_baseline
 from worker.runtime.metrics import METRICS, SAMPLES_KEY
 from worker.runtime.settings import SettingsError
@@ -425,3 +426,16 @@ async def test_a_run_of_200_examples_and_3_metrics_takes_a_few_kilobytes(redis):
             for key in (history.run_key(REPO_KEY, "a" * 40),
                         history.examples_key(REPO_KEY, "a" * 40))]
     assert sum(used) < 6 * 1024, used
+
+
+@pytest.mark.parametrize(("name", "value"), [
+    ("LLMGATE_HISTORY_PR_DAYS", "99999999999999999999999"),  # fresh user: Redis then refused
+    ("LLMGATE_HISTORY_PR_DAYS", "36501"),                     # the EXPIREAT after the writes
+    ("LLMGATE_HISTORY_RUNS", "100001")])
+def test_a_retention_redis_could_not_honour_is_refused_at_start(name: str, value: str) -> None:
+    with pytest.raises(SettingsError, match=f"{name} must be a whole number from 0 to"):
+        BaselineSettings.from_env({name: value})
+    with pytest.raises(ValueError, match="out of range"):
+        HistoryRetention(100_001, 90)
+    assert BaselineSettings.from_env({"LLMGATE_HISTORY_PR_DAYS": "36500"}).history_pr_days \
+        == 36_500

@@ -309,7 +309,9 @@ async def test_next_never_leaves_the_site(gh: FakeGitHubServer, target: str) -> 
     async with browser(GitHubAccess(auth_settings(gh))) as client:
         done = await sign_in(client, target)
         location = done.headers["location"]
-        assert location == (target if target == "/%0d%0aSet-Cookie:x" else "/")
+        # fresh user: "/" is a 404 of the web process; a refused or missing next lands on the
+        # dashboard
+        assert location == (target if target == "/%0d%0aSet-Cookie:x" else "/dashboard")
         assert urlsplit(location).netloc == ""
 
 
@@ -325,7 +327,8 @@ async def test_logout_clears_the_session(gh: FakeGitHubServer, method: str) -> N
         await sign_in(client)
         old = client.cookies[SESSION_COOKIE]
         out = await client.request(method, "/logout", params={"next": "//evil.example"})
-        assert out.status_code == 303 and out.headers["location"] == "/"
+        assert out.status_code == 303  # on the dashboard, never sent to sign in again
+        assert out.headers["location"] == "/dashboard?signed_out=1"
         cleared = set_cookie_headers(out, SESSION_COOKIE)[0].lower()
         assert "max-age=0" in cleared and "secure" in cleared and "path=/" in cleared
         assert (await probe(client, "acme/private-one"))["login"] is None
@@ -361,3 +364,10 @@ def test_settings_from_the_environment() -> None:
                    {"LLMGATE_REPORTS_REQUIRE_LOGIN": "1"}):
         with pytest.raises(SettingsError):
             AuthSettings.from_env(broken)
+
+
+def test_dashboard_public_without_sign_in_is_refused_as_a_setting_that_would_do_nothing() -> None:
+    """Fresh user: LLMGATE_DASHBOARD_PUBLIC=1 without sign-in started and did nothing."""
+    with pytest.raises(SettingsError, match="LLMGATE_DASHBOARD_PUBLIC is on but sign-in"):
+        AuthSettings.from_env({"LLMGATE_DASHBOARD_PUBLIC": "1"})
+    assert AuthSettings.from_env({}) is None
