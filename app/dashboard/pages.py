@@ -34,10 +34,10 @@ PAGE_HEADERS = {
 
 
 @functools.cache
-def _environment() -> jinja2.Environment:
-    """The templates' environment, made on the first page rendered: a web process that serves
-    no dashboard page never imports jinja2 (tests/unit/report/test_report_page.py keeps the
-    webhook path light)."""
+def environment() -> jinja2.Environment:
+    """The templates' environment (also `llmgate history`'s, worker/cli/history_site.py),
+    made on the first page rendered: a web process that serves no dashboard page never
+    imports jinja2 (tests/unit/report/test_report_page.py keeps the webhook path light)."""
     import jinja2
 
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(Path(__file__).parent / "templates"),
@@ -58,7 +58,7 @@ def render(template: str, request: Request, signed_in: str | None, **context: An
     ``here`` (`current_path`) and ``signed_in`` (the signed-in user's login, None when signed
     out): the nav offers "Sign in with GitHub" (back to ``here``) or "<login> · Sign out"."""
     root = str(request.scope.get("root_path", ""))
-    page = _environment().get_template(template)
+    page = environment().get_template(template)
     return page.render(root=root, here=current_path(request), signed_in=signed_in, **context)
 
 

@@ -56,15 +56,20 @@ class RepositoryPage:
     data: dict[str, Any] = field(repr=False)
 
 
-def _latest(run: RunRecord | None, suite: str, metric: str) -> MetricRecord | None:
+def latest_metric(run: RunRecord | None, suite: str, metric: str) -> MetricRecord | None:
+    """Return ``metric`` of ``suite`` at the base side of ``run`` (a branch run's own), or
+    None."""
     if run is None:
         return None
     return next((s["metrics"].get(metric) for s in run["suites"]
                  if s["suite"] == suite and s["side"] == "base"), None)
 
 
-def _rows(runs: list[RunRecord], charted: dict[str, list[str]], every: bool,
-          base: str) -> dict[str, list[MetricRow]]:
+def metric_rows(runs: list[RunRecord], charted: dict[str, list[str]], every: bool,
+                base: str) -> dict[str, list[MetricRow]]:
+    """Return each suite's metric rows over ``runs`` (newest first): the latest value, a
+    sparkline, and a trend chart for the ``charted`` metrics (every one with ``every``); each
+    point links to ``<base>/runs/<run id>``."""
     def href(run_id: str) -> str:
         return f"{base}/runs/{model.segment(run_id)}"
 
@@ -75,12 +80,14 @@ def _rows(runs: list[RunRecord], charted: dict[str, list[str]], every: bool,
         chart = (trend_chart(points, title=title)
                  if every or metric in charted.get(suite, ()) else None)
         suites.setdefault(suite, []).append(MetricRow(
-            suite, metric, _latest(latest, suite, metric),
+            suite, metric, latest_metric(latest, suite, metric),
             sparkline([p.value for p in points], title=title), chart))
     return suites
 
 
-def _costs(runs: list[RunRecord], base: str) -> list[Markup]:
+def cost_charts(runs: list[RunRecord], base: str) -> list[Markup]:
+    """Return the charts of cost (USD), provider calls and duration (s) per run over ``runs``
+    (newest first), each point linking to ``<base>/runs/<run id>``."""
     ordered = list(reversed(runs))
     spent = [model.totals(run) for run in ordered]
     charts = []
@@ -145,8 +152,8 @@ async def repository_page(redis: Redis, repo: str, runs_shown: int, every: bool,
     data = {"repo": repo, "counts": {"branch_runs": counts[0], "pr_gates": counts[1]},
             "branch_runs": runs, "pr_gates": gates, "flaky": [asdict(f) for f in flaky]}
     return RepositoryPage(repo, base, runs_shown, every, counts, runs[0] if runs else None,
-                          _rows(runs, charted, every, base), _costs(runs, base), flaky, gates,
-                          data)
+                          metric_rows(runs, charted, every, base), cost_charts(runs, base),
+                          flaky, gates, data)
 
 
 @dataclass(frozen=True)
@@ -178,7 +185,7 @@ async def summary(redis: Redis, repo: str, last_s: float) -> RepoSummary:
         for metric in metrics:
             values = [p.value for p in series[suite, metric]]
             trends[f"{suite}|{metric}"] = values
-            rows.append(MetricRow(suite, metric, _latest(latest, suite, metric),
+            rows.append(MetricRow(suite, metric, latest_metric(latest, suite, metric),
                                   sparkline(values, title=f"{suite} · {metric}")))
     data = {"repo": repo, "last_s": last_s, "latest": latest, "pr_gates": gates,
             "trends": trends}

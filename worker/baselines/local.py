@@ -30,9 +30,10 @@ from pathlib import Path
 from typing import Protocol
 
 from redis.asyncio import Redis
+from redis.exceptions import RedisError
 
 from worker.baselines.keys import BaselineKey
-from worker.baselines.store import Baseline, BaselineStore, decode, encode
+from worker.baselines.store import KEY_PREFIX, Baseline, BaselineStore, decode, encode
 from worker.checkout import local_git
 from worker.errors import ExecutionError
 from worker.runtime.hardening import check_redis_socket
@@ -124,6 +125,27 @@ class DirectoryStore:
                 found.append(record)
         found.sort(key=lambda r: -r.created_at)
         return found[:limit]
+
+    async def every_record(self) -> list[Baseline]:
+        """Return every readable record under the directory, in path order (read-only:
+        ``llmgate history``); unreadable files are logged and skipped.
+
+        Raises:
+            ExecutionError: the directory does not exist or cannot be listed.
+        """
+        if not self.root.is_dir():
+            raise ExecutionError(f"baseline store {self.root}: not a directory")
+        try:
+            paths = sorted(self.root.rglob("*.rec"))
+        except OSError as err:
+            raise ExecutionError(f"baseline store {self.root}: {err.strerror or err}") from None
+        found = []
+        for path in paths:
+            try:
+                found.append(decode(path.read_bytes()))
+            except (OSError, ValueError) as err:
+                log.warning("ignoring baseline record %s: %s", path, err)
+        return found
 
 
 class GitRunner(Protocol):
@@ -277,6 +299,61 @@ class GitRefStore:
                 found.append(record)
         found.sort(key=lambda r: -r.created_at)
         return found[:limit]
+
+    async def every_record(self) -> list[Baseline]:
+        """Return every readable record under the ref, in path order (read-only: ``llmgate
+        history``); no ref yet: none; unreadable blobs are logged and skipped.
+
+        Raises:
+            ExecutionError: ``repo_dir`` is not a git repository, or git failed.
+        """
+        code, text = await self._git("rev-parse", "--git-dir")
+        if code != 0:
+            raise ExecutionError(f"baseline store {self.ref}: {text}")
+        if not await self._tip():
+            return []
+        code, text = await self._git("ls-tree", "-r", "--name-only", self.ref)
+        if code != 0:
+            raise ExecutionError(f"baseline store {self.ref}: {text}")
+        found = []
+        for path in text.splitlines():
+            if not path.endswith(".rec"):
+                continue
+            code, blob = await self._git("cat-file", "blob", f"{self.ref}:{path}")
+            try:
+                found.append(decode(base64.b64decode(blob, validate=True)) if code == 0 else
+                             decode(b""))
+            except (ValueError, binascii.Error) as err:
+                log.warning("ignoring baseline record %s:%s: %s", self.ref, path, err)
+        return found
+
+
+async def every_record(store: Records) -> list[Baseline]:
+    """Return every readable record of ``store`` (`open_store`'s), read-only: a directory's
+    and a git ref's (their ``every_record``), or every ``llmgate:baseline:`` key of a Redis
+    `BaselineStore` (SCAN, not KEYS: the App's Redis keeps serving).
+
+    Raises:
+        ExecutionError: the store cannot be read (a missing directory, not a git repository,
+            Redis refused or unreachable).
+    """
+    if isinstance(store, DirectoryStore | GitRefStore):
+        return await store.every_record()
+    if not isinstance(store, BaselineStore):
+        raise ExecutionError(f"cannot list the records of {type(store).__name__}")
+    found = []
+    try:
+        keys = [key async for key in store.redis.scan_iter(match=KEY_PREFIX + "*", count=500)]
+        for start in range(0, len(keys), 100):
+            for key, raw in zip(keys[start:start + 100],
+                                await store.redis.mget(keys[start:start + 100]), strict=True):
+                try:
+                    found.append(decode(raw) if raw is not None else None)
+                except ValueError as err:
+                    log.warning("ignoring baseline record %r: %s", key, err)
+    except (RedisError, OSError) as err:
+        raise ExecutionError(f"baseline store redis: {err}") from None
+    return [b for b in found if b is not None]
 
 
 def open_store(spec: str, repo_dir: Path,

@@ -11,6 +11,7 @@ the container's ``healthcheck`` start in a fraction of a second.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import logging
 import os
@@ -18,9 +19,9 @@ import posixpath
 import signal
 import sys
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Coroutine, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from worker.cli.action import add_action_command
 from worker.cli.baseline import add_baseline_command, add_store_option
@@ -29,6 +30,7 @@ from worker.cli.dataset import add_dataset_command
 from worker.cli.entry import version_text
 from worker.cli.formats import FORMATS, format_paths, format_refusal, parse_format, write_reports
 from worker.cli.healthcheck import add_healthcheck_command
+from worker.cli.history import add_history_command
 from worker.cli.init import add_init_command
 from worker.cli.judge import add_judge_command
 from worker.cli.migrate import add_migrate_command
@@ -45,6 +47,7 @@ from worker.evals.filenames import CONFIG_FILENAME
 from worker.security.redact import Redactor, secrets_from_environ
 
 if TYPE_CHECKING:
+    import asyncio
     from contextlib import AsyncExitStack
 
     from worker.evals.context import EvalContext
@@ -52,6 +55,8 @@ if TYPE_CHECKING:
     from worker.pipeline.multi import MultiReport
     from worker.pipeline.plan import Plan
     from worker.pipeline.trees import BaseRunner
+
+T = TypeVar("T")
 
 #: What ``llmgate run --help`` says above its options.
 RUN_DESCRIPTION = ("Gate locally, as the worker does, and print the report. Inside a git "
@@ -86,27 +91,107 @@ EXIT_INTERRUPTED = 130
 EXIT_TERMINATED = 143
 
 
-#: Seconds after SIGTERM before the run is interrupted at once (`_on_sigterm`).
+#: Seconds between SIGTERM's cancellation of the run and the next one, while the run has not
+#: ended (`_on_sigterm`): a cancellation that lands where it is absorbed let the run go on.
 TERM_GRACE_S = 2.0
 #: Set when SIGTERM arrived (`_on_sigterm`): the interrupt that follows exits `EXIT_TERMINATED`.
 _TERMINATED: list[int] = []
+#: The event loop and main task of the `_run_main` under way (one at most), for `_on_sigterm`.
+_MAIN_TASK: list[tuple[asyncio.AbstractEventLoop, asyncio.Task[Any]]] = []
 
 
 def _on_sigterm(signum: int, frame: object) -> None:
-    """The CLI's SIGTERM handler (not the web process's nor the worker's: they drain): SIGTERM
-    is turned into SIGINT, so the run unwinds exactly as after Ctrl-C (asyncio cancels the
-    run and every temporary worktree and view is removed from the user's repository; fresh
-    user, issue 30: a CI runner's SIGTERM left them registered there)."""
+    """The CLI's SIGTERM handler (not the web process's nor the worker's: they drain): the
+    run unwinds as after Ctrl-C, and every temporary worktree and view is removed from the
+    user's repository (fresh user, issue 30: a CI runner's SIGTERM left them registered there).
+
+    While a `_run_main` runs, its main task is cancelled from the event loop (as asyncio's
+    own Ctrl-C handler does), again every `TERM_GRACE_S` seconds until it has ended, and
+    `_run_main` raises KeyboardInterrupt. A KeyboardInterrupt raised here instead lands at
+    whatever bytecode runs: in the parent half of a ``fork`` (a child nobody waits for), or out
+    of the loop, after which asyncio.run cancels every task, its own ``_connect_pipes`` of a
+    subprocess just started too, and that subprocess's ``wait()`` then never returns (issue 33:
+    a run in the background of a script, SIGINT ignored, did not end; another one left a
+    worktree registered). Outside a `_run_main` (no loop, nothing to clean up) it raises
+    KeyboardInterrupt at once."""
     _TERMINATED.append(signum)
-    if signal.getsignal(signal.SIGINT) in (signal.SIG_IGN, signal.SIG_DFL, None):
-        raise KeyboardInterrupt  # SIGINT ignored (a background job of a script): no Ctrl-C path
-    # asyncio's first SIGINT cancels the run; a second one interrupts at once. A cancellation
-    # that lands where it is absorbed let the run go on (a CI run: 60 s more), so the second
-    # one follows after `TERM_GRACE_S` seconds, unless the process has ended by then.
-    timer = threading.Timer(TERM_GRACE_S, signal.raise_signal, (signal.SIGINT,))
-    timer.daemon = True
-    timer.start()
-    signal.raise_signal(signal.SIGINT)
+    if not _MAIN_TASK or _MAIN_TASK[-1][1].done():
+        raise KeyboardInterrupt
+    running = _MAIN_TASK[-1]
+    loop, task = running
+
+    def cancel() -> None:
+        if running in _MAIN_TASK:  # not once it is settling (`_run_main`)
+            task.cancel()
+            again = threading.Timer(TERM_GRACE_S, threadsafe_cancel)
+            again.daemon = True
+            again.start()
+
+    def threadsafe_cancel() -> None:
+        if running in _MAIN_TASK:
+            with contextlib.suppress(RuntimeError):  # the loop closed meanwhile
+                loop.call_soon_threadsafe(cancel)
+
+    threadsafe_cancel()  # not task.cancel() here: this frame may be inside the loop's code
+
+
+#: Rounds of `_settle` (each cancels what is left and waits up to `TERM_GRACE_S` seconds).
+_SETTLE_ROUNDS = 5
+
+
+def _run_main(coro: Coroutine[Any, Any, T]) -> T:
+    """``asyncio.run(coro)`` that SIGTERM cancels (`_on_sigterm`); once cancelled by it, the
+    tasks ``coro`` left pending are ended (`_settle`) before ``asyncio.run`` ends.
+
+    Raises:
+        KeyboardInterrupt: SIGTERM cancelled it (or as ``asyncio.run``: Ctrl-C did).
+        BaseException: whatever ``coro`` raised.
+    """
+    import asyncio  # the engine's imports wait until a command needs them (fast --help)
+
+    async def main_task() -> T:
+        task = asyncio.current_task()
+        assert task is not None
+        running = (asyncio.get_running_loop(), task)
+        _MAIN_TASK.append(running)
+        try:
+            return await coro
+        except BaseException:
+            _MAIN_TASK.remove(running)
+            if _TERMINATED:
+                await _settle(task)
+            raise
+        finally:
+            if running in _MAIN_TASK:
+                _MAIN_TASK.remove(running)
+
+    try:
+        return asyncio.run(main_task())
+    except asyncio.CancelledError:
+        if not _TERMINATED:
+            raise
+        raise KeyboardInterrupt from None
+
+
+async def _settle(own: asyncio.Task[Any]) -> None:
+    """Cancel the tasks other than ``own`` still pending, and wait until they have ended,
+    cancelling again every `TERM_GRACE_S` seconds (at most `_SETTLE_ROUNDS` times).
+
+    A side cut short by a second cancellation (`_on_sigterm`) may leave tasks behind, and
+    asyncio.run's own cancellation of them would cancel asyncio's ``_connect_pipes`` of a
+    subprocess just started too: that subprocess's ``wait()`` then never returns (CPython
+    3.11's base_subprocess), and neither does asyncio.run. Those are left to finish.
+    """
+    import asyncio
+
+    for _ in range(_SETTLE_ROUNDS):
+        others = asyncio.all_tasks() - {own}
+        if not others:
+            return
+        for other in others:
+            if getattr(other.get_coro(), "__name__", "") != "_connect_pipes":
+                other.cancel()
+        await asyncio.wait(others, timeout=TERM_GRACE_S)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -235,6 +320,7 @@ def _parser() -> argparse.ArgumentParser:
     demo.set_defaults(func=cmd_demo)
     add_setup_command(sub)
     add_healthcheck_command(sub)
+    add_history_command(sub)
     add_calibrate_command(sub)
     add_power_command(sub)
     add_perturbations_command(sub)
@@ -325,12 +411,10 @@ def gate_locally(args: argparse.Namespace) -> tuple[MultiReport, str, str]:
     Raises:
         GitError, ExecutionError, OSError: the run could not happen (exit code 3).
     """
-    import asyncio  # the engine's imports wait until a command needs them (fast --help)
-
     # scipy via the statistics: only when a gate runs
     from worker.report.pii import redact_pii
 
-    multi, head_sha, base_sha = asyncio.run(_run_local(args))
+    multi, head_sha, base_sha = _run_main(_run_local(args))
     multi = Redactor(secrets_from_environ(os.environ)).redact_value(multi)
     return redact_pii(multi), head_sha, base_sha
 
@@ -346,8 +430,6 @@ def run_exit_code(report: GateReport, *, allow_undecided: bool = False) -> int:
 def _promote(args: argparse.Namespace) -> int:
     """``llmgate run --promote NAME`` (worker/cli/named.py): 0 promoted, 2 configuration
     error at the head commit, 3 execution error (not on the default branch, git, the run)."""
-    import asyncio
-
     from worker.checkout import GitError
     from worker.cli.named import run_promote
     from worker.evals.llm.cli_cache import eval_context
@@ -358,7 +440,7 @@ def _promote(args: argparse.Namespace) -> int:
             return await run_promote(args, repo, evals)
 
     try:
-        line = asyncio.run(promoted())
+        line = _run_main(promoted())
     except ConfigError as err:
         print(f"llmgate: configuration error: {err}", file=sys.stderr)
         return EXIT_CONFIG_ERROR
