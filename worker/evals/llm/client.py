@@ -105,6 +105,17 @@ def needs_litellm(endpoint: Endpoint) -> bool:
     return not local_embed.is_local(endpoint.model) and direct.wire_model(endpoint) is None
 
 
+def path_of(endpoint: Endpoint) -> str:
+    """Say which path ``endpoint``'s calls take (docs/llm-suites.md, "Self-hosted endpoints:
+    which path a call takes"): a local model, the direct client, or litellm."""
+    if local_embed.is_local(endpoint.model):
+        return "a local model, in this process"
+    if direct.wire_model(endpoint) is not None:
+        return (f"the direct client (a self-hosted OpenAI-compatible endpoint at "
+                f"{endpoint.api_base}; litellm is not imported for it)")
+    return "litellm" + (f" (api_base {endpoint.api_base})" if endpoint.api_base else "")
+
+
 async def prepare(endpoint: Endpoint, *, sending: bool) -> None:
     """Import litellm off the event loop before a sync step needs it for ``endpoint``: the
     check of `refusal` (an endpoint of litellm's path without ``api_key_env``: its provider's

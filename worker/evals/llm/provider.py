@@ -26,6 +26,7 @@ looked at, so a cached answer never stands in for a call the run could not make 
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
@@ -48,6 +49,8 @@ from worker.evals.llm.pace import Quota, describe_pace, quota_for, refused_unit
 from worker.evals.llm.retry import Patience, ProviderError, with_retries
 from worker.evals.llm_types import Endpoint, ErrorKind, Pricing, RunUsage, TokenUsage, ToolRequest
 from worker.evals.types import Settings
+
+log = logging.getLogger("llmgate.llm")
 
 #: The `CallEvent` kind of each cache kind (the rest keep their name: ``judge``, ``pairwise``).
 EVENT_KINDS = {"chat": "model", "embed": "embeddings"}
@@ -253,6 +256,7 @@ class ModelCaller:
         ident = (endpoint.model, endpoint.api_base, endpoint.api_key_env)
         if ident not in self._refusals:
             self._refusals[ident] = llm.refusal(endpoint, os.environ)
+            log.info("%s: calls go through %s", endpoint.model, llm.path_of(endpoint))
         err = self._refusals[ident]
         if err is not None:
             return self._account(what, CallOutcome(None, describe(err), err.kind, RunUsage(),
