@@ -72,7 +72,7 @@ PEERS = ("llmci", "promptfoo")
 BEFORE = "llmgate-before"
 #: How `BEFORE` is started: the CLI's ``main`` of whichever ``worker`` PYTHONPATH names
 #: (``python -P``: the working directory is not put first on the path).
-BEFORE_MAIN = "import sys; from worker.cli import main; sys.exit(main())"
+BEFORE_MAIN = "import sys; from worker.cli.main import main; sys.exit(main())"
 #: The fake provider's latency per call, milliseconds (default).
 LATENCY_MS = 100.0
 #: Tickets of the untimed warm-up run.
