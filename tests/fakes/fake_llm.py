@@ -24,8 +24,8 @@ Endpoints (also served without the ``/v1`` prefix):
   counts the texts' words (their tokens with ``token_counts``).
 - Control, never recorded: ``GET /_fake/state`` (``calls``, ``faults`` left, ``config``,
   ``rate_limit``: ``{"admitted": n, "refused": n}``), ``POST /_fake/setup`` (merges ``rules``,
-  ``default_reply``, ``latency_ms``, ``token_counts``, ``faults``, ``rate_limit``; lists are
-  replaced; a bad ``rate_limit`` is answered 400), ``POST /_fake/reset`` (forget calls and
+  ``default_reply``, ``latency_ms``, ``token_counts``, ``batch``, ``faults``, ``rate_limit``;
+  lists are replaced; a bad ``rate_limit`` is answered 400), ``POST /_fake/reset`` (forget calls and
   faults, refill the rate-limit buckets and zero their counts; the config stays).
 
 A rule with ``"rag_judge": true`` ignores ``reply`` and judges llmgate's built-in RAG criteria
@@ -41,6 +41,12 @@ Faults are consumed in order: the first fault ``{"match"?, "model"?, "path"?: "c
 200 with a body that is not JSON; otherwise ``status`` with ``headers`` and ``body``. Every
 answer but a rate limit's 429 waits ``latency_ms`` first with ``asyncio.sleep``, so concurrent
 slow requests overlap.
+
+``"batch": N`` (null or 0: off) holds each chat answer until its batch is full: chat requests are
+counted in arrival order and each N in a row form a batch, answered once its N-th request has
+arrived (after ``latency_ms``), or after ``BATCH_WAIT_S`` if it never fills. A test that needs a
+client to have sent N calls before it sees any answer (a budget charged per answer) uses it
+instead of a latency that a loaded machine can outlast.
 
 A provider's quota: ``"rate_limit": {"requests_per_s": R, "request_burst"?: B (default R, at
 least 1), "tokens_per_min"?: T or null (default null: no token limit), "token_burst"?: C
@@ -124,6 +130,8 @@ class JSONResponse(StarletteJSONResponse):
 EMBEDDING_DIMS = 64
 #: How long a stalled request is held open at most, seconds (the server's stop ends it sooner).
 STALL_S = 3600.0
+#: The longest a ``batch`` holds its answers for requests that never come, seconds.
+BATCH_WAIT_S = 10.0
 #: Usage keys a rule may override.
 USAGE_KEYS = ("prompt_tokens", "completion_tokens", "cached_tokens", "cache_write_tokens",
               "cache_creation_input_tokens")
@@ -207,7 +215,7 @@ class FakeLLM:
         self._lock = threading.Lock()
         self.stopping = threading.Event()
         self._config: dict[str, Any] = {"rules": [], "default_reply": None, "latency_ms": 0.0,
-                                        "token_counts": False, "rate_limit": None}
+                                        "token_counts": False, "rate_limit": None, "batch": None}
         self._faults: list[dict[str, Any]] = []
         self._calls: list[dict[str, Any]] = []
         self._seq = 0
@@ -226,14 +234,14 @@ class FakeLLM:
     # ------------------------------------------------------------------ control
     def setup(self, cfg: dict[str, Any]) -> None:
         """Merge ``cfg`` (``rules``, ``default_reply``, ``latency_ms``, ``token_counts``,
-        ``faults``, ``rate_limit``; a given ``rate_limit`` refills the buckets).
+        ``batch``, ``faults``, ``rate_limit``; a given ``rate_limit`` refills the buckets).
 
         Raises:
             ValueError: for a bad ``rate_limit`` (nothing is merged then).
         """
         limit = rate_limit_config(cfg["rate_limit"]) if "rate_limit" in cfg else None
         with self._lock:
-            for key in ("rules", "default_reply", "latency_ms", "token_counts"):
+            for key in ("rules", "default_reply", "latency_ms", "token_counts", "batch"):
                 if key in cfg:
                     self._config[key] = cfg[key]
             if "faults" in cfg:
@@ -370,10 +378,22 @@ class FakeLLM:
         fault = self._take_fault("chat", model, text)
         seq = self._record("chat", model, body, int(fault.get("status", 200)) if fault else 200,
                            fault, authorization)
+        arrived = len(self.calls("chat"))
         await asyncio.sleep(float(self._config["latency_ms"]) / 1000)
+        await self._wait_for_batch(arrived)
         if fault is not None:
             return gate.stamp(await self._answer_fault(fault))
         return gate.stamp(self._completion(seq, model, messages, text))
+
+    async def _wait_for_batch(self, arrived: int) -> None:
+        """Wait until the batch of the ``arrived``-th chat request is full (module docstring)."""
+        size = int(self._config.get("batch") or 0)
+        if size <= 0:
+            return
+        full = -(-arrived // size) * size
+        deadline = time.monotonic() + BATCH_WAIT_S
+        while len(self.calls("chat")) < full and time.monotonic() < deadline:
+            await asyncio.sleep(0.005)
 
     def _completion(self, seq: int, model: str, messages: Any, text: str) -> Response:
         rule = self._rule(model, text)

@@ -34,7 +34,8 @@ def llm(llm_server: FakeLLMServer, monkeypatch: pytest.MonkeyPatch) -> FakeLLMSe
 
 def _fresh(llm_server: FakeLLMServer, monkeypatch: pytest.MonkeyPatch) -> FakeLLMServer:
     llm_server.reset()
-    llm_server.setup({"rules": [], "default_reply": None, "latency_ms": 0, "rate_limit": None})
+    llm_server.setup({"rules": [], "default_reply": None, "latency_ms": 0, "rate_limit": None,
+                      "batch": None})
     monkeypatch.setenv(KEY_ENV, "sk-fake-test-key")
     return llm_server
 

@@ -43,7 +43,8 @@ def test_the_pairwise_step_spends_heads_budget(
         repo: Path, llm: FakeLLMServer, capsys: pytest.CaptureFixture[str]) -> None:
     """Field case: head's 5 answers spent $0.005 of max_cost_usd $0.004, then its pairwise
     step sent 10 judge calls more on a budget of its own."""
-    llm.setup({"rules": [{"model": "bot-model", "match": "", "reply": LONG_REPLY},
+    llm.setup({"batch": 5,  # each side's 5 calls are in flight before any is charged
+               "rules": [{"model": "bot-model", "match": "", "reply": LONG_REPLY},
                          {"model": "judge-model", "match": "", "reply": "WINNER: A"}]})
     code, report = gate(capsys, "pairwise")
     assert [c["model"] for c in llm.calls()] == ["bot-model"] * 10  # base's 5, head's 5

@@ -61,7 +61,8 @@ async def test_the_pairwise_step_spends_heads_budget(
         github: FakeGitHubServer, repo: tuple[Path, dict[str, str]], llm: FakeLLMServer) -> None:
     """Field case: head's answers spent its budget, then its pairwise step sent 10 judge calls
     more on a budget of its own."""
-    llm.setup({"rules": [{"model": "bot-model", "match": "", "reply": LONG_REPLY},
+    llm.setup({"batch": 5,  # each side's 5 calls are in flight before any is charged
+               "rules": [{"model": "bot-model", "match": "", "reply": LONG_REPLY},
                          {"model": "judge-model", "match": "", "reply": "WINNER: A"}]})
     check = await gate_pr(github, repo, "pairwise")
     assert [c["model"] for c in llm.calls()] == ["bot-model"] * 10  # base's 5, head's 5
