@@ -22,7 +22,7 @@ from worker.errors import ConfigError, ExecutionError
 
 if TYPE_CHECKING:
     from worker.evals.types import Config, ExampleResult, GateReport, RuleOutcome
-    from worker.pipeline.multi import MultiReport
+    from worker.pipeline.report_values import MultiReport
 
 #: ``llmgate run``'s exit codes, which `Result.exit_code` takes.
 EXIT_PASS, EXIT_GATE_FAILED, EXIT_CONFIG_ERROR, EXIT_EXECUTION_ERROR, EXIT_UNDECIDED = 0, 1, 2, 3, 4
@@ -121,8 +121,8 @@ class Result:
         error: the execution error's text (exit code 3) or the reason the run was refused
             before it started, or None.
         head_sha, base_sha: the commits compared ("" for the working tree, or no base).
-        report: the full report (`worker.pipeline.multi.MultiReport`), or None when the run
-            could not happen. Its shape is not part of the versioned API.
+        report: the full report (`worker.pipeline.report_values.MultiReport`), or None when the
+            run could not happen. Its shape is not part of the versioned API.
     """
 
     conclusion: str

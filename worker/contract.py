@@ -14,7 +14,8 @@ from typing import Any, NotRequired, Protocol, TypedDict
 #: The check run name; branch protection requires it, so it never changes.
 CHECK_NAME = "llmgate"
 #: How the name of a config's own check run starts (``settings.checks: per_config``):
-#: ``llmgate: services/a`` for the config in ``services/a`` (worker/pipeline/multi.py).
+#: ``llmgate: services/a`` for the config in ``services/a``
+#: (worker/pipeline/report_values.py: `ConfigReport.check_name`).
 CONFIG_CHECK_PREFIX = CHECK_NAME + ": "
 #: Hidden marker line that identifies llmgate's sticky PR comment.
 COMMENT_MARKER = "<!-- llmgate -->"
@@ -41,6 +42,7 @@ JOB_MERGE_GROUP = "gate_merge_group"
 JOB_ANSWER_SHARD = "answer_shard"
 JOB_COMMAND_REPLY = "reply_to_command"
 JOB_INSTALLATION = "installation_changed"
+JOB_DELIVER_NOTIFICATION = "deliver_notification"
 
 #: Redis key prefix for delivery de-duplication, and how long a delivery id is remembered.
 DELIVERY_KEY_PREFIX = "llmgate:delivery:"

@@ -17,7 +17,12 @@ rule verdicts, the conclusion). Keys (``repo`` is ``owner/name``, which holds no
                                        -> `SuiteRecord` JSON, ``c|<folder>`` -> `ConfigRecord`
                                        JSON, ``accept`` -> `AcceptRecord` JSON
     llmgate:history:<repo>:ex:<id>     hash: ``<side>|<suite>`` -> the examples, compact
-                                       (`encode_examples`)
+                                       (`encode_examples`); a pull request gate's
+                                       ``o|["<suite>","<id>"]`` -> one example's base and
+                                       head outputs (`OutputRecord`, `output_field`)
+
+A pull request gate's run hash also holds ``j`` -> its judges' agreement with the labelled set
+where the gate calibrated one (`JudgeRecord` list JSON).
 
 Run ids: a branch run is its commit SHA (a retried push job rewrites the same run); a pull
 request gate is ``pr<number>-<check run id>`` (a retried gate job reuses its check run). Branch
@@ -48,6 +53,12 @@ DEFAULT_PR_DAYS = 90
 MAX_PR_RUNS = 10_000
 #: Example status codes of `ExampleRows` rows.
 PASSED, FAILED, ERRORED, UNSCORED = 1, 0, 2, 3
+#: Bounds on a pull request gate's recorded outputs: characters kept of each output, and
+#: examples per suite (regressed first, then failing, then fixed).
+MAX_OUTPUT_CHARS = 2_000
+MAX_OUTPUT_EXAMPLES = 50
+#: The run hash field of a pull request gate's judge agreement (`JudgeRecord` list).
+JUDGES_FIELD = "j"
 #: Examples encoded as JSON above this many bytes are stored zlib-compressed.
 COMPRESS_OVER_BYTES = 512
 _JSON, _ZLIB = b"j", b"z"
@@ -137,10 +148,20 @@ class SuiteRecord(TypedDict):
 
 class ConfigRecord(TypedDict):
     """One config's part of a run: ``folder`` ("" for the root config) and ``duration_s``,
-    the wall-clock seconds it took (a pull request gate: the whole gate, one record)."""
+    the wall-clock seconds it took (a pull request gate: the whole gate, one record);
+    ``report_url`` its stored report (a branch run's config, only when one was stored: its
+    run's `RunMeta` links the last config's, `RunRecord` ``reports`` each one's)."""
 
     folder: str
     duration_s: float
+    report_url: NotRequired[str]
+
+
+class ReportLink(TypedDict):
+    """A config's stored report of a branch run: its ``folder`` ("" root) and ``report_url``."""
+
+    folder: str
+    report_url: str
 
 
 class AcceptRecord(TypedDict):
@@ -181,14 +202,61 @@ class RunMeta(TypedDict):
     check_run_id: int
 
 
+class JudgeRecord(TypedDict):
+    """One judge's agreement with people, measured by a pull request gate whose head changed a
+    suite's judge (worker/pipeline/judge_trust.py runs it on base's labelled set).
+
+    ``criterion`` is the judge's criterion; ``agreement`` the share (0-1) of labelled answers
+    the judge rated as the people did, None when it could not be measured (judge errors);
+    ``reference`` the agreement compared with (base's snapshot or base's judge), None without
+    one; ``kappa`` Cohen's kappa (-1 to 1; Cohen 1960) and ``n`` the labelled answers rated,
+    None when the report did not say; ``status`` the worst of its rules' outcomes (``fail``,
+    ``inconclusive``, ``pass``).
+    """
+
+    suite: str
+    criterion: str
+    agreement: float | None
+    reference: float | None
+    kappa: float | None
+    n: int | None
+    status: str
+
+
+class OutputRecord(TypedDict):
+    """One example's outputs at base and head in a pull request gate, as its report showed them
+    (redacted), each cut to `MAX_OUTPUT_CHARS`.
+
+    ``change``: ``regressed`` (passed at base, fails at head), ``fixed`` (the reverse) or
+    ``failing`` (fails at both, or only at head with no base result); ``base_status`` and
+    ``head_status`` are status codes (`PASSED` ...; None: no result on that side); ``base`` and
+    ``head`` the outputs as text (JSON for non-strings; a target error as ``error: <text>``),
+    "" with no result; ``base_chars``/``head_chars`` their lengths before the cut.
+    """
+
+    suite: str
+    example_id: str
+    change: str
+    base_status: int | None
+    head_status: int | None
+    base: str
+    head: str
+    base_chars: int
+    head_chars: int
+
+
 class RunRecord(RunMeta):
     """A run as the readers return it: `RunMeta`, its suites (``s|`` fields, sorted by suite
-    then side), ``duration_s`` (the sum of its configs'), ``accepted`` (or None) and, from
-    `get_run` only, ``examples``: ``<side>|<suite>`` -> `ExampleRows`."""
+    then side), ``duration_s`` (the sum of its configs'), ``accepted`` (or None), ``judges``
+    (`JudgeRecord`, [] when none was calibrated; absent in a static export's records),
+    ``reports`` (each config's stored report, by folder; [] none; absent in a static export's
+    records) and, from `get_run` only, ``examples``: ``<side>|<suite>`` -> `ExampleRows`."""
 
     suites: list[SuiteRecord]
     duration_s: float
     accepted: AcceptRecord | None
+    judges: NotRequired[list[JudgeRecord]]
+    reports: NotRequired[list[ReportLink]]
     examples: NotRequired[dict[str, ExampleRows]]
 
 
@@ -216,6 +284,18 @@ class ExamplePoint(TypedDict):
     order_s: float
     status: int
     values: dict[str, float | None]
+
+
+class OutputPoint(TypedDict):
+    """One example's outputs in one pull request gate (`example_outputs`): the gate, its
+    commits and time, and the `OutputRecord`."""
+
+    run_id: str
+    pr_number: int
+    sha: str
+    base_sha: str
+    order_s: float
+    output: OutputRecord
 
 
 class RepoEntry(TypedDict):
@@ -260,6 +340,12 @@ def example_field(side: str, suite: str) -> str:
     return f"{side}|{suite}"
 
 
+def output_field(suite: str, example_id: str) -> str:
+    """Return the examples hash field of one example's outputs: ``o|`` + JSON
+    ``[suite, example id]`` (either may hold ``|``)."""
+    return "o|" + dumps([suite, example_id])
+
+
 def dumps(value: Any) -> str:
     """Return compact JSON (UTF-8 text kept as is; NaN and infinities become null)."""
     return json.dumps(_finite(value), ensure_ascii=False, separators=(",", ":"),
@@ -276,23 +362,36 @@ def _finite(value: Any) -> Any:
     return value
 
 
-def encode_examples(rows: ExampleRows) -> bytes:
-    """Return the stored bytes of ``rows``: ``j`` + JSON, or ``z`` + zlib(JSON) above
-    `COMPRESS_OVER_BYTES` (lone surrogates in ids become U+FFFD, never raised)."""
+def encode_examples(rows: ExampleRows | OutputRecord) -> bytes:
+    """Return the stored bytes of ``rows`` (or of an `OutputRecord`): ``j`` + JSON, or ``z`` +
+    zlib(JSON) above `COMPRESS_OVER_BYTES` (lone surrogates become U+FFFD, never raised)."""
     data = dumps(rows).encode("utf-8", "replace")
     if len(data) > COMPRESS_OVER_BYTES:
         return _ZLIB + zlib.compress(data, 6)
     return _JSON + data
 
 
-def decode_examples(raw: bytes) -> ExampleRows | None:
-    """Return `encode_examples`'s rows, or None for bytes that are not such a record."""
+def _decode_blob(raw: bytes) -> Any:
     mark, body = raw[:1], raw[1:]
     try:
         data = zlib.decompress(body) if mark == _ZLIB else body if mark == _JSON else b""
-        doc = json.loads(data)
+        return json.loads(data)
     except (zlib.error, ValueError):
         return None
+
+
+def decode_output(raw: bytes) -> OutputRecord | None:
+    """Return an `OutputRecord` stored by `encode_examples`, or None for other bytes."""
+    doc = _decode_blob(raw)
+    if not isinstance(doc, dict) or not all(isinstance(doc.get(k), str) for k in (
+            "suite", "example_id", "change", "base", "head")):
+        return None
+    return doc  # type: ignore[return-value]  # checked above: the fields the pages read
+
+
+def decode_examples(raw: bytes) -> ExampleRows | None:
+    """Return `encode_examples`'s rows, or None for bytes that are not such a record."""
+    doc = _decode_blob(raw)
     if not isinstance(doc, dict) or not isinstance(doc.get("rows"), list):
         return None
     return ExampleRows(dataset=str(doc.get("dataset", "")), metrics=list(doc.get("metrics", [])),
@@ -323,9 +422,17 @@ def decode_run(fields: Mapping[Any, Any]) -> RunRecord | None:
     configs = [c for name, raw in got.items() if name.startswith("c|")
                if isinstance(c := _json(raw), dict)]
     accepted = _json(got.get("accept")) if "accept" in got else None
+    judges = _json(got.get(JUDGES_FIELD)) if JUDGES_FIELD in got else None
     record: dict[str, Any] = {**meta, "suites": suites,
                               "duration_s": sum(float(c.get("duration_s") or 0) for c in configs),
-                              "accepted": accepted if isinstance(accepted, dict) else None}
+                              "accepted": accepted if isinstance(accepted, dict) else None,
+                              "judges": [j for j in judges if isinstance(j, dict)]
+                              if isinstance(judges, list) else [],
+                              "reports": sorted(
+                                  ({"folder": str(c.get("folder") or ""),
+                                    "report_url": str(c["report_url"])}
+                                   for c in configs if c.get("report_url")),
+                                  key=lambda link: link["folder"])}
     return record  # type: ignore[return-value]  # checked above: a version-1 RunMeta
 
 
@@ -405,8 +512,51 @@ async def get_run(redis: Redis, repo: str, run_id: str) -> RunRecord | None:
     if run is None:
         return None
     run["examples"] = {_text(k): rows for k, v in (blobs or {}).items()
+                       if not _text(k).startswith("o|")
                        if (rows := decode_examples(v)) is not None}
     return run
+
+
+async def example_outputs(redis: Redis, repo: str, suite: str, example_id: str,
+                          limit: int = 100) -> list[OutputPoint]:
+    """Return one example's recorded outputs (`OutputRecord`) in the newest ``limit`` pull
+    request gates, newest first; gates that recorded none for it are left out.
+
+    Raises:
+        redis.exceptions.RedisError: Redis failed.
+    """
+    pairs = await redis.zrevrange(prs_key(repo), 0, max(limit, 1) - 1, withscores=True)
+    async with redis.pipeline(transaction=False) as pipe:
+        for run_id, _ in pairs:
+            pipe.hget(examples_key(repo, _text(run_id)), output_field(suite, example_id))
+            pipe.hget(run_key(repo, _text(run_id)), "meta")
+        found = await pipe.execute()
+    points: list[OutputPoint] = []
+    for (run_id, score), blob, raw_meta in zip(pairs, found[::2], found[1::2], strict=True):
+        output = decode_output(blob) if blob is not None else None
+        meta = _json(raw_meta)
+        if output is None or not isinstance(meta, dict):
+            continue
+        points.append(OutputPoint(
+            run_id=_text(run_id), pr_number=int(meta.get("pr_number") or 0),
+            sha=str(meta.get("sha", "")), base_sha=str(meta.get("base_sha", "")),
+            order_s=float(score), output=output))
+    return points
+
+
+async def judge_history(redis: Redis, repo: str, limit: int = 500) -> list[RunRecord]:
+    """Return the pull request gates among the newest ``limit`` that measured a judge's
+    agreement with people (``judges`` not empty), newest first, without examples.
+
+    Raises:
+        redis.exceptions.RedisError: Redis failed.
+    """
+    ids = await redis.zrevrange(prs_key(repo), 0, max(limit, 1) - 1)
+    async with redis.pipeline(transaction=False) as pipe:
+        for run_id in ids:
+            pipe.hexists(run_key(repo, _text(run_id)), JUDGES_FIELD)
+        present = await pipe.execute()
+    return await _runs(redis, repo, [i for i, has in zip(ids, present, strict=True) if has])
 
 
 async def example_history(redis: Redis, repo: str, suite: str, example_id: str, *,

@@ -29,6 +29,7 @@ from worker.github.ratelimit import GitHubLimiter, GitHubLimits, RedisLimitStore
 from worker.github.token_store import SharedTokenStore
 from worker.jobs.calibrate import calibration_cron_jobs
 from worker.jobs.events import EVENT_JOBS, installation_changed
+from worker.jobs.notify import deliver_notification
 from worker.jobs.pull_request import (
     Services,
     approve_pull_request,
@@ -37,6 +38,7 @@ from worker.jobs.pull_request import (
 )
 from worker.jobs.push import store_baseline
 from worker.jobs.shard import answer_shard
+from worker.notify.settings import CTX_NOTIFY, NotifySettings
 from worker.report.store import ReportSettings, ReportStore
 from worker.runtime.fence import fence_finished_jobs
 from worker.runtime.hardening import check_settings, harden
@@ -52,6 +54,7 @@ from worker.runtime.poll_guard import guard_poll_loop
 from worker.runtime.redis_checks import check_queue_redis, patient_redis, retry_options
 from worker.runtime.settings import SettingsError, WorkerConfig
 from worker.runtime.shard_settings import ShardSettings
+from worker.runtime.stopping import guard_stopping
 from worker.security.redact import Redactor
 
 #: Wall-clock limit of one job, seconds, unless ``LLMGATE_JOB_TIMEOUT_S`` says otherwise.
@@ -96,6 +99,8 @@ class StartupSettings:
         shards: sharded gates (``LLMGATE_SHARD_*``: worker/gate/shards.py).
         job_limits: leases and job limits (``LLMGATE_JOB_*``).
         grace_s: seconds a stopping worker waits for its jobs (``LLMGATE_SHUTDOWN_GRACE_S``).
+        notify: the notification webhooks and their retries (``LLMGATE_NOTIFY_*``:
+            worker/notify/settings.py); no URL set means no notifications.
     """
 
     config: WorkerConfig
@@ -107,6 +112,7 @@ class StartupSettings:
     job_limits: JobLimits
     shards: ShardSettings
     grace_s: int
+    notify: NotifySettings = dataclasses.field(default_factory=NotifySettings)
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str],
@@ -135,7 +141,7 @@ class StartupSettings:
                    github_limits=GitHubLimits.from_env(environ),
                    reports=ReportSettings.from_env(environ),
                    baselines=BaselineSettings.from_env(environ), job_limits=job_limits,
-                   shards=shards, grace_s=grace_s)
+                   shards=shards, grace_s=grace_s, notify=NotifySettings.from_env(environ))
 
 
 async def startup(ctx: dict[str, Any], settings: StartupSettings | None = None) -> None:
@@ -166,7 +172,9 @@ async def startup(ctx: dict[str, Any], settings: StartupSettings | None = None) 
     # (seconds of CPU, ~200 MB). The first call that needs it imports it once, in a thread, off
     # the event loop (worker/evals/llm/client.py `load_litellm`), so the loop keeps renewing
     # the job's lease meanwhile.
+    redactor.add(*settings.notify.secrets())  # webhook URLs never reach a log line
     ctx[CTX_KEY] = settings.job_limits
+    ctx[CTX_NOTIFY] = settings.notify
     ctx["services"] = make_services(settings, redactor)
     start_publishing(ctx)
     start_reconciling(ctx)  # GitHub decides what is lost (worker/gate/reconcile.py)
@@ -226,6 +234,7 @@ def worker_settings(environ: Mapping[str, str] | None = None) -> type:
     settings = StartupSettings.from_env(env, config)
     job_limits = settings.job_limits
     guard_poll_loop()  # a Redis restart or a full Redis must not end the worker
+    guard_stopping()  # a stop signal ends the wait for an absent Redis
     fence_finished_jobs()  # a try that lost its lease leaves the job to the try holding it
 
     async def on_startup_hook(ctx: dict[str, Any]) -> None:
@@ -238,7 +247,7 @@ def worker_settings(environ: Mapping[str, str] | None = None) -> type:
             *(quiet_when_uninstalled(fn) for fn in (gate_pull_request, rerun_from_comment,
                                                     approve_pull_request, *EVENT_JOBS,
                                                     store_baseline, answer_shard)),
-            installation_changed])
+            installation_changed, deliver_notification])
         on_startup = on_startup_hook
         on_shutdown = shutdown
         redis_settings = settings.redis_settings

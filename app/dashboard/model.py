@@ -85,7 +85,8 @@ def trends(runs: Sequence[RunRecord], href: Callable[[str], str],
            side: str = "base") -> dict[tuple[str, str], list[ChartPoint]]:
     """Return the chart points of every (suite, metric) at ``side`` over ``runs`` (given
     newest first; each list oldest first, one point per run): the short commit, value and
-    interval, the push time, a link to ``href(run_id)``; a run without the metric is a gap.
+    interval, the push time (and "full report" when the run stored one: its page links it),
+    a link to ``href(run_id)``; a run without the metric is a gap.
     Keys come suites sorted, metrics in first-seen order (`suite_metrics`)."""
     ordered = list(reversed(runs))
     found: dict[tuple[str, str], list[MetricRecord | None]] = {}
@@ -95,7 +96,7 @@ def trends(runs: Sequence[RunRecord], href: Callable[[str], str],
                 continue
             for metric, record in suite["metrics"].items():
                 found.setdefault((suite["suite"], metric), [None] * len(ordered))[i] = record
-    stamps = [(short(run["sha"]), href(run["run_id"]), when(run["order_s"])) for run in ordered]
+    stamps = [(short(run["sha"]), href(run["run_id"]), _point_note(run)) for run in ordered]
     out = {}
     for suite, metrics in suite_metrics(runs, side).items():
         for metric in metrics:
@@ -104,6 +105,13 @@ def trends(runs: Sequence[RunRecord], href: Callable[[str], str],
                 if r is not None else ChartPoint(label, None, href=link, note=note)
                 for r, (label, link, note) in zip(found[suite, metric], stamps, strict=True)]
     return out
+
+
+def _point_note(run: RunRecord) -> str:
+    """Return a chart point's tooltip note: the run's push time, and "full report" when it
+    stored one (its run page links it)."""
+    stored = run.get("report_url") or run.get("report_id") or run.get("reports")
+    return when(run["order_s"]) + (" · full report" if stored else "")
 
 
 @dataclass(frozen=True)
@@ -151,6 +159,59 @@ def flaps(examples: Sequence[Mapping[str, ExampleRows]], side: str = "base",
              if (changes := sum(a != b for a, b in zip(statuses, statuses[1:], strict=False)))]
     found.sort(key=lambda f: (-f.changes, f.suite, f.example_id))
     return found[:limit]
+
+
+@dataclass(frozen=True)
+class JudgePoint:
+    """A judge's agreement with people measured by one pull request gate: the gate (run id,
+    pull request, head commit, when, Unix s) and `JudgeRecord`'s figures (agreement and
+    reference 0-1, Cohen's kappa -1 to 1, n labelled answers; None where unknown)."""
+
+    run_id: str
+    pr_number: int
+    sha: str
+    created_at: float
+    agreement: float | None
+    reference: float | None
+    kappa: float | None
+    n: int | None
+    status: str
+
+
+@dataclass(frozen=True)
+class JudgeSeries:
+    """One judge (a suite's criterion) over the gates that measured it, oldest first."""
+
+    suite: str
+    criterion: str
+    points: list[JudgePoint]
+
+
+def judge_series(gates: Sequence[RunRecord]) -> list[JudgeSeries]:
+    """Return each judge's agreement over ``gates`` (pull request gates, newest first; those
+    without ``judges`` add nothing), sorted by suite and criterion, points oldest first."""
+    found: dict[tuple[str, str], list[JudgePoint]] = {}
+    for gate in reversed(gates):
+        for record in gate.get("judges", ()):
+            found.setdefault((str(record.get("suite", "")), str(record.get("criterion", ""))),
+                             []).append(JudgePoint(
+                gate["run_id"], gate["pr_number"], gate["sha"], gate["created_at"],
+                record.get("agreement"), record.get("reference"), record.get("kappa"),
+                record.get("n"), str(record.get("status", ""))))
+    return [JudgeSeries(suite, criterion, points)
+            for (suite, criterion), points in sorted(found.items())]
+
+
+def judge_note(point: JudgePoint) -> str:
+    """Return a judge point's tooltip text: when, kappa, n, the reference and the verdict."""
+    parts = [when(point.created_at)]
+    if point.kappa is not None:
+        parts.append(f"kappa {point.kappa:.2f}")
+    if point.n is not None:
+        parts.append(f"n {point.n}")
+    if point.reference is not None:
+        parts.append(f"reference {point.reference:.0%}")
+    return " · ".join(p for p in [*parts, point.status] if p)
 
 
 def csv_rows(runs: Sequence[RunRecord]) -> Iterator[list[str]]:

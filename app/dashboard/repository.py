@@ -1,11 +1,14 @@
 """Read and shape a repository's page and its line on the repositories page.
 
-Each function reads the history through worker/history_contract.py (a few pipelined round
-trips) and returns a frozen value: what the template draws and ``data``, the JSON form.
+`repository_page` and `summary` read the history through worker/history_contract.py (a few
+pipelined round trips); `shape_page` and `shape_summary` (pure) turn the records into a frozen
+value: what the template draws and ``data``, the JSON form. ``llmgate history``'s static export
+(worker/cli/history_site.py) shapes a baseline store's records with the same two.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -24,6 +27,8 @@ INDEX_GATES = 5
 #: repositories page.
 FLAP_RUNS = 30
 SPARK_RUNS = 30
+#: Newest pull request gates searched for a judge's agreement with people.
+JUDGE_GATES = 500
 
 
 @dataclass(frozen=True)
@@ -40,8 +45,9 @@ class MetricRow:
 
 @dataclass(frozen=True)
 class RepositoryPage:
-    """A repository's page: its metric rows per suite, cost charts, flapping examples and
-    pull request gates; ``data`` is the JSON answer."""
+    """A repository's page: its metric rows per suite, cost charts, flapping examples, pull
+    request gates and its judges' agreement with people (``judges``, charted in
+    ``judge_charts``; none when no gate calibrated a judge); ``data`` is the JSON answer."""
 
     repo: str
     base: str
@@ -54,6 +60,8 @@ class RepositoryPage:
     flaky: list[model.Flap]
     gates: list[RunRecord]
     data: dict[str, Any] = field(repr=False)
+    judges: list[model.JudgeSeries] = field(default_factory=list)
+    judge_charts: list[Markup] = field(default_factory=list)
 
 
 def latest_metric(run: RunRecord | None, suite: str, metric: str) -> MetricRecord | None:
@@ -134,11 +142,49 @@ async def history_stamp(redis: Redis, repo: str) -> tuple[Any, ...]:
                  for item in found)
 
 
+def judge_charts(series: Sequence[model.JudgeSeries], base: str) -> list[Markup]:
+    """Return one trend chart per judge (`model.JudgeSeries`): its agreement with people
+    (0-1) at each gate that measured it, oldest first, each point linking to
+    ``<base>/runs/<run id>`` with its kappa and n in the tooltip."""
+    charts = []
+    for judge in series:
+        points = [ChartPoint(f"#{p.pr_number}", p.agreement,
+                             href=f"{base}/runs/{model.segment(p.run_id)}",
+                             note=model.judge_note(p))
+                  for p in judge.points]
+        charts.append(trend_chart(points, title=f"{judge.suite} · {judge.criterion}: "
+                                                "agreement with people", height=110))
+    return charts
+
+
+def shape_page(repo: str, base: str, runs: Sequence[RunRecord], gates: Sequence[RunRecord],
+               counts: tuple[int, int], examples: Sequence[Mapping[str, ExampleRows]], *,
+               runs_shown: int, every: bool, listed: Sequence[RunRecord] | None = None,
+               judged: Sequence[RunRecord] = ()) -> RepositoryPage:
+    """Shape ``repo``'s page (pure): its branch ``runs`` (newest first, without examples)
+    charted (the metrics ``gates`` gate, or ``pass_rate``, or all with ``every``), ``gates``
+    listed, the flapping examples of ``examples`` (each run's ``<side>|<suite>`` -> rows,
+    newest first), the judges' agreement with people over ``judged`` (gates that measured
+    it, newest first); ``counts`` the kept (branch runs, gates); ``listed`` the branch runs
+    the JSON lists (default ``runs``). Links go under ``base``."""
+    runs, gates = list(runs), list(gates)
+    flaky = model.flaps(list(examples)[::-1])
+    charted = model.headline_metrics(model.suite_metrics(runs), model.gated_metrics(gates))
+    judges = model.judge_series(judged)
+    data = {"repo": repo, "counts": {"branch_runs": counts[0], "pr_gates": counts[1]},
+            "branch_runs": runs if listed is None else list(listed), "pr_gates": gates,
+            "flaky": [asdict(f) for f in flaky],
+            "judge_agreement": [asdict(j) for j in judges]}
+    return RepositoryPage(repo, base, runs_shown, every, counts, runs[0] if runs else None,
+                          metric_rows(runs, charted, every, base), cost_charts(runs, base),
+                          flaky, gates, data, judges, judge_charts(judges, base))
+
+
 async def repository_page(redis: Redis, repo: str, runs_shown: int, every: bool,
                           base: str) -> RepositoryPage:
-    """Read and shape ``repo``'s page: its newest ``runs_shown`` branch runs charted (the
-    gated metrics, or ``pass_rate``, or all with ``every``), the newest `PR_GATES` gates and
-    the examples of the newest `FLAP_RUNS` runs.
+    """Read and shape ``repo``'s page (`shape_page`): its newest ``runs_shown`` branch runs,
+    the newest `PR_GATES` gates, the examples of the newest `FLAP_RUNS` runs and the gates
+    among the newest `JUDGE_GATES` that measured a judge's agreement with people.
 
     Raises:
         redis.exceptions.RedisError: Redis failed.
@@ -147,13 +193,9 @@ async def repository_page(redis: Redis, repo: str, runs_shown: int, every: bool,
     runs = await history.list_branch_runs(redis, repo, limit=runs_shown)
     gates = await history.list_pr_gates(redis, repo, limit=PR_GATES)
     examples = await branch_examples(redis, repo, [r["run_id"] for r in runs[:FLAP_RUNS]])
-    flaky = model.flaps(examples[::-1])
-    charted = model.headline_metrics(model.suite_metrics(runs), model.gated_metrics(gates))
-    data = {"repo": repo, "counts": {"branch_runs": counts[0], "pr_gates": counts[1]},
-            "branch_runs": runs, "pr_gates": gates, "flaky": [asdict(f) for f in flaky]}
-    return RepositoryPage(repo, base, runs_shown, every, counts, runs[0] if runs else None,
-                          metric_rows(runs, charted, every, base), cost_charts(runs, base),
-                          flaky, gates, data)
+    judged = await history.judge_history(redis, repo, limit=JUDGE_GATES)
+    return shape_page(repo, base, runs, gates, counts, examples, runs_shown=runs_shown,
+                      every=every, judged=judged)
 
 
 @dataclass(frozen=True)
@@ -177,6 +219,15 @@ async def summary(redis: Redis, repo: str, last_s: float) -> RepoSummary:
     """
     runs = await history.list_branch_runs(redis, repo, limit=SPARK_RUNS)
     gates = await history.list_pr_gates(redis, repo, limit=INDEX_GATES)
+    return shape_summary(repo, last_s, runs, gates)
+
+
+def shape_summary(repo: str, last_s: float, runs: Sequence[RunRecord],
+                  gates: Sequence[RunRecord]) -> RepoSummary:
+    """Shape ``repo``'s line (pure): the headline metrics' sparklines over its branch
+    ``runs`` (newest first, without examples), its newest ``gates``; ``last_s`` when it last
+    got a record (Unix s)."""
+    runs, gates = list(runs), list(gates)
     headline = model.headline_metrics(model.suite_metrics(runs), model.gated_metrics(gates))
     latest = runs[0] if runs else None
     rows, trends = [], {}

@@ -210,20 +210,25 @@ class DashboardPages:
 
     async def example(self, request: Request, redis: Redis) -> Response:
         """``GET /dashboard/{owner}/{repo}/examples/{suite}/{example_id}``: one example across
-        the branch's runs and the pull requests' heads."""
+        the branch's runs and the pull requests' heads, and its base and head outputs in the
+        pull request gates where it regressed, was fixed or failed (``outputs``, recorded
+        redacted: worker/baselines/gate_records.py `output_records`)."""
         repo = await self._repo(request, redis)
         suite, example_id = example_target(request)
         branch = await history.example_history(redis, repo, suite, example_id,
                                                 limit=EXAMPLE_RUNS)
         prs = await history.example_history(redis, repo, suite, example_id, side="head",
                                              kind="pull_request", limit=EXAMPLE_RUNS)
-        if not branch and not prs:
+        outputs = await history.example_outputs(redis, repo, suite, example_id,
+                                                limit=EXAMPLE_RUNS)
+        if not branch and not prs and not outputs:
             raise Missing(repo)
         data = {"repo": repo, "suite": suite, "example_id": example_id, "branch": branch,
-                "pull_requests": prs}
+                "pull_requests": prs, "outputs": outputs}
         passes = [float(p["status"] == history.PASSED) for p in reversed(branch)]
         return _answer(request, self._login(request), "example.html.j2", data,
-                       base=_base(request, repo), passes=passes, **data)
+                       base=_base(request, repo), passes=passes,
+                       max_output_chars=history.MAX_OUTPUT_CHARS, **data)
 
     async def history_csv(self, request: Request, redis: Redis) -> Response:
         """``GET /dashboard/{owner}/{repo}/history.csv``: every kept branch run, one row per

@@ -51,6 +51,7 @@ from tests.fakes.fake_github import FakeGitHubRemote, generate_app_keypair
 from tests.timing import scaled
 from worker.cli.demo import APP_ID, BOT_LOGIN, DEMO_WRITERS, pull_request_payload, sign
 from worker.runtime.metrics import WORKERS_KEY
+from worker.security.stop_processes import stop_processes
 
 ROOT = Path(__file__).resolve().parents[2]
 OWNER, REPO = "acme", "chaos"
@@ -157,10 +158,7 @@ class ChaosFakes(_Started):
 
     def close(self) -> None:
         """Stop both processes."""
-        for proc in self._procs:
-            if proc.poll() is None:
-                proc.terminate()
-                proc.wait(timeout=15)
+        stop_processes(self._procs)
 
 
 class ChaosStack(_Started):
@@ -408,16 +406,7 @@ class ChaosStack(_Started):
         with self._lock:
             for w in self.workers:
                 w.wanted = False
-            procs = [w.proc for w in self.workers] + self._procs
-            for proc in procs:
-                if proc.poll() is None:
-                    proc.terminate()
-            for proc in procs:
-                try:
-                    proc.wait(timeout=15)
-                except subprocess.TimeoutExpired:
-                    proc.kill()
-                    proc.wait()
+            stop_processes([w.proc for w in self.workers] + self._procs)
         for server in (self.cache_redis, self.redis):
             if server is not None:
                 server.stop()

@@ -51,7 +51,7 @@ from worker.evals.types import (
     RunResult,
 )
 from worker.github.checks import CheckOutput
-from worker.pipeline.multi import ConfigReport, MultiReport
+from worker.pipeline.report_values import ConfigReport, MultiReport
 from worker.report.html_report import render_html
 from worker.report.store import ReportSettings, ReportStore
 

@@ -30,6 +30,7 @@ from typing import Any, cast
 
 from redis.asyncio import Redis
 
+from worker.baselines.gate_records import judge_records, output_fields, output_records
 from worker.baselines.store import BaselineSettings
 from worker.baselines.timeline_records import suite_fields
 from worker.evals.types import (
@@ -39,6 +40,7 @@ from worker.evals.types import (
 from worker.history_contract import (
     HISTORY_PREFIX,
     HISTORY_VERSION,
+    JUDGES_FIELD,
     MAX_PR_RUNS,
     REPOS_KEY,
     AcceptRecord,
@@ -164,10 +166,14 @@ class Timeline:
         return meta
 
     async def push(self, *, repo: str, namespace: str, sha: str, branch: str, pushed_at: float,
-                   run: RunResult, base_source: str, duration_s: float) -> int:
+                   run: RunResult, base_source: str, duration_s: float,
+                   report_url: str = "") -> int:
         """Record one config's suites of a push to the default branch as the branch run at
         ``sha`` (``namespace`` is the config's baseline namespace: ``repo`` or
-        ``repo/<folder>``); return how many old runs were dropped (0 when the retention is 0).
+        ``repo/<folder>``; ``report_url`` the config's stored report,
+        ``<public url>/reports/<id>``, or ""); return how many old runs were dropped (0 when
+        the retention is 0). With several configs each writes the run's meta, which links the
+        last config's report; each config's record keeps its own (`ConfigRecord`).
 
         Raises:
             redis.exceptions.RedisError: Redis refused or failed.
@@ -176,18 +182,25 @@ class Timeline:
             return 0
         folder = namespace[len(repo) + 1:] if namespace.startswith(repo + "/") else ""
         meta = self.meta("branch", repo, sha, sha, branch=branch, conclusion="stored",
-                         base_source=base_source)
+                         base_source=base_source, report_url=report_url,
+                         report_id=report_id(report_url))
         meta["order_s"] = float(pushed_at) if pushed_at > 0 else meta["created_at"]
         fields, blobs = suite_fields(folder, "base", run, None)
-        return await self.write(meta, fields, blobs,
-                                ConfigRecord(folder=folder, duration_s=round(duration_s, 3)))
+        config = ConfigRecord(folder=folder, duration_s=round(duration_s, 3))
+        if report_url:
+            config["report_url"] = report_url
+        return await self.write(meta, fields, blobs, config)
 
     async def gate(self, *, repo: str, pr_number: int, check_run_id: int, head_sha: str,
                    base_sha: str, base_ref: str, configs: Sequence[tuple[str, GateReport]],
-                   conclusion: str, why: str, report_url: str, duration_s: float) -> int:
+                   conclusion: str, why: str, report_url: str, duration_s: float,
+                   redact: Callable[[str], str] | None = None) -> int:
         """Record a pull request gate: both sides of every config's suites (suites of a
         folder's config named ``<folder>: <suite>``), the verdicts, ``conclusion`` and ``why``
-        (the report's Why sentence), the report's link; return how many runs were dropped.
+        (as published), the report's link, the judges' agreement with people where the gate
+        measured it (`judge_records`) and, with ``redact`` (the reports' redaction), the
+        outputs of the examples that changed or fail (`output_records`; none without it);
+        return how many runs were dropped.
 
         Raises:
             redis.exceptions.RedisError: Redis refused or failed.
@@ -197,6 +210,7 @@ class Timeline:
         fields: list[str] = []
         blobs: list[str | bytes] = []
         sources = []
+        judges = []
         for folder, report in configs:
             sides: tuple[tuple[Side, RunResult | None], ...] = (("base", report.base),
                                                                  ("head", report.head))
@@ -204,13 +218,17 @@ class Timeline:
                 more, more_blobs = suite_fields(folder, side, run, report)
                 fields += more
                 blobs += more_blobs
+            if redact is not None:
+                blobs += output_fields(output_records(folder, report, redact))
+            judges += judge_records(report, folder)
             if report.base_source:
                 sources.append(report.base_source)
+        if judges:
+            fields += [JUDGES_FIELD, dumps(judges)]
         meta = self.meta("pull_request", repo, pr_run_id(pr_number, check_run_id), head_sha,
                          base_sha=base_sha, branch=base_ref, pr_number=pr_number,
                          conclusion=conclusion, why=why, base_source="; ".join(sources),
-                         report_url=report_url or "",
-                         report_id=(report_url or "").rstrip("/").rpartition("/")[2],
+                         report_url=report_url or "", report_id=report_id(report_url),
                          check_run_id=check_run_id)
         return await self.write(meta, fields, blobs,
                                 ConfigRecord(folder="", duration_s=round(duration_s, 3)))
@@ -249,13 +267,20 @@ async def safely(kind: str, what: str, write: Callable[[], Any]) -> bool:
 
 async def record_push(redis: Redis, settings: BaselineSettings, *, repo: str, namespace: str,
                       sha: str, branch: str, pushed_at: float, run: RunResult,
-                      base_source: str, duration_s: float,
+                      base_source: str, duration_s: float, report_url: str = "",
                       clock: Callable[[], float] = time.time) -> bool:
-    """Record a push's config as a branch run (`Timeline.push`); never raises (`safely`)."""
+    """Record a push's config as a branch run (`Timeline.push`, ``report_url`` its stored
+    report or ""); never raises (`safely`)."""
     timeline = Timeline(redis, settings, clock)
     return await safely("branch", f"{namespace}@{sha[:7]}", lambda: timeline.push(
         repo=repo, namespace=namespace, sha=sha, branch=branch, pushed_at=pushed_at, run=run,
-        base_source=base_source, duration_s=duration_s))
+        base_source=base_source, duration_s=duration_s, report_url=report_url))
+
+
+def report_id(report_url: str | None) -> str:
+    """Return the id of a stored report's URL (``<public url>/reports/<id>`` -> ``<id>``;
+    "" for None or "")."""
+    return (report_url or "").rstrip("/").rpartition("/")[2]
 
 
 async def record_acceptance(redis: Redis, *, repo: str, pr_number: int, check_run_id: int,

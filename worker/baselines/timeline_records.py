@@ -44,6 +44,7 @@ _NOT_COLUMNS = frozenset({"pass_rate", "error_rate", "judge_error_rate", "cost_m
 #: z of a two-sided 95% interval.
 _Z95 = 1.959963984540054
 
+
 def interval(values: Sequence[float]) -> tuple[float, float] | None:
     """Return a 95% interval of the mean of ``values``, or None for fewer than 2.
 
@@ -109,7 +110,8 @@ def example_rows(result: SuiteResult) -> ExampleRows:
         values = [_mean([example_value(r, metric) for r in repeats]) for repeats in draws.values()]
         if values not in columns.values() and len(columns) < MAX_EXAMPLE_METRICS:
             columns[metric] = values
-    rows = [[example_id, repeats[0].line, _status(repeats), *(c[i] for c in columns.values())]
+    rows = [[example_id, repeats[0].line, example_status(repeats),
+             *(c[i] for c in columns.values())]
             for i, (example_id, repeats) in enumerate(draws.items())]
     return ExampleRows(dataset=result.dataset, metrics=list(columns), rows=rows)
 
@@ -119,7 +121,10 @@ def _mean(values: Sequence[float | None]) -> float | None:
     return _round(sum(got) / len(got)) if got else None
 
 
-def _status(repeats: Sequence[ExampleResult]) -> int:
+def example_status(repeats: Sequence[ExampleResult]) -> int:
+    """Return an example's status code over its draws (`ExampleRows`): `UNSCORED` when no
+    draw was scored, `ERRORED` when a scored one errored, `PASSED` when every scored one
+    passed, else `FAILED`."""
     scored = [r for r in repeats if not r.unscored]
     if not scored:
         return UNSCORED
@@ -144,7 +149,8 @@ def suite_record(name: str, side: Side, result: SuiteResult,
         cache_hits=result.spend.cache_hits, stopped=result.stopped or "")
 
 
-def _scoped(folder: str, suite: str) -> str:
+def scoped_suite(folder: str, suite: str) -> str:
+    """Return a suite as the history names it: ``<folder>: <suite>`` in a config's folder."""
     return f"{folder}: {suite}" if folder else suite
 
 
@@ -154,12 +160,10 @@ def suite_fields(folder: str, side: Side, run: RunResult | None, report: GateRep
     fields: list[str] = []
     blobs: list[str | bytes] = []
     for result in (run.suites.values() if run is not None else ()):
-        name = _scoped(folder, result.name)
+        name = scoped_suite(folder, result.name)
         outcomes = report.outcomes if report is not None and side == "head" else ()
         compared = report.comparisons if report is not None and side == "head" else ()
         fields += [suite_field(side, name), dumps(suite_record(name, side, result, outcomes,
                                                                 compared))]
         blobs += [example_field(side, name), encode_examples(example_rows(result))]
     return fields, blobs
-
-

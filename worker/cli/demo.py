@@ -25,6 +25,8 @@ import httpx
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 
+from worker.security.stop_processes import stop_processes
+
 #: The source checkout this module belongs to (holds tests/ and examples/).
 SOURCE_ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = SOURCE_ROOT / "tests" / "fixtures" / "github" / "webhooks"
@@ -149,20 +151,11 @@ class Stack:
         self.github_url = json.loads(ready.read_text())["url"]
 
     def stop(self) -> None:
-        """Terminate every process: the web process, the workers and the GitHub emulator
-        first, Redis (the first started) once they have exited. A worker stopping while its
-        Redis is gone waits for it (it retries a lost connection) until it is killed: Redis
-        stopped at the same moment cost 15 s a stop."""
+        """Terminate every process (`worker.security.stop_processes.stop_processes`): the web
+        process, the workers and the GitHub emulator first, newest first, Redis (the first
+        started) once they have exited, so the workers record their last state in it."""
         for group in (self.procs[1:], self.procs[:1]):
-            for proc in reversed(group):
-                if proc.poll() is None:
-                    proc.terminate()
-            for proc in group:
-                try:
-                    proc.wait(timeout=15)
-                except subprocess.TimeoutExpired:
-                    proc.kill()
-                    proc.wait()
+            stop_processes(group[::-1])
         self.procs.clear()
 
     # ------------------------------------------------------------------ driving it

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from worker.pipeline.multi import MultiReport
+    from worker.pipeline.report_values import MultiReport
 
 #: Every report ``--format`` names.
 FORMATS = ("markdown", "json", "junit", "sarif", "html", "github", "comment")

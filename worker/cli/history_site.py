@@ -26,28 +26,24 @@ import html
 import io
 import posixpath
 import re
-from collections.abc import Callable, Iterable, Sequence
-from dataclasses import asdict
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 from urllib.parse import unquote
 
 from app.dashboard import model
-from app.dashboard.charts import sparkline
 from app.dashboard.pages import environment
 from app.dashboard.repository import (
     FLAP_RUNS,
     SPARK_RUNS,
-    MetricRow,
     RepositoryPage,
     RepoSummary,
-    cost_charts,
-    latest_metric,
-    metric_rows,
+    shape_page,
+    shape_summary,
 )
 from app.dashboard.views import CHART_RUNS, GITHUB_URL, NAME
 from worker.baselines.store import Baseline
-from worker.baselines.timeline_records import example_rows, suite_record
+from worker.baselines.timeline_records import example_rows, scoped_suite, suite_record
 from worker.history_contract import (
     HISTORY_VERSION,
     ExampleRows,
@@ -86,11 +82,6 @@ def display_repo(namespace: str, rename: str | None) -> tuple[str, str] | None:
     return owner_name, folder
 
 
-def _suite_name(folder: str, suite: str) -> str:
-    """A suite as the history names it: ``<folder>: <suite>`` in a config's folder."""
-    return f"{folder}: {suite}" if folder else suite
-
-
 def branch_runs(records: Iterable[Baseline], branch: str | None,
                 rename: str | None = None) -> dict[str, list[RunRecord]]:
     """Return ``owner/name`` -> its default branch's runs, newest first, from stored records.
@@ -111,7 +102,7 @@ def branch_runs(records: Iterable[Baseline], branch: str | None,
             continue
         repo, folder = shown
         suites = chosen.setdefault((repo, record.sha), {})
-        name = _suite_name(folder, record.result.name)
+        name = scoped_suite(folder, record.result.name)
         if name not in suites or suites[name].created_at < record.created_at:
             suites[name] = record
     out: dict[str, list[RunRecord]] = {}
@@ -138,44 +129,27 @@ def branch_runs(records: Iterable[Baseline], branch: str | None,
 
 # --- the repository page's shapes, as app/dashboard/repository.py makes them from Redis -------
 
-def _href(base: str) -> Callable[[str], str]:
-    return lambda run_id: f"{base}/runs/{model.segment(run_id)}"
-
-
 def _page_runs(run: RunRecord) -> RunRecord:
     """The run without its examples (as `list_branch_runs` returns it)."""
     return {k: v for k, v in run.items() if k != "examples"}  # type: ignore[return-value]
 
 
 def repository_page(repo: str, runs: Sequence[RunRecord]) -> RepositoryPage:
-    """Return ``repo``'s page from its branch ``runs`` (newest first, with examples): the
-    newest `CHART_RUNS` charted (``pass_rate``, or each suite's first metric: a store holds no
-    pull request gate), flapping examples over the newest `FLAP_RUNS`."""
-    base = f"{_LIVE}/{repo}"
+    """Return ``repo``'s page from its branch ``runs`` (newest first, with examples) as the
+    live app shapes it (`shape_page`): the newest `CHART_RUNS` charted (``pass_rate``, or each
+    suite's first metric: a store holds no pull request gate), flapping examples over the
+    newest `FLAP_RUNS`, every run listed in the JSON."""
     shown = [_page_runs(r) for r in runs[:CHART_RUNS]]
-    flaky = model.flaps([r.get("examples", {}) for r in runs[:FLAP_RUNS]][::-1])
-    charted = model.headline_metrics(model.suite_metrics(shown), {})
-    data = {"repo": repo, "counts": {"branch_runs": len(runs), "pr_gates": 0},
-            "branch_runs": [_page_runs(r) for r in runs], "pr_gates": [],
-            "flaky": [asdict(f) for f in flaky]}
-    return RepositoryPage(repo, base, CHART_RUNS, False, (len(runs), 0),
-                          shown[0] if shown else None, metric_rows(shown, charted, False, base),
-                          cost_charts(shown, base), flaky, [], data)
+    return shape_page(repo, f"{_LIVE}/{repo}", shown, [], (len(runs), 0),
+                      [r.get("examples", {}) for r in runs[:FLAP_RUNS]], runs_shown=CHART_RUNS,
+                      every=False, listed=[_page_runs(r) for r in runs])
 
 
 def repo_summary(repo: str, runs: Sequence[RunRecord]) -> RepoSummary:
-    """Return ``repo``'s line on the repositories page (its headline metrics' sparklines over
-    the newest `SPARK_RUNS` runs)."""
+    """Return ``repo``'s line on the repositories page as the live app shapes it
+    (`shape_summary`: its headline metrics' sparklines over the newest `SPARK_RUNS` runs)."""
     shown = [_page_runs(r) for r in runs[:SPARK_RUNS]]
-    latest = shown[0] if shown else None
-    series = model.trends(shown, str)
-    rows = [MetricRow(suite, metric, latest_metric(latest, suite, metric),
-                      sparkline([p.value for p in series[suite, metric]],
-                                title=f"{suite} · {metric}"))
-            for suite, metrics in model.headline_metrics(model.suite_metrics(shown), {}).items()
-            for metric in metrics]
-    last = latest["created_at"] if latest else 0.0
-    return RepoSummary(repo, last, latest, rows, [], {"repo": repo, "last_s": last})
+    return shape_summary(repo, shown[0]["created_at"] if shown else 0.0, shown, [])
 
 
 # --- rendering --------------------------------------------------------------------------------

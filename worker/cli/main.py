@@ -52,8 +52,8 @@ if TYPE_CHECKING:
 
     from worker.evals.context import EvalContext
     from worker.evals.types import GateReport
-    from worker.pipeline.multi import MultiReport
     from worker.pipeline.plan import Plan
+    from worker.pipeline.report_values import MultiReport
     from worker.pipeline.trees import BaseRunner
 
 T = TypeVar("T")
@@ -581,8 +581,9 @@ async def _run_local(args: argparse.Namespace) -> tuple[MultiReport, str, str]:
     from worker.cli.baseline import runner_for as store_runner_for
     from worker.cli.run_options import run_overrides
     from worker.evals.llm.cli_cache import eval_context
-    from worker.pipeline.multi import ConfigReport, MultiReport, gate_plan, unconfigured_report
+    from worker.pipeline.multi import gate_plan
     from worker.pipeline.plan import folder_plan, nothing_to_gate, plan_configs
+    from worker.pipeline.report_values import ConfigReport, MultiReport, unconfigured_report
     from worker.pipeline.trees import gate_trees
 
     repo: Path = args.repo or repo_root(Path.cwd())
@@ -678,7 +679,7 @@ async def _dry_run(plan: Plan | None, args: argparse.Namespace, head: tuple[Path
     from worker.cli.dry_run import dry_run
     from worker.evals.types import GateReport
     from worker.evals.verdict.compare import config_error_report
-    from worker.pipeline.multi import ConfigReport, MultiReport
+    from worker.pipeline.report_values import ConfigReport, MultiReport
 
     found = await dry_run(plan, args.config, head, base, changed, evals)
     as_json = next((spec for spec in args.format or () if spec.name == "json"), None)

@@ -6,10 +6,11 @@ from-a-manifest) has three steps, all within one hour: (1) the browser POSTs a f
 ``{web}/organizations/{org}/settings/apps/new``; (2) after the person confirms, GitHub redirects
 to the manifest's ``redirect_url`` with ``?code=...&state=...``; (3) the code is exchanged with
 ``POST {api}/app-manifests/{code}/conversions`` (no authentication) for the App's id, private key
-(``pem``) and webhook secret. ``worker.cli.setup`` drives the browser part; this module holds
-the manifest and steps 3 and after: the credentials go to a file created with mode 0600 that
-``docker compose --env-file``, ``fly secrets import`` and ``kubectl create secret
---from-env-file`` all read.
+(``pem``), webhook secret, client id and client secret. ``worker.cli.setup`` drives the browser
+part; this module holds the manifest and steps 3 and after: the credentials go to a file
+created with mode 0600 that ``docker compose --env-file``, ``fly secrets import`` and ``kubectl
+create secret --from-env-file`` all read, with the dashboard's sign-in settings
+(app/dashboard/session.py `AuthSettings`: the client id and secret and a new session secret).
 """
 
 from __future__ import annotations
@@ -35,6 +36,9 @@ APP_PERMISSIONS: dict[str, str] = {
     "metadata": "read",        # mandatory; collaborator permission of a rerun commenter
     "merge_queues": "read",    # merge_group events: gate the merge queue's commits
 }
+#: The web process's route GitHub sends a signed-in user back to ("Sign in with GitHub",
+#: app/dashboard/auth.py), beside ``/webhook``.
+SIGN_IN_CALLBACK_PATH = "/auth/callback"
 #: Webhook events the App subscribes to: those ``app.routes`` handles (``ping`` is always sent).
 APP_EVENTS: tuple[str, ...] = ("check_run", "check_suite", "issue_comment", "merge_group",
                                 "pull_request", "push")
@@ -47,6 +51,8 @@ _CODE = re.compile(r"[A-Za-z0-9_-]{1,200}")
 #: A webhook secret every env-file reader takes literally (compose would expand a ``$``,
 #: kubectl keeps quotes): GitHub's are hex; anything else is replaced by one of ours.
 _SAFE_SECRET = re.compile(r"[A-Za-z0-9_.+/=-]{16,256}")
+#: A client id every env-file reader takes literally (GitHub's: ``Iv1.`` or ``Iv23`` and hex).
+_SAFE_CLIENT_ID = re.compile(r"[A-Za-z0-9_.-]{1,100}")
 
 
 class SetupError(Exception):
@@ -56,6 +62,14 @@ class SetupError(Exception):
 def app_manifest(*, name: str, webhook_url: str, redirect_url: str,
                  homepage_url: str | None = None, public: bool = False) -> dict[str, Any]:
     """Return the App manifest: llmgate's permissions and events, pointing at ``webhook_url``.
+
+    The dashboard's "Sign in with GitHub" (app/dashboard/auth.py) is the App's user
+    authorization: its callback URL is the web process's `SIGN_IN_CALLBACK_PATH` beside the
+    webhook (``https://HOST/webhook`` → ``https://HOST/auth/callback``); installing the App
+    signs nobody in (``request_oauth_on_install: false``: llmgate signs users in from its own
+    ``/login`` only, with a ``state`` and PKCE) and, having no setup URL, the App sends nobody
+    anywhere after an installation changes (``setup_on_update: false``). Parameter names:
+    GitHub docs, "Registering a GitHub App from a manifest".
 
     Raises:
         SetupError: ``webhook_url`` is not an absolute http(s) URL, or ``name`` is empty or
@@ -73,10 +87,21 @@ def app_manifest(*, name: str, webhook_url: str, redirect_url: str,
                        "regressions (llmgate).",
         "hook_attributes": {"url": webhook_url, "active": True},
         "redirect_url": redirect_url,
+        "callback_urls": [sign_in_callback_url(webhook_url)],
+        "request_oauth_on_install": False,
+        "setup_on_update": False,
         "public": public,
         "default_permissions": dict(APP_PERMISSIONS),
         "default_events": list(APP_EVENTS),
     }
+
+
+def sign_in_callback_url(webhook_url: str) -> str:
+    """Return the sign-in callback URL of the web process that serves ``webhook_url``: its
+    last path segment (``webhook``) replaced by `SIGN_IN_CALLBACK_PATH`, query dropped."""
+    parts = urlsplit(webhook_url)
+    root = parts.path.rstrip("/").rpartition("/")[0]
+    return f"{parts.scheme}://{parts.netloc}{root}{SIGN_IN_CALLBACK_PATH}"
 
 
 def new_app_url(github_url: str, org: str | None = None) -> str:
@@ -102,6 +127,10 @@ class AppRegistration:
         slug: the App's URL name; html_url: its settings page.
         pem: the App's private key, PEM text (``GITHUB_APP_PRIVATE_KEY``).
         webhook_secret: the webhook secret (``GITHUB_WEBHOOK_SECRET``).
+        client_id, client_secret: the App's OAuth client, for the dashboard's "Sign in with
+            GitHub" (``LLMGATE_GITHUB_CLIENT_ID``, ``LLMGATE_GITHUB_CLIENT_SECRET``); "" when
+            GitHub's answer holds none an env file can hold literally (`_SAFE_CLIENT_ID`,
+            `_SAFE_SECRET`).
     """
 
     app_id: int
@@ -109,6 +138,8 @@ class AppRegistration:
     html_url: str
     pem: str = field(repr=False)
     webhook_secret: str = field(repr=False)
+    client_id: str = ""
+    client_secret: str = field(default="", repr=False)
 
     def __repr__(self) -> str:
         """Show the App's id and slug only."""
@@ -147,7 +178,12 @@ def exchange_code(http: httpx.Client, api_url: str, code: str) -> AppRegistratio
         _request(http, "PATCH", f"{api_url.rstrip('/')}/app/hook/config", 200,
                  "setting the webhook secret", headers={"Authorization": f"Bearer {jwt}"},
                  json={"secret": secret, "content_type": "json"})
-    return AppRegistration(app_id, slug, str(data.get("html_url") or ""), pem, str(secret))
+    client_id, client_secret = data.get("client_id"), data.get("client_secret")
+    if not (isinstance(client_id, str) and _SAFE_CLIENT_ID.fullmatch(client_id)
+            and isinstance(client_secret, str) and _SAFE_SECRET.fullmatch(client_secret)):
+        client_id = client_secret = ""  # sign-in left off: a client secret is made by hand
+    return AppRegistration(app_id, slug, str(data.get("html_url") or ""), pem, str(secret),
+                           client_id, client_secret)
 
 
 def _request(http: httpx.Client, method: str, url: str, expected: int, what: str,
@@ -172,14 +208,28 @@ def _request(http: httpx.Client, method: str, url: str, expected: int, what: str
     return body
 
 
-def env_file_text(reg: AppRegistration) -> str:
+def env_file_text(reg: AppRegistration, session_secret: str | None = None) -> str:
     """Return the credentials as ``NAME=value`` lines; the PEM on one line with ``\\n`` escapes
-    (the worker turns them back into newlines)."""
+    (the worker turns them back into newlines).
+
+    With the App's client id and secret, the lines the web process's "Sign in with GitHub"
+    reads (app/dashboard/session.py `AuthSettings.from_env`, which wants all three or none)
+    follow: ``LLMGATE_GITHUB_CLIENT_ID``, ``LLMGATE_GITHUB_CLIENT_SECRET`` and
+    ``LLMGATE_SESSION_SECRET`` (``session_secret``, or None: 32 new random bytes, hex).
+    Without them, a comment says how to turn sign-in on.
+    """
     pem_one_line = reg.pem.strip().replace("\r\n", "\n").replace("\n", "\\n")
-    return (f"# GitHub App {reg.slug} ({reg.html_url}), written by llmgate setup\n"
+    text = (f"# GitHub App {reg.slug} ({reg.html_url}), written by llmgate setup\n"
             f"GITHUB_APP_ID={reg.app_id}\n"
             f"GITHUB_WEBHOOK_SECRET={reg.webhook_secret}\n"
             f"GITHUB_APP_PRIVATE_KEY={pem_one_line}\n")
+    if not (reg.client_id and reg.client_secret):
+        return text + ("# Sign in with GitHub: GitHub returned no usable client secret; generate "
+                       "one in the App's settings (docs/install.md)\n")
+    return text + ("# Sign in with GitHub (the dashboard), for the web process\n"
+                   f"LLMGATE_GITHUB_CLIENT_ID={reg.client_id}\n"
+                   f"LLMGATE_GITHUB_CLIENT_SECRET={reg.client_secret}\n"
+                   f"LLMGATE_SESSION_SECRET={session_secret or secrets.token_hex(32)}\n")
 
 
 def store_credentials(path: Path, reg: AppRegistration) -> None:

@@ -849,6 +849,39 @@ class ContractChange:
 
 
 @dataclass(frozen=True)
+class JudgeAgreement:
+    """A changed judge's agreement with people on base's labelled set, as the gate measured it.
+
+    One per suite and criterion whose judge head changes, where base's ``judge:`` rules ran
+    head's judge on base's labels file (worker/pipeline/judge_trust.py, from
+    `worker.evals.run.judge_calibration.CriterionCalibration`). Not rendered: the report shows
+    the rules' outcomes and a note; the gate's history record keeps these figures
+    (worker/baselines/gate_records.py `judge_records`).
+
+    Attributes:
+        suite: the suite (as in the report's outcomes); criterion: the judged criterion.
+        model: head's judge model; labels: base's labels file, relative to the repository root.
+        agreement: the fraction of labelled answers head's judge rated as people did, 0-1.
+        reference: the agreement compared with (base's snapshot, else base's judge measured
+            now), 0-1, or None (none known).
+        kappa: Cohen's kappa of judge and people (Cohen 1960), -1 to 1, or None when undefined
+            (one category only).
+        n: labelled answers compared (without the judge's errors).
+        judge_errors: labelled answers the judge could not rate.
+    """
+
+    suite: str
+    criterion: str
+    model: str
+    labels: str
+    agreement: float | None
+    reference: float | None
+    kappa: float | None
+    n: int
+    judge_errors: int = 0
+
+
+@dataclass(frozen=True)
 class GateReport:
     """The verdict of one comparison, everything the report renders.
 
@@ -879,6 +912,9 @@ class GateReport:
             annotated, never dropped); ``reason`` is the error text.
         contract: the suites whose evaluation contract head changes, with head's verdict
             under its own contract (worker/evals/verdict/contract.py); () when head changes none.
+        judge_agreement: the agreement with people of each judge head changes, where base's
+            ``judge:`` rules measured it (worker/pipeline/judge_trust.py); () otherwise. Kept
+            for the gate's history record, not rendered in any report.
     """
 
     conclusion: Conclusion
@@ -897,3 +933,4 @@ class GateReport:
     errors: tuple[RunError, ...] = ()
     errored: tuple[Regression, ...] = ()
     contract: tuple[ContractChange, ...] = ()
+    judge_agreement: tuple[JudgeAgreement, ...] = ()

@@ -10,6 +10,11 @@ creation until it is concluded, so a retry of the job updates it instead of crea
 and the sweeper concludes it should the job be lost. A failure while completing one concludes it
 ``failure`` (``cancelled`` when the run is stopped) before the error goes on, unless arq will try
 the job again (then the next try completes it).
+
+Each config's check run shows, under its metric table, the trend of its gated metrics on the
+default branch (issue 35: worker/report/trend.py), as the ``llmgate`` check run does, from the
+trends the gate read once (worker/gate/run.py, `worker.gate.trend_read.read_trends`); without
+history there are no lines.
 """
 
 from __future__ import annotations
@@ -32,20 +37,27 @@ from worker.gate.check_run import (
 )
 from worker.gate.registry import RunRegistry, new_entry
 from worker.gate.request import GateRequest
-from worker.github.checks import complete_check_run
+from worker.github.checks import CheckOutput, complete_check_run
 from worker.github.client import GitHubClient
-from worker.pipeline.multi import ConfigReport, MultiReport
+from worker.pipeline.report_values import ConfigReport, MultiReport
 from worker.report import multi as report_multi
 from worker.report import render as report
 from worker.report.html_report import render_html
 from worker.report.store import ReportStore, store_report
+from worker.report.trend import TrendData, trend_lines
 from worker.runtime.lease import JobRef
 
 
 async def publish_config_checks(registry: RunRegistry, gh: GitHubClient, request: GateRequest,
                                 job: JobRef | None, multi: MultiReport,
-                                reports: ReportStore | None = None) -> list[int]:
+                                reports: ReportStore | None = None,
+                                trends: TrendData | None = None) -> list[int]:
     """Create and complete the check run of every config `report_multi.separate_checks` names.
+
+    Args:
+        trends: the default branch's history of the gated metrics, as the gate read it for
+            the ``llmgate`` check run (`worker.gate.trend_read.read_trends`); each config's
+            check run shows its lines under its metric table. None: no lines.
 
     Returns:
         Their check run ids, in config order.
@@ -58,7 +70,7 @@ async def publish_config_checks(registry: RunRegistry, gh: GitHubClient, request
     for config in report_multi.separate_checks(multi):
         run = await _open(registry, gh, request, job, config)
         try:
-            await _complete(gh, request, config, run.check_run_id, reports)
+            await _complete(gh, request, config, run.check_run_id, reports, trends)
         except BaseException as err:
             if isinstance(err, TRANSIENT_ERRORS) and job is not None and not job.last_try:
                 raise  # the next try completes the same check run
@@ -101,10 +113,21 @@ async def _open(registry: RunRegistry, gh: GitHubClient, request: GateRequest,
     return OpenRun(check_run_id, entry.run_id)
 
 
-async def _complete(gh: GitHubClient, request: GateRequest, config: ConfigReport,
-                    check_run_id: int, reports: ReportStore | None) -> None:
-    """Complete one config's check run with its report."""
+def config_output(config: ConfigReport, trends: TrendData | None) -> CheckOutput:
+    """Return the output of ``config``'s own check run (`report_multi.config_output`) with the
+    trend lines of its gated metrics in ``trends`` under its metric table (none: as before)."""
     output = report_multi.config_output(config)
+    trend = trend_lines(config.report, trends, config.folder)
+    if not trend:
+        return output
+    return dataclasses.replace(output, summary=report.check_summary(config.report, trend))
+
+
+async def _complete(gh: GitHubClient, request: GateRequest, config: ConfigReport,
+                    check_run_id: int, reports: ReportStore | None,
+                    trends: TrendData | None) -> None:
+    """Complete one config's check run with its report (and its trend lines)."""
+    output = config_output(config, trends)
     await complete_check_run(gh, request.repo["owner"], request.repo["name"], check_run_id,
                              config.report.conclusion, output, report.annotations(config.report),
                              [dict(RERUN_BUTTON)],

@@ -33,7 +33,7 @@ from worker.gate.request import GateRequest
 from worker.gate.services import Services
 from worker.gate.shards import RedisShards
 from worker.github.client import GitHubClient
-from worker.pipeline.multi import MultiReport, gate_plan
+from worker.pipeline.multi import gate_plan
 from worker.pipeline.plan import (
     CONFLICT_UNDECIDED,
     MERGED_REASON,
@@ -45,6 +45,7 @@ from worker.pipeline.plan import (
     unconfigured_tree,
 )
 from worker.pipeline.progress import GateProgress
+from worker.pipeline.report_values import MultiReport
 from worker.pipeline.trees import BaseRunner, base_mode
 from worker.runtime.metrics import record_call
 

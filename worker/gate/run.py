@@ -60,8 +60,8 @@ from worker.gate.trust import Verdict
 from worker.github.checks import CheckOutput, complete_check_run
 from worker.github.client import GitHubClient, GitHubError
 from worker.github.comments import upsert_sticky_comment
-from worker.pipeline.multi import NO_CONFIG_HEADLINE, MultiReport, unconfigured_report
 from worker.pipeline.progress import GateProgress
+from worker.pipeline.report_values import NO_CONFIG_HEADLINE, MultiReport, unconfigured_report
 from worker.report import multi as report_multi
 from worker.report.html_report import render_html
 from worker.report.pii import redact_pii
@@ -249,13 +249,12 @@ async def _gate(services: Services, gh: GitHubClient, request: GateRequest, chec
         await _write_comment(services, gh, request, body, watch)
     await _still_wanted(watch)
     await publish_config_checks(RunRegistry(services.redis), gh, request, job, multi,
-                                services.reports)  # settings.checks: per_config only
+                                services.reports, trends)  # settings.checks: per_config only
     async with shared_head.held(services.redis, repo, head_sha):  # one head, several PRs
         await _still_wanted(watch)  # GitHub shows the newest check run: never an old base's
+        own = report_multi.check_output(multi, head_sha, trends)
         conclusion, output = await _shared(services, gh, request, check_run_id,
-                                           gate_report.conclusion,
-                                           report_multi.check_output(multi, head_sha,
-                                                                     trends))
+                                           gate_report.conclusion, own)
         details_url = await store_report(services.reports, output, lambda: render_html(
             multi, head_sha, request.base_sha), f"{owner}/{name}")  # LLMGATE_PUBLIC_URL
         await complete_check_run(
@@ -265,8 +264,9 @@ async def _gate(services: Services, gh: GitHubClient, request: GateRequest, chec
     record_gate_report(decided)  # once published: a try that lost its lease counts nothing
     if kept is not None:
         await results.forget(services.redis, kept)
-    await history_record.gate_completed(services, request, multi, gate_report, check_run_id,
-                                        details_url, started_s)  # never raises (issue 35)
+    await history_record.gate_completed(  # what was published; never raises (issue 35)
+        services, request, multi, gate_report, history_record.Published(
+            check_run_id, conclusion, own.title, output.title, details_url), started_s)
     return {"conclusion": conclusion, "head_sha": head_sha}
 
 

@@ -2,7 +2,9 @@
 
 worker/gate/run.py calls `read_trends` once per gate, before it renders the sticky comment and
 the check run, and passes the result to worker/report/multi.py, which draws one line per gated
-metric (worker/report/trend.py). One read: the last `TREND_RUNS` default-branch runs
+metric (worker/report/trend.py), and to the check runs of configs that report on their own
+(worker/gate/config_checks.py, ``checks: per_config``), so the gate reads once.
+One read: the last `TREND_RUNS` default-branch runs
 (`worker.history_contract.list_branch_runs`, one ``ZREVRANGE`` and one pipelined ``HGETALL``
 per run), bounded by `READ_TIMEOUT_S`. The trend is a courtesy: no history, a slow or failed
 Redis, a record of another shape all leave the lines out (logged with the error's text), never
@@ -23,7 +25,7 @@ from collections.abc import Collection, Sequence
 from redis.asyncio import Redis
 
 from worker.history_contract import RunRecord, list_branch_runs
-from worker.pipeline.multi import MultiReport
+from worker.pipeline.report_values import MultiReport
 from worker.report.trend import TrendData, wanted
 
 log = logging.getLogger("llmgate.history")

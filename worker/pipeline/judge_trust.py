@@ -6,7 +6,9 @@ suite with ``judge:`` rules at base (worker/evals/config/judge_rules.py) whose j
 `worker.evals.run.judge_calibration.identity`), head's judges are run on base's labels file and
 checked (worker/evals/verdict/judge_trust.py) against ``min_agreement`` and against
 ``max_drift`` from base's snapshot (or, without one, base's judges measured now). The report
-gets one row per rule, a note with the change in agreement, and the disagreements.
+gets one row per rule, a note with the change in agreement, and the disagreements; its
+``judge_agreement`` keeps each criterion's figures (agreement, Cohen's kappa, n) for the gate's
+history record (worker/baselines/gate_records.py), never rendered.
 
 Conclusions, by the house's fail-closed rule: a rule that fails is the head's doing (its judge
 disagrees with the people base trusts), so the check is ``failure``, "judge not trusted". A
@@ -22,8 +24,9 @@ through the run's `ModelCaller`, and the caller puts them in the run's model-cal
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from worker.errors import ConfigError
@@ -44,6 +47,7 @@ from worker.evals.types import (
     Conclusion,
     Config,
     GateReport,
+    JudgeAgreement,
     JudgeRules,
     RuleOutcome,
     SuiteConfig,
@@ -106,52 +110,70 @@ async def apply_judge_rules(report: GateReport, head: Config, base: Config | Non
             None: a new one per calibration (with base's limits).
 
     Returns:
-        The report with the judge rules' outcomes and notes, and its conclusion and headline
-        changed when a rule fails or cannot be decided.
+        The report with the judge rules' outcomes, notes and measured agreements
+        (``judge_agreement``), and its conclusion and headline changed when a rule fails or
+        cannot be decided.
     """
     if base is None or base_root is None or report.config_error is not None:
         return report
     heads = {s.name: s for s in head.suites}
     outcomes: list[RuleOutcome] = []
     notes: list[str] = []
+    measured: list[JudgeAgreement] = []
     for suite in base.suites:
         if suite.judge is None or suite.name not in heads:
             continue
-        found, said = await _check_suite(suite, suite.judge, base, heads[suite.name], head,
-                                         base_root, evals, caller)
-        outcomes += found
-        notes += said
+        checked = await _check_suite(suite, suite.judge, base, heads[suite.name], head,
+                                     base_root, evals, caller)
+        outcomes += checked.outcomes
+        notes += checked.notes
+        measured += checked.agreements
     if not outcomes and not notes:
         return report
     return _concluded(replace(report, outcomes=(*report.outcomes, *outcomes),
-                              notes=(*report.notes, *notes)), outcomes, base)
+                              notes=(*report.notes, *notes),
+                              judge_agreement=(*report.judge_agreement, *measured)),
+                      outcomes, base)
+
+
+@dataclass(frozen=True)
+class _Checked:
+    """What checking one suite's judge adds to the report: outcomes, notes, agreements."""
+
+    outcomes: list[RuleOutcome] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    agreements: list[JudgeAgreement] = field(default_factory=list)
 
 
 async def _check_suite(base_suite: SuiteConfig, rules: JudgeRules, base: Config,
                        head_suite: SuiteConfig, head: Config, base_root: Path,
                        evals: EvalContext | None,
-                       caller: ModelCaller | None) -> tuple[list[RuleOutcome], list[str]]:
+                       caller: ModelCaller | None) -> _Checked:
     try:
         base_judges = suite_criteria(base_suite, base.settings, base.path)
     except ConfigError as err:
-        return [_undecided(base_suite.name, f"base's judges cannot be resolved: {err}")], []
+        return _Checked([_undecided(base_suite.name,
+                                    f"base's judges cannot be resolved: {err}")])
     try:
         head_judges = suite_criteria(head_suite, head.settings, head.path)
     except ConfigError as err:  # head dropped or broke its judge: base's still scores it
-        return [], [f"suite {base_suite.name}: head's judge cannot be calibrated ({err})"]
+        return _Checked(notes=[f"suite {base_suite.name}: head's judge cannot be calibrated "
+                               f"({err})"])
     if identity(head_judges) == identity(base_judges):
-        return [], []
+        return _Checked()
     try:
         calibration = await calibrate_suite(head_suite, head.settings, base_root, rules.labels,
                                             evals, path=head.path, caller=caller)
         reference, source, spend = await _reference(base_suite, base, base_root, rules, evals,
                                                     caller)
     except ConfigError as err:
-        return [_undecided(base_suite.name, f"the labelled set cannot be used: {err}")], []
+        return _Checked([_undecided(base_suite.name,
+                                    f"the labelled set cannot be used: {err}")])
     notes = [_change_note(calibration, base_judges, reference, source)
              + _spend(calibration.spend + spend)]
     notes += _disagreement_notes(calibration)
-    return list(check_rules(calibration, rules, reference)), notes
+    return _Checked(list(check_rules(calibration, rules, reference)), notes,
+                    _agreements(calibration, reference))
 
 
 async def _reference(suite: SuiteConfig, base: Config, base_root: Path, rules: JudgeRules,
@@ -189,6 +211,20 @@ def _change_note(calibration: JudgeCalibration, base_judges: Mapping[str, JudgeS
                      f"kappa {c.kappa.value:.2f}, n {c.n}")
     return (f"suite {calibration.suite}: head changes the judge; on {calibration.labels} "
             f"(reference: {source}): " + "; ".join(parts))
+
+
+def _agreements(calibration: JudgeCalibration,
+                reference: Mapping[str, float]) -> list[JudgeAgreement]:
+    """Each criterion's figures as the report keeps them (`JudgeAgreement`; NaN -> None)."""
+    return [JudgeAgreement(suite=calibration.suite, criterion=c.name, model=c.model,
+                           labels=calibration.labels, agreement=_finite(c.agreement.value),
+                           reference=_finite(reference.get(c.name)),
+                           kappa=_finite(c.kappa.value), n=c.n, judge_errors=c.judge_errors)
+            for c in calibration.criteria]
+
+
+def _finite(value: float | None) -> float | None:
+    return float(value) if value is not None and math.isfinite(value) else None
 
 
 def _disagreement_notes(calibration: JudgeCalibration) -> list[str]:

@@ -27,17 +27,16 @@ import posixpath
 import stat
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
 
 from worker.errors import ConfigError
 from worker.evals.config.layout import MAX_CONFIGS, MAX_PATH_CHARS
 from worker.evals.types import CONFIG_FILENAME, Config, Settings
 from worker.evals.verdict.contract import contract_components
+from worker.pipeline.report_values import CheckMode
 from worker.pipeline.trees import base_mode, read_config
 
 #: Folders discovery never enters (besides hidden ones): vendored code carries its own configs.
 SKIPPED_DIRS = frozenset({"node_modules", "vendor", "third_party"})
-CheckMode = Literal["combined", "per_config"]
 
 
 @dataclass(frozen=True)
@@ -274,7 +273,7 @@ def conflict_note(tip: str) -> str:
     new head, which is gated anew. Its comparison can fail it but never pass it: a passing
     verdict would stay on the pull request when a later push to the base branch removes the
     conflict, for a merge nobody gated (fresh user, issue 30), so such a run is undecided
-    (`CONFLICT_UNDECIDED`, `worker.pipeline.multi.MultiReport.undecided_unless_failed`).
+    (`CONFLICT_UNDECIDED`, `worker.pipeline.report_values.MultiReport.undecided_unless_failed`).
     """
     return (f"the head conflicts with the base branch's tip {tip[:7]}, so the merge result "
             "cannot be gated and the head itself is compared. The pull request cannot merge "

@@ -114,6 +114,32 @@ def base_mode(root: Path) -> str:
     return config.settings.base if config is not None else "merge_base"
 
 
+async def verdict_without_base(config: Config, root: Path, run: RunResult,
+                               notes: Sequence[str], evals: EvalContext | None) -> GateReport:
+    """Return the verdict on a run with nothing at base: only absolute rules (``min``) apply.
+
+    The one head-only verdict: `gate_trees` without a base (or with no config at base, and so
+    ``llmgate run`` without ``--base``), and a push's stored run (worker/jobs/push.py). The run
+    is compared with no base under ``config``'s own rules
+    (`worker.evals.verdict.comparable.compare_comparable`, which re-scores nothing then) and
+    finished by the health rules (`worker.evals.verdict.health.finish_report`).
+
+    Args:
+        config: the config ``run`` ran (its rules are the verdict's).
+        root: its checkout (or config folder).
+        run: the run to judge.
+        notes: lines to carry into the report, in order.
+        evals: its context (the examples' earlier values, ``history``, weigh the sign-flip
+            family); None for none.
+
+    Returns:
+        The finished report (conclusion, headline, notes); ``base`` None.
+    """
+    history = evals.history if evals is not None else None
+    compared = await compare_comparable(config, root, run, None, notes, evals)
+    return finish_report(compared, config, rules=config, history=history)
+
+
 async def gate_trees(
     head_root: Path,
     base_root: Path | None,
@@ -427,6 +453,8 @@ async def _verdict(plan: _Plan, heads: list[RunResult], head_root: Path,
     """Compare head with base under the rules, then under head's own contract if it differs
     (``scale``: a sequential look's factor on the regression alphas, worker/pipeline/
     sequential.py; ``state``: head's run state, whose budget re-scoring spends)."""
+    if base_run is None and base_config is None and not problems:  # nothing at base
+        return await verdict_without_base(plan.gating, head_root, heads[0], notes, evals)
     problem = problems[0] if problems else None
     head_run, counted = count_as_failed(heads[0], base_run,
                                         Attribution(plan.gating, base_config, base_run, heads[0]),

@@ -11,12 +11,10 @@ from __future__ import annotations
 import math
 from collections import Counter
 
+from worker.evals.score.direction import lower_is_better
 from worker.evals.types import GateReport, PairedComparison, RuleOutcome
-from worker.evals.verdict.decided import DECIDED_RULE, UNDECIDED_RULE
-from worker.evals.verdict.outcomes import p_text
-from worker.evals.verdict.paired import lower_is_better
-from worker.report.markdown import VERDICT
-from worker.report.stats_table import THRESHOLD_RULES
+from worker.evals.verdict.reason_text import DECIDED_RULE, UNDECIDED_RULE, p_text
+from worker.report.markdown import THRESHOLD_RULES, VERDICT
 
 _DECIDING = ("fail", "regression")
 

@@ -34,6 +34,9 @@ _UNDERSCORES = re.compile(r"_+")
 VERDICT = {"success": ("✅", "pass"), "failure": ("❌", "fail"), "neutral": ("⚪", "neutral"),
            "cancelled": ("⚪", "cancelled"), "timed_out": ("⌛", "timed out"),
            "action_required": ("⚠️", "action required"), "skipped": ("⏭", "skipped")}
+#: Threshold rules (how their text starts), whose status the metric table shows, not the
+#: statistics table (worker/report/stats_table.py) nor the Why (worker/report/decision.py).
+THRESHOLD_RULES = ("min ", "max_drop ", "max ", "max_increase ", "max_increase_pct ")
 # Markdown, not HTML: HTML autoescaping would garble it; view models are escaped in Python.
 _ENV = jinja2.Environment(
     loader=jinja2.FileSystemLoader(Path(__file__).parent / "templates"),

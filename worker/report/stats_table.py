@@ -13,13 +13,12 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from worker.evals.types import GateReport, PairedComparison, RuleOutcome
-from worker.evals.verdict.outcomes import p_text
+from worker.evals.verdict.reason_text import p_text
 from worker.evals.verdict.stats import DEFAULT_RESAMPLES, ZERO_METHOD
+from worker.report.markdown import THRESHOLD_RULES
 
 #: Comparison rows shown; the rest are counted ("... N more rows").
 MAX_ROWS = 80
-#: Threshold rules, whose status is shown in the metric table, not here.
-THRESHOLD_RULES = ("min ", "max_drop ", "max ", "max_increase ", "max_increase_pct ")
 _VERDICT = {"regression": "❌ regression", "inconclusive": "❔ inconclusive", "pass": "✅ pass",
             "skipped": "⏭ skipped", "fail": "❌ fail"}
 _ORDER = ("fail", "regression", "inconclusive", "pass", "skipped")

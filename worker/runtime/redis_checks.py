@@ -9,6 +9,10 @@ Afterwards every client of the worker (arq's pool and the jobs' own) retries a l
 forever with capped exponential backoff (`PatientRetry`): a restart of Redis pauses the worker's
 poll loop and its jobs' Redis calls instead of ending the process, and the outage and the
 recovery are each logged once. A refused password is not retried: it is a configuration error.
+Once the worker is told to stop (SIGTERM or SIGINT: `note_stopping`, worker/runtime/stopping.py)
+a connection lost for `STOP_PATIENCE_S` or longer is retried no more: the call raises the error,
+so a worker stopping while Redis is away exits within seconds instead of waiting for Redis until
+it is killed, while a blip of Redis during the grace is still retried.
 
 A Redis that answers but refuses writes (``OOM`` when full under ``noeviction``, ``READONLY``,
 ``MISCONF``: `worker.contract.write_refusal`) is not retried here: the caller gets the error.
@@ -50,6 +54,9 @@ T = TypeVar("T")
 RETRY_CAP_S = 2.0
 #: First pause after a failed attempt, seconds (doubled per failure up to `RETRY_CAP_S`).
 RETRY_BASE_S = 0.05
+#: How long a stopping worker still waits for a lost Redis, seconds: a blip of Redis during the
+#: grace is retried as before, an outage is not waited out (`note_stopping`).
+STOP_PATIENCE_S = 3.0
 #: Errors that mean "Redis is not reachable now" (``LOADING`` after a restart is one).
 RETRIED_ERRORS: tuple[type[Exception], ...] = (RedisConnectionError, RedisTimeoutError, OSError,
                                                asyncio.TimeoutError)
@@ -128,6 +135,35 @@ def refused_writes() -> tuple[str, float] | None:
     return None if since is None else (_WriteRefusal.reason, time.monotonic() - since)
 
 
+class _Stopping:
+    """Which stop signal this process got (``SIGTERM``, ``SIGINT``), or None while it serves."""
+
+    signal: str | None = None
+
+
+def note_stopping(signal_name: str) -> None:
+    """Note that the worker is stopping (on ``signal_name``, e.g. ``"SIGTERM"``): from now on
+    `PatientRetry` raises a lost connection instead of waiting for Redis (module docstring).
+    Logged once; it lasts as long as the process."""
+    if _Stopping.signal is None:
+        _Stopping.signal = signal_name
+        if _Outage.since is not None:
+            log.warning("stopping on %s while Redis is away: Redis is not waited for any more",
+                        signal_name)
+
+
+def stopping() -> str | None:
+    """The stop signal this process got (`note_stopping`), or None while it serves."""
+    return _Stopping.signal
+
+
+def stopped_waiting() -> bool:
+    """Whether this process stopped waiting for Redis: it is stopping (`note_stopping`) and
+    has had no Redis for `STOP_PATIENCE_S` seconds or more."""
+    lost = outage_s()
+    return _Stopping.signal is not None and lost is not None and lost >= STOP_PATIENCE_S
+
+
 def redis_fault(error: BaseException) -> bool:
     """Whether ``error`` is Redis away or blipping (`RETRIED_ERRORS`, a watch lost with its
     connection: ``WatchError``) or refusing writes, as opposed to a configuration error (a
@@ -144,14 +180,17 @@ def outage_s() -> float | None:
 
 
 class PatientRetry(Retry):
-    """redis-py's `Retry` that never gives up on a lost connection (module docstring).
+    """redis-py's `Retry` that never gives up on a lost connection (module docstring) until
+    the worker is stopping (`note_stopping`).
 
     redis-py runs both the connect of a connection and each command through its client's
     ``retry``; this one repeats either after `RETRIED_ERRORS` (socket errors included: a
     refused connect is an ``OSError`` there) forever, pausing
     ``min(RETRY_CAP_S, RETRY_BASE_S * 2**n)`` seconds after the n-th failure (redis-py's
     `ExponentialBackoff`), and raises `CONFIG_ERRORS` and every other error at once (a refused
-    write noted first: `note_write_refused`).
+    write noted first: `note_write_refused`). In a stopping worker (`stopping`) a failed
+    attempt raises its error too once Redis has been lost for `STOP_PATIENCE_S`
+    (`stopped_waiting`).
     """
 
     __slots__ = ()
@@ -167,6 +206,8 @@ class PatientRetry(Retry):
 
         Raises:
             redis.exceptions.RedisError: one of `CONFIG_ERRORS`, or an error not retried.
+            redis.exceptions.ConnectionError, redis.exceptions.TimeoutError, OSError: Redis is
+                unreachable and the worker is stopping (`stopped_waiting`).
             asyncio.CancelledError: the caller was cancelled (e.g. the worker stops).
         """
         failures = 0
@@ -179,6 +220,8 @@ class PatientRetry(Retry):
                 failures += 1
                 _Outage.failed(err)
                 await fail(err)
+                if stopped_waiting():
+                    raise  # a stopping worker does not wait out an outage of Redis
                 await asyncio.sleep(self._backoff.compute(failures))
                 continue
             except RedisError as err:

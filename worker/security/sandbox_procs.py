@@ -1,7 +1,7 @@
 """End target processes with the worker that started them, even a SIGKILLed one.
 
 A target command (and a custom assertion) runs in a session and process group of its own, so
-that a timeout kills all of it (``worker/evals/targets.py``). Without more, a worker that dies
+that a timeout kills all of it (``worker/security/process.py``). Without more, a worker that dies
 (SIGKILL, the OOM killer) leaves them running, re-parented to PID 1, outside every timeout.
 Two layers end them:
 

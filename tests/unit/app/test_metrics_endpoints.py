@@ -39,7 +39,7 @@ def samples(text: str) -> dict[tuple[str, tuple], float]:
 
 
 async def beat(redis_url: str, seen_s: float) -> None:
-    """Publish one worker's heartbeat, as worker/metrics.py does, seen at ``seen_s``."""
+    """Publish one worker's heartbeat, as worker/runtime/metrics.py does, seen at ``seen_s``."""
     redis = Redis.from_url(redis_url)
     await redis.hset(WORKERS_KEY, "host:1:abc", json.dumps({"seen": seen_s, "running": 0}))
     await redis.aclose()

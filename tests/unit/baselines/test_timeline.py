@@ -21,6 +21,7 @@ from tests.conftest import free_port
 from tests.unit import worker_support
 from tests.unit.baseline_support import EXAMPLES, build_field_repo, push_payload
 from tests.unit.events_support import run_burst, worker_env
+from tests.unit.history_support import example, gate_report, record_gate
 from tests.unit.monorepo_support import build_monorepo
 from tests.unit.worker_support import INSTALLATION_ID, OWNER, REPO, gate_payload
 from worker import history_contract as history
@@ -35,15 +36,7 @@ from worker.baselines.timeline import (
 from worker.baselines.timeline_records import interval
 from worker.contract import gate_job_id
 from worker.evals.score.metrics import suite_metrics
-from worker.evals.types import (
-    AssertionResult,
-    ExampleResult,
-    GateReport,
-    PairedComparison,
-    RuleOutcome,
-    RunResult,
-    SuiteResult,
-)
+from worker.evals.types import RunResult, SuiteResult
 from worker.history_contract import HistoryRetention
 from worker.jobs.push import store_baseline
 from worker.runtime.metrics import METRICS, SAMPLES_KEY
@@ -57,19 +50,11 @@ DAY = 86400.0
 ODD_IDS = ("例-1", "e\u0301t\u00e9", "🙂 smile", "\u200fmark")
 
 
-def _example(example_id: str, line: int, passed: bool, score: float,
-             **more: Any) -> ExampleResult:
-    checks = (AssertionResult("equals", passed, 1.0 if passed else 0.0),
-              AssertionResult("llm_rubric", score >= 0.5, score))
-    return ExampleResult(example_id, line, passed, False, "out", "exp", assertions=checks,
-                         **more)
-
-
 def _suite(n: int, passing: int, name: str = "tickets", ids: tuple[str, ...] = ()) -> SuiteResult:
     """``n`` examples, the first ``passing`` pass; scores 0.2..0.9; ``ids`` replace the first
     ids."""
     names = [*ids, *(f"ex-{i:04d}" for i in range(len(ids), n))]
-    examples = tuple(_example(names[i], i + 1, i < passing, 0.2 + 0.7 * (i % 10) / 9)
+    examples = tuple(example(names[i], i + 1, i < passing, 0.2 + 0.7 * (i % 10) / 9)
                      for i in range(n))
     return SuiteResult(name, f"evals/{name}.jsonl", examples, suite_metrics(examples))
 
@@ -100,25 +85,11 @@ async def _push(redis: Redis, sha: str, pushed_at: float, *suites: SuiteResult,
                                base_source="compared with abc", duration_s=12.5)
 
 
-def _gate_report(base: SuiteResult, head: SuiteResult) -> GateReport:
-    outcome = RuleOutcome(head.name, "pass_rate", "max_drop 0.05", base.metrics["pass_rate"],
-                          head.metrics["pass_rate"], -0.1, "fail", "dropped 0.10")
-    compared = PairedComparison(head.name, "pass_rate", "", 20, 0, 0, 0.75, 0.65, -0.10,
-                                -0.2, -0.01, "mcnemar", 0.01, 0.02, 0, 2, 18, 0.1, 0.05)
-    return GateReport("failure", (outcome,), (), _run("h" * 40, head), _run("b" * 40, base),
-                      comparisons=(compared,), base_source="compared with bbbbbbb",
-                      base_sha="b" * 40)
-
-
 async def _gate(redis: Redis, check_run_id: int, clock: Clock, pr_number: int = 7,
                 settings: BaselineSettings | None = None) -> int:
     timeline = Timeline(redis, settings or _settings(), clock)
-    report = _gate_report(_suite(20, 15), _suite(20, 13))
-    return await timeline.gate(
-        repo=REPO_KEY, pr_number=pr_number, check_run_id=check_run_id, head_sha="h" * 40,
-        base_sha="b" * 40, base_ref="main", configs=[("", report)], conclusion="failure",
-        why="decided by tickets pass_rate max_drop 0.05 (fail).",
-        report_url="https://llmgate.example.com/reports/" + "a" * 32, duration_s=3.25)
+    return await record_gate(timeline, REPO_KEY, pr_number, check_run_id,
+                             gate_report(_suite(20, 15), _suite(20, 13)))
 
 
 async def _errors_counted(redis: Redis, kind: str) -> float:

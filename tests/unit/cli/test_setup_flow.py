@@ -24,6 +24,7 @@ import httpx
 import jwt
 import pytest
 
+from app.dashboard.session import AuthSettings
 from app.settings import WebSettings
 from tests.conftest import free_port
 from worker.cli.demo import _keypair
@@ -33,15 +34,20 @@ from worker.cli.setup_flow import APP_EVENTS, APP_PERMISSIONS, SetupError
 from worker.runtime.settings import WorkerConfig
 
 GITHUB_SECRET = "e340154128314309424b7c8e90325147d99fdafa"  # GitHub's docs example: hex
+#: The App's OAuth client as GitHub's conversion answers it (its docs' example shapes).
+CLIENT_ID, CLIENT_SECRET = "Iv23liAbCdEf0123", "1d4b2097ac622ba702d19de498f005747a8b21d3"
 KEYPAIR = _keypair()  # one RSA key for the module: making one takes a while
 
 
 class FakeGitHub:
-    """Records what it was sent; ``webhook_secret`` is what the conversion answers."""
+    """Records what it was sent; ``webhook_secret``, ``client_id`` and ``client_secret`` are
+    what the conversion answers (None: the field is left out)."""
 
     def __init__(self) -> None:
         self.private_pem, self.public_pem = KEYPAIR
         self.webhook_secret: str | None = GITHUB_SECRET
+        self.client_id: str | None = CLIENT_ID
+        self.client_secret: str | None = CLIENT_SECRET
         self.forms: list[dict[str, Any]] = []
         self.codes: dict[str, bool] = {}  # code -> exchanged
         self.conversions: list[str] = []
@@ -92,9 +98,10 @@ class FakeGitHub:
                     self._send(404, {"message": "Not Found"})
                     return
                 fake.codes[code] = True
+                client = {k: v for k, v in (("client_id", fake.client_id),
+                                            ("client_secret", fake.client_secret)) if v is not None}
                 self._send(201, {"id": 4242, "slug": "llmgate-acme", "node_id": "MDM",
-                                 "html_url": "https://github.com/apps/llmgate-acme",
-                                 "client_id": "Iv1.x", "client_secret": "cs",
+                                 "html_url": "https://github.com/apps/llmgate-acme", **client,
                                  "webhook_secret": fake.webhook_secret, "pem": fake.private_pem})
 
             def do_PATCH(self) -> None:  # noqa: N802
@@ -179,6 +186,27 @@ def test_the_whole_flow_registers_under_the_org_and_stores_usable_credentials(gi
     assert config.app_id == "4242"
     assert config.private_key.strip() == github.private_pem.strip()
     assert github.conversions == ["code0"] and github.hook_configs == []
+    auth = AuthSettings.from_env(env)  # "Sign in with GitHub" works without a secret by hand
+    assert auth is not None
+    assert (auth.client_id, auth.client_secret) == (CLIENT_ID, CLIENT_SECRET)
+    assert re.fullmatch(r"[0-9a-f]{64}", auth.session_secret)
+    assert CLIENT_SECRET not in repr(registration)
+
+
+@pytest.mark.parametrize("client_id, client_secret", [
+    (None, None), (CLIENT_ID, None), (CLIENT_ID, "has$dollar-and-more-chars"),
+    ("Iv1 with space", CLIENT_SECRET)])
+def test_without_a_usable_client_secret_sign_in_stays_off_and_the_file_says_so(
+        github, flow_factory, client_id, client_secret):
+    github.client_id, github.client_secret = client_id, client_secret
+    flow = flow_factory()
+    assert browse(flow.url).status_code == 200
+    text = flow.options.output.read_text()
+    env = read_env(flow.options.output)
+    assert not any(name.startswith("LLMGATE_") for name in env)
+    assert AuthSettings.from_env(env) is None  # sign-in off, the web process starts as before
+    assert "# Sign in with GitHub: GitHub returned no usable client secret" in text
+    assert WebSettings.from_env(env).webhook_secret == GITHUB_SECRET
 
 
 def test_a_second_callback_is_refused_and_exchanges_nothing(github, flow_factory):
@@ -254,5 +282,6 @@ def test_the_cli_runs_the_flow_and_prints_no_secret(github, tmp_path, capsys):
     printed = capsys.readouterr()
     assert "4242" in printed.out and str(output) in printed.out
     assert github.forms[0]["path"] == "/settings/apps/new"  # no --org: the personal account
-    for secret in (GITHUB_SECRET, "PRIVATE KEY"):
+    session_secret = read_env(output)["LLMGATE_SESSION_SECRET"]
+    for secret in (GITHUB_SECRET, "PRIVATE KEY", CLIENT_SECRET, session_secret):
         assert secret not in printed.out + printed.err

@@ -23,7 +23,7 @@ from worker.baselines.timeline import Timeline
 from worker.contract import gate_job_id
 from worker.evals.types import GateReport, RuleOutcome, RunResult, SuiteResult
 from worker.gate.trend_read import TREND_RUNS, read_trends, trend_data
-from worker.pipeline.multi import ConfigReport, MultiReport
+from worker.pipeline.report_values import ConfigReport, MultiReport
 
 pytestmark = pytest.mark.filterwarnings("ignore:Call to deprecated close:DeprecationWarning")
 REPO_KEY = f"{OWNER}/{REPO}"

@@ -107,7 +107,7 @@ async def test_shared_head_with_two_bases(github, shas, redis_url, tmp_path):
     assert sorted(new_runs) == ["pr:11", "pr:12"] and len(state["check_runs"]) == 3
     assert new_runs["pr:11"]["conclusion"] == "failure"  # 1.0 at main -> 0.75
     # PR 12's own verdict (0.75 at release -> 0.75) passes, but the commit's one llmgate
-    # check shows the most blocking verdict of its open PRs (worker/shared_head.py): before,
+    # check shows the most blocking verdict of its open PRs (worker/gate/shared_head.py): before,
     # whichever ran last decided for both, and PR 11 could pass main's required check
     assert (new_runs["pr:12"]["conclusion"], new_runs["pr:12"]["output"]["title"]) == (
         "failure", "llmgate: blocked: this commit is also the head of #11 into main, which "

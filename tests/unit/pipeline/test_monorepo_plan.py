@@ -17,8 +17,9 @@ from worker.errors import ConfigError
 from worker.evals.config.layout import MAX_CONFIGS
 from worker.evals.config.load import parse_config
 from worker.evals.types import ConfigRef, GateReport, Regression
-from worker.pipeline.multi import ConfigReport, MultiReport, gate_plan
+from worker.pipeline.multi import gate_plan
 from worker.pipeline.plan import discover, plan_configs
+from worker.pipeline.report_values import ConfigReport, MultiReport
 from worker.report import multi as report_multi
 from worker.report.render import COMMENT_MAX_BYTES
 

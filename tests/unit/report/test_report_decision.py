@@ -7,7 +7,7 @@ from dataclasses import replace
 
 from tests.unit.evals.verdict.test_gate_stats import config, ex, gate
 from worker.evals.types import GateRule
-from worker.pipeline.multi import ConfigReport, MultiReport
+from worker.pipeline.report_values import ConfigReport, MultiReport
 from worker.report import render as report
 from worker.report import terminal
 from worker.report.decision import decision_sentence

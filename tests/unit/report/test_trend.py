@@ -8,7 +8,7 @@ import math
 from worker.contract import COMMENT_MARKER
 from worker.evals.types import GateReport, RuleOutcome, RunResult, SuiteResult
 from worker.github.limits import MAX_COMMENT_BYTES, MAX_OUTPUT_BYTES, utf8_size
-from worker.pipeline.multi import ConfigReport, MultiReport
+from worker.pipeline.report_values import ConfigReport, MultiReport
 from worker.report import multi as report_multi
 from worker.report import render
 from worker.report.trend import (

@@ -24,8 +24,8 @@ Format (every key optional; see docs/statistics.md, "Gate rules")::
       quarantine: [t17, t33]           # left out of per-example rules
 
 ``min``/``max_drop`` belong to higher-is-better metrics and ``max``/``max_increase`` to the
-lower-is-better ones (`worker.evals.score.metrics.LOWER_IS_BETTER`); the other way round is an error
-saying which to use. The paired rules know each metric's direction by themselves. Errors are
+lower-is-better ones (`worker.evals.score.direction.LOWER_IS_BETTER`); the other way round is an
+error saying which to use. The paired rules know each metric's direction by themselves. Errors are
 raised through the config reader, so each names the file and line.
 """
 
@@ -39,8 +39,9 @@ from yaml.nodes import Node, ScalarNode
 from worker.errors import ConfigError
 from worker.evals.config.metric_specs import CUSTOM_PREFIX, custom_names
 from worker.evals.config.spelling import as_written
+from worker.evals.score.direction import LOWER_IS_BETTER
 from worker.evals.score.example_values import has_example_values
-from worker.evals.score.metrics import KNOWN_METRICS, LOWER_IS_BETTER, is_known_metric
+from worker.evals.score.metrics import KNOWN_METRICS, is_known_metric
 from worker.evals.types import GateOptions, GateRule, MetricSpec
 
 #: Rule keys of one metric.

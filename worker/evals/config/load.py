@@ -34,6 +34,7 @@ from worker.evals.config import consistency as config_consistency
 from worker.evals.config import judge_rules as config_judge
 from worker.evals.config import layout as config_layout
 from worker.evals.config import llm_suites as config_llm
+from worker.evals.config import notify as config_notify
 from worker.evals.config import paths as config_paths
 from worker.evals.config import safe_yaml
 from worker.evals.config import stats_settings as config_stats
@@ -60,7 +61,8 @@ from worker.security.process import FORBIDDEN_ENV_PREFIXES, is_allowed_env_name
 
 #: The only config schema version.
 SUPPORTED_VERSION = 1
-TOP_KEYS = ("version", "settings", "suites", "untrusted", "configs", "discover")
+TOP_KEYS = ("version", "settings", "suites", "untrusted", "configs", "discover",
+            config_notify.NOTIFY_KEY)
 #: Bounds a pull request cannot raise: one invocation's time (the worker's job limit, seconds)
 #: and target processes at once per suite.
 MAX_TIMEOUT_S = 3600
@@ -138,6 +140,29 @@ def parse_config(text: str, path: str = CONFIG_FILENAME) -> Config:
     return config_llm.check_models(_Reader(path).config(root))
 
 
+def read_notify(root: Path,
+                config_path: str = CONFIG_FILENAME) -> config_notify.NotifyOptions | None:
+    """Return the ``notify`` options of the config at ``root / config_path`` (a checkout or a
+    config's folder), or None when the file or the key is absent
+    (worker/evals/config/notify.py).
+
+    Raises:
+        ConfigError: the file is unreadable, not YAML, or ``notify`` is invalid (its line).
+    """
+    if not (root / config_path).is_file():
+        return None
+    text = decode_utf8(read_repo_file(root, config_path, MAX_CONFIG_BYTES), config_path)
+    try:
+        composed = safe_yaml.compose(text, config_path)
+    except yaml.YAMLError as exc:
+        raise ConfigError(config_path, None, f"YAML error: {exc}") from None
+    node = config_notify.notify_node(composed) if composed is not None else None
+    if node is None:
+        return None
+    return config_notify.parse_notify(_Reader(config_path), node,
+                                      config_notify.suite_names(composed))
+
+
 class _Reader:
     """Walks composed YAML nodes, raising `ConfigError` at the offending node's line."""
 
@@ -205,7 +230,10 @@ class _Reader:
         if "untrusted" in entries:
             self.choice(entries["untrusted"][1], "`untrusted`", UNTRUSTED_POLICIES)
         layout = self.layout(entries)
+        notify = entries.get(config_notify.NOTIFY_KEY)
         if "suites" not in entries and (layout[0] or layout[1]):  # a monorepo's root config
+            if notify is not None:
+                config_notify.parse_notify(self, notify[1], ())
             return Config(SUPPORTED_VERSION, (), settings, self.path, *layout)
         suites_node = self.required(entries, "suites", root, "the config")
         items = self.sequence(suites_node, "`suites`")
@@ -218,6 +246,8 @@ class _Reader:
                 raise self.error(item, f"duplicate suite name {suite.name!r} "
                                  f"(first at line {suites[suite.name].line})")
             suites[suite.name] = suite
+        if notify is not None:  # validated here; the push job reads it (`read_notify`)
+            config_notify.parse_notify(self, notify[1], tuple(suites))
         return Config(SUPPORTED_VERSION, tuple(suites.values()), settings, self.path, *layout)
 
     def layout(self, entries: _Entries) -> tuple[tuple[ConfigRef, ...], bool, int | None]:

@@ -11,8 +11,8 @@ from worker.evals.score.consistency import (
     is_classification_metric,
 )
 from worker.evals.score.example_values import target_left_out
-from worker.evals.score.metrics_agent import AGENT_LOWER_IS_BETTER, AGENT_METRICS, agent_metrics
-from worker.evals.score.metrics_llm import LLM_METRICS, LOWER_IS_BETTER, is_llm_metric, llm_metrics
+from worker.evals.score.metrics_agent import AGENT_METRICS, agent_metrics
+from worker.evals.score.metrics_llm import LLM_METRICS, is_llm_metric, llm_metrics
 from worker.evals.score.metrics_order import ORDER_METRICS, order_metrics
 from worker.evals.score.rag_judges import CRITERIA
 from worker.evals.types import ExampleResult
@@ -24,8 +24,7 @@ KNOWN_METRICS: tuple[str, ...] = ("pass_rate", "error_rate") + tuple(
     f"assertion.{name}.pass_rate" for name in KNOWN_ASSERTIONS
 ) + LLM_METRICS + CONSISTENCY_METRICS + tuple(f"assertion.{name}.pass_rate" for name in CRITERIA) \
     + ORDER_METRICS + AGENT_METRICS
-LOWER_IS_BETTER = LOWER_IS_BETTER + AGENT_LOWER_IS_BETTER
-__all__ = ["KNOWN_METRICS", "LOWER_IS_BETTER", "is_known_metric", "suite_metrics"]
+__all__ = ["KNOWN_METRICS", "is_known_metric", "suite_metrics"]
 
 
 def is_known_metric(name: str) -> bool:

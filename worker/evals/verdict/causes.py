@@ -30,7 +30,7 @@ An example whose target call got no answer (error kinds ``rate_limited``, ``prov
   in `Attribution.failing_for_head`: the cause stays ``outside`` (an outage that began after
   base's calls looks the same), but a prompt or parameters that make every call time out, or
   a provider that answers 500 or 429 to head's requests only, is as likely: such a run is
-  undecided and never ``neutral`` (worker/evals/health.py).
+  undecided and never ``neutral`` (worker/evals/verdict/health.py).
 
 A target that gave no answer (error kind ``target``: a command target crashed, exited
 non-zero, timed out or wrote no valid output) is no call error. At head it is scored as a

@@ -18,9 +18,10 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from worker.evals.score.direction import lower_is_better
 from worker.evals.types import PairedComparison
 from worker.evals.verdict import stats
-from worker.evals.verdict.paired import PairedSuite, lower_is_better, mean_over_repeats
+from worker.evals.verdict.paired import PairedSuite, mean_over_repeats
 from worker.evals.verdict.power import DEFAULT_POWER, mdd_binary, mdd_continuous
 from worker.evals.verdict.stats import FloatArray
 

@@ -62,18 +62,12 @@ from worker.evals.types import (
     SuiteResult,
 )
 from worker.evals.verdict.compare import compare
+from worker.evals.verdict.reason_text import DECIDED_RULE
 from worker.evals.verdict.signflip import History
 
 #: Metrics whose unanswered values the best case bounds (module docstring).
 DECIDABLE = ("pass_rate", "mean_score", "error_rate", "critical examples")
 _ASSERTION = re.compile(r"assertion\..+\.(pass_rate|mean_score)\Z")
-#: Appended to the reason of a failing rule the examples without an answer could make pass
-#: (worker/report/decision.py names the run's headline as its Why then).
-UNDECIDED_RULE = ("undecided: it fails on the answered examples, but the examples without an "
-                  "answer could make it pass")
-#: Appended to the reason of a failing rule the examples without an answer cannot undo (the
-#: run's headline, which names the regressions too, is then its Why).
-DECIDED_RULE = "it fails whatever the examples without an answer give"
 #: The message of an assertion the best case sets.
 BEST_CASE = "best case of an unanswered example"
 

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from worker.evals.score.direction import lower_is_better
 from worker.evals.types import (
     GateOptions,
     GateRule,
@@ -25,7 +26,7 @@ from worker.evals.types import (
     SuiteResult,
 )
 from worker.evals.verdict.outcomes import inconclusive_outcome
-from worker.evals.verdict.paired import PairedSuite, lower_is_better, mean_over_repeats
+from worker.evals.verdict.paired import PairedSuite, mean_over_repeats
 from worker.evals.verdict.thresholds import EPSILON, failure_reason
 
 #: Example ids listed in a reason.

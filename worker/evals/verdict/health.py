@@ -82,8 +82,9 @@ from worker.evals.types import (
 from worker.evals.verdict.base_targets import TARGET_KINDS, hidden, hidden_headline, no_answer
 from worker.evals.verdict.base_targets import note as no_answer_note
 from worker.evals.verdict.causes import Attribution
-from worker.evals.verdict.decided import UNDECIDED_RULE, Settled, settle
+from worker.evals.verdict.decided import Settled, settle
 from worker.evals.verdict.outcomes import MAX_IDS
+from worker.evals.verdict.reason_text import UNDECIDED_RULE
 from worker.evals.verdict.signflip import History
 
 PROVIDER_KINDS = ("rate_limited", "provider", "timeout")

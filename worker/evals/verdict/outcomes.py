@@ -25,6 +25,7 @@ from typing import Literal
 
 import numpy as np
 
+from worker.evals.score.direction import lower_is_better
 from worker.evals.types import (
     ExampleResult,
     GateOptions,
@@ -34,7 +35,8 @@ from worker.evals.types import (
     RuleStatus,
 )
 from worker.evals.verdict import power
-from worker.evals.verdict.paired import PairedSuite, lower_is_better, mean_over_repeats
+from worker.evals.verdict.paired import PairedSuite, mean_over_repeats
+from worker.evals.verdict.reason_text import p_text
 
 Effect = Literal["none", "neutral", "undecided", "failure"]
 #: What an inconclusive verdict does to the check, by ``on_inconclusive`` (``undecided`` when
@@ -244,13 +246,6 @@ def _effect_text(effect: Effect) -> str:
 
 def _drop_word(metric: str) -> str:
     return "rise" if lower_is_better(metric) else "drop"
-
-
-def p_text(value: float) -> str:
-    """Return a p-value (0-1) for a report: 3 decimals from 0.1, else 4 significant digits,
-    as precise as the alphas it is compared with (``regression alpha 0.003906``), so a
-    rounded p never reads on the other side of its alpha."""
-    return f"{value:.3f}" if value >= 0.1 else f"{value:.4g}"
 
 
 def _detects(c: PairedComparison) -> str:

@@ -18,13 +18,11 @@ import numpy as np
 
 from worker.errors import ConfigError
 from worker.evals.score.example_values import has_example_values, values_array
-from worker.evals.score.metrics import LOWER_IS_BETTER
 from worker.evals.types import ExampleResult, SuiteConfig, SuiteResult
 from worker.evals.verdict.stats import FloatArray
 
-__all__ = ["PairedSuite", "first_line_id", "has_example_values", "lower_is_better",
-           "mean_over_repeats", "missing_id_message", "pair_suite", "require_explicit_ids",
-           "rules_needing_ids"]
+__all__ = ["PairedSuite", "first_line_id", "has_example_values", "mean_over_repeats",
+           "missing_id_message", "pair_suite", "require_explicit_ids", "rules_needing_ids"]
 
 #: Group label of an example without the grouping key.
 NO_GROUP = "(none)"
@@ -52,11 +50,6 @@ class PairedSuite:
     added: tuple[str, ...]
     removed: tuple[str, ...]
     critical: tuple[str, ...] = ()
-
-
-def lower_is_better(metric: str) -> bool:
-    """Return True for metrics where a higher value is worse (errors, cost, tokens, latency)."""
-    return metric in LOWER_IS_BETTER
 
 
 def mean_over_repeats(values: FloatArray) -> FloatArray:

@@ -25,11 +25,12 @@ from dataclasses import dataclass, replace
 import numpy as np
 from numpy.typing import NDArray
 
+from worker.evals.score.direction import lower_is_better
 from worker.evals.types import GateRule, PairedComparison, StatisticsSettings
 from worker.evals.verdict.comparisons import gated_groups
 from worker.evals.verdict.flakiness import history_weights
 from worker.evals.verdict.multiplicity import test_family
-from worker.evals.verdict.paired import PairedSuite, lower_is_better, mean_over_repeats
+from worker.evals.verdict.paired import PairedSuite, mean_over_repeats
 from worker.evals.verdict.stats import FloatArray
 
 #: Seed of the sign patterns (mixed with the suites' names so reruns repeat exactly).

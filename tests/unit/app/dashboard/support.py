@@ -17,18 +17,12 @@ from starlette.applications import Starlette
 from starlette.requests import Request
 
 from app.dashboard.views import dashboard_routes
+from tests.unit.history_support import WHY as WHY  # the gates' Why, read by the page tests
+from tests.unit.history_support import example, gate_report, record_gate
 from worker.baselines.store import BaselineSettings
 from worker.baselines.timeline import Timeline, record_acceptance
 from worker.evals.score.metrics import suite_metrics
-from worker.evals.types import (
-    AssertionResult,
-    ExampleResult,
-    GateReport,
-    PairedComparison,
-    RuleOutcome,
-    RunResult,
-    SuiteResult,
-)
+from worker.evals.types import RunResult, SuiteResult
 
 REPO = "octo/widgets"
 #: A repository with history that the access double refuses.
@@ -41,7 +35,6 @@ RUNS = 200
 SCRIPT_ID = "<script>alert(1)</script>"
 UNICODE_ID = "例-1 🙂\u200f"
 ODD_SUITE = "<i>ü</i>/x"
-WHY = "decided by tickets pass_rate max_drop 0.05 (fail)."
 
 
 def sha(i: int) -> str:
@@ -77,18 +70,12 @@ class FixedReposAccess:
         return [r for r in repos if r in self.allowed]
 
 
-def _example(example_id: str, line: int, passed: bool, score: float) -> ExampleResult:
-    checks = (AssertionResult("equals", passed, 1.0 if passed else 0.0),
-              AssertionResult("llm_rubric", score >= 0.5, score))
-    return ExampleResult(example_id, line, passed, False, "out", "exp", assertions=checks)
-
-
 def suite(name: str, i: int, n: int = 12) -> SuiteResult:
     """Suite ``name`` of run ``i``: ``n`` examples, the first 4 + i % 6 pass, except
     `SCRIPT_ID` (example 0) which flips every run; `UNICODE_ID` always passes."""
     passing = 4 + i % 6
     ids = [SCRIPT_ID, UNICODE_ID, *(f"ex-{k:03d}" for k in range(2, n))]
-    examples = tuple(_example(ids[k], k + 1, (i % 2 == 0) if k == 0 else k < passing + 1,
+    examples = tuple(example(ids[k], k + 1, (i % 2 == 0) if k == 0 else k < passing + 1,
                               0.2 + 0.6 * ((i + k) % 7) / 6) for k in range(n))
     return SuiteResult(name, f"evals/{name}.jsonl", examples, suite_metrics(examples))
 
@@ -103,19 +90,8 @@ async def write_history(redis: Redis, repo: str = REPO, runs: int = RUNS) -> Non
         await timeline.push(repo=repo, namespace=repo, sha=sha(i), branch="main",
                             pushed_at=T0 + 3600 * i, run=run, base_source="", duration_s=10 + i)
     for pr, check_run_id, conclusion in ((7, 555, "failure"), (8, 556, "success")):
-        base, head = suite("tickets", 0), suite("tickets", 1)
-        outcome = RuleOutcome("tickets", "pass_rate", "max_drop 0.05", base.metrics["pass_rate"],
-                              head.metrics["pass_rate"], -0.1, "fail", "dropped 0.10")
-        compared = PairedComparison("tickets", "pass_rate", "", 12, 0, 0, 0.75, 0.65, -0.10,
-                                    -0.2, -0.01, "mcnemar", 0.01, 0.02, 0, 2, 10, 0.1, 0.05)
-        report = GateReport(conclusion, (outcome,), (), RunResult("h" * 40, {"tickets": head}),
-                            RunResult("b" * 40, {"tickets": base}), comparisons=(compared,),
-                            base_source="compared with bbbbbbb", base_sha="b" * 40)
-        await timeline.gate(repo=repo, pr_number=pr, check_run_id=check_run_id,
-                            head_sha="h" * 40, base_sha="b" * 40, base_ref="main",
-                            configs=[("", report)], conclusion=conclusion, why=WHY,
-                            report_url="https://llmgate.example.com/reports/" + "a" * 32,
-                            duration_s=3.25)
+        report = gate_report(suite("tickets", 0), suite("tickets", 1), conclusion)
+        await record_gate(timeline, repo, pr, check_run_id, report)
     await record_acceptance(redis, repo=repo, pr_number=7, check_run_id=555, by="maintainer",
                             at=NOW + 60)
 

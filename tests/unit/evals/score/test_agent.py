@@ -9,8 +9,9 @@ import pytest
 from worker.errors import ConfigError
 from worker.evals.score import agent
 from worker.evals.score.assertions import validate_spec
+from worker.evals.score.direction import LOWER_IS_BETTER
 from worker.evals.score.example_values import example_value
-from worker.evals.score.metrics import LOWER_IS_BETTER, suite_metrics
+from worker.evals.score.metrics import suite_metrics
 from worker.evals.score.traces import TraceError, parse_trace
 from worker.evals.score.trajectory_judge import trace_text
 from worker.evals.types import AssertionSpec, ExampleResult, ToolCall, Trace

@@ -6,7 +6,8 @@ import pytest
 
 from worker.errors import ConfigError
 from worker.evals.config.load import parse_config
-from worker.evals.score.metrics import LOWER_IS_BETTER, suite_metrics
+from worker.evals.score.direction import LOWER_IS_BETTER
+from worker.evals.score.metrics import suite_metrics
 from worker.evals.types import (
     AssertionResult,
     Config,
