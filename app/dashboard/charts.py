@@ -125,16 +125,18 @@ def _marks(points: Sequence[ChartPoint], frame: _Frame) -> list[str]:
 
 
 def trend_chart(points: Sequence[ChartPoint], *, title: str, width: int = 640,
-                height: int = 150) -> Markup:
+                height: int = 150, span: tuple[float, float] | None = None) -> Markup:
     """Return an SVG trend of ``points`` (oldest first): the line, each interval as a band and
     a whisker, each point a dot with a ``<title>`` tooltip (label, value, interval, note) that
     links to its ``href``; the y axis's extremes and the first and last labels as text.
 
-    ``width``/``height`` are the SVG's size in CSS pixels. An empty ``points`` draws the frame.
+    ``width``/``height`` are the SVG's size in CSS pixels; ``span`` fixes the y axis (e.g.
+    ``(0.0, 1.0)`` for a share), else it is the values' range with a margin. An empty
+    ``points`` draws the frame.
     """
     values = [v for p in points for raw in (p.value, p.low, p.high)
               if (v := _finite(raw)) is not None]
-    frame = _Frame(len(points), _range(values),
+    frame = _Frame(len(points), span if span is not None else _range(values),
                    (48.0, 22.0, width - 8.0, height - 20.0))
     label = escape(title)
     parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '

@@ -153,7 +153,8 @@ def judge_charts(series: Sequence[model.JudgeSeries], base: str) -> list[Markup]
                              note=model.judge_note(p))
                   for p in judge.points]
         charts.append(trend_chart(points, title=f"{judge.suite} · {judge.criterion}: "
-                                                "agreement with people", height=110))
+                                                "agreement with people", height=110,
+                                  span=(0.0, 1.0)))
     return charts
 
 

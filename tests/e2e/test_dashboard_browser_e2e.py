@@ -6,11 +6,13 @@ web process as ``uvicorn app.main:app`` on a loopback port, configured from its 
 (client id and secret, ``LLMGATE_SESSION_SECRET``, ``GITHUB_URL``/``GITHUB_API_URL`` at the
 fake, ``LLMGATE_PUBLIC_URL`` at itself, ``LLMGATE_REPORTS_REQUIRE_LOGIN`` on). Playwright drives
 the machine's Chromium through: the dashboard signed out, sign-in at the fake GitHub, the
-repositories list (the readable private repository only), a repository with 200 runs, a chart
-point to its run, a pull request gate to its stored report (worker/report/store.py, rendered by
-worker/report/html_report.py as the worker does), an example's page, the 404s of a repository
-the user cannot read (page, JSON and CSV the same as an unknown repository's), sign-out by the
-nav's link (and the signed-out visitor sent to sign in).
+repositories list (the readable private repository only), a repository with 200 runs and its
+judge's agreement with people charted over 2 gates, a chart point to its run, a pull request
+gate to its stored report (worker/report/store.py, rendered by worker/report/html_report.py as
+the worker does), an example's page with its base and head outputs side by side (recorded by
+the gate, redacted: a GitHub token is not in the page, markup is shown as text), the 404s of a
+repository the user cannot read (page, JSON and CSV the same as an unknown repository's),
+sign-out by the nav's link (and the signed-out visitor sent to sign in).
 
 Every page must log no console error (except the intended 404s) and fetch nothing from another
 origin than the app (the fake GitHub's authorize redirect is the one other, by OAuth's design).
@@ -28,7 +30,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -43,17 +45,24 @@ from tests.fakes.fake_github import FakeGitHubServer, running_fake_github
 from tests.unit.app.dashboard import support
 from worker.baselines.store import BaselineSettings
 from worker.baselines.timeline import Timeline, record_acceptance
+from worker.evals.score.metrics import suite_metrics
 from worker.evals.types import (
+    AssertionResult,
     Conclusion,
     GateReport,
+    JudgeAgreement,
     PairedComparison,
     RuleOutcome,
+    RuleStatus,
     RunResult,
+    SuiteResult,
 )
 from worker.github.checks import CheckOutput
+from worker.history_contract import pr_run_id
 from worker.pipeline.report_values import ConfigReport, MultiReport
 from worker.report.html_report import render_html
 from worker.report.store import ReportSettings, ReportStore
+from worker.security.redact import REDACTED, Redactor
 
 playwright = pytest.importorskip("playwright.sync_api",
                                  reason="playwright is not installed (pip install playwright)")
@@ -74,6 +83,29 @@ REPOS = {REPO: {"private": True}, HIDDEN: {"private": True}}
 GATES: tuple[tuple[int, int, Conclusion], ...] = ((7, 555, "failure"), (8, 556, "success"))
 #: Chromium's console line for a document answered 404 (the intended ones only).
 NOT_FOUND_LINE = "the server responded with a status of 404"
+#: The example the flow opens from PR #7's gate, which passed at base and fails at head there,
+#: so the gate records both outputs (worker/baselines/gate_records.py `output_records`).
+OPENED = "ex-002"
+#: A GitHub token's shape (``ghp_`` and 36 characters), redacted by the shape alone
+#: (worker/security/redact.py `SECRET_SHAPES`), and markup that would run if it became an
+#: element (an alert is recorded as a dialog) and that the page can find by its id.
+TOKEN = "ghp_" + "Z9y8X7w6V5" * 3 + "u4T3s2"
+TAG = '<img id="llmgate-injected" src="x" onerror="alert(2)">'
+#: The outputs of `OPENED` at base and head in PR #7: head's holds the token, the tag, a long
+#: paragraph and a long unbroken word (a URL), to see how the page wraps them.
+BASE_OUTPUT = ("Hello Ana,\nyour ticket #4521 is solved: the refund of 19.90 EUR was sent today "
+               "and reaches your account within 3 working days.\nKind regards, Support")
+HEAD_OUTPUT = ("Hello Ana,\n" + TAG + " your ticket #4521 is solved. Debug: using " + TOKEN
+               + " for the refunds API.\n"
+               + "The refund of 19.90 EUR was sent today. " * 12 + "\nDetails: https://support."
+               "example.com/tickets/4521?" + "&".join(f"field{k}=value{k}" for k in range(20))
+               + "\nKind regards, Support")
+#: The judge's agreement with people measured by each gate (suite ``tickets``, criterion
+#: `CRITERION`, base's labels, `JUDGE_REFERENCE` as reference, `JUDGE_LABELS` labels):
+#: pull request number -> (agreement 0-1, Cohen's kappa, rule status).
+CRITERION, JUDGE_REFERENCE, JUDGE_LABELS = "tone", 0.9, 20
+JUDGES: dict[int, tuple[float, float, RuleStatus]] = {7: (0.6, 0.21, "fail"),
+                                                      8: (0.95, 0.89, "pass")}
 
 
 @dataclass
@@ -87,10 +119,50 @@ class Stack:
     reports: dict[int, str] = field(default_factory=dict)
 
 
+def _with_output(suite: SuiteResult, example_id: str, passed: bool, output: str) -> SuiteResult:
+    """Return ``suite`` with example ``example_id`` passing or not with ``output`` (its
+    ``equals`` check following), and the suite's metrics computed again."""
+    examples = tuple(replace(e, passed=passed, output=output, assertions=(
+        AssertionResult("equals", passed, 1.0 if passed else 0.0), *e.assertions[1:]))
+        if e.id == example_id else e for e in suite.examples)
+    return replace(suite, examples=examples, metrics=suite_metrics(examples))
+
+
+def gate_report(pr: int, conclusion: Conclusion) -> GateReport:
+    """Return pull request ``pr``'s gate of suite ``tickets`` (branch run 1's results against
+    run 0's): ``pass_rate`` dropped 0.10 past ``max_drop 0.05``; the changed judge of
+    `CRITERION` was run on base's labels (`JUDGES`: its ``min_agreement 0.80`` outcome and
+    measured figures, as worker/pipeline/judge_trust.py writes them); in PR #7, `OPENED`
+    passed at base with `BASE_OUTPUT` and fails at head with `HEAD_OUTPUT` (not redacted:
+    the history's own redaction is under test)."""
+    base, head = support.suite("tickets", 0), support.suite("tickets", 1)
+    if pr == 7:
+        base = _with_output(base, OPENED, True, BASE_OUTPUT)
+        head = _with_output(head, OPENED, False, HEAD_OUTPUT)
+    agreement, kappa, status = JUDGES[pr]
+    outcomes = (
+        RuleOutcome("tickets", "pass_rate", "max_drop 0.05", base.metrics["pass_rate"],
+                    head.metrics["pass_rate"], -0.1, "fail", "dropped 0.10"),
+        RuleOutcome("tickets", f"judge agreement ({CRITERION})", "min_agreement 0.80",
+                    JUDGE_REFERENCE, agreement, agreement - JUDGE_REFERENCE, status,
+                    f"agreement {agreement:.0%} against at least 80%"))
+    compared = PairedComparison("tickets", "pass_rate", "", 12, 0, 0, 0.75, 0.65, -0.10, -0.2,
+                                -0.01, "mcnemar", 0.01, 0.02, 0, 2, 10, 0.1, 0.05)
+    measured = JudgeAgreement("tickets", CRITERION, "openai/judge-new", "evals/labels.jsonl",
+                              agreement, JUDGE_REFERENCE, kappa, JUDGE_LABELS)
+    return GateReport(conclusion, outcomes, (), RunResult("h" * 40, {"tickets": head}),
+                      RunResult("b" * 40, {"tickets": base}), comparisons=(compared,),
+                      base_source="compared with bbbbbbb", base_sha="b" * 40,
+                      judge_agreement=(measured,))
+
+
 async def write_history(redis_url: str, app_url: str) -> dict[int, str]:
-    """Write `REPO`'s 200 default-branch runs and its 2 pull request gates, each gate with a
-    stored report of `REPO` at ``app_url``, and `HIDDEN`'s history (support.write_history);
-    return each gate's report path by pull request number."""
+    """Write `REPO`'s 200 default-branch runs and its 2 pull request gates (`gate_report`:
+    both with the judge's agreement, PR #7 with `OPENED`'s outputs), each gate recorded with
+    the reports' redaction (worker/gate/history_record.py) and with a stored report of `REPO`
+    at ``app_url`` rendered from the redacted report (as worker/gate/run.py publishes it),
+    and `HIDDEN`'s history (support.write_history); return each gate's report path by pull
+    request number."""
     redis = Redis.from_url(redis_url)
     try:
         timeline = Timeline(redis, BaselineSettings(history_runs=500, history_pr_days=90),
@@ -102,27 +174,19 @@ async def write_history(redis_url: str, app_url: str) -> dict[int, str]:
                                 pushed_at=support.T0 + 3600 * i, run=run, base_source="",
                                 duration_s=10 + i)
         store = ReportStore(redis, ReportSettings(app_url, 3600))
+        redactor = Redactor()
         paths: dict[int, str] = {}
         for pr, check_run_id, conclusion in GATES:
-            base, head = support.suite("tickets", 0), support.suite("tickets", 1)
-            outcome = RuleOutcome("tickets", "pass_rate", "max_drop 0.05",
-                                  base.metrics["pass_rate"], head.metrics["pass_rate"], -0.1,
-                                  "fail", "dropped 0.10")
-            compared = PairedComparison("tickets", "pass_rate", "", 12, 0, 0, 0.75, 0.65,
-                                        -0.10, -0.2, -0.01, "mcnemar", 0.01, 0.02, 0, 2, 10,
-                                        0.1, 0.05)
-            report = GateReport(conclusion, (outcome,), (), RunResult("h" * 40, {"tickets": head}),
-                                RunResult("b" * 40, {"tickets": base}), comparisons=(compared,),
-                                base_source="compared with bbbbbbb", base_sha="b" * 40)
+            report = gate_report(pr, conclusion)
             multi = MultiReport((ConfigReport(".llmgate.yml", "", report),))
-            page = render_html(multi, "h" * 40, "b" * 40)
+            page = render_html(redactor.redact_value(multi), "h" * 40, "b" * 40)
             url = await store.store(CheckOutput(f"llmgate: PR #{pr}", "summary", "text"),
                                     functools.partial(str, page), REPO)
             paths[pr] = urlsplit(url).path
             await timeline.gate(repo=REPO, pr_number=pr, check_run_id=check_run_id,
                                 head_sha="h" * 40, base_sha="b" * 40, base_ref="main",
                                 configs=[("", report)], conclusion=conclusion, why=support.WHY,
-                                report_url=url, duration_s=3.25)
+                                report_url=url, duration_s=3.25, redact=redactor.redact)
         await record_acceptance(redis, repo=REPO, pr_number=7, check_run_id=555,
                                 by="maintainer", at=support.NOW + 60)
         await support.write_history(redis, repo=HIDDEN, runs=5)
@@ -289,10 +353,30 @@ def test_sign_in_browse_a_repository_its_report_and_examples_then_sign_out(
     page.wait_for_url(f"{app}/dashboard/{REPO}")
     assert "200 default-branch runs and 2 pull request gates kept." in \
         page.locator("body").inner_text().replace("\n", " ")
-    charts = page.locator("div.chart svg")
+    judge_label = f"tickets · {CRITERION}: agreement with people"
+    charts = page.locator(f'div.chart svg:not([aria-label="{judge_label}"])')
     assert charts.count() >= 2
-    points = page.locator("div.chart svg a")
+    points = charts.locator("a")
     assert points.count() >= 100  # 100 runs charted by default, each point a link
+    # The judge's agreement with people: one chart, a point per gate that measured it (oldest
+    # first), each linking to its gate with kappa and n in its tooltip; the table's latest.
+    judge = page.locator(f'div.chart svg[aria-label="{judge_label}"]')
+    assert judge.count() == 1 and judge.is_visible()
+    drawn = judge.bounding_box()
+    assert drawn is not None and drawn["width"] > 300 and drawn["height"] > 50
+    dots = judge.locator("a")
+    assert dots.count() == len(JUDGES)
+    assert all(d.is_visible() for d in dots.all())
+    tips = [d.locator("title").text_content() or "" for d in dots.all()]
+    assert [t.split(" · ")[0] for t in tips] == ["#7: 0.6", "#8: 0.95"], tips
+    assert "kappa 0.21 · n 20 · reference 90% · fail" in tips[0]
+    assert [d.get_attribute("href") for d in dots.all()] == [
+        f"/dashboard/{REPO}/runs/{pr_run_id(pr, check_run_id)}" for pr, check_run_id, _ in GATES]
+    judges_table = page.locator("h2", has_text="Judge agreement with people").locator(
+        "xpath=following-sibling::table[1]")
+    assert judges_table.locator("tr").nth(1).locator("td").all_inner_texts()[:5] == [
+        "tickets", CRITERION, "0.95", "0.89", "20"]
+    assert "No gate calibrated a judge" not in page.content()
     browser.shot("repository")
 
     # A chart point (the newest run) to its run page.
@@ -322,11 +406,33 @@ def test_sign_in_browse_a_repository_its_report_and_examples_then_sign_out(
     page.go_back()
     page.wait_for_url(f"{app}/dashboard/{REPO}/runs/**")
     page.locator("details summary").first.click()
-    example = page.locator("details a", has_text="ex-002").first
+    example = page.locator("details a", has_text=OPENED).first
     example.click()
     page.wait_for_url(f"{app}/dashboard/{REPO}/examples/**")
-    assert page.locator("h1").inner_text().startswith("ex-002")
+    assert page.locator("h1").inner_text().startswith(OPENED)
     assert "Passed on the default branch" in page.locator("body").inner_text()
+    # PR #7's outputs, base and head side by side in one row: the tag shown as text (no
+    # element made of it), the token redacted (nowhere in the page), nothing wider than the
+    # window.
+    row = page.locator("table.outputs tr", has=page.locator("td.head pre"))
+    assert row.count() == 1
+    assert row.locator("td").first.inner_text().startswith("#7")
+    assert row.locator("td").nth(1).inner_text() == "regressed"
+    base_pre, head_pre = row.locator("td.base pre"), row.locator("td.head pre")
+    assert base_pre.inner_text() == BASE_OUTPUT
+    head_text = head_pre.inner_text()
+    assert TAG in head_text and f"Debug: using {REDACTED} for the refunds API." in head_text
+    assert head_text == Redactor().redact(HEAD_OUTPUT)
+    left, right = base_pre.bounding_box(), head_pre.bounding_box()
+    assert left is not None and right is not None
+    assert left["x"] + left["width"] <= right["x"]  # base left of head
+    assert left["y"] < right["y"] + right["height"] and right["y"] < left["y"] + left["height"]
+    assert page.locator("#llmgate-injected").count() == 0
+    assert page.locator("table.outputs img").count() == 0
+    html = page.content()
+    assert TOKEN not in html and TOKEN[:20] not in html
+    assert page.evaluate("document.documentElement.scrollWidth") <= \
+        page.evaluate("document.documentElement.clientWidth")
     browser.shot("example")
 
     # The example whose id is markup: shown as text, nothing runs (a dialog would be recorded).
