@@ -34,8 +34,9 @@ import argparse
 import json
 import os
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -46,9 +47,15 @@ from worker.cli.baseline import add_store_option
 #: worker/report/github_actions.py's `MAX_ANNOTATIONS`, what GitHub shows per step).
 MAX_ANNOTATIONS = 50
 
+#: The whole command line (worker/cli/main.py `main`): arguments -> exit code. Passed in by
+#: main.py, which imports this module, so this module does not import it back.
+RunCli = Callable[[Sequence[str]], int]
 
-def add_action_command(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    """Add ``llmgate action`` (the GitHub Action's step)."""
+
+def add_action_command(sub: argparse._SubParsersAction[argparse.ArgumentParser],
+                       run_cli: RunCli) -> None:
+    """Add ``llmgate action`` (the GitHub Action's step), which gates by calling ``run_cli``
+    with ``llmgate run``'s arguments."""
     action = sub.add_parser("action", help="the GitHub Action's step (a pull_request job)",
                             description="Gate the pull request of GITHUB_EVENT_PATH as the "
                                         "App does (merged into its base when behind it), "
@@ -64,7 +71,7 @@ def add_action_command(sub: argparse._SubParsersAction[argparse.ArgumentParser])
     action.add_argument("--comment-author", default=DEFAULT_COMMENT_AUTHOR, metavar="LOGIN",
                         help="the bot the token comments as, whose comment is edited (default "
                              f"{DEFAULT_COMMENT_AUTHOR}; a GitHub App's token: SLUG[bot])")
-    action.set_defaults(func=cmd_action)
+    action.set_defaults(func=partial(cmd_action, run_cli=run_cli))
 
 
 def escape(text: str, *, prop: bool = False) -> str:
@@ -128,11 +135,10 @@ def _event(environ: Mapping[str, str]) -> PullEvent:
                          f"event: {err}") from None
 
 
-def cmd_action(args: argparse.Namespace) -> int:
-    """Gate the event's pull request, write the summary and annotations and, with
-    ``--comment``, post the sticky comment (module doc); return ``llmgate run``'s exit code."""
-    from worker.cli.main import main
-
+def cmd_action(args: argparse.Namespace, *, run_cli: RunCli) -> int:
+    """Gate the event's pull request with ``run_cli`` (``llmgate run``), write the summary and
+    annotations and, with ``--comment``, post the sticky comment (module doc); return
+    ``llmgate run``'s exit code."""
     token = os.environ.pop(TOKEN_ENV, "")  # before anything runs: nothing started inherits it
     try:
         pull = _event(os.environ)
@@ -152,10 +158,10 @@ def cmd_action(args: argparse.Namespace) -> int:
     store = ["--baseline-store", args.baseline_store] if args.baseline_store else []
     undecided = ["--allow-undecided"] if args.allow_undecided else []
     comment = ["--format", f"comment:{comment_path}"] if args.comment else []
-    code = main(["run", "--base", pull.base_sha, "--head", pull.head_sha, "--format", "json",
-                 "--output", str(paths["report-json"]),
-                 "--format", f"junit:{paths['report-junit']}",
-                 "--format", f"html:{paths['report-html']}", *comment, *store, *undecided])
+    code = run_cli(["run", "--base", pull.base_sha, "--head", pull.head_sha, "--format", "json",
+                    "--output", str(paths["report-json"]),
+                    "--format", f"junit:{paths['report-junit']}",
+                    "--format", f"html:{paths['report-html']}", *comment, *store, *undecided])
     try:
         report = json.loads(paths["report-json"].read_text(encoding="utf-8"))
     except (OSError, ValueError):

@@ -23,6 +23,7 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from worker.cli.repo_root import repo_root
 from worker.errors import ConfigError, ExecutionError
 
 if TYPE_CHECKING:
@@ -117,7 +118,6 @@ def cmd_baseline_push(args: argparse.Namespace) -> int:
     import asyncio  # not at import time: `llmgate --help` builds this command's parser
 
     from worker.checkout import GitError, local_git
-    from worker.cli.main import repo_root
 
     repo = repo_root(Path.cwd())
     try:

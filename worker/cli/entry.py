@@ -13,20 +13,15 @@ import os
 import sys
 from collections.abc import Sequence
 
-
-def version_text() -> str:
-    """Return ``llmgate X.Y.Z``, as ``--version`` prints: worker/version.py's `VERSION`, which
-    is also the installed distribution's version (pyproject.toml reads it from there)."""
-    from worker.version import VERSION
-
-    return f"llmgate {VERSION}"
+from worker.cli.version_text import version_text
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line on ``argv`` (default ``sys.argv[1:]``); returns the exit code.
 
-    ``--version`` alone prints `version_text` and returns 0 (argparse's own ``--version`` in
-    worker/cli/main.py prints the same text, for ``--version`` among other arguments).
+    ``--version`` alone prints `version_text` (worker/cli/version_text.py) and returns 0
+    (argparse's own ``--version`` in worker/cli/main.py prints the same text, for
+    ``--version`` among other arguments).
     """
     args = list(sys.argv[1:] if argv is None else argv)
     if args == ["--version"]:

@@ -27,7 +27,6 @@ from worker.cli.action import add_action_command
 from worker.cli.baseline import add_baseline_command, add_store_option
 from worker.cli.calibrate import add_calibrate_command
 from worker.cli.dataset import add_dataset_command
-from worker.cli.entry import version_text
 from worker.cli.formats import FORMATS, format_paths, format_refusal, parse_format, write_reports
 from worker.cli.healthcheck import add_healthcheck_command
 from worker.cli.history import add_history_command
@@ -40,8 +39,11 @@ from worker.cli.perturbations import add_perturbations_command
 from worker.cli.power import add_power_command
 from worker.cli.promptfoo import add_import_command
 from worker.cli.redteam import add_redteam_command
+from worker.cli.repo_root import is_repository as is_repository  # llmgate/api.py imports it
+from worker.cli.repo_root import repo_root as repo_root  # from here, and the pytest plugin
 from worker.cli.run_options import add_selection_options
 from worker.cli.setup import add_setup_command
+from worker.cli.version_text import version_text
 from worker.errors import ConfigError, ExecutionError
 from worker.evals.filenames import CONFIG_FILENAME
 from worker.security.redact import Redactor, secrets_from_environ
@@ -234,9 +236,9 @@ def _reaped_child_warning(record: logging.LogRecord) -> bool:
 
 
 class _Version(argparse.Action):
-    """``--version``: print `worker.cli.entry.version_text` and exit 0, reading the installed
-    version only when asked (argparse's own version action needs the text up front, which
-    would read the distribution's metadata on every ``--help``)."""
+    """``--version``: print `version_text` (worker/cli/version_text.py) and exit 0, reading
+    the installed version only when asked (argparse's own version action needs the text up
+    front, which would read the distribution's metadata on every ``--help``)."""
 
     def __init__(self, option_strings: Sequence[str], dest: str = argparse.SUPPRESS,
                  default: str = argparse.SUPPRESS, help: str | None = None) -> None:  # noqa: A002
@@ -330,7 +332,7 @@ def _parser() -> argparse.ArgumentParser:
     add_baseline_command(sub)
     add_init_command(sub)
     add_dataset_command(sub)
-    add_action_command(sub)
+    add_action_command(sub, main)
     add_import_command(sub)
     add_output_levels(parser)
     return parser
@@ -544,22 +546,6 @@ def in_folder(root: Path, config: str) -> str:
     if (root / config).is_dir():
         return posixpath.normpath(posixpath.join(config, CONFIG_FILENAME))
     return config
-
-
-def is_repository(folder: Path) -> bool:
-    """Return whether ``folder`` is the top of a git checkout: its ``.git`` is a folder
-    holding ``HEAD``, or the ``gitdir:`` file of a worktree or submodule."""
-    dot_git = folder / ".git"
-    return dot_git.is_file() or (dot_git / "HEAD").is_file()
-
-
-def repo_root(start: Path) -> Path:
-    """Return the nearest directory at or above ``start`` that `is_repository`; else ``start``.
-
-    So ``llmgate run`` finds ``.llmgate.yml`` at the repository root from any subdirectory.
-    """
-    start = start.absolute()
-    return next((d for d in (start, *start.parents) if is_repository(d)), start)
 
 
 async def _resolve(repo: Path, ref: str, option: str) -> str:

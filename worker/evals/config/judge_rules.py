@@ -12,7 +12,8 @@ from __future__ import annotations
 
 from yaml.nodes import Node
 
-from worker.evals.config.llm_suites import Reader, repo_path
+from worker.evals.config.llm_suites import repo_path
+from worker.evals.config.reader import Reader
 from worker.evals.types import JudgeRules
 
 JUDGE_RULE_KEYS = ("labels", "min_agreement", "max_drift")

@@ -22,7 +22,7 @@ from typing import Literal, cast
 
 from yaml.nodes import Node, SequenceNode
 
-from worker.evals.config.llm_suites import Reader
+from worker.evals.config.reader import Reader
 from worker.evals.config.spelling import as_written
 from worker.evals.types import CONFIG_FILENAME, ConfigRef
 

@@ -27,11 +27,12 @@ import math
 import posixpath
 import re
 from dataclasses import replace
-from typing import Any, Protocol
+from typing import Any
 
 from yaml.nodes import Node
 
 from worker.errors import ConfigError
+from worker.evals.config.reader import Entries, Reader
 from worker.evals.config.spelling import as_written
 from worker.evals.llm.endpoints import ENDPOINT_KEYS, parse_endpoint
 from worker.evals.llm_types import Endpoint, ModelTarget, RetrySettings
@@ -43,25 +44,6 @@ LLM_SETTINGS_KEYS = ("repeats", "cache", "max_cost_usd", "max_duration", "retry"
 MODEL_TARGET_KEYS = (*ENDPOINT_KEYS, "prompt", "version", "tools", "max_steps")
 RETRY_KEYS = ("max_retries", "backoff_base", "max_backoff")
 MAX_REPEATS = 100
-_Entries = dict[str, tuple[Node, Node]]
-
-
-class Reader(Protocol):
-    """The parts of the config reader used here (see worker/evals/config/load.py)."""
-
-    path: str
-
-    def error(self, node: Node, message: str) -> ConfigError:
-        """Return a ConfigError at ``node``'s line."""
-
-    def value(self, node: Node) -> Any:
-        """Return the plain value of ``node``."""
-
-    def mapping(self, node: Node, what: str, known: tuple[str, ...] = ()) -> _Entries:
-        """Return the entries of a mapping node, refusing unknown keys."""
-
-    def fraction(self, node: Node, what: str) -> float:
-        """Return a number from 0 to 1."""
 
 
 def _number(reader: Reader, node: Node, what: str, *, low: float = 0.0,
@@ -76,7 +58,7 @@ def _number(reader: Reader, node: Node, what: str, *, low: float = 0.0,
     return float(value)
 
 
-def settings_extras(reader: Reader, entries: _Entries, base: Settings) -> Settings:
+def settings_extras(reader: Reader, entries: Entries, base: Settings) -> Settings:
     """Return ``base`` with the LLM settings of ``entries`` applied (keys above)."""
     changes: dict[str, Any] = {}
     for key, (_, node) in entries.items():
@@ -156,7 +138,7 @@ def model_target(reader: Reader, node: Node, what: str) -> ModelTarget:
     return agent_fields(reader, entries, target)
 
 
-def agent_fields(reader: Reader, entries: _Entries, target: ModelTarget) -> ModelTarget:
+def agent_fields(reader: Reader, entries: Entries, target: ModelTarget) -> ModelTarget:
     """Return ``target`` with its ``tools`` and ``max_steps`` (worker/evals/config/tools.py)."""
     from worker.evals.config.tools import parse_max_steps, parse_tools
 
@@ -184,7 +166,7 @@ def repo_path(reader: Reader, node: Node, what: str) -> str:
     return normal
 
 
-def batch_flag(reader: Reader, entries: _Entries) -> bool:
+def batch_flag(reader: Reader, entries: Entries) -> bool:
     """Return the command target's ``batch`` flag (default false)."""
     if "batch" not in entries:
         return False

@@ -232,8 +232,10 @@ class _Reader:
         layout = self.layout(entries)
         notify = entries.get(config_notify.NOTIFY_KEY)
         if "suites" not in entries and (layout[0] or layout[1]):  # a monorepo's root config
-            if notify is not None:
-                config_notify.parse_notify(self, notify[1], ())
+            if notify is not None:  # it would notify nothing: each config opts in itself
+                raise self.error(notify[0], "`notify` in a root config that only lists other "
+                                 "configs would notify nothing: a push is compared per config, "
+                                 "so put `notify:` in each listed config that should notify")
             return Config(SUPPORTED_VERSION, (), settings, self.path, *layout)
         suites_node = self.required(entries, "suites", root, "the config")
         items = self.sequence(suites_node, "`suites`")

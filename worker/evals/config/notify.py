@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
-from worker.evals.config.llm_suites import Reader
+from worker.evals.config.reader import Reader
 from worker.evals.config.spelling import as_written
 
 #: The top-level key, and the keys it holds.
@@ -53,8 +53,8 @@ def parse_notify(reader: Reader, node: Node, suite_names: Collection[str]) -> No
     Args:
         reader: the config reader (its errors carry the file and line).
         node: the value node of ``notify``.
-        suite_names: the config's suite names; empty for a root config listing other configs
-            (then a named suite cannot be checked here and none is allowed).
+        suite_names: the config's suite names (a root config that only lists other configs
+            may not have ``notify``: worker/evals/config/load.py refuses it).
 
     Raises:
         ConfigError: not a mapping, an unknown key, ``suites`` missing, neither ``all`` nor a

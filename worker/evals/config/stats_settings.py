@@ -19,7 +19,7 @@ from typing import Any, Literal, cast
 
 from yaml.nodes import MappingNode, Node
 
-from worker.evals.config.llm_suites import Reader
+from worker.evals.config.reader import Reader
 from worker.evals.config.spelling import as_written
 from worker.evals.types import Settings, StatisticsSettings
 

@@ -29,7 +29,7 @@ from typing import Any
 
 from yaml.nodes import Node
 
-from worker.evals.config.llm_suites import Reader
+from worker.evals.config.reader import Reader
 from worker.evals.llm_types import ToolSpec
 from worker.evals.score.structured import check_schema
 
