@@ -267,27 +267,48 @@ async def accept_regression(redis: Redis, gh: GitHubClient, payload: AcceptPaylo
         return {"status": "duplicate"}
     line = audit_line(who, now, head_sha, rules, recorded)
     what = "let through" if recorded == "action_required" else "regression accepted"
-    output = CheckOutput(f"llmgate: pass ({what} by {safe(who, 100)})",
-                         f"{line}\n\n---\n\n{run.summary}", run.text)
-    try:
-        async with shared_head.held(redis, repo, head_sha):  # other PRs of this head
-            conclusion, output = await shared_head.accepted(redis, gh, repo, head_sha,
-                                                            payload["pr_number"], run_id, output)
-            await gh.update_check_run(owner, name, run_id, {
-                "status": "completed", "conclusion": conclusion, "output": output.to_json(),
-                "actions": [dict(RERUN_BUTTON)]})
-    except BaseException:
-        await release_acceptance(redis, repo_key, run_id)
-        raise
+    await _pass_run(redis, gh, payload, CheckOutput(
+        f"llmgate: pass ({what} by {safe(who, 100)})", f"{line}\n\n---\n\n{run.summary}",
+        run.text))
     await remember_acceptance(redis, repo_key, payload["pr_number"], head_sha, who, now,
                                      rules, run_id)
     await record_acceptance(redis, repo=repo_key, pr_number=payload["pr_number"],
                             check_run_id=run_id, by=who, at=now)  # history; never raises
-    try:  # the check run carries the audit line already: the comment's copy is a courtesy
-        await add_audit_to_comment(redis, gh, owner, name, payload["pr_number"], line,
-                                   await bot_login())
-    except GitHubError as err:  # e.g. a locked conversation
-        log.warning("%s#%d: the audit line was not added to the comment (%s)", repo_key,
-                    payload["pr_number"], err)
+    await _audit_comment(redis, gh, payload, line, bot_login)
     log.info("%s of %s#%d@%s by %s", what, repo_key, payload["pr_number"], head_sha[:7], who)
     return {"status": "accepted", "head_sha": head_sha}
+
+
+async def _pass_run(redis: Redis, gh: GitHubClient, payload: AcceptPayload,
+                    output: CheckOutput) -> None:
+    """Conclude the accepted check run with ``output`` (first the other pull requests of its
+    head have their say, `worker.gate.shared_head.accepted`); undo the acceptance when that
+    fails.
+
+    Raises:
+        GitHubError: GitHub refused the update.
+    """
+    repo, run_id, head_sha = payload["repo"], payload["check_run_id"], payload["head_sha"]
+    try:
+        async with shared_head.held(redis, repo, head_sha):  # other PRs of this head
+            conclusion, output = await shared_head.accepted(redis, gh, repo, head_sha,
+                                                            payload["pr_number"], run_id, output)
+            await gh.update_check_run(repo["owner"], repo["name"], run_id, {
+                "status": "completed", "conclusion": conclusion, "output": output.to_json(),
+                "actions": [dict(RERUN_BUTTON)]})
+    except BaseException:
+        await release_acceptance(redis, f"{repo['owner']}/{repo['name']}", run_id)
+        raise
+
+
+async def _audit_comment(redis: Redis, gh: GitHubClient, payload: AcceptPayload, line: str,
+                         bot_login: Callable[[], Awaitable[str]]) -> None:
+    """Add the audit ``line`` to the pull request's sticky comment; a refusal (e.g. a locked
+    conversation) is logged: the check run carries the line already."""
+    repo = payload["repo"]
+    try:  # the check run carries the audit line already: the comment's copy is a courtesy
+        await add_audit_to_comment(redis, gh, repo["owner"], repo["name"], payload["pr_number"],
+                                   line, await bot_login())
+    except GitHubError as err:  # e.g. a locked conversation
+        log.warning("%s#%d: the audit line was not added to the comment (%s)",
+                    f"{repo['owner']}/{repo['name']}", payload["pr_number"], err)

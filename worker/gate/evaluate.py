@@ -20,7 +20,8 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Iterator
 from contextlib import AsyncExitStack, contextmanager
-from dataclasses import replace
+from dataclasses import dataclass, replace
+from pathlib import Path
 
 from worker.baselines.reuse import Origin, StoredBaselines
 from worker.baselines.store import BaselineStore
@@ -86,62 +87,127 @@ async def evaluate_configs(services: Services, gh: GitHubClient, request: GateRe
     with _git_errors():
         merge_base, note = await _merge_base(services, key, url, request, token)
         async with AsyncExitStack() as stack:
-            tip_root = await stack.enter_async_context(
-                services.checkouts.worktree(key, url, request.base_sha, token))
-            merged = None  # the head merged into the base branch's tip, when it is behind it
-            conflicted = False
-            if merge_base != request.base_sha and not note and base_mode(tip_root) != "tip":
-                merged = await services.checkouts.merge_result(key, url, request.base_sha,
-                                                               request.head_sha, token)
-                conflicted = merged is None
-                if conflicted:
-                    note = conflict_note(request.base_sha)
-            head_sha = merged or request.head_sha
-            head_root = await stack.enter_async_context(
-                services.checkouts.worktree(key, url, head_sha, token))
-            base_sha, base_root = request.base_sha, tip_root
-            why_tip: str | None = MERGED_REASON
-            if merged is None and merge_base != request.base_sha:
-                merge_root = await stack.enter_async_context(
-                    services.checkouts.worktree(key, url, merge_base, token))
-                why_tip = tip_reason(merge_root, tip_root)
-                if why_tip is None:  # the merge base
-                    base_sha, base_root = merge_base, merge_root
+            trees = await _check_out(stack, services, request, key, url, token, merge_base,
+                                     note)
             changed = await services.checkouts.changed_files(key, url, merge_base,
                                                              request.head_sha, token)
-            evals = EvalContext(redis=services.cache, namespace=key,  # cache per repository
-                                cache_mode="off" if request.no_cache else "use",
-                                on_call=_observed(progress),  # metrics (and progress)
-                                history=await calibration_history(services.redis, key),
-                                shards=RedisShards(  # a large suite over many workers
-                                    services.redis, services.shards, repo,
-                                    gh.installation_id,
-                                    # a merge exists in this worker's mirror only
-                                    {base_root: base_sha} if merged else
-                                    {head_root: head_sha, base_root: base_sha},
-                                    "off" if request.no_cache else "use",
-                                    services=services))
-            if progress is not None:
-                evals.on_plan = progress.plan
-            role = "" if merge_base == request.base_sha else "the merge base" \
-                if base_sha == merge_base else f"the base branch's tip, {why_tip}"
-            store = BaselineStore(services.redis, services.baselines)
-            origin = Origin("pull_request", pr_number=request.pr_number, role=role)
-
-            def runner(folder: str) -> BaseRunner:
-                return StoredBaselines(store, baseline_namespace(key, folder), origin,
-                                       reuse=not request.no_cache)
-
-            multi = await gate_plan(plan_configs(head_root, base_root), head_root, base_root,
-                                    head_sha=head_sha, base_sha=base_sha, evals=evals,
-                                    changed_files=changed, base_runner_for=runner)
-    multi = replace(multi, configs=tuple(replace(c, report=replace(c.report, base_sha=base_sha))
-                                         for c in multi.configs))
-    if merged:
-        note = merged_note(request.base_sha, request.head_sha, merged)
-    elif conflicted:
+            evals = await _context(services, gh, request, trees, progress)
+            multi = await gate_plan(plan_configs(trees.head_root, trees.base_root),
+                                    trees.head_root, trees.base_root, head_sha=trees.head_sha,
+                                    base_sha=trees.base_sha, evals=evals, changed_files=changed,
+                                    base_runner_for=_runners(services, key, request, trees.role))
+    multi = _compared_with(multi, trees.base_sha)
+    note = trees.note
+    if trees.merged:
+        note = merged_note(request.base_sha, request.head_sha, trees.merged)
+    elif trees.conflicted:
         multi = multi.undecided_unless_failed(CONFLICT_UNDECIDED)
     return _noted(multi, note)
+
+
+@dataclass(frozen=True)
+class _Trees:
+    """The checked-out trees one gate request compares (`_check_out`).
+
+    Attributes:
+        head_root, head_sha: the head's checkout and commit: the head merged into the base
+            branch's tip when it is behind the tip, else the head itself.
+        base_root, base_sha: the base compared: the tip, or the merge base.
+        merged: the SHA of the head merged into the tip (None: not merged).
+        conflicted: the head is behind the tip and conflicts with it.
+        role: which base is compared, for the stored baselines' origin ("": the tip the head
+            contains).
+        note: which base was compared, for the report ("": as it is).
+    """
+
+    head_root: Path
+    head_sha: str
+    base_root: Path
+    base_sha: str
+    merged: str | None
+    conflicted: bool
+    role: str
+    note: str
+
+
+async def _check_out(stack: AsyncExitStack, services: Services, request: GateRequest,
+                     key: str, url: str, token: str, merge_base: str, note: str) -> _Trees:
+    """Check out the trees ``request`` compares (the module docstring), each removed when
+    ``stack`` closes (``key``: ``owner/name``; ``note``: the merge base's, `_merge_base`).
+
+    Raises:
+        GitError: git failed.
+    """
+    tip_root = await stack.enter_async_context(
+        services.checkouts.worktree(key, url, request.base_sha, token))
+    merged = None  # the head merged into the base branch's tip, when it is behind it
+    conflicted = False
+    if merge_base != request.base_sha and not note and base_mode(tip_root) != "tip":
+        merged = await services.checkouts.merge_result(key, url, request.base_sha,
+                                                       request.head_sha, token)
+        conflicted = merged is None
+        if conflicted:
+            note = conflict_note(request.base_sha)
+    head_sha = merged or request.head_sha
+    head_root = await stack.enter_async_context(
+        services.checkouts.worktree(key, url, head_sha, token))
+    base_sha, base_root = request.base_sha, tip_root
+    why_tip: str | None = MERGED_REASON
+    if merged is None and merge_base != request.base_sha:
+        merge_root = await stack.enter_async_context(
+            services.checkouts.worktree(key, url, merge_base, token))
+        why_tip = tip_reason(merge_root, tip_root)
+        if why_tip is None:  # the merge base
+            base_sha, base_root = merge_base, merge_root
+    role = "" if merge_base == request.base_sha else "the merge base" \
+        if base_sha == merge_base else f"the base branch's tip, {why_tip}"
+    return _Trees(head_root, head_sha, base_root, base_sha, merged, conflicted, role, note)
+
+
+async def _context(services: Services, gh: GitHubClient, request: GateRequest, trees: _Trees,
+                   progress: GateProgress | None) -> EvalContext:
+    """The evaluation's context: the response cache per repository, the metrics (and
+    ``progress``) of every call, the calibration history and the shards of a large suite."""
+    repo = request.repo
+    key = f"{repo['owner']}/{repo['name']}"
+    evals = EvalContext(redis=services.cache, namespace=key,  # cache per repository
+                        cache_mode="off" if request.no_cache else "use",
+                        on_call=_observed(progress),  # metrics (and progress)
+                        history=await calibration_history(services.redis, key),
+                        shards=RedisShards(  # a large suite over many workers
+                            services.redis, services.shards, repo,
+                            gh.installation_id,
+                            # a merge exists in this worker's mirror only
+                            {trees.base_root: trees.base_sha} if trees.merged else
+                            {trees.head_root: trees.head_sha, trees.base_root: trees.base_sha},
+                            "off" if request.no_cache else "use",
+                            services=services))
+    if progress is not None:
+        evals.on_plan = progress.plan
+    return evals
+
+
+def _runners(services: Services, key: str, request: GateRequest,
+             role: str) -> Callable[[str], BaseRunner]:
+    """The base runner of each config folder: stored baselines of the base commit, kept apart
+    per folder (worker/baselines/reuse.py), reused unless the request says ``no_cache``."""
+    store = BaselineStore(services.redis, services.baselines)
+    origin = Origin("pull_request", pr_number=request.pr_number, role=role)
+
+    def runner(folder: str) -> BaseRunner:
+        return StoredBaselines(store, baseline_namespace(key, folder), origin,
+                               reuse=not request.no_cache)
+
+    return runner
+
+
+def _compared_with(multi: MultiReport, base_sha: str) -> MultiReport:
+    """Return ``multi`` with every config's report naming ``base_sha`` the base compared."""
+    configs = []
+    for config in multi.configs:
+        report = replace(config.report, base_sha=base_sha)
+        configs.append(replace(config, report=report))
+    return replace(multi, configs=tuple(configs))
 
 
 def _noted(multi: MultiReport, note: str) -> MultiReport:

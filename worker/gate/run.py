@@ -215,10 +215,7 @@ async def _gate(services: Services, gh: GitHubClient, request: GateRequest, chec
     owner, name = repo["owner"], repo["name"]
     if request.draft and await drafts.read_base_drafts(
             services.checkouts, repo, request.base_sha, await gh.installation_token()) == "skip":
-        await _still_wanted(watch)
-        await drafts.conclude_skipped(gh, repo, check_run_id, request.base_sha)
-        await _record(services, request, "skipped", check_run_id)
-        return {"conclusion": "skipped", "head_sha": head_sha}
+        return await _conclude_draft(services, gh, request, check_run_id, watch)
     verdict = TRUSTED if request.trusted else await untrusted.verdict_for(
         gh, services.checkouts, services.approvals, repo, pr_number, head_sha,
         request.base_sha, request.facts)
@@ -226,10 +223,7 @@ async def _gate(services: Services, gh: GitHubClient, request: GateRequest, chec
         return await _conclude_unconfigured(services, gh, request, check_run_id,
                                             watch)  # no red PRs
     if verdict.decision != "run":  # untrusted and not approved: nothing of the head runs
-        await _still_wanted(watch)
-        await untrusted.conclude_waiting(gh, repo, check_run_id, pr_number, head_sha, verdict)
-        await _record(services, request, "action_required", check_run_id)
-        return {"conclusion": "action_required", "head_sha": head_sha}
+        return await _conclude_waiting(services, gh, request, check_run_id, watch, verdict)
     kept = None if job is None else results.results_key(request, job.job_id)
     multi = None if kept is None else await results.load(services.redis, kept)
     if multi is None:  # else an earlier try evaluated it: publish only (issue 31)
@@ -268,6 +262,29 @@ async def _gate(services: Services, gh: GitHubClient, request: GateRequest, chec
         services, request, multi, gate_report, history_record.Published(
             check_run_id, conclusion, own.title, output.title, details_url), started_s)
     return {"conclusion": conclusion, "head_sha": head_sha}
+
+
+async def _conclude_draft(services: Services, gh: GitHubClient, request: GateRequest,
+                          check_run_id: int, watch: Supersede) -> dict[str, str]:
+    """Conclude a draft's check run ``skipped`` (base's config skips drafts,
+    `worker.gate.drafts`), unless the run is no longer wanted (`_still_wanted`)."""
+    await _still_wanted(watch)
+    await drafts.conclude_skipped(gh, request.repo, check_run_id, request.base_sha)
+    await _record(services, request, "skipped", check_run_id)
+    return {"conclusion": "skipped", "head_sha": request.head_sha}
+
+
+async def _conclude_waiting(services: Services, gh: GitHubClient, request: GateRequest,
+                            check_run_id: int, watch: Supersede,
+                            verdict: Verdict) -> dict[str, str]:
+    """Conclude the check run of an untrusted head not approved yet ``action_required``
+    (`worker.gate.untrusted.conclude_waiting`: nothing of the head runs), unless the run is no
+    longer wanted (`_still_wanted`)."""
+    await _still_wanted(watch)
+    await untrusted.conclude_waiting(gh, request.repo, check_run_id, request.pr_number,
+                                     request.head_sha, verdict)
+    await _record(services, request, "action_required", check_run_id)
+    return {"conclusion": "action_required", "head_sha": request.head_sha}
 
 
 async def _evaluate(services: Services, gh: GitHubClient, request: GateRequest,

@@ -187,6 +187,104 @@ async def gate_trees(
     Raises:
         ExecutionError: the run itself failed (not the user's configuration).
     """
+    configs = _read_configs(head_root, base_root, head_sha, config_path, evals, changed_files)
+    if isinstance(configs, GateReport):  # head's config is invalid, or no suite is needed
+        return configs
+    try:
+        await _head_first(configs.base, base_root, configs.head, head_root, evals)
+        sides = await _sides(base_runner, (configs.base, base_root, base_sha),
+                             (configs.head, head_root, head_sha), configs.lines, evals)
+    except ConfigError as err:  # head's: base's become notes
+        return config_error_report(err)
+    return await _after_sides(configs, sides, (head_root, head_sha), base_root, evals)
+
+
+@dataclass(frozen=True)
+class _Lines:
+    """The report's lines gathered, in order, while the trees are read and run.
+
+    Attributes:
+        notes: the report's notes, in order.
+        problems: why base could not be evaluated (the first is the undecided verdict's cause,
+            worker/evals/verdict/health.py).
+    """
+
+    notes: tuple[str, ...] = ()
+    problems: tuple[str, ...] = ()
+
+    def noted(self, *notes: str) -> _Lines:
+        """Return these lines with ``notes`` added last."""
+        return replace(self, notes=(*self.notes, *notes))
+
+    def base_unevaluated(self, err: ConfigError, problem: str) -> _Lines:
+        """Return these lines with base found unevaluable: a note, and ``problem: err``."""
+        return _Lines((*self.notes, f"base could not be evaluated ({err}): relative rules skipped"),
+                      (*self.problems, f"{problem}: {err}"))
+
+
+@dataclass(frozen=True)
+class _Configs:
+    """The configs `gate_trees` runs: head's and base's after the ``llmgate run`` overrides,
+    ``on_paths`` and base's settings (None: no valid config at base, or no base), and the
+    lines so far."""
+
+    head: Config
+    base: Config | None
+    lines: _Lines
+
+
+@dataclass(frozen=True)
+class _Base:
+    """Base's run (None: no base, or its files are invalid), and the lines with its notes."""
+
+    run: BaseRun | None
+    lines: _Lines
+
+
+@dataclass(frozen=True)
+class _Beside:
+    """Head's run made beside base's (worker/pipeline/sides.py): head's context, its run
+    state (budget and totals) and its runs, one per config of the plan."""
+
+    evals: EvalContext
+    state: RunState
+    runs: tuple[RunResult, ...]
+
+
+@dataclass(frozen=True)
+class _Sides:
+    """What `_sides` found: base's run, head's plan on base's contract (None without a base
+    config) and, when head ran beside base, head's run (else None: head runs after base)."""
+
+    base: _Base
+    plan: _Plan | None
+    beside: _Beside | None
+
+
+@dataclass(frozen=True)
+class _Spending:
+    """Head's run state (its one budget and totals, shared with the judge checks that follow)
+    and the judge calls after its suites, counted in its estimate (`_judgings`)."""
+
+    state: RunState
+    judgings: Sequence[Judging]
+
+
+@dataclass(frozen=True)
+class _Heads:
+    """Head's runs (one per config of the plan), the base run they are compared with (restricted
+    to head's looks, or with flips confirmed) and the lines with their notes."""
+
+    runs: tuple[RunResult, ...]
+    base_run: RunResult | None
+    lines: _Lines
+
+
+def _read_configs(head_root: Path, base_root: Path | None, head_sha: str, config_path: str,
+                  evals: EvalContext | None,
+                  changed_files: Sequence[str] | None) -> _Configs | GateReport:
+    """Read head's and base's configs and keep the suites the change needs (`gate_trees`'
+    arguments); a report when head's config is invalid or no suite is needed."""
     try:
         head_config = read_config(head_root, config_path)
         if head_config is None:
@@ -196,9 +294,7 @@ async def gate_trees(
     except ConfigError as err:
         return config_error_report(err)
     head_config = apply_overrides(head_config, overrides)
-    notes: list[str] = []
-    problems: list[str] = []  # why base could not be evaluated
-    base_config = _base_config(base_root, config_path, notes, problems) if base_root else None
+    base_config, lines = _base_config(base_root, config_path) if base_root else (None, _Lines())
     base_config = apply_overrides(base_config, overrides) if base_config else None
     if changed_files is not None:
         selection = select_suites(head_config, base_config, changed_files)
@@ -206,51 +302,53 @@ async def gate_trees(
             return _all_skipped(head_sha, base_config, list(selection.skipped.values()))
         head_config = restrict(head_config, selection.run)
         base_config = restrict(base_config, selection.run) if base_config else None
-        notes += selection.skipped.values()
+        lines = lines.noted(*selection.skipped.values())
     elif any(s.on_paths for s in (base_config or head_config).suites):
-        notes.append("on_paths not applied: no changed files are known (llmgate run without "
-                     "--base or with --all-suites, and a push, gate every suite; a pull "
-                     "request's changed files decide on the App)")
+        lines = lines.noted("on_paths not applied: no changed files are known (llmgate run "
+                            "without --base or with --all-suites, and a push, gate every suite; "
+                            "a pull request's changed files decide on the App)")
     head_config, settings_notes = with_base_settings(base_config, head_config)
-    notes += settings_notes
-    try:
-        await _head_first(base_config, base_root, head_config, head_root, evals)
-        base, hoped, ran = await _sides(base_runner, (base_config, base_root, base_sha),
-                                        (head_config, head_root, head_sha), (notes, problems),
-                                        evals)
-    except ConfigError as err:  # head's: base's become notes
-        return config_error_report(err)
+    return _Configs(head_config, base_config, lines.noted(*settings_notes))
+
+
+async def _after_sides(configs: _Configs, sides: _Sides, head: tuple[Path, str],
+                       base_root: Path | None, evals: EvalContext | None) -> GateReport:
+    """Run head where it did not run beside base, then return the verdict (`gate_trees`)."""
+    head_root, _ = head
+    base, lines, plan = sides.base.run, sides.base.lines, sides.plan
+    if base is None or plan is None:
+        plan = _Plan(configs.head, None, {})
+        if base_root is not None:
+            lines = lines.noted("head's own evaluation contract scores it (no base contract "
+                                "to use)")
     base_run = base.result if base else None
-    plan = hoped if base and hoped else _plan(None, base_root, head_config, head_root, notes)
-    sequential = _sequential(plan, base_config, base_run, evals)
-    judged_base = base_config if base else None
-    head_evals = ran[1] if ran else _head_context(evals, base_root is not None)
-    state = ran[2] if ran else RunState(plan.configs[0].settings, head_evals)  # calibration too
-    try:
-        heads, base_run = await _head_runs(plan, (head_root, head_sha), base_root, base_config,
-                                           base_run, sequential, (notes, problems), head_evals,
-                                           (state, _judgings(plan, head_config, judged_base,
-                                                             base_root, head_root)),
-                                           ran[3] if ran else None)
+    sequential = _sequential(plan, configs.base, base_run, evals)
+    judged_base = configs.base if base else None
+    beside = sides.beside
+    head_evals = beside.evals if beside else _head_context(evals, base_root is not None)
+    state = beside.state if beside else RunState(plan.configs[0].settings, head_evals)
+    spending = _Spending(state, _judgings(plan, configs.head, judged_base, base_root, head_root))
+    try:  # the state counts the judge calibration too
+        heads = await _head_runs(plan, head, base_root, configs.base, base_run, sequential,
+                                 lines, head_evals, spending,
+                                 list(beside.runs) if beside else None)
     except ConfigError as err:
         return config_error_report(err)
+    lines = heads.lines
     if base_root is None:
-        notes.append("no base given: only absolute rules (min) apply")
+        lines = lines.noted("no base given: only absolute rules (min) apply")
     before = state.caller.total  # re-scoring spends head's budget: its totals count it
-    report = await _verdict(plan, heads, head_root, base_run, base_config, notes, problems,
+    report = await _verdict(plan, heads.runs, head_root, heads.base_run, configs.base, lines,
                             evals, sequential.scale if sequential is not None else 1.0, state)
     report = _charged(report, state.caller.total - before)
-    report = await _judge_checks(report, plan.gating, (heads[0], base_run),
-                                 (head_config, judged_base, base_root), evals, state)
+    report = await _judge_checks(report, plan.gating, (heads.runs[0], heads.base_run),
+                                 (configs.head, judged_base, base_root), evals, state)
     report = replace(report, notes=(*report.notes, *exposure_notes(plan.configs, head_root)))
     source = base.source if base else None
     if source:
         report = replace(report, notes=(*report.notes, source))
-    return replace(at_head_lines(report, plan.gating, head_config, head_root),
+    return replace(at_head_lines(report, plan.gating, configs.head, head_root),
                    base_source=source)
-
-
-_Ran = tuple["_Plan", EvalContext, RunState, list[RunResult]]
 
 
 async def _head_first(base_config: Config | None, base_root: Path | None, head_config: Config,
@@ -262,7 +360,7 @@ async def _head_first(base_config: Config | None, base_root: Path | None, head_c
     """
     if base_config is None or base_root is None:
         return
-    plan = _plan(base_config, base_root, head_config, head_root, [])
+    plan = _plan(base_config, base_root, head_config, head_root)
     await refuse_head_early(plan.configs, head_root, base_config, evals,
                             _judgings(plan, head_config, base_config, base_root, head_root))
 
@@ -306,26 +404,25 @@ def _charged(report: GateReport, spent: RunUsage) -> GateReport:
 
 
 async def _sides(runner: BaseRunner, base: tuple[Config | None, Path | None, str],
-                 head: tuple[Config, Path, str], lines: tuple[list[str], list[str]],
-                 evals: EvalContext | None,
-                 ) -> tuple[BaseRun | None, _Plan | None, _Ran | None]:
+                 head: tuple[Config, Path, str], lines: _Lines, evals: EvalContext | None,
+                 ) -> _Sides:
     """Run base, and head's suites beside it when they may run at once
     (worker/pipeline/sides.py); return base's run (None: none, or its files are invalid:
-    noted), head's plan on base's contract (None without a base config) and, when head ran
-    beside base, head's plan, context, run state and runs.
+    noted in its lines), head's plan on base's contract (None without a base config) and,
+    when head ran beside base, head's context, run state and runs.
 
     Raises:
         ConfigError: a file head's run needs is missing or invalid (base is cancelled).
     """
     (base_config, base_root, base_sha), (head_config, head_root, head_sha) = base, head
     if base_root is None or base_config is None:
-        return None, None, None
+        return _Sides(_Base(None, lines), None, None)
     base_evals, head_evals, shared = side_contexts(evals, head_config.settings.concurrency)
-    base_side = _base_run(runner, base_config, base_root, base_sha, *lines, base_evals)
-    plan = _plan(base_config, base_root, head_config, head_root, [])
+    base_side = _base_run(runner, base_config, base_root, base_sha, lines, base_evals)
+    plan = _plan(base_config, base_root, head_config, head_root)
     if not at_once(base_config, plan.configs, base_root, head_root, evals):
         try:
-            return await base_side, plan, None
+            return _Sides(await base_side, plan, None)
         finally:
             shared.finish_base()
     state = RunState(plan.configs[0].settings, head_evals)
@@ -335,10 +432,10 @@ async def _sides(runner: BaseRunner, base: tuple[Config | None, Path | None, str
                                  state=state, judgings=_judgings(
                                      plan, head_config, base_config, base_root, head_root))
 
-    found, heads = await run_both(base_side, head_side, shared, lambda run: run is None)
-    if found is None or heads is None:
-        return found, plan, None  # head runs again, as after a base that was not evaluated
-    return found, plan, (plan, head_evals, state, heads)
+    found, heads = await run_both(base_side, head_side, shared, lambda base: base.run is None)
+    if found.run is None or heads is None:
+        return _Sides(found, plan, None)  # head runs again, as after a base not evaluated
+    return _Sides(found, plan, _Beside(head_evals, state, tuple(heads)))
 
 
 def _head_context(evals: EvalContext | None, with_base: bool) -> EvalContext | None:
@@ -361,13 +458,11 @@ class _Plan:
         return [self.gating, *([self.own] if self.own is not None else [])]
 
 
-def _plan(contract: Config | None, base_root: Path | None, head: Config, head_root: Path,
-          notes: list[str]) -> _Plan:
+def _plan(contract: Config | None, base_root: Path | None, head: Config,
+          head_root: Path) -> _Plan:
     """Head's target on base's contract (``contract``: base's config, when base ran), and
     head's own contract for the suites where it differs (worker/evals/verdict/contract.py)."""
     if contract is None or base_root is None:
-        if base_root is not None:
-            notes.append("head's own evaluation contract scores it (no base contract to use)")
         return _Plan(head, None, {})
     changes = contract_changes(contract, base_root, head, head_root)
     own = restrict(head, changes) if changes else None
@@ -376,13 +471,12 @@ def _plan(contract: Config | None, base_root: Path | None, head: Config, head_ro
 
 async def _head_runs(plan: _Plan, head: tuple[Path, str], base_root: Path | None,
                      base_config: Config | None, base_run: RunResult | None,
-                     sequential: SequentialGate | None, lines: tuple[list[str], list[str]],
-                     evals: EvalContext | None,
-                     spending: tuple[RunState, Sequence[Judging]],
-                     ran: list[RunResult] | None = None,
-                     ) -> tuple[list[RunResult], RunResult | None]:
+                     sequential: SequentialGate | None, lines: _Lines,
+                     evals: EvalContext | None, spending: _Spending,
+                     ran: list[RunResult] | None = None) -> _Heads:
     """Run head (in looks under ``settings.sequential``), its pairwise judges, and the
-    ``confirm_flips`` re-runs; return head's runs and the base run they are compared with.
+    ``confirm_flips`` re-runs; return head's runs, the base run they are compared with and
+    ``lines`` with their notes.
 
     ``spending`` is head's run state (its budget and totals, shared with the judge calibration
     that follows) and the calibration's judge calls, counted in head's estimate. ``ran``: head's
@@ -391,28 +485,29 @@ async def _head_runs(plan: _Plan, head: tuple[Path, str], base_root: Path | None
     Raises:
         ConfigError: a file head's run needs is missing or invalid.
     """
-    (head_root, head_sha), (notes, problems) = head, lines
+    head_root, head_sha = head
+    state = spending.state
     heads = ran if ran is not None else await run_configs(
         plan.configs, head_root, head_sha, evals, with_base=base_root is not None,
-        looks=_looks(sequential, plan, head_root, base_config, problems, evals, spending[0]),
-        state=spending[0], judgings=spending[1])
+        looks=_looks(sequential, plan, head_root, base_config, lines.problems, evals, state),
+        state=state, judgings=spending.judgings)
     if sequential is not None and base_run is not None:
         base_run = restrict_base(base_run, heads[0])
         if not sequential.stopped:
             sequential.look(heads[0], sequential.looks)
-        notes.append(sequential.note())
-    heads = [await judge_pairs(c, run, base_run, evals, spending[0])  # head's one budget
+        lines = lines.noted(sequential.note())
+    heads = [await judge_pairs(c, run, base_run, evals, state)  # head's one budget
              for c, run in zip(plan.configs, heads, strict=True)]
-    stop = spending[0].budget.stopped  # a pairwise step the budget stopped stops the run
+    stop = state.budget.stopped  # a pairwise step the budget stopped stops the run
     heads = [run if run.stopped or stop is None else replace(run, stopped=stop)
              for run in heads]
     if base_run is None or base_config is None or base_root is None or \
             base_config.settings.statistics.confirm_flips <= 0:
-        return heads, base_run
+        return _Heads(tuple(heads), base_run, lines)
     found = await confirm_flips(merge_rules(base_config, plan.gating)[0], plan.gating,
                                 base_config, (head_root, base_root), (heads[0], base_run), evals)
-    notes += [found.note] if found.note else []
-    return [found.head, *heads[1:]], found.base
+    lines = lines.noted(found.note) if found.note else lines
+    return _Heads((found.head, *heads[1:]), found.base, lines)
 
 
 def _sequential(plan: _Plan, base_config: Config | None, base_run: RunResult | None,
@@ -427,7 +522,7 @@ def _sequential(plan: _Plan, base_config: Config | None, base_run: RunResult | N
 
 
 def _looks(sequential: SequentialGate | None, plan: _Plan, head_root: Path,
-           base_config: Config | None, problems: list[str],
+           base_config: Config | None, problems: tuple[str, ...],
            evals: EvalContext | None, state: RunState | None = None) -> Looks | None:
     """Answer head in looks, each decided on the report of the examples seen so far."""
     if sequential is None:
@@ -438,21 +533,23 @@ def _looks(sequential: SequentialGate | None, plan: _Plan, head_root: Path,
         part = restrict_base(gate.base, runs[0])
 
         async def verdict(head: RunResult, scale: float) -> GateReport:
-            return await _verdict(plan, [head, *runs[1:]], head_root, part, base_config, [],
-                                  problems, evals, scale, state)
+            return await _verdict(plan, [head, *runs[1:]], head_root, part, base_config,
+                                  _Lines(problems=problems), evals, scale, state)
 
         return await gate.decide(runs[0], look, verdict)
 
     return Looks(gate.looks, decide)
 
 
-async def _verdict(plan: _Plan, heads: list[RunResult], head_root: Path,
-                   base_run: RunResult | None, base_config: Config | None, notes: list[str],
-                   problems: list[str], evals: EvalContext | None,
+async def _verdict(plan: _Plan, heads: Sequence[RunResult], head_root: Path,
+                   base_run: RunResult | None, base_config: Config | None, lines: _Lines,
+                   evals: EvalContext | None,
                    scale: float = 1.0, state: RunState | None = None) -> GateReport:
     """Compare head with base under the rules, then under head's own contract if it differs
-    (``scale``: a sequential look's factor on the regression alphas, worker/pipeline/
-    sequential.py; ``state``: head's run state, whose budget re-scoring spends)."""
+    (``lines``: the report's notes and why base could not be evaluated; ``scale``: a
+    sequential look's factor on the regression alphas, worker/pipeline/sequential.py;
+    ``state``: head's run state, whose budget re-scoring spends)."""
+    notes, problems = lines.notes, lines.problems
     if base_run is None and base_config is None and not problems:  # nothing at base
         return await verdict_without_base(plan.gating, head_root, heads[0], notes, evals)
     problem = problems[0] if problems else None
@@ -475,29 +572,26 @@ async def _verdict(plan: _Plan, heads: list[RunResult], head_root: Path,
     return combine(report, own, plan.changes)
 
 
-def _base_config(base_root: Path, config_path: str, notes: list[str],
-                 problems: list[str]) -> Config | None:
-    """Return the base config, or None (noted: absent, or invalid at base: a problem)."""
+def _base_config(base_root: Path, config_path: str) -> tuple[Config | None, _Lines]:
+    """Return the base config, or None (noted: absent, or invalid at base: a problem), and
+    the lines that say so."""
     try:
         config = read_config(base_root, config_path)
     except ConfigError as err:
-        notes.append(f"base could not be evaluated ({err}): relative rules skipped")
-        problems.append(f"its config is invalid: {err}")
-        return None
+        return None, _Lines().base_unevaluated(err, "its config is invalid")
     if config is None:
-        notes.append(f"no {config_path} at base: relative rules skipped")
-    return config
+        return None, _Lines((f"no {config_path} at base: relative rules skipped",))
+    return config, _Lines()
 
 
-async def _base_run(runner: BaseRunner, config: Config, root: Path, sha: str,
-                    notes: list[str], problems: list[str],
-                    evals: EvalContext | None) -> BaseRun | None:
+async def _base_run(runner: BaseRunner, config: Config, root: Path, sha: str, lines: _Lines,
+                    evals: EvalContext | None) -> _Base:
+    """Run base with ``runner``; its run is None when a file its config names is invalid
+    (noted in the lines returned, with the problem)."""
     try:
-        return await runner(config, root, sha, evals)
+        return _Base(await runner(config, root, sha, evals), lines)
     except ConfigError as err:
-        notes.append(f"base could not be evaluated ({err}): relative rules skipped")
-        problems.append(f"a file its config names is invalid: {err}")
-        return None
+        return _Base(None, lines.base_unevaluated(err, "a file its config names is invalid"))
 
 
 def _all_skipped(head_sha: str, base: Config | None, reasons: list[str]) -> GateReport:
