@@ -10,6 +10,7 @@ reported by their type and the answer's status only.
 
 from __future__ import annotations
 
+import asyncio
 import datetime
 import email.utils
 import time
@@ -27,7 +28,7 @@ from worker.notify.message import (
     sign,
     slack_body,
 )
-from worker.notify.settings import POST_TIMEOUT_S, Channel, NotifySettings
+from worker.notify.settings import POST_TIMEOUT_S, POST_TOTAL_S, Channel, NotifySettings
 
 #: Answers retried after their ``Retry-After``, and other answers retried at all.
 _RETRY_AFTER = (429, 503)
@@ -93,12 +94,14 @@ def request(channel: Channel, notice: Notice, settings: NotifySettings
 
 async def post(http: httpx.AsyncClient, url: str, body: bytes,
                headers: dict[str, str]) -> Attempt:
-    """POST ``body`` to ``url`` within `POST_TIMEOUT_S` (redirects are not followed); never
-    raises for a network error or an answer (see the module docstring)."""
+    """POST ``body`` to ``url`` within `POST_TIMEOUT_S` a step and `POST_TOTAL_S` in all
+    (redirects are not followed); never raises for a network error, a timeout or an answer
+    (see the module docstring)."""
     try:
-        answer = await http.post(url, content=body, headers=headers, timeout=POST_TIMEOUT_S,
-                                 follow_redirects=False)
-    except httpx.HTTPError as err:  # connect, read, timeout, protocol: all transient
+        async with asyncio.timeout(POST_TOTAL_S):
+            answer = await http.post(url, content=body, headers=headers,
+                                     timeout=POST_TIMEOUT_S, follow_redirects=False)
+    except (httpx.HTTPError, TimeoutError) as err:  # connect, read, timeout: all transient
         return Attempt(False, error=type(err).__name__)
     status = answer.status_code
     if 200 <= status < 300:

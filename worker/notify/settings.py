@@ -28,8 +28,14 @@ DEFAULT_BACKOFF_S = 2
 MAX_BACKOFF_S = 300.0
 #: Longest ``Retry-After`` honoured, seconds: a receiver asking for more is tried after this.
 MAX_RETRY_AFTER_S = 900.0
-#: Bound on one POST (connect, send, answer), seconds.
+#: Bound on each step of one POST (connect, each write, each read), seconds (httpx's timeout).
 POST_TIMEOUT_S = 10.0
+#: Bound on one whole POST, seconds: a receiver dripping its answer byte by byte under the
+#: per-read timeout is cut off here and retried as a timeout.
+POST_TOTAL_S = 30.0
+#: Shortest URL path and query redacted on their own, characters (a short path such as ``/``
+#: would hide text everywhere in the logs; a webhook's secret path is far longer).
+MIN_SECRET_PART = 8
 
 
 @dataclass(frozen=True)
@@ -83,8 +89,16 @@ class NotifySettings:
         return self.slack_url if channel == "slack" else self.webhook_url
 
     def secrets(self) -> tuple[str, ...]:
-        """The values the log redactor must hide (the URLs and the signing secret)."""
-        return tuple(s for s in (self.slack_url, self.webhook_url, self.webhook_secret) if s)
+        """The values the log redactor must hide: the URLs, each URL's path and query (its
+        secret part, however a library normalises the scheme, host or port in a log line,
+        e.g. httpx's request lines), and the signing secret."""
+        found = [self.slack_url, self.webhook_url, self.webhook_secret]
+        for url in (self.slack_url, self.webhook_url):
+            if url:
+                parts = urlsplit(url)
+                target = parts.path + (f"?{parts.query}" if parts.query else "")
+                found.append(target if len(target) >= MIN_SECRET_PART else "")
+        return tuple(dict.fromkeys(s for s in found if s))
 
     def delay_s(self, tries: int, retry_after_s: float | None = None) -> float:
         """Return seconds to wait after ``tries`` failed tries (>= 1): ``backoff_s * 2 **
@@ -96,15 +110,28 @@ class NotifySettings:
 
 
 def _url(env: Mapping[str, str], name: str) -> str:
+    """Return the URL in ``env[name]`` ("" unset): http(s), a host, a valid port, printable
+    ASCII only (a URL with spaces, control or non-ASCII characters is sent percent-encoded, a
+    form the log redactor would not know) and no ``.``/``..`` path segments (normalised away
+    likewise).
+
+    Raises:
+        SettingsError: anything else (the value is not shown: it is a secret).
+    """
     raw = env.get(name, "").strip()
     if not raw:
         return ""
     try:
         parts = urlsplit(raw)
-        ok = parts.scheme in ("http", "https") and bool(parts.hostname)
-    except ValueError:
+        segments = parts.path.split("/")
+        ok = (parts.scheme in ("http", "https") and bool(parts.hostname)
+              and (parts.port is None or parts.port > 0)
+              and all("!" <= c <= "~" for c in raw) and "." not in segments
+              and ".." not in segments)
+    except ValueError:  # e.g. a port that is not a number
         ok = False
     if not ok:
-        raise SettingsError(f"{name} must be an http(s) URL (its value is not shown: it is a "
-                            "secret)")
+        raise SettingsError(f"{name} must be an http(s) URL with a host, of printable ASCII "
+                            "characters (percent-encode others) and without . or .. path "
+                            "segments (its value is not shown: it is a secret)")
     return raw

@@ -49,6 +49,8 @@ _GUARDED = "_llmgate_stop_guarded"
 STOP_SIGNALS = frozenset({signal.SIGTERM, signal.SIGINT})
 #: How often the grace checks whether its jobs ended or Redis is away, seconds (arq's 0.1 s).
 GRACE_POLL_S = 0.1
+#: How long the grace waits for Redis to answer a PING before it takes Redis for away, seconds.
+PING_TIMEOUT_S = 1.0
 
 
 def _noting(handler: Callable[[Worker, signal.Signals], None],
@@ -66,12 +68,24 @@ def _noting(handler: Callable[[Worker, signal.Signals], None],
 
 async def _sleep_until_tasks_complete(self: Worker) -> None:
     """arq's wait for the running jobs during the grace, ended early while Redis is
-    unreachable (module docstring, 2)."""
-    while self.tasks and not stopped_waiting():
+    unreachable (module docstring, 2): asked with a PING first, since the outage this process
+    noted may have ended without a call of its own seeing it (a call cancelled meanwhile)."""
+    while self.tasks and not (stopped_waiting() and not await _answers(self.pool)):
         await asyncio.sleep(GRACE_POLL_S)
     if self.tasks:
         log.warning("Redis is unreachable: the stopping worker cancels its %d running job(s) "
                     "now; each runs again once its lease expires", len(self.tasks))
+
+
+async def _answers(pool: Any) -> bool:
+    """Whether Redis answers a PING within `PING_TIMEOUT_S` (an answer ends the outage noted
+    in worker/runtime/redis_checks.py)."""
+    try:
+        async with asyncio.timeout(PING_TIMEOUT_S):
+            await pool.ping()
+    except (RedisError, OSError, TimeoutError):
+        return False
+    return True
 
 
 async def _close(self: Worker) -> None:

@@ -57,6 +57,37 @@ def test_settings_never_show_a_secret() -> None:
         NotifySettings.from_env({"LLMGATE_NOTIFY_MAX_TRIES": "0"})
 
 
+@pytest.mark.parametrize("url", [
+    "https://hooks.slack.com:44x3/services/T0/B0/x", "https://hooks.slack.com/services/T0 B0",
+    "https://hooks.slack.com/services/\tT0", "https://hooks.slack.com/services/T0/Bé",
+    "https://hooks.slack.com/services/./T0/B0", "https://hooks.slack.com/a/../services/T0",
+    "https:///services/T0/B0"])
+def test_a_url_a_log_line_would_spell_differently_is_refused_at_start(url: str) -> None:
+    """Field case (fresh-clone review): a URL with a bad port or a tab passed the start-up
+    check and failed every delivery; one with spaces, non-ASCII characters or dot segments is
+    sent percent-encoded or normalised, so httpx's request log line printed it unredacted."""
+    with pytest.raises(SettingsError) as err:
+        NotifySettings.from_env({"LLMGATE_NOTIFY_SLACK_URL": url})
+    assert "LLMGATE_NOTIFY_SLACK_URL must be an http(s) URL" in str(err.value)
+    assert "T0" not in str(err.value)
+
+
+def test_the_redactor_hides_each_urls_secret_part_however_its_host_is_spelled() -> None:
+    """Field case (fresh-clone review): httpx logs ``HTTP://HOOKS.SLACK.COM:443/...`` as
+    ``https://hooks.slack.com/...``, which the URL as typed did not match."""
+    from worker.security.redact import Redactor
+
+    typed = "HTTPS://HOOKS.SLACK.COM:443/services/T0/B0/very-secret-path?x=1"
+    settings = NotifySettings.from_env({"LLMGATE_NOTIFY_SLACK_URL": typed,
+                                        "LLMGATE_NOTIFY_WEBHOOK_URL": "http://10.0.0.1/"})
+    redactor = Redactor()
+    redactor.add(*settings.secrets())
+    line = redactor.redact('HTTP Request: POST https://hooks.slack.com/services/T0/B0/'
+                           'very-secret-path?x=1 "HTTP/1.1 200 OK"')
+    assert "very-secret-path" not in line and "hooks.slack.com" in line
+    assert "/" not in settings.secrets()  # a short path is not redacted on its own
+
+
 def test_backoff_doubles_and_a_longer_retry_after_wins() -> None:
     settings = NotifySettings(backoff_s=2)
     assert [settings.delay_s(n) for n in (1, 2, 3)] == [2, 4, 8]
@@ -95,6 +126,18 @@ def test_a_bad_notify_key_is_an_error_on_its_line(extra: str, error: str) -> Non
     with pytest.raises(ConfigError) as err:
         parse_config(config() + extra)
     assert str(err.value) == error
+
+
+def test_a_root_config_listing_configs_may_not_notify() -> None:
+    """Field case (fresh-clone review): a monorepo's root config that only lists its configs
+    took ``notify: {suites: all}`` silently, and no push ever notified (each config opts in)."""
+    text = "version: 1\nconfigs: [services/a]\nnotify:\n  suites: all\n"
+    with pytest.raises(ConfigError) as err:
+        parse_config(text)
+    assert str(err.value) == (
+        ".llmgate.yml:3: `notify` in a root config that only lists other configs would notify "
+        "nothing: a push is compared per config, so put `notify:` in each listed config that "
+        "should notify")
 
 
 def test_the_push_reads_the_opt_in_of_its_config(tmp_path) -> None:
@@ -190,3 +233,50 @@ def test_the_schema_and_the_loader_agree_on_notify(extra: str, valid: bool) -> N
 
     assert (loader_accepts(MINIMAL + extra) is None) == valid
     assert (schema_errors(MINIMAL + extra) == []) == valid
+
+
+# --- one POST ------------------------------------------------------------------------------
+
+async def test_a_receiver_dripping_its_answer_is_cut_off_as_a_timeout(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Field case (fresh-clone review): httpx's timeout bounds each read, so a receiver that
+    sent a byte every 3 s held a delivery try (and one of the worker's job slots) for as long
+    as it liked. The whole POST is bounded now (`POST_TOTAL_S`; 1 s here)."""
+    import socket
+    import threading
+    import time
+
+    import httpx
+
+    from worker.notify import deliver
+
+    monkeypatch.setattr(deliver, "POST_TOTAL_S", 1.0)
+    server = socket.create_server(("127.0.0.1", 0))
+    stop = threading.Event()
+
+    def drip() -> None:
+        conn, _ = server.accept()
+        with conn:
+            conn.recv(65536)
+            for byte in b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nX-Pad: " + b"a" * 100:
+                if stop.wait(0.2):
+                    return
+                try:
+                    conn.sendall(bytes([byte]))
+                except OSError:
+                    return
+
+    thread = threading.Thread(target=drip, daemon=True)
+    thread.start()
+    url = f"http://127.0.0.1:{server.getsockname()[1]}/hook"
+    started = time.monotonic()
+    try:
+        async with httpx.AsyncClient() as http:
+            attempt = await deliver.post(http, url, b"{}", {})
+    finally:
+        stop.set()
+        thread.join(5)
+        server.close()
+    assert (attempt.delivered, attempt.permanent, attempt.error) == (False, False,
+                                                                      "TimeoutError")
+    assert time.monotonic() - started < 5  # the drip alone would take 20 s

@@ -133,3 +133,39 @@ async def test_the_epoch_tells_one_caller_of_each_wipe(redis) -> None:  # type: 
     told = await asyncio.gather(*(w.check(redis) for w in watches))
     assert sorted(told) == [KEPT, KEPT, KEPT, KEPT, LOST]
     assert await redis.exists(EPOCH_KEY) == 1 and await redis.ttl(EPOCH_KEY) == -1
+
+
+async def test_a_stopping_worker_asks_redis_before_it_takes_a_stale_outage_for_real(
+        redis_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Field case (fresh-clone review): the outage mark is cleared only by a call that
+    succeeds; a call that saw Redis go away and was then cancelled left it set after Redis came
+    back, and a worker told to stop 3 s later cancelled its running jobs at once, with Redis
+    answering. The grace now PINGs Redis first and keeps waiting for its jobs."""
+    from worker.runtime import redis_checks, stopping
+
+    monkeypatch.setattr(redis_checks._Stopping, "signal", None)
+    monkeypatch.setattr(redis_checks._Outage, "since", None)
+    monkeypatch.setattr(redis_checks, "STOP_PATIENCE_S", 0.2)
+    away = patient_redis(f"redis://127.0.0.1:{free_port()}/0")
+    call = asyncio.create_task(away.ping())  # Redis "away": the outage is marked
+    await asyncio.sleep(0.3)
+    call.cancel()
+    await asyncio.gather(call, return_exceptions=True)
+    await away.aclose()
+    assert redis_checks.outage_s() is not None
+    redis_checks.note_stopping("SIGTERM")
+    await asyncio.sleep(0.3)
+    assert redis_checks.stopped_waiting()  # the stale mark alone says "stop waiting"
+
+    pool = patient_redis(redis_url)  # the worker's Redis, which answers
+    job = asyncio.create_task(asyncio.sleep(30))
+    worker = type("Worker", (), {"tasks": {"job": job}, "pool": pool})()
+    try:
+        with pytest.raises(TimeoutError):  # the grace keeps waiting for the running job
+            async with asyncio.timeout(1.0):
+                await stopping._sleep_until_tasks_complete(worker)  # type: ignore[arg-type]
+        assert redis_checks.outage_s() is None and not redis_checks.stopped_waiting()
+    finally:
+        job.cancel()
+        await asyncio.gather(job, return_exceptions=True)
+        await pool.aclose()
