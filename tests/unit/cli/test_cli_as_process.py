@@ -51,7 +51,10 @@ def test_ctrl_c_removes_the_worktrees_and_exits_130_without_a_traceback(tiny, tm
     time.sleep(1)
     proc.send_signal(sent)
     out, err = proc.communicate(timeout=240)  # a loaded CI runner: cancelled tasks unwind slowly
-    assert (proc.returncode, out, err) == (code, "", said)
+    # a run slowed past a minute by a loaded machine says how far it got first
+    progress = [line for line in err.splitlines(keepends=True)
+                if re.fullmatch(r"llmgate: .+: \d+ calls \(\d+ cached\), .*\n", line)]
+    assert (proc.returncode, out, err.removeprefix("".join(progress))) == (code, "", said)
     assert list(iter_worktrees(repo)) == [str(repo)]
     left = [p.name for p in (tmp_path / "tmp").iterdir()]
     # after SIGTERM the run is cancelled again every 2 s while it has not ended (a cancellation

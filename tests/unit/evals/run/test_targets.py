@@ -53,7 +53,7 @@ def pid_alive(pid: int) -> bool:
     """True while ``pid`` runs (a zombie counts as dead)."""
     try:
         stat = Path(f"/proc/{pid}/stat").read_text()
-    except FileNotFoundError:
+    except (FileNotFoundError, ProcessLookupError):  # gone, or exiting while it is read
         return False
     return stat.rsplit(")", 1)[1].split()[0] != "Z"
 
