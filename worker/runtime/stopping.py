@@ -105,7 +105,7 @@ async def _close(self: Worker) -> None:
                     "expires by itself", reply_text(err))
     if self.on_shutdown:
         await self.on_shutdown(self.ctx)
-    await self.pool.close(close_connection_pool=True)
+    await self.pool.aclose(close_connection_pool=True)
     self._pool = None
 
 
