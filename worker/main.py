@@ -38,7 +38,7 @@ from worker.jobs.pull_request import (
 )
 from worker.jobs.push import store_baseline
 from worker.jobs.shard import answer_shard
-from worker.notify.settings import CTX_NOTIFY, NotifySettings
+from worker.notify.channels import CTX_NOTIFY, NotifySettings
 from worker.report.store import ReportSettings, ReportStore
 from worker.runtime.fence import fence_finished_jobs
 from worker.runtime.hardening import check_settings, harden
@@ -100,7 +100,7 @@ class StartupSettings:
         job_limits: leases and job limits (``LLMGATE_JOB_*``).
         grace_s: seconds a stopping worker waits for its jobs (``LLMGATE_SHUTDOWN_GRACE_S``).
         notify: the notification webhooks and their retries (``LLMGATE_NOTIFY_*``:
-            worker/notify/settings.py); no URL set means no notifications.
+            worker/notify/channels.py); no URL set means no notifications.
     """
 
     config: WorkerConfig

@@ -113,8 +113,7 @@ def example_target(request: Request) -> tuple[str, str]:
     raw = request.scope.get("raw_path")
     path = raw.decode("latin-1").partition("?")[0] if isinstance(raw, bytes) else \
         request.url.path
-    head, found, tail = path.rpartition("/examples/")
-    parts = tail.split("/")
-    if not found or not head or len(parts) != 2 or not all(parts):
+    parts = path.split("/")  # the two segments are encoded: a "/" in one is %2F
+    if len(parts) < 4 or parts[-3] != "examples" or not parts[-2] or not parts[-1]:
         raise Missing(path)
-    return unquote(parts[0], errors="replace"), unquote(parts[1], errors="replace")
+    return unquote(parts[-2], errors="replace"), unquote(parts[-1], errors="replace")

@@ -4,7 +4,7 @@ Enqueued by the push job (worker/jobs/push.py) after the baseline is stored, one
 channel, so a slow or failing webhook never holds up a push or a gate. Each try is a job of its
 own that POSTs once (`worker.notify.deliver.post`). After a transient failure it enqueues the
 next try, deferred by ``LLMGATE_NOTIFY_BACKOFF_S * 2 ** (tries - 1)`` seconds or the receiver's
-``Retry-After`` (`worker.notify.settings.NotifySettings.delay_s`), up to
+``Retry-After`` (`worker.notify.channels.NotifySettings.delay_s`), up to
 ``LLMGATE_NOTIFY_MAX_TRIES`` tries, independent of arq's ``max_tries`` (which stays for killed
 workers). Then, or at once for a permanent refusal, the delivery is logged as given up. The URL
 is read from the worker's settings by channel and never logged.
@@ -18,6 +18,7 @@ from typing import Any
 from arq.connections import ArqRedis
 
 from worker.gate.services import Services
+from worker.notify.channels import CTX_NOTIFY, NotifySettings
 from worker.notify.deliver import (
     JOB_DELIVER_NOTIFICATION,
     NotifyPayload,
@@ -25,7 +26,6 @@ from worker.notify.deliver import (
     post,
     request,
 )
-from worker.notify.settings import CTX_NOTIFY, NotifySettings
 
 log = logging.getLogger("llmgate.notify")
 

@@ -49,8 +49,8 @@ from worker.errors import ConfigError
 from worker.evals.context import EvalContext
 from worker.evals.types import CONFIG_FILENAME, Config
 from worker.gate.services import Services
-from worker.notify.push import OpenTree, PushedConfig, notify_push, opts_in
-from worker.notify.settings import CTX_NOTIFY, NotifySettings
+from worker.notify.channels import CTX_NOTIFY, NotifySettings
+from worker.notify.notices import OpenTree, PushedConfig, notify_push, opts_in
 from worker.notify.verdict import PreviousRun, previous_run
 from worker.pipeline.plan import baseline_namespace, folder_root, plan_configs
 from worker.pipeline.report_values import ConfigReport, MultiReport

@@ -20,6 +20,7 @@ from typing import TypedDict
 import httpx
 
 from worker.contract import JOB_DELIVER_NOTIFICATION
+from worker.notify.channels import POST_TIMEOUT_S, POST_TOTAL_S, Channel, NotifySettings
 from worker.notify.message import (
     EVENT_HEADER,
     SIGNATURE_HEADER,
@@ -28,7 +29,6 @@ from worker.notify.message import (
     sign,
     slack_body,
 )
-from worker.notify.settings import POST_TIMEOUT_S, POST_TOTAL_S, Channel, NotifySettings
 
 #: Answers retried after their ``Retry-After``, and other answers retried at all.
 _RETRY_AFTER = (429, 503)

@@ -115,7 +115,7 @@ async def judge_push(previous: PreviousRun, previous_config: Config | None, conf
         previous_config: the previous commit's config, or None when it has none or it is
             invalid (undecided).
         config: the pushed commit's config; run: its run; root: its checkout (or folder).
-        suites: the suites that notify (`worker.evals.config.notify.NotifyOptions.selects`).
+        suites: the suites that notify (`worker.evals.config.notify_key.NotifyOptions.selects`).
         evals: the push's response cache and clocks, for re-scoring.
 
     Returns:

@@ -17,6 +17,11 @@ from redis.asyncio import Redis
 
 from tests.unit import worker_support
 from tests.unit.events_support import run_burst
+from tests.unit.gate.test_trend_gate import (  # services/a's echo: the same pushes and line
+    HEADING,
+    LINE,
+    PUSHED,
+)
 from tests.unit.monorepo_support import build_monorepo
 from tests.unit.worker_support import OWNER, REPO, gate_payload
 from worker.baselines.store import BaselineSettings
@@ -27,12 +32,6 @@ from worker.report.trend import scoped
 
 pytestmark = pytest.mark.filterwarnings("ignore:Call to deprecated close:DeprecationWarning")
 REPO_KEY = f"{OWNER}/{REPO}"
-#: services/a's echo pass rate at ten pushes to main, oldest first (head's is 0.75, base's 1.0).
-PUSHED = (0.85, 0.9, 0.8, 0.95, 1.0, 0.9, 0.85, 0.95, 0.9, 1.0)
-LINE = ("- echo pass_rate: ▄▅▂▇█▅▄▇▅█ │ base █ · head ▁ · head 0.750 is below every one of the "
-        "last 10 pushes (0.800–1.000)")
-HEADING = ("**Trend on `main`** (the last pushes, oldest → newest; then this pull request's "
-           "base and head):")
 
 github = worker_support.github  # fixture
 

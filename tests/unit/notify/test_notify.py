@@ -17,9 +17,9 @@ from tests.unit.baseline_support import config
 from worker.errors import ConfigError
 from worker.evals.config.load import parse_config, read_notify
 from worker.evals.types import GateReport, RuleOutcome
+from worker.notify.channels import MAX_BACKOFF_S, MAX_RETRY_AFTER_S, NotifySettings
 from worker.notify.deliver import request, retry_after_s
 from worker.notify.message import build_notice, commit_url, slack_text
-from worker.notify.settings import MAX_BACKOFF_S, MAX_RETRY_AFTER_S, NotifySettings
 from worker.notify.verdict import PushVerdict, verdict_of
 from worker.runtime.settings import SettingsError
 

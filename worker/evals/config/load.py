@@ -34,7 +34,7 @@ from worker.evals.config import consistency as config_consistency
 from worker.evals.config import judge_rules as config_judge
 from worker.evals.config import layout as config_layout
 from worker.evals.config import llm_suites as config_llm
-from worker.evals.config import notify as config_notify
+from worker.evals.config import notify_key as config_notify
 from worker.evals.config import paths as config_paths
 from worker.evals.config import safe_yaml
 from worker.evals.config import stats_settings as config_stats
@@ -144,7 +144,7 @@ def read_notify(root: Path,
                 config_path: str = CONFIG_FILENAME) -> config_notify.NotifyOptions | None:
     """Return the ``notify`` options of the config at ``root / config_path`` (a checkout or a
     config's folder), or None when the file or the key is absent
-    (worker/evals/config/notify.py).
+    (worker/evals/config/notify_key.py).
 
     Raises:
         ConfigError: the file is unreadable, not YAML, or ``notify`` is invalid (its line).

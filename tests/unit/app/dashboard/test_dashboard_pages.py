@@ -10,9 +10,10 @@ import re
 from urllib.parse import quote
 
 import pytest
+from starlette.requests import Request
 
 from app.dashboard.charts import number
-from app.dashboard.pages import wants_json
+from app.dashboard.pages import Missing, example_target, wants_json
 from tests.unit.app.dashboard.support import (
     HIDDEN,
     ODD_SUITE,
@@ -188,3 +189,22 @@ async def test_a_new_run_shows_at_once_despite_the_page_cache(redis):
     assert first.text == again.text and sha(3)[:7] not in first.text
     assert f"<title>{sha(3)[:7]}: " in after.text
     assert len(re.findall(r'<svg [^>]*font-family', every.text)) > 2 * 10  # every metric
+
+
+@pytest.mark.parametrize(("raw", "target"), [
+    (b"/dashboard/o/r/examples/examples/e1", ("examples", "e1")),
+    (b"/dashboard/o/r/examples/a%2Fexamples%2Fb/examples", ("a/examples/b", "examples")),
+    (b"/dashboard/o/r/examples/tickets/ex-1?x=1", ("tickets", "ex-1"))])
+def test_an_example_path_is_read_from_its_last_two_segments(raw: bytes,
+                                                            target: tuple[str, str]) -> None:
+    """Field case (fresh-clone review): a suite named ``examples`` had no example pages (the
+    path was split at its last ``/examples/``)."""
+    def request(path: bytes) -> Request:
+        return Request({"type": "http", "method": "GET", "path": path.decode(),
+                        "raw_path": path, "query_string": b"", "headers": []})
+
+    assert example_target(request(raw)) == target
+    for bad in (b"/dashboard/o/r/examples/tickets", b"/dashboard/o/r/examples/tickets/",
+                b"/dashboard/o/r/runs/a/b"):
+        with pytest.raises(Missing):
+            example_target(request(bad))

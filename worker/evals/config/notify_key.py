@@ -6,7 +6,7 @@ Format (top level of a config; absent means no notification)::
       suites: all              # or a list of suite names: [tickets, summaries]
 
 The config only opts in and names suites; where notifications go (a Slack incoming webhook, a
-JSON webhook) is the operator's secret, in the worker's environment (worker/notify/settings.py),
+JSON webhook) is the operator's secret, in the worker's environment (worker/notify/channels.py),
 never in the repository. The push job (worker/jobs/push.py) reads it at the pushed commit with
 `worker.evals.config.load.read_notify`; the loader (worker/evals/config/load.py) validates it
 with `parse_notify`, so a bad value is a config error annotated on its line, as every other key.

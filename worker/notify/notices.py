@@ -1,7 +1,7 @@
 """Plan a push's notifications: read the opt-in, compare with the previous push, enqueue.
 
 Called by the push job (worker/jobs/push.py) for each config it stored, after the store: the
-config's ``notify`` (worker/evals/config/notify.py) names the suites, `worker.notify.verdict`
+config's ``notify`` (worker/evals/config/notify_key.py) names the suites, `worker.notify.verdict`
 decides, and one delivery job per channel the operator set (`NotifySettings.channels`) is
 enqueued (worker/jobs/notify.py). Nothing here raises into the push job: an error is logged and
 returned as the plan's status, and the baseline stays stored.
@@ -22,9 +22,9 @@ from worker.errors import ConfigError
 from worker.evals.config.load import read_notify
 from worker.evals.context import EvalContext
 from worker.evals.types import Config, RunResult
+from worker.notify.channels import NotifySettings
 from worker.notify.deliver import JOB_DELIVER_NOTIFICATION, NotifyPayload, notify_job_id
 from worker.notify.message import Notice, build_notice
-from worker.notify.settings import NotifySettings
 from worker.notify.verdict import PreviousRun, PushVerdict, judge_push
 from worker.pipeline.plan import folder_root
 from worker.pipeline.trees import read_config
