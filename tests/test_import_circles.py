@@ -11,10 +11,10 @@ circle.
 
 from __future__ import annotations
 
-import textwrap
 from pathlib import Path
 
 from bench.layout_figures import FUNCTION, MODULE, circles, find_modules, graph, imports
+from tests.test_layout_figures import write_tree
 
 ROOT = Path(__file__).resolve().parent.parent
 #: The packages whose imports are checked, together (an import across them counts).
@@ -41,19 +41,11 @@ def test_no_import_circle_in_app_and_worker() -> None:
         "the shared part down or passing a function in:\n" + "\n".join(found)
 
 
-def _write(root: Path, files: dict[str, str]) -> Path:
-    for name, text in files.items():
-        path = root / name
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(textwrap.dedent(text))
-    return root
-
-
 def test_a_made_up_circle_is_named(tmp_path: Path) -> None:
     """worker.a -> worker.b at import, worker.b -> worker.a in a function: one circle; app.x
     -> worker.c -> app.x (in a function) across the packages: another; worker.d -> worker.a
     in a function closes nothing, and worker.e <-> worker.a under TYPE_CHECKING never runs."""
-    _write(tmp_path, {
+    write_tree(tmp_path, {
         "worker/__init__.py": "",
         "worker/a.py": "from worker import b\n",
         "worker/b.py": "def later():\n    from worker.a import b\n    return b\n",

@@ -32,7 +32,8 @@ from bench.layout_figures import (
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def _write(root: Path, files: dict[str, str]) -> Path:
+def write_tree(root: Path, files: dict[str, str]) -> Path:
+    """Write ``files`` (path relative to ``root`` -> dedented text) under ``root``; return it."""
     for name, text in files.items():
         path = root / name
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -44,7 +45,7 @@ def _write(root: Path, files: dict[str, str]) -> Path:
 def toy(tmp_path: Path) -> Path:
     """pkg: a -> b -> c at module level, c -> a inside a function (a circle only then),
     d -> a under TYPE_CHECKING, sub/ with a face (``__all__`` and an import of sub.e)."""
-    return _write(tmp_path, {
+    return write_tree(tmp_path, {
         "pkg/__init__.py": "",
         "pkg/a.py": "import os\nimport pkg.b\n\nPUBLIC = 1\n_private = 2\n",
         "pkg/b.py": "from . import c\n\n\ndef run():\n    return c\n",
@@ -92,14 +93,14 @@ def test_names_files_functions_and_faces(toy: Path, tmp_path: Path) -> None:
     sixty = "def sixty():\n" + textwrap.indent(body + "return 0\n", "    ")
     sixty_one = "class K:\n    def sixty_one(self):\n" + textwrap.indent(
         body + "pass\nreturn 0\n", "        ")
-    _write(tmp_path / "long", {"pkg/__init__.py": "", "pkg/gate/__init__.py": "",
+    write_tree(tmp_path / "long", {"pkg/__init__.py": "", "pkg/gate/__init__.py": "",
                                "pkg/gate/m.py": f"{sixty}\n\n{sixty_one}"})
     _, long_modules, _ = measure(tmp_path / "long", "pkg")
     assert long_functions(long_modules, ["pkg.gate"], 60) == [("pkg.gate.m:K.sixty_one", 61)]
 
 
 def test_functions_run_counts_functions_not_module_bodies(tmp_path: Path) -> None:
-    package = _write(tmp_path, {"pkg/m.py": "def f():\n    return 1\n", "pkg/n.py": "X = 1\n"})
+    package = write_tree(tmp_path, {"pkg/m.py": "def f():\n    return 1\n", "pkg/n.py": "X = 1\n"})
     scope: dict[str, object] = {}
     m_code = compile((package / "pkg/m.py").read_text(), str(package / "pkg/m.py"), "exec")
     exec(m_code, scope)  # noqa: S102 (a file this test wrote)
