@@ -114,3 +114,18 @@ def _fresh_provider_quotas() -> None:
     from worker.evals.llm import pace
 
     pace.forget_all()
+
+
+@pytest.fixture(autouse=True)
+def _no_periodic_reconcile(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Start no reconciler in a worker run inside the test process (`worker.main.startup`).
+
+    Its passes fall on the wall clock's multiples of ``LLMGATE_RECONCILE_S`` (300 s): a test
+    whose in-process worker ran across one (00:00:00 in a CI run) saw the pass list installations
+    1 and 7 and mint a token for 7, one more than the gate it counted. The reconciler has its own
+    tests (tests/unit/gate/test_reconcile.py call `start_reconciling` themselves), and worker
+    processes started by the e2e tests keep theirs.
+    """
+    import worker.main
+
+    monkeypatch.setattr(worker.main, "start_reconciling", lambda ctx: None)
