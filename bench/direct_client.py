@@ -82,7 +82,7 @@ async def calls(url: str, count: int, concurrency: int) -> tuple[float, float]:
     this process)."""
     endpoint = Endpoint("openai/bench-model", {}, url, KEY_ENV, Pricing(1.0, 2.0))
     caller = ModelCaller(Settings(concurrency=concurrency), ResponseCache(None, "b", "off"),
-                         Budget(None, None), EvalContext(say=lambda _: None))
+                         Budget(None, None), EvalContext.of(say=lambda _: None))
 
     async def one(i: int) -> None:
         outcome = await caller.chat(endpoint, [{"role": "user", "content": f"ticket {i}"}],

@@ -133,8 +133,8 @@ async def main_async(args: argparse.Namespace) -> None:
         warm = write_suite(Path(tmp) / "warm", url, 2, 2)
         redis = Redis.from_url(redis_url)
         try:
-            await timed_run(warm, Path(tmp) / "warm", EvalContext(say=lambda _: None))
-            ctx = EvalContext(redis=redis, namespace="bench", say=lambda _: None)
+            await timed_run(warm, Path(tmp) / "warm", EvalContext.of(say=lambda _: None))
+            ctx = EvalContext.of(redis=redis, namespace="bench", say=lambda _: None)
             ideal = args.examples * args.latency_ms / 1000 / args.concurrency
             alone_before = await litellm_alone(url, args.examples, args.concurrency)
             cpu = time.process_time()

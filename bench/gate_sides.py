@@ -119,7 +119,7 @@ async def gate_once(where: tuple[Path, Path, str, str], redis: Redis, concurrent
     head, base, head_sha, base_sha = where
     if sides is not None:
         sides.CONCURRENT_SIDES = concurrent
-    ctx = EvalContext(redis=redis, namespace="bench", say=lambda _: None)
+    ctx = EvalContext.of(redis=redis, namespace="bench", say=lambda _: None)
     started = time.perf_counter()
     report = await trees.gate_trees(head, base, head_sha=head_sha, base_sha=base_sha,
                                     evals=ctx)

@@ -39,8 +39,13 @@ record every code object that starts; the figure is the number of worker/ files 
 one function among them (a code object with ``CO_OPTIMIZED``: functions and methods, not module
 or class bodies). Imports before the job are not counted; functions of a module first imported
 during the job are. Processes the job starts (git, the target command; the sandbox's set-up in
-a forked child) are not traced. The target runs under the machine's default sandbox setting
-(``LLMGATE_SANDBOX``, ``auto`` when unset), which the output states.
+a forked child) are not traced. Two counts: the whole burst worker (its start-up, the job, its
+shut-down, and what runs beside the job: the reconciler's start, metrics), and **the job
+itself**: functions that run in the job's context (a context variable set when arq starts the
+job, `arq.worker.Worker.run_job`, which the tasks and threads the job starts inherit). Files
+that are not modules (the Jinja templates' compiled code) are not counted. The target runs
+under the machine's default sandbox setting (``LLMGATE_SANDBOX``, ``auto`` when unset), which
+the output states.
 
 Usage: ``python -m bench.layout_figures [--root PATH] [--no-trace] [--json FILE]``; ``--root``
 measures another tree (default: this repository), e.g. a ``git archive`` of an earlier commit;
@@ -53,6 +58,7 @@ from __future__ import annotations
 import argparse
 import ast
 import asyncio
+import contextvars
 import inspect
 import json
 import os
@@ -416,8 +422,8 @@ def functions_run(codes: Iterable[CodeType], package_dir: Path) -> list[str]:
     among ``codes`` (``CO_OPTIMIZED``: not a module's or a class's body)."""
     base = str(package_dir.resolve()) + os.sep
     return sorted({Path(c.co_filename).resolve().relative_to(package_dir.resolve()).as_posix()
-                   for c in codes if c.co_flags & CO_OPTIMIZED and
-                   str(Path(c.co_filename).resolve()).startswith(base)})
+                   for c in codes if c.co_flags & CO_OPTIMIZED and c.co_filename.endswith(".py")
+                   and str(Path(c.co_filename).resolve()).startswith(base)})
 
 
 @contextmanager
@@ -455,14 +461,24 @@ def trace_one_gate_job(root: Path) -> dict[str, Any]:
     environment; run it in a fresh process (`main` does) so no earlier call is cached.
     """
     import pytest
+    from arq.worker import Worker
 
     from tests.unit import worker_support as ws
 
     seen: set[CodeType] = set()
+    in_job: set[CodeType] = set()
+    job_context: contextvars.ContextVar[bool] = contextvars.ContextVar("in_job", default=False)
+    run_job = Worker.run_job
+
+    async def marked_run_job(self: Worker, job_id: str, score: int) -> None:
+        job_context.set(True)  # this task's context: the job's tasks and threads inherit it
+        await run_job(self, job_id, score)
 
     def hook(frame: FrameType, event: str, arg: object) -> None:
         if event == "call":
             seen.add(frame.f_code)
+            if job_context.get():
+                in_job.add(frame.f_code)
 
     with tempfile.TemporaryDirectory(prefix="layout-figures-") as tmp, \
             _redis_server(Path(tmp)) as redis_url:
@@ -473,6 +489,7 @@ def trace_one_gate_job(root: Path) -> dict[str, Any]:
             with ws.fake_github_env(patch, redis_url, work / "worker") as github:
                 payload = ws.gate_payload((work / "tiny").as_uri(), shas["pr/drop"],
                                           shas["main"])
+                patch.setattr(Worker, "run_job", marked_run_job)
                 threading.setprofile(hook)
                 sys.setprofile(hook)
                 try:
@@ -484,6 +501,7 @@ def trace_one_gate_job(root: Path) -> dict[str, Any]:
         finally:
             patch.undo()
     return {"modules": functions_run(seen, root / "worker"),
+            "job_modules": functions_run(in_job, root / "worker"),
             "conclusion": runs[-1]["conclusion"] if runs else "no check run",
             "sandbox": os.environ.get("LLMGATE_SANDBOX", "auto")}
 
@@ -543,8 +561,10 @@ def report(root: Path, trace: bool) -> dict[str, Any]:
     long = long_functions(modules, [f"worker.{p}" for p in LONG_FUNCTION_PACKAGES])
     job = traced(root) if trace else None
     if job is not None:
-        rows.append((f"worker/ modules whose functions run in one gate job "
+        rows.append((f"worker/ modules whose functions run in one gate job's burst worker "
                      f"(sandbox {job['sandbox']})", str(len(job["modules"])), "-"))
+        rows.append(("  of which in the job itself (its context)", str(len(job["job_modules"])),
+                     "-"))
     width = max(len(r[0]) for r in rows)
     print(f"layout of {root}")
     print(f"{'figure':<{width}}  {'worker/':>12}  {'app/':>6}")
@@ -563,7 +583,8 @@ def report(root: Path, trace: bool) -> dict[str, Any]:
     print(f"packages with __all__: {', '.join(worker.faces + app.faces) or 'none'}")
     if job is not None:
         print(f"one gate job (tiny repository, pr/drop against main, {job['conclusion']}): "
-              f"{len(job['modules'])} of {worker.modules} worker/ modules run functions")
+              f"{len(job['modules'])} of {worker.modules} worker/ modules run functions, "
+              f"{len(job['job_modules'])} in the job itself")
     print(f"longest_import_chain={len(worker.chain)}")
     return {"worker": worker.__dict__, "app": app.__dict__, "junit_imports": junit_n,
             "repeated_worker_and_app": both, "long_functions": long, "gate_job": job}

@@ -167,7 +167,7 @@ def load_config(path: str | os.PathLike[str] = ".llmgate.yml") -> Config:
             ``path``, ``line`` (1-based, or None) and ``message`` say where and how to fix it.
     """
     from worker.evals.filenames import CONFIG_FILENAME
-    from worker.pipeline.trees import read_config
+    from worker.pipeline.config_file import read_config
 
     file = Path(path)
     if file.is_dir():

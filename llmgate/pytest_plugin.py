@@ -98,8 +98,8 @@ class ConfigFile(pytest.File):
         cannot be read (its error is the item's failure)."""
         from worker.errors import ConfigError
         from worker.evals.config.consistency import load_suite_dataset
+        from worker.pipeline.config_file import read_config
         from worker.pipeline.plan import folder_root, plan_configs
-        from worker.pipeline.trees import read_config
 
         root = self.path.parent
         for plan in plan_configs(root, None).configs:

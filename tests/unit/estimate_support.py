@@ -83,7 +83,7 @@ def _measured(name: str, run: RunResult | None) -> Measured:
 async def measure(dest: Path, url: str, redis: Redis) -> list[Measured]:
     """Run main on a cold cache, then the pull request against main (module docstring)."""
     main, pr = example_trees(dest, url)
-    evals = EvalContext(redis=redis, namespace="acme/support-llm", say=lambda _: None)
+    evals = EvalContext.of(redis=redis, namespace="acme/support-llm", say=lambda _: None)
     pushed = await gate_trees(main, None, evals=evals)
     pull = await gate_trees(pr, main, evals=evals)
     return [_measured("main, cold cache", pushed.head), _measured("pull request head", pull.head),

@@ -91,7 +91,7 @@ def context(sleep: FakeSleep | None = None, **kwargs: Any) -> EvalContext:
     sleep = sleep or FakeSleep()
     options: dict[str, Any] = {"sleep": sleep, "clock": sleep.clock, "rng": random.Random(7),
                                "say": lambda _: None, **kwargs}
-    return EvalContext(**options)
+    return EvalContext.of(**options)
 
 
 def endpoint_yaml(url: str, model: str = "openai/test-model", extra: str = "") -> str:

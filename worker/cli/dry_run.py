@@ -19,7 +19,7 @@ from __future__ import annotations
 import os
 import posixpath
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -30,11 +30,11 @@ from worker.evals.llm_types import Endpoint
 from worker.evals.run.estimate import ModelUse, estimate_configs
 from worker.evals.run.runner import RunState, describe_estimate
 from worker.evals.types import CONFIG_FILENAME, Config, ModelTarget
+from worker.pipeline.config_file import read_config
 from worker.pipeline.on_paths import restrict, select_suites
 from worker.pipeline.overrides import apply_overrides, check_suites
 from worker.pipeline.plan import Plan, folder_root
 from worker.pipeline.preflight import endpoints_of
-from worker.pipeline.trees import read_config
 
 
 @dataclass
@@ -147,7 +147,7 @@ async def _side(found: DryRun, record: dict[str, Any],
     name, the endpoints base's config names too and the config's folder (`_refused`)."""
     side = which[0]
     assert root is not None  # noqa: S101  # the caller passes only sides with a checkout
-    ctx = replace(evals, side=side, sides=None)
+    ctx = evals.for_side(side, None)
     try:
         planned = await estimate_configs([config], root, RunState(config.settings, ctx).caller,
                                          with_base)

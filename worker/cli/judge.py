@@ -15,7 +15,7 @@ from worker.errors import ConfigError, ExecutionError
 from worker.evals.filenames import CONFIG_FILENAME
 
 if TYPE_CHECKING:
-    from worker.evals.run.judge_calibration import JudgeCalibration
+    from worker.evals.run.judge_calibration_types import JudgeCalibration
     from worker.evals.types import SuiteConfig
 
 #: Exit codes: 0 calibrated, 1 a ``judge:`` rule of the suite failed, 2 configuration error,
@@ -109,8 +109,8 @@ async def _calibrate(args: argparse.Namespace, root: Path) -> tuple[JudgeCalibra
                                                                     SuiteConfig]:
     from worker.evals.llm.cli_cache import eval_context
     from worker.evals.run.judge_calibration import calibrate_suite
+    from worker.pipeline.config_file import read_config
     from worker.pipeline.overrides import suite_named
-    from worker.pipeline.trees import read_config
 
     config = read_config(root, args.config)
     if config is None:

@@ -20,6 +20,7 @@ import signal
 import sys
 import threading
 from collections.abc import Callable, Coroutine, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
@@ -52,7 +53,7 @@ if TYPE_CHECKING:
     import asyncio
     from contextlib import AsyncExitStack
 
-    from worker.evals.context import EvalContext
+    from worker.evals.context import EvalContext, Observers
     from worker.evals.types import GateReport
     from worker.pipeline.plan import Plan
     from worker.pipeline.report_values import MultiReport
@@ -594,7 +595,7 @@ async def _run_local(args: argparse.Namespace) -> tuple[MultiReport, str, str]:
         if args.calibration is not None:
             evals.history = _calibration_history(args.calibration)
         evals.overrides = run_overrides(args)
-        _show_progress(stack, evals, quiet=args.quiet)
+        evals.observers = _show_progress(stack, evals.observers, quiet=args.quiet)
         stored = await stack.enter_async_context(store_runner_for(args, repo))
         if stored is not None and not args.compare_to:  # a named baseline comes first
             runner_for = stored
@@ -635,17 +636,17 @@ async def _changed(repo: Path, args: argparse.Namespace, head_sha: str) -> list[
     return await changed_files(repo, await _resolve(repo, args.base, "--base"), head_sha)
 
 
-def _show_progress(stack: AsyncExitStack, evals: EvalContext, *, quiet: bool) -> None:
-    """Print the run's estimate and progress lines on stderr (worker/cli/progress.py), the
-    last ones when ``stack`` closes; with ``quiet`` (``--quiet``: only errors), neither."""
+def _show_progress(stack: AsyncExitStack, observers: Observers, *, quiet: bool) -> Observers:
+    """Return ``observers`` printing the run's estimate and progress lines on stderr
+    (worker/cli/progress.py), the last ones when ``stack`` closes; with ``quiet``
+    (``--quiet``: only errors), neither."""
     from worker.cli.progress import Progress
 
     if quiet:
-        evals.say = _silent
-        return
+        return replace(observers, say=_silent)
     progress = Progress()
-    evals.on_plan, evals.on_call = progress.plan, progress.call
     stack.callback(progress.finish)
+    return replace(observers, on_plan=progress.plan, on_call=progress.call)
 
 
 def _silent(line: str) -> None:
@@ -696,7 +697,7 @@ def _calibration_history(path: Path) -> dict[str, Any]:
     Raises:
         ExecutionError: the file cannot be read or is not a calibration record.
     """
-    from worker.pipeline.calibrate import history_of
+    from worker.pipeline.calibration_history import history_of
 
     try:
         return history_of(json.loads(path.read_text(encoding="utf-8")))
@@ -742,8 +743,8 @@ async def _base_side(stack: AsyncExitStack, repo: Path, args: argparse.Namespace
         local_merge_result,
         local_worktree,
     )
+    from worker.pipeline.config_file import base_mode
     from worker.pipeline.plan import conflict_note, merged_note, tip_reason
-    from worker.pipeline.trees import base_mode
 
     tip = await _resolve(repo, args.base, "--base")
     if args.base_tip:

@@ -115,9 +115,9 @@ def parse_pricing(text: str) -> Pricing | None:
 
 async def _migrate(args: argparse.Namespace, root: Path) -> Migration:
     from worker.evals.llm.cli_cache import eval_context
+    from worker.pipeline.config_file import read_config
     from worker.pipeline.migrate import migrate
     from worker.pipeline.migrate_plan import MigrationRequest
-    from worker.pipeline.trees import read_config
 
     config = read_config(root, args.config)
     if config is None:

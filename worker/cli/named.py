@@ -33,8 +33,9 @@ from worker.checkout import (
 )
 from worker.errors import ConfigError, ExecutionError
 from worker.evals.context import EvalContext
+from worker.pipeline.config_file import read_config
 from worker.pipeline.plan import baseline_namespace, folder_root, plan_configs
-from worker.pipeline.trees import BaseRunner, read_config
+from worker.pipeline.trees import BaseRunner
 
 
 def open_store() -> tuple[Redis, BaselineStore]:

@@ -49,7 +49,7 @@ class Progress:
         self.printed: dict[int, str] = {}  # line position -> its text last printed (CI)
 
     def plan(self, plan: RunPlan) -> None:
-        """Start a side's suites (`worker.evals.context.EvalContext.on_plan`); the next line is
+        """Start a side's suites (`worker.evals.context.Observers.on_plan`); the next line is
         due an interval from now (checkouts and estimates before it do not count)."""
         self.counts.plan(plan)
         self.shown = self.clock()

@@ -22,7 +22,7 @@ import logging
 from typing import Any
 
 from worker.cli.redteam_library import LIBRARY_VERSION
-from worker.evals.context import EvalContext
+from worker.evals.context import EvalContext, Observers
 from worker.evals.llm import client as llm
 from worker.evals.llm.cache import ResponseCache
 from worker.evals.llm.cost import Budget, call_cost_usd
@@ -56,7 +56,8 @@ def expand(rows: list[dict[str, Any]], args: argparse.Namespace) -> list[dict[st
     messages = [_messages(row) for row in attacks]
     caller = ModelCaller(Settings(concurrency=CONCURRENCY, max_cost_usd=args.max_cost_usd,
                                   cache=False), ResponseCache(None, "redteam", "off"),
-                         Budget(args.max_cost_usd, None), EvalContext(say=print))
+                         Budget(args.max_cost_usd, None),
+                         EvalContext(observers=Observers(say=print)))
     estimate = _estimate(caller, endpoint, messages)
     shown = "unknown (no price for the model)" if estimate is None else f"${estimate:.4f}"
     print(f"rewriting {len(attacks)} attacks with {endpoint.model}: estimated cost {shown}")

@@ -1,10 +1,13 @@
 """What an eval run needs beyond its config and checkout: Redis, cache mode, clocks, a logger.
 
-`EvalContext` is made once per job (worker) or command (CLI) and passed down to the engine; its
-clock, sleep and random source are parameters so tests control retries and budgets without
-waiting. Without a context the engine runs with no response cache, real time and real sleeps.
-A gate gives each side its own copy naming the side (``base`` or ``head``) and holding the
-`Sides` both share: one limiter of model calls and one of commands for the whole gate, and what
+`EvalContext` is made once per job (worker) or command (CLI) and passed to the engine's entry
+points; it is made of one part per concern (`CacheContext`, `Timing`, `Observers`,
+`RunOverrides`, `GateSide`). A function that reads one or two concerns takes only those parts;
+a run's state and its model caller, which read most, hold the whole. Its clock, sleep and
+random source (`Timing`) are parameters so tests control retries and budgets without waiting.
+Without a context the engine runs with no response cache, real time and real sleeps. A gate
+gives each side its own copy naming the side (``base`` or ``head``) and holding the `Sides` both
+share (`GateSide`): one limiter of model calls and one of commands for the whole gate, and what
 lets base and head run at once with the results of one after the other
 (worker/pipeline/sides.py).
 """
@@ -16,7 +19,7 @@ import logging
 import random
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Protocol
 
@@ -34,7 +37,7 @@ def _log_info(message: str) -> None:
 
 @dataclass(frozen=True)
 class CallEvent:
-    """What one call of a run did, reported to `EvalContext.on_call` (the worker's metrics).
+    """What one call of a run did, reported to `Observers.on_call` (the worker's metrics).
 
     Attributes:
         kind: ``model`` (a model target), ``judge``, ``pairwise``, ``embeddings`` or ``command``
@@ -44,7 +47,7 @@ class CallEvent:
             the budget stopped. 1 for a command that ran.
         cache_hits: 1 when the response cache answered the call, else 0.
         cost_usd: USD spent on the call (0 for a cache hit, a failed or an unpriced call).
-        side: the gate side that made it (`EvalContext.side`), "" outside a gate.
+        side: the gate side that made it (`GateSide.side`), "" outside a gate.
         suite: the suite it was made for, "" when not known (a pairwise judge, a calibration).
     """
 
@@ -59,7 +62,7 @@ class CallEvent:
 
 @dataclass(frozen=True)
 class RunPlan:
-    """What one side of a gate expects before its calls start (`EvalContext.on_plan`).
+    """What one side of a gate expects before its calls start (`Observers.on_plan`).
 
     Attributes:
         sha: its commit ("" for a working tree).
@@ -206,50 +209,126 @@ def _ignore_call(event: CallEvent) -> None:
     """Observe nothing (the CLI's default): calls are only counted by the worker."""
 
 
-@dataclass
-class EvalContext:
-    """Services of one gate job or ``llmgate run``.
+@dataclass(frozen=True)
+class CacheContext:
+    """Where a run's response cache lives and how it is used (worker/evals/llm/cache.py).
 
     Attributes:
-        redis: the Redis client of the response cache, or None (no cache).
+        redis: the Redis client of the response cache, or None (no cache). It also shares
+            the provider quotas of the run's models between workers (worker/evals/llm/pace.py).
         namespace: the cache namespace, the repository's ``owner/name`` ("local" for the CLI).
-        cache_mode: ``use``, ``refresh`` or ``off`` (``--refresh-cache``, ``--no-cache``);
+        mode: ``use``, ``refresh`` or ``off`` (``--refresh-cache``, ``--no-cache``);
             ``settings.cache: false`` in a config turns it off for that config.
-        sleep: awaited between retries with the wait in seconds.
-        clock: monotonic seconds, for ``max_duration`` and latency.
-        rng: the random source of retry jitter.
-        say: prints progress lines (the cost estimate); the worker logs them.
-        on_call: told about every call as it ends (`CallEvent`); the worker counts them in
-            its metrics, the CLI ignores them. It must not block or raise.
-        history: earlier values of each suite's examples in runs of unchanged code (the A/A
-            runs of a calibration: suite -> metric -> example id -> values, fractions 0-1);
-            they weigh the examples of the sign-flip family (worker/evals/verdict/flakiness.py).
-        on_plan: told, before a side's calls start, what it expects (`RunPlan`: its commit,
-            its calls in all and per suite); the progress lines of the CLI
-            (worker/cli/progress.py) and of the App's check run (worker/gate/progress.py). It
-            must not block or raise.
-        overrides: the command line's changes to every config (`RunOverrides`).
-        cache_file: the SQLite file of the response cache when there is no ``redis``
+        file: the SQLite file of the response cache when there is no ``redis``
             (``llmgate run``'s default: worker/evals/llm/disk_cache.py), or None.
-        side: the side of a gate this context runs (``base``, ``head``), "" outside a gate;
-            named in every `CallEvent` and `RunPlan`.
-        sides: what both sides of the gate share (`Sides`), or None (a run of its own).
-        shards: answers large example sets on other workers (`AnswerShards`), or None.
     """
 
     redis: Redis | None = None
     namespace: str = "local"
-    cache_mode: CacheMode = "use"
+    mode: CacheMode = "use"
+    file: Path | None = None
+
+
+@dataclass(frozen=True)
+class Timing:
+    """The time and randomness of a run: parameters, so tests control retries and budgets
+    without waiting.
+
+    Attributes:
+        sleep: awaited between retries and for a provider quota's turn, with the wait in
+            seconds.
+        clock: monotonic seconds, for ``max_duration``, latency and provider quotas.
+        rng: the random source of retry jitter.
+    """
+
     sleep: Callable[[float], Awaitable[None]] = asyncio.sleep
     clock: Callable[[], float] = time.monotonic
     rng: random.Random = field(default_factory=random.Random)
+
+
+@dataclass(frozen=True)
+class Observers:
+    """Who is told what a run does; ``on_call`` and ``on_plan`` must not block or raise.
+
+    Attributes:
+        say: prints progress lines (the cost estimate, a provider's pace); the worker logs
+            them.
+        on_call: told about every call as it ends (`CallEvent`); the worker counts them in
+            its metrics, the CLI ignores them.
+        on_plan: told, before a side's calls start, what it expects (`RunPlan`: its commit,
+            its calls in all and per suite); the progress lines of the CLI
+            (worker/cli/progress.py) and of the App's check run (worker/gate/progress.py).
+    """
+
     say: Callable[[str], None] = _log_info
     on_call: Callable[[CallEvent], None] = _ignore_call
-    history: Mapping[str, Mapping[str, Mapping[str, Sequence[float]]]] = field(
-        default_factory=dict)
     on_plan: Callable[[RunPlan], None] = _ignore_plan
-    overrides: RunOverrides = RunOverrides()
-    cache_file: Path | None = None
+
+
+@dataclass(frozen=True)
+class GateSide:
+    """Which side of a gate a run is, and what it shares with the other side and other workers.
+
+    Attributes:
+        side: ``base`` or ``head``, "" outside a gate; named in every `CallEvent` and `RunPlan`.
+        sides: what both sides of the gate share (`Sides`), or None (a run of its own).
+        shards: answers large example sets on other workers (`AnswerShards`), or None.
+    """
+
     side: str = ""
     sides: Sides | None = None
     shards: AnswerShards | None = None
+
+
+@dataclass
+class EvalContext:
+    """Services of one gate job or ``llmgate run``, by concern. The entry points (``run_suites``,
+    ``gate_trees``...) take the whole; a function that reads one or two concerns takes only
+    those parts. The parts are frozen: a caller changes one by assigning a new part (the CLI's
+    progress observers), or copies the context for a side (`for_side`).
+
+    Attributes:
+        cache: the response cache (`CacheContext`).
+        timing: sleep, clock and random source (`Timing`).
+        observers: progress lines and the call and plan observers (`Observers`).
+        overrides: the command line's changes to every config (`RunOverrides`).
+        gate: the gate side this context runs and what the sides share (`GateSide`).
+        history: earlier values of each suite's examples in runs of unchanged code (the A/A
+            runs of a calibration: suite -> metric -> example id -> values, fractions 0-1);
+            they weigh the examples of the sign-flip family (worker/evals/verdict/flakiness.py).
+    """
+
+    cache: CacheContext = CacheContext()
+    timing: Timing = field(default_factory=Timing)
+    observers: Observers = Observers()
+    overrides: RunOverrides = RunOverrides()
+    gate: GateSide = GateSide()
+    history: Mapping[str, Mapping[str, Mapping[str, Sequence[float]]]] = field(
+        default_factory=dict)
+
+    @classmethod
+    def of(cls, *, redis: Redis | None = None, namespace: str = "local",
+           cache_mode: CacheMode = "use", cache_file: Path | None = None,
+           sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+           clock: Callable[[], float] = time.monotonic, rng: random.Random | None = None,
+           say: Callable[[str], None] = _log_info,
+           on_call: Callable[[CallEvent], None] = _ignore_call,
+           on_plan: Callable[[RunPlan], None] = _ignore_plan,
+           overrides: RunOverrides | None = None,
+           history: Mapping[str, Mapping[str, Mapping[str, Sequence[float]]]] | None = None,
+           side: str = "", sides: Sides | None = None,
+           shards: AnswerShards | None = None) -> EvalContext:
+        """Build a context from the fields of its parts, by keyword (``cache_mode`` and
+        ``cache_file`` are `CacheContext`'s ``mode`` and ``file``; ``rng`` None: a new
+        ``random.Random()``; ``overrides`` None: none; ``history`` None: none)."""
+        return cls(CacheContext(redis, namespace, cache_mode, cache_file),
+                   Timing(sleep, clock) if rng is None else Timing(sleep, clock, rng),
+                   Observers(say, on_call, on_plan),
+                   RunOverrides() if overrides is None else overrides,
+                   GateSide(side, sides, shards),
+                   {} if history is None else history)
+
+    def for_side(self, side: str, sides: Sides | None) -> EvalContext:
+        """Return a copy of this context running gate side ``side`` (``base``, ``head``)
+        sharing ``sides`` (None: a side of its own); its shards stay."""
+        return replace(self, gate=replace(self.gate, side=side, sides=sides))

@@ -1,14 +1,18 @@
 """Value types of model targets, judges, retries, cost and usage (re-exported by `types`).
 
-Plain frozen dataclasses with no I/O. Money is USD (``_usd``), prices are USD per token
+Plain frozen dataclasses with no I/O (a call's `Answer` and `CallOutcome` among them), the
+error a provider call raises (`ProviderError`, retried by worker/evals/llm/retry.py) and
+`ModelCalls`, the calls a scorer makes through its run's call path
+(worker/evals/llm/provider.py). Money is USD (``_usd``), prices are USD per token
 (``_per_token``) unless named per million tokens (``_per_mtok``), times are seconds (``_s``) or
 milliseconds (``_ms``), shares are fractions 0-1.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 #: Why an example errored (``ExampleResult.error_kind``): a call that did not give an answer,
 #: ``rate_limited`` (429 after retries), ``provider`` (5xx, malformed answer, refused request),
@@ -179,6 +183,37 @@ class ModelTarget:
         return self.endpoint.model
 
 
+class ProviderError(Exception):
+    """A provider call failed.
+
+    Attributes:
+        kind: ``rate_limited`` (429), ``timeout`` or ``provider`` (anything else).
+        message: the provider's message (never holds the API key), clipped.
+        status: the HTTP status, or None (timeout, connection error).
+        retryable: whether another attempt may succeed (429, 5xx, timeouts, connections).
+        retry_after_s: seconds the provider asked to wait (``Retry-After``), or None.
+        field: for an error no retry can fix, what to fix: ``api_key_env`` (a missing or
+            refused key it names), ``api_base`` (refused by the worker), ``model`` (no such
+            model or provider, or its key variable unset) or ``request`` (a prompt or
+            parameters the provider refused: 400, 413, 422); "" for a transient error (429,
+            5xx, timeouts, connections).
+        headers: the answer's headers that pace calls (worker/evals/llm/pace.py:
+            ``retry-after``, ``x-ratelimit-*``), lower-cased; {} without an answer.
+    """
+
+    def __init__(self, kind: ErrorKind, message: str, *, status: int | None = None,
+                 retryable: bool = False, retry_after_s: float | None = None,
+                 field: str = "", headers: dict[str, str] | None = None) -> None:
+        super().__init__(message)
+        self.kind: ErrorKind = kind
+        self.message = message
+        self.status = status
+        self.retryable = retryable
+        self.retry_after_s = retry_after_s
+        self.field = field
+        self.headers = headers or {}
+
+
 @dataclass(frozen=True)
 class RetrySettings:
     """Retries of provider calls (``settings.retry``).
@@ -308,3 +343,69 @@ class TrapSummary:
     caught: int
     errors: int = 0
     missed_ids: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Answer:
+    """An answered call.
+
+    Attributes:
+        text: the model's text ("" for embeddings).
+        vectors: the embedding vectors (embeddings only), else ().
+        usage: the answer's tokens (as first fetched, for a cache hit).
+        latency_ms: the provider's time for the answer, as first fetched, milliseconds.
+        cost_usd: what the answer costs at the model's prices (as first fetched), or None when
+            the model has no known price or the answer reported no usage.
+        cached: True when it came from the response cache (then nothing was spent).
+        problem: why the answer has no usable text, "" when it has (never cached).
+        charge_usd: what the budget is charged: ``cost_usd``, or the worst case when the cost
+            is unknown (0 for a cache hit).
+        tool_calls: the tool calls the model asked for, in order (a chat call with ``tools``).
+        headers: the provider's headers that pace calls (never cached).
+        replaced: lone surrogates of the provider's reply replaced by U+FFFD
+            (`worker.evals.llm.client.ChatReply.replaced`; cached with the answer).
+    """
+
+    text: str
+    usage: TokenUsage
+    latency_ms: float
+    cost_usd: float | None
+    cached: bool = False
+    vectors: tuple[tuple[float, ...], ...] = ()
+    problem: str = ""
+    charge_usd: float = 0.0
+    tool_calls: tuple[ToolRequest, ...] = ()
+    headers: Mapping[str, str] = field(default_factory=dict)
+    replaced: int = 0
+
+
+@dataclass(frozen=True)
+class CallOutcome:
+    """The answer or the error of one call, and what it spent (retries included).
+
+    ``error_field`` is `ProviderError.field`: the endpoint field to fix when no retry can fix
+    the error, else "".
+    """
+
+    answer: Answer | None
+    error: str | None
+    error_kind: ErrorKind | None
+    spend: RunUsage
+    error_field: str = ""
+
+class ModelCalls(Protocol):
+    """The model calls a scorer makes through its run's call path
+    (worker/evals/llm/provider.py:ModelCaller, which the run hands to each scorer): the port
+    judges, ``composite`` and ``similar`` call, without loading the call path themselves."""
+
+    async def chat(self, endpoint: Endpoint, messages: list[dict[str, str]], *,
+                   kind: str = "chat", version: str = "", draw: int = 0,
+                   use_cache: bool = True, family: str | None = None) -> CallOutcome:
+        """Answer a chat call (``kind``: its cache kind; ``version``: the prompt template's;
+        ``draw``: which of a quorum's repeated calls) from the cache or the provider; a
+        failure is returned as an error, never raised."""
+
+    async def embed(self, endpoint: Endpoint, texts: list[str], *,
+                    use_cache: bool = True) -> CallOutcome:
+        """Embed ``texts`` (one call) from the cache or the provider; a failure is returned as
+        an error, never raised."""

@@ -854,7 +854,7 @@ class JudgeAgreement:
 
     One per suite and criterion whose judge head changes, where base's ``judge:`` rules ran
     head's judge on base's labels file (worker/pipeline/judge_trust.py, from
-    `worker.evals.run.judge_calibration.CriterionCalibration`). Not rendered: the report shows
+    `worker.evals.run.judge_calibration_types.CriterionCalibration`). Not rendered: the report shows
     the rules' outcomes and a note; the gate's history record keeps these figures
     (worker/baselines/gate_records.py `judge_records`).
 

@@ -23,7 +23,7 @@ from redis.exceptions import RedisError
 
 from worker.contract import GatePayload, RepoRef
 from worker.evals.types import GateReport
-from worker.pipeline.calibrate import history_of
+from worker.pipeline.calibration_history import history_of
 from worker.runtime.settings import SettingsError
 
 log = logging.getLogger("llmgate.worker")
@@ -127,7 +127,7 @@ async def with_calibration_note(redis: Redis, repo: RepoRef, report: GateReport)
 
 async def calibration_history(redis: Redis, repo: str) -> dict[str, Any]:
     """Return the examples' pass shares of the repository's last calibration as a gate's
-    ``history`` (`worker.pipeline.calibrate.history_of`), or {} when there is none.
+    ``history`` (`worker.pipeline.calibration_history.history_of`), or {} when there is none.
 
     The weights it gives never look at a pull request's draws, so a missing or stale record
     changes power, not the false-alarm rate: a Redis failure or an unreadable record is logged

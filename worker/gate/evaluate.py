@@ -27,13 +27,14 @@ from worker.baselines.reuse import Origin, StoredBaselines
 from worker.baselines.store import BaselineStore
 from worker.checkout import GitError
 from worker.errors import ExecutionError
-from worker.evals.context import CallEvent, EvalContext
+from worker.evals.context import CacheContext, CallEvent, EvalContext, GateSide, Observers
 from worker.evals.types import GateReport
 from worker.gate.calibration import calibration_history
 from worker.gate.request import GateRequest
 from worker.gate.services import Services
 from worker.gate.shards import RedisShards
 from worker.github.client import GitHubClient
+from worker.pipeline.config_file import base_mode
 from worker.pipeline.multi import gate_plan
 from worker.pipeline.plan import (
     CONFLICT_UNDECIDED,
@@ -47,7 +48,7 @@ from worker.pipeline.plan import (
 )
 from worker.pipeline.progress import GateProgress
 from worker.pipeline.report_values import MultiReport
-from worker.pipeline.trees import BaseRunner, base_mode
+from worker.pipeline.trees import BaseRunner
 from worker.runtime.metrics import record_call
 
 log = logging.getLogger("llmgate.worker")
@@ -170,20 +171,21 @@ async def _context(services: Services, gh: GitHubClient, request: GateRequest, t
     ``progress``) of every call, the calibration history and the shards of a large suite."""
     repo = request.repo
     key = f"{repo['owner']}/{repo['name']}"
-    evals = EvalContext(redis=services.cache, namespace=key,  # cache per repository
-                        cache_mode="off" if request.no_cache else "use",
-                        on_call=_observed(progress),  # metrics (and progress)
-                        history=await calibration_history(services.redis, key),
-                        shards=RedisShards(  # a large suite over many workers
-                            services.redis, services.shards, repo,
-                            gh.installation_id,
-                            # a merge exists in this worker's mirror only
-                            {trees.base_root: trees.base_sha} if trees.merged else
-                            {trees.head_root: trees.head_sha, trees.base_root: trees.base_sha},
-                            "off" if request.no_cache else "use",
-                            services=services))
+    evals = EvalContext(
+        cache=CacheContext(services.cache, key,  # cache per repository
+                           "off" if request.no_cache else "use"),
+        observers=Observers(on_call=_observed(progress)),  # metrics (and progress)
+        history=await calibration_history(services.redis, key),
+        gate=GateSide(shards=RedisShards(  # a large suite over many workers
+            services.redis, services.shards, repo,
+            gh.installation_id,
+            # a merge exists in this worker's mirror only
+            {trees.base_root: trees.base_sha} if trees.merged else
+            {trees.head_root: trees.head_sha, trees.base_root: trees.base_sha},
+            "off" if request.no_cache else "use",
+            services=services)))
     if progress is not None:
-        evals.on_plan = progress.plan
+        evals.observers = replace(evals.observers, on_plan=progress.plan)
     return evals
 
 

@@ -1,6 +1,6 @@
 """One gate over many workers: a suite's examples answered in shards by any worker.
 
-A gate's job hands its run an `EvalContext.shards` (`RedisShards`). When a suite's draw has more
+A gate's job hands its run a `GateSide.shards` (`RedisShards`). When a suite's draw has more
 than ``LLMGATE_SHARD_EXAMPLES`` examples still to answer, they are cut into contiguous slices of
 that size (dataset order). Each slice's work (target, settings, examples, commit, config folder,
 and the eval data paths its commands may not read: worker/evals/run/views.py) is written to
@@ -61,7 +61,7 @@ from redis.asyncio import Redis
 
 from worker.contract import JOB_ANSWER_SHARD, RepoRef, ShardPayload
 from worker.errors import ConfigError, ExecutionError
-from worker.evals.context import EvalContext, ShardWork
+from worker.evals.context import CacheContext, EvalContext, Observers, ShardWork
 from worker.evals.llm_types import CacheMode
 from worker.evals.run import runner
 from worker.evals.run.views import TargetViews
@@ -370,8 +370,8 @@ async def _answer_work(services: Services, installation_id: int,
     async with services.checkouts.worktree(key, repo["clone_url"], work["sha"], token) as top:
         root = top / work["folder"] if work["folder"] not in ("", ".") else top
         state = runner.RunState(settings, EvalContext(
-            redis=services.cache, namespace=key, cache_mode=work["cache_mode"],
-            on_call=record_call))
+            cache=CacheContext(services.cache, key, work["cache_mode"]),
+            observers=Observers(on_call=record_call)))
         state.budget.start()
         state.sha = work["sha"]
         state.views = TargetViews([str(p) for p in work.get("hidden", ())])

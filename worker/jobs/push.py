@@ -46,15 +46,16 @@ from worker.baselines.store import BaselineStore
 from worker.baselines.timeline import record_push
 from worker.contract import PushPayload
 from worker.errors import ConfigError
-from worker.evals.context import EvalContext
+from worker.evals.context import CacheContext, EvalContext, Observers
 from worker.evals.types import CONFIG_FILENAME, Config
 from worker.gate.services import Services
 from worker.notify.channels import CTX_NOTIFY, NotifySettings
 from worker.notify.notices import OpenTree, PushedConfig, notify_push, opts_in
 from worker.notify.verdict import PreviousRun, previous_run
+from worker.pipeline.config_file import read_config
 from worker.pipeline.plan import baseline_namespace, folder_root, plan_configs
 from worker.pipeline.report_values import ConfigReport, MultiReport
-from worker.pipeline.trees import read_config, verdict_without_base
+from worker.pipeline.trees import verdict_without_base
 from worker.report.html_report import render_html
 from worker.report.multi import check_output
 from worker.report.pii import redact_pii
@@ -135,8 +136,8 @@ async def _store_config(services: Services, payload: PushPayload, namespace: str
         if config is None or not config.suites:
             log.info("push of %s@%s: no config, no baseline", namespace, sha[:7])
             return {"status": "no_config", "sha": sha}
-        evals = EvalContext(redis=services.cache, namespace=f"{repo['owner']}/{repo['name']}",
-                            on_call=record_call)
+        evals = EvalContext(cache=CacheContext(services.cache, f"{repo['owner']}/{repo['name']}"),
+                            observers=Observers(on_call=record_call))
         started_s = time.monotonic()
         base = await runner(config, root, sha, evals)
     except ConfigError as err:

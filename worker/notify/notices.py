@@ -26,8 +26,8 @@ from worker.notify.channels import NotifySettings
 from worker.notify.deliver import JOB_DELIVER_NOTIFICATION, NotifyPayload, notify_job_id
 from worker.notify.message import Notice, build_notice
 from worker.notify.verdict import PreviousRun, PushVerdict, judge_push
+from worker.pipeline.config_file import read_config
 from worker.pipeline.plan import folder_root
-from worker.pipeline.trees import read_config
 
 log = logging.getLogger("llmgate.notify")
 

@@ -24,7 +24,7 @@ from worker.errors import ConfigError, ExecutionError
 from worker.evals.run.engine import run_config
 from worker.evals.types import CONFIG_FILENAME, Config, RunResult
 from worker.evals.verdict.compare import compare
-from worker.pipeline.trees import read_config
+from worker.pipeline.config_file import read_config
 
 #: Exit codes: 0 calibrated, 2 configuration error, 3 execution error.
 EXIT_OK, EXIT_CONFIG_ERROR, EXIT_EXECUTION_ERROR = 0, 2, 3
@@ -47,7 +47,8 @@ class Calibration:
             changed (fraction 0-1), for examples that changed at least once.
         unstable: suite -> ids of examples that flipped, in dataset order.
         history: suite -> example id -> its pass share (0-1, the mean over repeats) in each
-            run, in run order: what weighs the examples of later gates (`history_of`).
+            run, in run order: what weighs the examples of later gates
+            (worker/pipeline/calibration_history.py:history_of).
     """
 
     runs: int
@@ -111,42 +112,6 @@ def summarize(config: Config, results: Sequence[RunResult]) -> Calibration:
     return Calibration(len(results), max(len(results) - 1, 0), false_alarms, failed, alarms,
                        max(alphas) if alphas else None, flips,
                        {suite: list(rates) for suite, rates in flips.items()}, history)
-
-
-def history_of(record: Mapping[str, object]) -> dict[str, dict[str, dict[str, list[float]]]]:
-    """Return a calibration record's pass shares as a gate's ``history`` (pure).
-
-    Args:
-        record: what `render_json` wrote (the file of ``llmgate calibrate --format json``, or
-            the record the scheduled calibration keeps in Redis).
-
-    Returns:
-        suite -> ``{"pass_rate": {example id: pass share per run}}``
-        (worker/evals/context.py ``EvalContext.history``); empty for a record without
-        ``history`` (written before it was recorded).
-
-    Raises:
-        ValueError: ``history`` is not suite -> id -> list of numbers in 0-1.
-    """
-    found = record.get("history", {})
-    if not isinstance(found, dict):
-        raise ValueError("calibration record: history must be an object")
-    history: dict[str, dict[str, dict[str, list[float]]]] = {}
-    for suite, rows in found.items():
-        if not isinstance(rows, dict):
-            raise ValueError(f"calibration record: history of suite {suite} must be an object")
-        values = {str(i): _shares(suite, str(i), v) for i, v in rows.items()}
-        history[str(suite)] = {"pass_rate": values}
-    return history
-
-
-def _shares(suite: str, example_id: str, values: object) -> list[float]:
-    if not isinstance(values, list) or not all(
-            isinstance(v, int | float) and not isinstance(v, bool) and 0 <= v <= 1
-            for v in values):
-        raise ValueError(f"calibration record: history of {suite} {example_id} must be a list "
-                         "of pass shares from 0 to 1")
-    return [float(v) for v in values]
 
 
 def _pass_history(config: Config, results: Sequence[RunResult]

@@ -96,8 +96,8 @@ async def confirm_flips(rules: Config, head_config: Config, base_config: Config,
     names = list(chosen)
     count = sum(len(ids) for ids in chosen.values())
     if evals is not None:
-        evals.say(f"confirm_flips: {count} discordant examples once more at base and at head "
-                  f"(about {2 * count} target calls, no cache)")
+        evals.observers.say(f"confirm_flips: {count} discordant examples once more at base "
+                            f"and at head (about {2 * count} target calls, no cache)")
     head_extra = (await run_configs([_limited(restrict(head_config, names), head)], roots[0],
                                     head.sha, evals, only=chosen))[0]
     base_extra = (await run_configs([_limited(restrict(base_config, names), base)], roots[1],

@@ -35,13 +35,13 @@ from worker.evals.llm.provider import ModelCaller
 from worker.evals.llm_types import RunUsage
 from worker.evals.run.estimate import Judging
 from worker.evals.run.judge_calibration import (
-    JudgeCalibration,
     calibrate_suite,
     identity,
     load_snapshot,
     planned_judgings,
     suite_criteria,
 )
+from worker.evals.run.judge_calibration_types import JudgeCalibration
 from worker.evals.score.judges import JudgeSpec
 from worker.evals.types import (
     Conclusion,

@@ -159,9 +159,10 @@ async def estimate(plan: Plan, state: RunState, fewshots: list[Variant],
     parts.append(await one("holdout-current", "holdout", known[0], plan.target.endpoint))
     parts.append(_optimiser_estimate(plan, state, request))
     total = _sum(parts)
-    state.ctx.say(f"migrate estimate: {total.calls} provider calls, ~{total.tokens_in} tokens "
-                  f"in, ~{total.tokens_out} out, "
-                  + ("unknown cost" if total.cost_usd is None else f"${total.cost_usd:.4f}"))
+    state.ctx.observers.say(
+        f"migrate estimate: {total.calls} provider calls, ~{total.tokens_in} tokens in, "
+        f"~{total.tokens_out} out, "
+        + ("unknown cost" if total.cost_usd is None else f"${total.cost_usd:.4f}"))
     limit = request.budget_usd
     if limit is not None and total.cost_usd is not None and total.cost_usd > limit:
         raise OverBudget(f"the estimate ${total.cost_usd:.4f} ({total.calls} calls) exceeds "

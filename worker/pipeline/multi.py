@@ -29,9 +29,10 @@ from worker.errors import ConfigError
 from worker.evals.context import EvalContext
 from worker.evals.types import CONFIG_FILENAME, Config, GateReport, RuleOutcome, RunResult, Settings
 from worker.evals.verdict.compare import config_error_report
+from worker.pipeline.config_file import read_config
 from worker.pipeline.plan import ConfigPlan, Plan, folder_root
 from worker.pipeline.report_values import ConfigReport, MultiReport
-from worker.pipeline.trees import BaseRunner, gate_trees, read_config, run_base_now
+from worker.pipeline.trees import BaseRunner, gate_trees, run_base_now
 
 #: The rule outcome of a config deleted at head.
 DELETED_RULE = "deleted at head"

@@ -32,8 +32,8 @@ from worker.errors import ConfigError
 from worker.evals.config.layout import MAX_CONFIGS, MAX_PATH_CHARS
 from worker.evals.types import CONFIG_FILENAME, Config, Settings
 from worker.evals.verdict.contract import contract_components
+from worker.pipeline.config_file import base_mode, read_config
 from worker.pipeline.report_values import CheckMode
-from worker.pipeline.trees import base_mode, read_config
 
 #: Folders discovery never enters (besides hidden ones): vendored code carries its own configs.
 SKIPPED_DIRS = frozenset({"node_modules", "vendor", "third_party"})

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
-from dataclasses import replace
 from pathlib import Path
 
 from worker.errors import ConfigError
@@ -54,7 +53,7 @@ async def refuse_head_early(configs: Sequence[Config], root: Path, base: Config,
             endpoint field (``api_key_env``, ``api_base``, ``model``) that makes every call to
             an endpoint only head uses refused before it is sent.
     """
-    ctx = replace(evals or EvalContext(), side="head", sides=None)
+    ctx = (evals or EvalContext()).for_side("head", None)
     state = RunState(configs[0].settings, ctx)
     try:
         planned = await estimate_configs(configs, root, state.caller, True, judgings)

@@ -1,7 +1,7 @@
 """The progress of a gate, per suite and side: calls done of those expected, cache hits, cost, ETA.
 
 Pure counting (no I/O): `GateProgress` is told each side's plan and every call as it ends (the
-`worker.evals.context.EvalContext` hooks ``on_plan`` and ``on_call``) and gives one `SuiteLine`
+`worker.evals.context.Observers` hooks ``on_plan`` and ``on_call``) and gives one `SuiteLine`
 per suite and side, in the order the plans came. ``llmgate run`` prints them
 (worker/cli/progress.py) and the App writes them into its in-progress check run
 (worker/gate/progress.py). Both sides of a gate may progress at once (worker/pipeline/sides.py):
@@ -98,7 +98,7 @@ class GateProgress:
         self.version = 0
 
     def plan(self, plan: RunPlan) -> None:
-        """Start a side's suites (`worker.evals.context.EvalContext.on_plan`)."""
+        """Start a side's suites (`worker.evals.context.Observers.on_plan`)."""
         now = self.clock()
         suites = plan.suites or (("", plan.calls),)
         for position, (suite, calls) in enumerate(suites):
@@ -110,7 +110,7 @@ class GateProgress:
         self.version += 1
 
     def call(self, event: CallEvent) -> None:
-        """Count one ended call (`worker.evals.context.EvalContext.on_call`)."""
+        """Count one ended call (`worker.evals.context.Observers.on_call`)."""
         line = self._line(event)
         if line.started_s is None:
             line.started_s = self._last_call_s.get(event.side, self.clock())

@@ -29,11 +29,10 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import replace
 from pathlib import Path
 from typing import Any, TypeVar
 
-from worker.evals.context import EvalContext, Sides
+from worker.evals.context import CacheContext, EvalContext, Sides
 from worker.evals.serialize import to_jsonable
 from worker.evals.types import Config, ModelTarget, SuiteConfig
 
@@ -51,19 +50,20 @@ def side_contexts(evals: EvalContext | None, concurrency: int,
     naming its side and sharing one `Sides` of ``concurrency`` slots."""
     sides = Sides(concurrency)
     ctx = evals or EvalContext()
-    return replace(ctx, side="base", sides=sides), replace(ctx, side="head", sides=sides), sides
+    return ctx.for_side("base", sides), ctx.for_side("head", sides), sides
 
 
 def at_once(base: Config, heads: Sequence[Config], base_root: Path, head_root: Path,
-            evals: EvalContext | None) -> bool:
+            cache: CacheContext | None) -> bool:
     """Whether base's config and head's configs (the plan's: base's contract, head's own) may run
-    at once with the results of one after the other (the module docstring's conditions)."""
+    at once with the results of one after the other (the module docstring's conditions).
+    ``cache``: the gate's response cache (`CacheContext`), None for the default one."""
     settings = base.settings
     if not CONCURRENT_SIDES or settings.statistics.sequential or \
             settings.max_cost_usd is not None:
         return False
     cache_on = settings.cache and settings.repeats == 1 and \
-        (evals is None or evals.cache_mode != "off")
+        (cache is None or cache.mode != "off")
     if not cache_on:
         return True  # nothing is read from the cache: the sides share no answer
     suites = [*base.suites, *(s for config in heads for s in config.suites)]

@@ -20,8 +20,6 @@ from typing import Protocol
 
 from worker.errors import ConfigError
 from worker.evals.config.base_settings import with_base_settings
-from worker.evals.config.files import decode_utf8, read_repo_file
-from worker.evals.config.load import MAX_CONFIG_BYTES, load_config, parse_config
 from worker.evals.context import EvalContext, RunOverrides
 from worker.evals.run.engine import run_config, run_configs
 from worker.evals.run.estimate import Judging
@@ -36,6 +34,7 @@ from worker.evals.verdict.health import finish_report
 from worker.evals.verdict.rules import merge_rules
 from worker.evals.verdict.unanswered import count_as_failed
 from worker.evals.verdict.unanswered import note as unanswered_note
+from worker.pipeline.config_file import read_config
 from worker.pipeline.confirm import confirm_flips
 from worker.pipeline.exposure import exposure_notes
 from worker.pipeline.judge_trust import apply_judge_rules, planned
@@ -82,36 +81,6 @@ async def run_base_now(config: Config, root: Path, sha: str,
         ConfigError: as `worker.evals.run.engine.run_config`.
     """
     return BaseRun(await run_config(config, root, sha, evals))
-
-
-def read_config(root: Path, config_path: str = CONFIG_FILENAME) -> Config | None:
-    """Parse the config at ``root/config_path``; None when the file does not exist.
-
-    Raises:
-        ConfigError: the file is invalid (with its line), or escapes ``root``.
-    """
-    if config_path == CONFIG_FILENAME:
-        return load_config(root)
-    path = (root / config_path).resolve()
-    if not path.is_relative_to(root.resolve()):
-        raise ConfigError(config_path, None, "the config path must stay inside the repository")
-    if not path.is_file():
-        return None
-    data = read_repo_file(root, config_path, MAX_CONFIG_BYTES)  # size-capped, no FIFO
-    return parse_config(decode_utf8(data, config_path), config_path)
-
-
-def base_mode(root: Path) -> str:
-    """Return ``settings.base`` of the root config at ``root`` (``merge_base`` when absent or
-    invalid: the gate reports a broken base config itself). Read at the base branch's tip
-    (`worker.pipeline.plan.tip_reason`), it says whether a pull request is compared with the
-    merge base or with its base branch's tip,
-    on the App (worker/gate/evaluate.py) and in ``llmgate run`` alike."""
-    try:
-        config = read_config(root)
-    except ConfigError:
-        return "merge_base"
-    return config.settings.base if config is not None else "merge_base"
 
 
 async def verdict_without_base(config: Config, root: Path, run: RunResult,
@@ -420,7 +389,8 @@ async def _sides(runner: BaseRunner, base: tuple[Config | None, Path | None, str
     base_evals, head_evals, shared = side_contexts(evals, head_config.settings.concurrency)
     base_side = _base_run(runner, base_config, base_root, base_sha, lines, base_evals)
     plan = _plan(base_config, base_root, head_config, head_root)
-    if not at_once(base_config, plan.configs, base_root, head_root, evals):
+    if not at_once(base_config, plan.configs, base_root, head_root,
+                   evals.cache if evals is not None else None):
         try:
             return _Sides(await base_side, plan, None)
         finally:
@@ -442,7 +412,7 @@ def _head_context(evals: EvalContext | None, with_base: bool) -> EvalContext | N
     """Head's context when it runs after base (its side named; base's `Sides` are done)."""
     if evals is None and not with_base:
         return None
-    return replace(evals or EvalContext(), side="head", sides=None)
+    return (evals or EvalContext()).for_side("head", None)
 
 
 @dataclass(frozen=True)

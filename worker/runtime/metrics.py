@@ -225,7 +225,7 @@ def provider_label(model: str) -> str:
 
 
 def record_call(event: CallEvent) -> None:
-    """Count one call of an eval run (`worker.evals.context.EvalContext.on_call` of jobs).
+    """Count one call of an eval run (`worker.evals.context.Observers.on_call` of jobs).
 
     Adds ``event.sent`` provider calls, ``event.cache_hits`` cache hits and ``event.cost_usd``
     USD (negative values count as 0) under ``(kind, provider_label(model))``. Every sample is

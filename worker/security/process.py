@@ -4,10 +4,10 @@ Command targets (worker/evals/run/targets.py), batch targets (worker/evals/run/b
 custom Python assertions (worker/evals/score/custom.py) all run code from the pull request
 through `run_confined`. The command sees only the environment `build_env` makes (PATH,
 LANG/LC_ALL, HOME and TMPDIR set to its scratch directory, and the names a config allows that
-are not llmgate's own: `is_allowed_env_name`); it runs in its own session under
-`worker.security.sandbox` (rlimits, Landlock), and its whole process group is killed on
-timeout and after exit. Of its stdout and stderr only the last `MAX_LOG_BYTES` are kept, for
-the error text.
+are not llmgate's own: worker/security/env_names.py:is_allowed_env_name); it runs in its own
+session under `worker.security.sandbox` (rlimits, Landlock), and its whole process group is
+killed on timeout and after exit. Of its stdout and stderr only the last `MAX_LOG_BYTES` are
+kept, for the error text.
 
 A command is finished when its process exits, not when the last process holding its output
 pipe does (issue 31: a target that exited 0 but left ``sleep 600 &`` behind, holding its
@@ -24,7 +24,6 @@ import asyncio
 import contextlib
 import os
 import posixpath
-import re
 import signal
 import subprocess
 from collections.abc import Iterable
@@ -32,13 +31,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from worker.security import sandbox, sandbox_procs, target_view
+from worker.security.env_names import is_allowed_env_name
 
 #: How much of the command's stdout/stderr (the tail) is kept for the error text, bytes.
 MAX_LOG_BYTES = 4096
-#: Worker variables a target never sees, whatever ``settings.env`` says: the App's key and id,
-#: the Redis URL and llmgate's own settings (see worker/runtime/settings.py).
-FORBIDDEN_ENV_PREFIXES = ("GITHUB_", "LLMGATE_", "REDIS_", "ARQ_")
-_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 #: How long a command's output is still read after its process exits, seconds: output its
 #: last writes left in the pipe arrives within it. Processes the command left behind that still
 #: hold the pipe after it are ended with the command's process group (and waited for as long
@@ -66,11 +62,6 @@ class Finished:
     """
 
     note: str = ""
-
-
-def is_allowed_env_name(name: str) -> bool:
-    """Return whether a config may pass the environment variable ``name`` to its targets."""
-    return bool(_ENV_NAME.match(name)) and not name.upper().startswith(FORBIDDEN_ENV_PREFIXES)
 
 
 def build_env(names: Iterable[str], home: Path) -> dict[str, str]:

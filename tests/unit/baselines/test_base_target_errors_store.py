@@ -21,7 +21,7 @@ from worker.baselines.reuse import Origin, StoredBaselines, incomplete
 from worker.baselines.store import Baseline
 from worker.evals.context import EvalContext
 from worker.evals.types import ExampleResult, SuiteResult
-from worker.pipeline.trees import read_config
+from worker.pipeline.config_file import read_config
 
 SHA = "ba" * 20
 BOT = """import json, os, resource, sys
@@ -72,7 +72,7 @@ async def test_a_base_whose_target_crashed_is_not_stored(tmp_path, monkeypatch):
     monkeypatch.delenv("SABOTAGE_BASE")  # the helper is gone: the next run runs base again
     counter = Counter()
     second = runner(store)
-    again = await second(config, root, SHA, EvalContext(on_call=counter))
+    again = await second(config, root, SHA, EvalContext.of(on_call=counter))
     assert counter.examples == 3
     assert again.result.suites["tickets"].metrics["pass_rate"] == 1.0
     assert again.source.endswith("base run now, stored for later pull requests)")
@@ -91,7 +91,7 @@ async def test_a_stored_baseline_with_target_errors_is_not_reused(tmp_path, monk
     monkeypatch.delenv("SABOTAGE_BASE")
     counter = Counter()
     second = runner(store)
-    base = await second(config, root, SHA, EvalContext(on_call=counter))
+    base = await second(config, root, SHA, EvalContext.of(on_call=counter))
     assert counter.examples == 3  # base ran again: the stored record was refused
     assert base.result.suites["tickets"].metrics["pass_rate"] == 1.0
     assert base.source == (f"compared with {SHA[:7]} (stored baseline not reused: tickets: "

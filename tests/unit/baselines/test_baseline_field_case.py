@@ -30,7 +30,7 @@ from worker.baselines.store import BaselineStore
 from worker.gate.evaluate import evaluate
 from worker.gate.request import GateRequest
 from worker.jobs.push import store_baseline
-from worker.pipeline.trees import read_config
+from worker.pipeline.config_file import read_config
 from worker.report import render as report
 
 github, worker_ctx = support.github, support.worker_ctx  # fixtures

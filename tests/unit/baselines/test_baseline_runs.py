@@ -11,7 +11,7 @@ from worker.baselines.reuse import Origin, StoredBaselines, describe, incomplete
 from worker.baselines.store import BaselineSettings, BaselineStore
 from worker.evals.context import EvalContext
 from worker.evals.types import ExampleResult, RunResult, SuiteResult
-from worker.pipeline.trees import read_config
+from worker.pipeline.config_file import read_config
 
 SHA = "b1" * 20
 CONFIG = """version: 1
@@ -46,7 +46,7 @@ async def test_only_missing_suites_run_and_the_sentence_says_which(redis, tmp_pa
     config = read_config(root)
     store = BaselineStore(redis, BaselineSettings(ttl_s=600))
     counter = Counter()
-    evals = EvalContext(on_call=counter)
+    evals = EvalContext.of(on_call=counter)
     push = StoredBaselines(store, "acme/bot", Origin("push", branch="main"))
     alpha_only = replace(config, suites=config.suites[:1])
     await push(alpha_only, root, SHA, evals)

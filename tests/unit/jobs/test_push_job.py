@@ -25,7 +25,7 @@ from worker.baselines.store import BaselineStore, latest_key, record_key
 from worker.contract import baseline_job_id
 from worker.jobs.push import store_baseline
 from worker.main import shutdown, startup, worker_settings
-from worker.pipeline.trees import read_config
+from worker.pipeline.config_file import read_config
 
 github, worker_ctx = support.github, support.worker_ctx  # fixtures
 

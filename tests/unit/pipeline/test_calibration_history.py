@@ -1,5 +1,6 @@
 """A calibration records each example's pass share per run, and `history_of` turns the record
-(file or Redis) into the gate's ``history`` (worker/pipeline/calibrate.py)."""
+(file or Redis) into the gate's ``history`` (worker/pipeline/calibrate.py,
+worker/pipeline/calibration_history.py)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,8 @@ from tests.unit.pipeline.test_calibrate import result
 from worker.evals.config.load import parse_config
 from worker.evals.score.metrics import suite_metrics
 from worker.evals.types import RunResult, SuiteResult
-from worker.pipeline.calibrate import history_of, render_json, summarize
+from worker.pipeline.calibrate import render_json, summarize
+from worker.pipeline.calibration_history import history_of
 
 CONFIG = """\
 version: 1

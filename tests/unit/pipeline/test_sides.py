@@ -13,8 +13,9 @@ from tests.unit import llm_support
 from tests.unit.llm_support import context, model_config, write_repo
 from worker.evals.serialize import to_jsonable
 from worker.pipeline import sides
+from worker.pipeline.config_file import read_config
 from worker.pipeline.sides import at_once
-from worker.pipeline.trees import gate_trees, read_config
+from worker.pipeline.trees import gate_trees
 
 llm_server = llm_support.llm_server  # module fixtures
 llm = llm_support.llm
@@ -73,7 +74,7 @@ async def test_a_head_equal_to_base_runs_after_it(llm: FakeLLMServer, tmp_path: 
     base_config, head_config = read_config(base), read_config(head)
     assert base_config is not None and head_config is not None
     assert not at_once(base_config, [head_config], base, head, None)  # every answer shared
-    assert at_once(base_config, [head_config], base, head, context(cache_mode="off"))
+    assert at_once(base_config, [head_config], base, head, context(cache_mode="off").cache)
 
 
 async def test_an_invalid_base_dataset_lets_head_run_on_its_own_contract(

@@ -37,10 +37,10 @@ from yaml.nodes import Node
 
 from worker.errors import ConfigError
 from worker.evals.config import perturbations
-from worker.evals.config.dataset import MAX_EXAMPLES
 from worker.evals.config.dataset_formats import load_any, parse_any
-from worker.evals.config.gate_rules import Reader
+from worker.evals.config.files import MAX_EXAMPLES
 from worker.evals.config.mc_dataset import MCQuestion, load_questions, parse_questions
+from worker.evals.config.reader import Reader
 from worker.evals.config.spelling import as_written
 from worker.evals.score.agent import check_tool_names
 from worker.evals.types import (

@@ -25,19 +25,21 @@ from pathlib import Path
 from typing import Any
 
 from worker.errors import ConfigError
-from worker.evals.config.files import decode_utf8, read_repo_file, refuse_stray_bom
+from worker.evals.config.files import (
+    MAX_DATASET_BYTES,
+    MAX_EXAMPLES,
+    decode_utf8,
+    read_repo_file,
+    refuse_stray_bom,
+)
 from worker.evals.config.safe_yaml import lone_surrogate, surrogate_message
 from worker.evals.config.spelling import as_data
 from worker.evals.score.assertions import KNOWN_ASSERTIONS, validate_spec
 from worker.evals.score.retrieval import parse_relevant, relevant_id_problem
 from worker.evals.types import AssertionSpec, Example, Turn
 
-#: Largest dataset file read, bytes (64 MiB).
-MAX_DATASET_BYTES = 64 << 20
 #: Longest line (one example), characters (1 MiB).
 MAX_LINE_CHARS = 1 << 20
-#: Most examples in one dataset.
-MAX_EXAMPLES = 100_000
 #: Keys an example may have.
 EXAMPLE_KEYS = ("id", "input", "expected", "vars", "assert", "tags", "metadata", "relevant_ids",
                 "turns")

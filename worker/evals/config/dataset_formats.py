@@ -36,7 +36,7 @@ from worker.evals.config.dataset import (
     parse_dataset,
 )
 from worker.evals.config.files import split_lines
-from worker.evals.config.gate_rules import Reader
+from worker.evals.config.reader import Reader
 from worker.evals.types import Example
 
 #: Example keys a CSV column may be mapped to by a suite's ``columns:``.

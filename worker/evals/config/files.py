@@ -21,6 +21,11 @@ from worker.errors import ConfigError
 UTF8_BOM = b"\xef\xbb\xbf"
 #: A Git LFS pointer file is smaller than this (Git LFS pointer specification).
 MAX_LFS_POINTER_BYTES = 1024
+#: Largest dataset file read, bytes (64 MiB): examples (worker/evals/config/dataset.py) or
+#: multiple-choice questions (worker/evals/config/mc_dataset.py).
+MAX_DATASET_BYTES = 64 << 20
+#: Most examples in one dataset (and in one suite: worker/evals/config/consistency.py).
+MAX_EXAMPLES = 100_000
 #: Largest ``.gitmodules`` read, bytes.
 MAX_GITMODULES_BYTES = 64 << 10
 #: A ``path = ...`` line of ``.gitmodules`` (git-config syntax; the value may be quoted).

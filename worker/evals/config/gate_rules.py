@@ -32,12 +32,12 @@ raised through the config reader, so each names the file and line.
 from __future__ import annotations
 
 import math
-from typing import Any, Literal, Protocol
+from typing import Any, Literal
 
 from yaml.nodes import Node, ScalarNode
 
-from worker.errors import ConfigError
 from worker.evals.config.metric_specs import CUSTOM_PREFIX, custom_names
+from worker.evals.config.reader import Reader
 from worker.evals.config.spelling import as_written
 from worker.evals.score.direction import LOWER_IS_BETTER
 from worker.evals.score.example_values import has_example_values
@@ -57,31 +57,6 @@ HIGHER_KEYS, LOWER_KEYS = ("min", "max_drop"), ("max", "max_increase")
 OPTION_KEYS = ("critical", "groups", "on_inconclusive", "quarantine")
 ON_INCONCLUSIVE = ("pass", "neutral", "fail")
 MDD_ACTIONS = ("fail", "warn")
-
-_Entries = dict[str, tuple[Node, Node]]
-
-
-class Reader(Protocol):
-    """The parts of the config reader the gate section uses (see worker/evals/config/load.py)."""
-
-    def error(self, node: Node, message: str) -> ConfigError:
-        """Return a ConfigError at ``node``'s line."""
-
-    def value(self, node: Node) -> Any:
-        """Return the plain value of ``node``."""
-
-    def mapping(self, node: Node, what: str, known: tuple[str, ...] = ()) -> _Entries:
-        """Return the entries of a mapping node, refusing unknown keys."""
-
-    def sequence(self, node: Node, what: str) -> list[Node]:
-        """Return the items of a sequence node."""
-
-    def string(self, node: Node, what: str) -> str:
-        """Return a non-empty string value."""
-
-    def fraction(self, node: Node, what: str) -> float:
-        """Return a number from 0 to 1."""
-
 
 def parse_gate(reader: Reader, node: Node, what: str, metrics: tuple[MetricSpec, ...] = ()
                ) -> tuple[dict[str, GateRule], GateOptions]:

@@ -57,7 +57,7 @@ from worker.evals.types import (
     Settings,
     SuiteConfig,
 )
-from worker.security.process import FORBIDDEN_ENV_PREFIXES, is_allowed_env_name
+from worker.security.env_names import FORBIDDEN_ENV_PREFIXES, is_allowed_env_name
 
 #: The only config schema version.
 SUPPORTED_VERSION = 1

@@ -23,8 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from worker.errors import ConfigError
-from worker.evals.config.dataset import MAX_DATASET_BYTES, MAX_EXAMPLES
-from worker.evals.config.files import decode_utf8, read_repo_file
+from worker.evals.config.files import MAX_DATASET_BYTES, MAX_EXAMPLES, decode_utf8, read_repo_file
 from worker.evals.config.spelling import as_data
 
 QUESTION_KEYS = ("id", "stem", "options")

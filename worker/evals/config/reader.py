@@ -33,5 +33,11 @@ class Reader(Protocol):
     def mapping(self, node: Node, what: str, known: tuple[str, ...] = ()) -> Entries:
         """Return the entries of a mapping node, refusing unknown keys."""
 
+    def sequence(self, node: Node, what: str) -> list[Node]:
+        """Return the items of a sequence node."""
+
+    def string(self, node: Node, what: str) -> str:
+        """Return a non-empty string value."""
+
     def fraction(self, node: Node, what: str) -> float:
         """Return a number from 0 to 1."""

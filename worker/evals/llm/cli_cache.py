@@ -24,7 +24,7 @@ from pathlib import Path
 
 from redis.asyncio import Redis
 
-from worker.evals.context import EvalContext
+from worker.evals.context import CacheContext, EvalContext, Observers
 from worker.evals.llm.disk_cache import default_path
 from worker.evals.llm_types import CacheMode
 
@@ -86,8 +86,8 @@ async def eval_context(args: argparse.Namespace, repo: Path) -> AsyncIterator[Ev
         _stderr(refused)
         mode, file = "off", None
     try:
-        yield EvalContext(redis=redis, namespace="local", cache_mode=mode, say=_stderr,
-                          cache_file=file)
+        yield EvalContext(cache=CacheContext(redis, "local", mode, file),
+                          observers=Observers(say=_stderr))
     finally:
         if redis is not None:
             await redis.aclose()

@@ -4,7 +4,7 @@ A self-hosted OpenAI-compatible endpoint (``openai/<name>`` with ``api_base``, `
 is called without litellm (worker/evals/llm/direct.py: `direct_chat`, `direct_embed`); its
 answers and failures are read here the same way as litellm's (`chat_reply`, `usage_of`,
 `to_provider_error`), so both paths give the same replies and errors. Prices come from
-litellm's price file without its import (`price_table_entry`).
+litellm's price file without its import (`direct.price_table_entry`).
 
 litellm is imported on first use (its import takes seconds), only when a call goes through it,
 off the event loop (`load_litellm`, `prepare`), never by the web process, and set up once:
@@ -55,8 +55,8 @@ from urllib.parse import urlsplit
 
 from worker.evals.llm import direct, guard, local_embed
 from worker.evals.llm.pace import pace_headers, quota_key
-from worker.evals.llm.retry import ProviderError, parse_retry_after
-from worker.evals.llm_types import Endpoint, TokenUsage, ToolRequest
+from worker.evals.llm.retry import parse_retry_after
+from worker.evals.llm_types import Endpoint, ProviderError, TokenUsage, ToolRequest
 from worker.evals.serialize import valid_value
 
 #: The worker variable listing the ``api_base`` prefixes (besides loopback) keys may go to.
@@ -766,19 +766,6 @@ def _retry_after(exc: Exception) -> float | None:
         return None if seconds is None else seconds / 1000
     value = headers.get("retry-after")
     return parse_retry_after(str(value), time.time()) if value is not None else None
-
-
-def price_table_entry(model: str) -> dict[str, Any] | None:
-    """Return litellm's bundled price entry of ``model`` (with or without its provider prefix).
-
-    Read from litellm's price file without importing litellm (`direct.price_table`: the table
-    litellm itself loads, since llmgate sets ``LITELLM_LOCAL_MODEL_COST_MAP=True``).
-    """
-    table = direct.price_table()
-    entry = table.get(model)
-    if entry is None and "/" in model:
-        entry = table.get(model.split("/", 1)[1])
-    return entry if isinstance(entry, dict) else None
 
 
 def count_tokens(model: str, messages: list[dict[str, str]]) -> int:

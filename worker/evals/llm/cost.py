@@ -21,7 +21,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 from decimal import Decimal
 
-from worker.evals.llm import client as llm
+from worker.evals.llm import direct
 from worker.evals.llm_types import Endpoint, Pricing, TokenUsage
 
 _MILLION = Decimal(1_000_000)
@@ -53,7 +53,7 @@ def prices_for(endpoint: Endpoint) -> TokenPrices | None:
     """Return the prices of ``endpoint``: its ``pricing``, else litellm's table, else None."""
     if endpoint.pricing is not None:
         return prices_from_pricing(endpoint.pricing)
-    entry = llm.price_table_entry(endpoint.model)
+    entry = direct.price_table_entry(endpoint.model)
     if entry is None:
         return None
     input_price, output_price = entry.get("input_cost_per_token"), entry.get(
@@ -100,7 +100,7 @@ def output_limit(endpoint: Endpoint, default: int) -> int:
     limit = max_tokens(endpoint)
     if limit is not None:
         return limit
-    entry = llm.price_table_entry(endpoint.model)
+    entry = direct.price_table_entry(endpoint.model)
     table = entry.get("max_output_tokens") if entry is not None else None
     return table if isinstance(table, int) and not isinstance(table, bool) and table > 0 \
         else default

@@ -160,6 +160,19 @@ def price_table() -> dict[str, Any]:
     return served(table)
 
 
+def price_table_entry(model: str) -> dict[str, Any] | None:
+    """Return litellm's bundled price entry of ``model`` (with or without its provider prefix).
+
+    Read from litellm's price file without importing litellm (`price_table`: the table
+    litellm itself loads, since llmgate sets ``LITELLM_LOCAL_MODEL_COST_MAP=True``).
+    """
+    table = price_table()
+    entry = table.get(model)
+    if entry is None and "/" in model:
+        entry = table.get(model.split("/", 1)[1])
+    return entry if isinstance(entry, dict) else None
+
+
 def served(table: dict[str, Any]) -> dict[str, Any]:
     """Return the price file's rows as litellm serves them (its ``get_model_cost_map``
     ``_finalize_model_cost_map``): without the ``fallback_generalizations`` block, a row whose

@@ -46,12 +46,13 @@ _SCHEMA = ("CREATE TABLE IF NOT EXISTS answers (key TEXT PRIMARY KEY, value TEXT
 
 
 class _CacheContext(Protocol):
-    """What `context_cache` reads of a run's context (worker/evals/context.py EvalContext)."""
+    """What `context_cache` reads of a run's cache part (worker/evals/context.py
+    `CacheContext`)."""
 
     @property
     def redis(self) -> Redis | None: ...
     @property
-    def cache_file(self) -> Path | None: ...
+    def file(self) -> Path | None: ...
     @property
     def namespace(self) -> str: ...
 
@@ -147,9 +148,9 @@ class DiskCache(ResponseCache):
         return float(row[0]) if row and row[0] is not None else None
 
 
-def context_cache(ctx: _CacheContext, mode: CacheMode) -> ResponseCache:
-    """Return the response cache a run's context names: its Redis, else its SQLite file, else
-    none (a `ResponseCache` that is always off), in ``mode``."""
-    if ctx.redis is None and ctx.cache_file is not None:
-        return DiskCache(ctx.cache_file, ctx.namespace, mode)
-    return ResponseCache(ctx.redis, ctx.namespace, mode)
+def context_cache(cache: _CacheContext, mode: CacheMode) -> ResponseCache:
+    """Return the response cache a run's `CacheContext` names: its Redis, else its SQLite file,
+    else none (a `ResponseCache` that is always off), in ``mode``."""
+    if cache.redis is None and cache.file is not None:
+        return DiskCache(cache.file, cache.namespace, mode)
+    return ResponseCache(cache.redis, cache.namespace, mode)

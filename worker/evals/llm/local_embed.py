@@ -41,8 +41,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from worker.evals.llm.retry import ProviderError
-from worker.evals.llm_types import TokenUsage
+from worker.evals.llm_types import ProviderError, TokenUsage
 
 #: The worker variable listing ``name=/absolute/dir`` pairs, comma-separated.
 LOCAL_EMBEDDINGS_ENV = "LLMGATE_LOCAL_EMBEDDINGS"

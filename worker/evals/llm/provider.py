@@ -28,8 +28,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, replace
+from collections.abc import Callable
+from dataclasses import replace
 from decimal import Decimal
 from typing import Any
 
@@ -46,8 +46,17 @@ from worker.evals.llm.cost import (
     prices_for,
 )
 from worker.evals.llm.pace import Quota, describe_pace, quota_for, refused_unit
-from worker.evals.llm.retry import Patience, ProviderError, with_retries
-from worker.evals.llm_types import Endpoint, ErrorKind, Pricing, RunUsage, TokenUsage, ToolRequest
+from worker.evals.llm.retry import Patience, with_retries
+from worker.evals.llm_types import (
+    Answer,
+    CallOutcome,
+    Endpoint,
+    Pricing,
+    ProviderError,
+    RunUsage,
+    TokenUsage,
+    ToolRequest,
+)
 from worker.evals.types import Settings
 
 log = logging.getLogger("llmgate.llm")
@@ -62,55 +71,6 @@ ANNOUNCE_MAX = 3
 REFUSALS_TO_SAY = 10
 #: Prices of in-process models (worker/evals/llm/local_embed.py): free.
 LOCAL_PRICES = TokenPrices(Decimal(0), Decimal(0), Decimal(0), Decimal(0))
-
-
-@dataclass(frozen=True)
-class Answer:
-    """An answered call.
-
-    Attributes:
-        text: the model's text ("" for embeddings).
-        vectors: the embedding vectors (embeddings only), else ().
-        usage: the answer's tokens (as first fetched, for a cache hit).
-        latency_ms: the provider's time for the answer, as first fetched, milliseconds.
-        cost_usd: what the answer costs at the model's prices (as first fetched), or None when
-            the model has no known price or the answer reported no usage.
-        cached: True when it came from the response cache (then nothing was spent).
-        problem: why the answer has no usable text, "" when it has (never cached).
-        charge_usd: what the budget is charged: ``cost_usd``, or the worst case when the cost
-            is unknown (0 for a cache hit).
-        tool_calls: the tool calls the model asked for, in order (a chat call with ``tools``).
-        headers: the provider's headers that pace calls (never cached).
-        replaced: lone surrogates of the provider's reply replaced by U+FFFD
-            (`worker.evals.llm.client.ChatReply.replaced`; cached with the answer).
-    """
-
-    text: str
-    usage: TokenUsage
-    latency_ms: float
-    cost_usd: float | None
-    cached: bool = False
-    vectors: tuple[tuple[float, ...], ...] = ()
-    problem: str = ""
-    charge_usd: float = 0.0
-    tool_calls: tuple[ToolRequest, ...] = ()
-    headers: Mapping[str, str] = field(default_factory=dict)
-    replaced: int = 0
-
-
-@dataclass(frozen=True)
-class CallOutcome:
-    """The answer or the error of one call, and what it spent (retries included).
-
-    ``error_field`` is `ProviderError.field`: the endpoint field to fix when no retry can fix
-    the error, else "".
-    """
-
-    answer: Answer | None
-    error: str | None
-    error_kind: ErrorKind | None
-    spend: RunUsage
-    error_field: str = ""
 
 
 def describe(err: ProviderError) -> str:
@@ -130,7 +90,7 @@ class ModelCaller:
         self.cache = cache
         self.budget = budget
         self.ctx = ctx
-        self.limiter = ctx.sides.limiter if ctx.sides is not None \
+        self.limiter = ctx.gate.sides.limiter if ctx.gate.sides is not None \
             else asyncio.Semaphore(settings.concurrency)
         self.total = RunUsage()
         self.suite = ""  # the suite being run, named in each CallEvent
@@ -277,17 +237,17 @@ class ModelCaller:
         refused = self._refused(endpoint, what)
         if refused is not None:  # before the cache: no cached answer stands in for it
             return refused
-        sides = self.ctx.sides if use_cache else None
+        sides = self.ctx.gate.sides if use_cache else None
         if use_cache:
             answer = await self._cached(key)
-            if answer is None and sides is not None and self.ctx.side == "head" and \
+            if answer is None and sides is not None and self.ctx.gate.side == "head" and \
                     await sides.before_head_sends(key, what[0] not in ("model", "command")):
                 answer = await self._cached(key)  # what base fetched meanwhile
             if answer is not None:
                 hit_outcome = CallOutcome(answer, None, None, RunUsage(cache_hits=1))
                 return self._account(what, hit_outcome)
         await llm.prepare(endpoint, sending=True)  # a miss: litellm's path counts and sends
-        if sides is None or self.ctx.side != "base":
+        if sides is None or self.ctx.gate.side != "base":
             return await self._send(key, send, use_cache, what, endpoint, lengths, charge)
         sides.fetching(key)  # head waits for it (Sides)
         try:
@@ -300,7 +260,7 @@ class ModelCaller:
         model), shared through the context's Redis when it has one (worker/evals/llm/pace.py)."""
         if local_embed.is_local(endpoint.model):
             return None
-        return quota_for(llm.quota_of(endpoint), self.ctx.redis, self.ctx.clock)
+        return quota_for(llm.quota_of(endpoint), self.ctx.cache.redis, self.ctx.timing.clock)
 
     async def _send(self, key: str, send: Any, use_cache: bool, what: tuple[str, str],
                     endpoint: Endpoint, lengths: str | None,
@@ -310,10 +270,11 @@ class ModelCaller:
             endpoint, self.settings.estimate_output_tokens)
         attempt = _Attempt(self, send, quota, endpoint, charge, limit)
         patience = None if quota is None else Patience(
-            self.ctx.clock, RATE_LIMIT_PATIENCE_S, lambda: describe_pace(quota.pace()))
+            self.ctx.timing.clock, RATE_LIMIT_PATIENCE_S, lambda: describe_pace(quota.pace()))
         try:
-            answer = await with_retries(attempt.run, self.settings.retry, sleep=self.ctx.sleep,
-                                        rng=self.ctx.rng, before_attempt=self.budget.check,
+            timing = self.ctx.timing
+            answer = await with_retries(attempt.run, self.settings.retry, sleep=timing.sleep,
+                                        rng=timing.rng, before_attempt=self.budget.check,
                                         patience=patience)
         except BudgetExceeded as stop:
             return self._account(what, CallOutcome(None, f"not sent: {stop}", "budget",
@@ -346,9 +307,9 @@ class ModelCaller:
             patience = (f"max_duration {self.budget.max_duration_s:g} s"
                         if self.budget.max_duration_s is not None
                         else f"{RATE_LIMIT_PATIENCE_S:g} s after its first attempt")
-            self.ctx.say(f"{endpoint.model}: the provider refused {quota.refused_in_row()} "
-                         f"calls in a row (rate limited); each call is tried again until "
-                         f"{patience}")
+            self.ctx.observers.say(
+                f"{endpoint.model}: the provider refused {quota.refused_in_row()} calls in a "
+                f"row (rate limited); each call is tried again until {patience}")
         spoken = [r for r in said if r > 0]
         if rate is None or waited_s <= 0 or len(spoken) >= ANNOUNCE_MAX or (
                 spoken and spoken[-1] / 2 < rate < spoken[-1] * 2):
@@ -357,13 +318,14 @@ class ModelCaller:
         left = self.planned - self.answered
         about = f": about {left / rate:.0f} s for the {left} calls left" \
             if pace.requests_per_s and left > 0 else ""
-        self.ctx.say(f"{endpoint.model}: {describe_pace(pace)}{about}")
+        self.ctx.observers.say(f"{endpoint.model}: {describe_pace(pace)}{about}")
 
     def _account(self, what: tuple[str, str], outcome: CallOutcome) -> CallOutcome:
         self.total = self.total + outcome.spend
         spend = outcome.spend
-        self.ctx.on_call(CallEvent(what[0], what[1], spend.provider_calls, spend.cache_hits,
-                                   spend.cost_usd, self.ctx.side, self.suite))
+        self.ctx.observers.on_call(CallEvent(what[0], what[1], spend.provider_calls,
+                                             spend.cache_hits, spend.cost_usd,
+                                             self.ctx.gate.side, self.suite))
         return outcome
 
 
@@ -397,7 +359,7 @@ class _Attempt:
         caller.budget.check()
         limit_s = caller.settings.retry.max_backoff_s
         left_s = caller.budget.remaining_s()
-        wait = await quota.turn(caller.ctx.sleep, self.tokens,
+        wait = await quota.turn(caller.ctx.timing.sleep, self.tokens,
                                 limit_s if left_s is None else min(limit_s, left_s))
         if wait > limit_s:
             pace = describe_pace(quota.pace())
@@ -405,7 +367,7 @@ class _Attempt:
                                 f"{wait:.0f} s more, over max_backoff {limit_s:g} s"
                                 + (f" ({pace})" if pace else ""), status=429)
         if left_s is not None and wait > left_s:  # the run's time limit comes first
-            await caller.ctx.sleep(max(0.0, left_s))
+            await caller.ctx.timing.sleep(max(0.0, left_s))
             caller.budget.check()
         caller.announce(quota, self.endpoint, wait)
         return quota.epoch()

@@ -22,41 +22,10 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TypeVar
 
-from worker.evals.llm_types import ErrorKind, RetrySettings
+from worker.evals.llm_types import ProviderError, RetrySettings
 
 T = TypeVar("T")
 Sleep = Callable[[float], Awaitable[None]]
-
-
-class ProviderError(Exception):
-    """A provider call failed.
-
-    Attributes:
-        kind: ``rate_limited`` (429), ``timeout`` or ``provider`` (anything else).
-        message: the provider's message (never holds the API key), clipped.
-        status: the HTTP status, or None (timeout, connection error).
-        retryable: whether another attempt may succeed (429, 5xx, timeouts, connections).
-        retry_after_s: seconds the provider asked to wait (``Retry-After``), or None.
-        field: for an error no retry can fix, what to fix: ``api_key_env`` (a missing or
-            refused key it names), ``api_base`` (refused by the worker), ``model`` (no such
-            model or provider, or its key variable unset) or ``request`` (a prompt or
-            parameters the provider refused: 400, 413, 422); "" for a transient error (429,
-            5xx, timeouts, connections).
-        headers: the answer's headers that pace calls (worker/evals/llm/pace.py:
-            ``retry-after``, ``x-ratelimit-*``), lower-cased; {} without an answer.
-    """
-
-    def __init__(self, kind: ErrorKind, message: str, *, status: int | None = None,
-                 retryable: bool = False, retry_after_s: float | None = None,
-                 field: str = "", headers: dict[str, str] | None = None) -> None:
-        super().__init__(message)
-        self.kind: ErrorKind = kind
-        self.message = message
-        self.status = status
-        self.retryable = retryable
-        self.retry_after_s = retry_after_s
-        self.field = field
-        self.headers = headers or {}
 
 
 def parse_retry_after(value: str | None, now_s: float) -> float | None:

@@ -22,7 +22,6 @@ import asyncio
 import json
 import math
 import posixpath
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -32,8 +31,12 @@ from worker.evals.config.judge_rules import snapshot_path as snapshot_path
 from worker.evals.config.labels import LabelRow, load_labels
 from worker.evals.context import EvalContext
 from worker.evals.llm.provider import ModelCaller
-from worker.evals.llm_types import RunUsage
 from worker.evals.run.estimate import Judging, ModelUse
+from worker.evals.run.judge_calibration_types import (
+    CriterionCalibration,
+    Disagreement,
+    JudgeCalibration,
+)
 from worker.evals.run.runner import RunState, difference
 from worker.evals.score import agreement as stats
 from worker.evals.score.composite import criterion_specs
@@ -45,63 +48,6 @@ SNAPSHOT_VERSION = 1
 #: Largest snapshot file read, bytes.
 MAX_SNAPSHOT_BYTES = 1 << 20
 PASS_FAIL, GRADED = (0, 1), (1, 2, 3, 4, 5)
-
-
-@dataclass(frozen=True)
-class Disagreement:
-    """A labelled answer the judge rated otherwise: ratings as in `LabelRow.rating`."""
-
-    id: str
-    human: int
-    judge: int
-    reason: str
-
-
-@dataclass(frozen=True)
-class CriterionCalibration:
-    """One criterion's judge against the labels.
-
-    Attributes:
-        name: the criterion; model, prompt_version: its judge.
-        graded: 1-5 scores (else pass/fail labels); n: rows compared (without judge errors).
-        judge_errors: rows the judge could not rate; first_error: the first one's message.
-        agreement, kappa: fractions / kappa with 95% bootstrap intervals.
-        weighted_kappa, mae, pearson, spearman: for graded rows only (else None).
-        categories, confusion: the scale and the matrix (row human, column judge).
-        disagreements: in labels order.
-    """
-
-    name: str
-    model: str
-    prompt_version: str
-    graded: bool
-    n: int
-    judge_errors: int
-    agreement: stats.Estimate
-    kappa: stats.Estimate
-    weighted_kappa: stats.Estimate | None
-    mae: stats.Estimate | None
-    pearson: stats.Estimate | None
-    spearman: stats.Estimate | None
-    categories: tuple[int, ...]
-    confusion: list[list[int]]
-    disagreements: tuple[Disagreement, ...]
-    first_error: str = ""
-
-    @property
-    def decided(self) -> bool:
-        """Whether the judge rated more than half the rows (else the figures decide nothing)."""
-        return self.n > self.judge_errors
-
-
-@dataclass(frozen=True)
-class JudgeCalibration:
-    """A suite's judges against one labels file; spend: the judge calls'."""
-
-    suite: str
-    labels: str
-    criteria: tuple[CriterionCalibration, ...]
-    spend: RunUsage = field(default_factory=RunUsage)
 
 
 def suite_criteria(suite: SuiteConfig, settings: Settings,

@@ -41,7 +41,7 @@ from worker.errors import ConfigError
 from worker.evals.config.consistency import load_suite_dataset
 from worker.evals.config.prompts import PromptTemplate, load_prompt, render
 from worker.evals.config.schemas import load_schema_file
-from worker.evals.context import CallEvent, EvalContext, RunPlan, ShardWork
+from worker.evals.context import CallEvent, EvalContext, GateSide, RunPlan, ShardWork
 from worker.evals.llm.cost import Budget, BudgetExceeded
 from worker.evals.llm.disk_cache import context_cache
 from worker.evals.llm.provider import ModelCaller
@@ -88,15 +88,17 @@ class RunState:
 
     def __init__(self, settings: Settings, ctx: EvalContext | None = None) -> None:
         self.ctx = ctx or EvalContext()
-        mode = self.ctx.cache_mode if settings.cache else "off"
-        self.cache = context_cache(self.ctx, mode)
-        self.budget = Budget(settings.max_cost_usd, settings.max_duration_s, self.ctx.clock)
+        mode = self.ctx.cache.mode if settings.cache else "off"
+        self.cache = context_cache(self.ctx.cache, mode)
+        self.budget = Budget(settings.max_cost_usd, settings.max_duration_s,
+                             self.ctx.timing.clock)
         self.caller = ModelCaller(settings, self.cache, self.budget, self.ctx)
-        self.command_limit = self.ctx.sides.command_limit if self.ctx.sides is not None \
+        sides = self.ctx.gate.sides
+        self.command_limit = sides.command_limit if sides is not None \
             else asyncio.Semaphore(settings.concurrency)
         self.answers: dict[tuple[str, int, str, str], TargetOutput] = {}
         self.views = TargetViews()
-        self.sha = ""  # the commit of the run (`run_suites`), told to `EvalContext.shards`
+        self.sha = ""  # the commit of the run (`run_suites`), told to `GateSide.shards`
 
 
 @dataclass(frozen=True)
@@ -191,13 +193,13 @@ async def _run_suites(configs: Sequence[Config], root: Path, state: RunState, wi
     unpriced = tuple(use.model for use in planned.unpriced)
     state.caller.planned += estimate.calls  # what a provider's pace is said to cost
     if estimate.calls or estimate.cached_calls:
-        state.ctx.say(describe_estimate(sha, estimate, unpriced))
-    state.ctx.on_plan(RunPlan(sha, estimate.calls + estimate.cached_calls, planned.suites,
-                              state.ctx.side))
+        state.ctx.observers.say(describe_estimate(sha, estimate, unpriced))
+    state.ctx.observers.on_plan(RunPlan(sha, estimate.calls + estimate.cached_calls,
+                                        planned.suites, state.ctx.gate.side))
     limit = settings.max_cost_usd
     if limit is not None and planned.unpriced:
         raise unpriced_error(planned.unpriced[0], limit)
-    _started(state.ctx)
+    _started(state.ctx.gate)
     if not state.budget.started:  # a caller's state may have started its clock already
         state.budget.start()
     if limit is not None and estimate.cost_usd is not None and estimate.cost_usd > limit:
@@ -221,10 +223,10 @@ async def _run_suites(configs: Sequence[Config], root: Path, state: RunState, wi
     raise AssertionError("the last look returns")
 
 
-def _started(ctx: EvalContext) -> None:
+def _started(gate: GateSide) -> None:
     """Tell a gate's head that base's calls may start (worker/pipeline/sides.py)."""
-    if ctx.sides is not None and ctx.side == "base":
-        ctx.sides.base_started.set()
+    if gate.sides is not None and gate.side == "base":
+        gate.sides.base_started.set()
 
 
 async def confirm_run(configs: Sequence[Config], root: Path, sha: str, state: RunState,
@@ -391,8 +393,8 @@ async def answer(suite: SuiteConfig, examples: tuple[Example, ...], root: Path,
 async def _answer(suite: SuiteConfig, examples: tuple[Example, ...], root: Path,
                   settings: Settings, state: RunState, use_cache: bool,
                   repeat: int = 0) -> list[TargetOutput]:
-    """Answer ``examples`` on other workers when `EvalContext.shards` takes them, else here."""
-    shards = state.ctx.shards
+    """Answer ``examples`` on other workers when `GateSide.shards` takes them, else here."""
+    shards = state.ctx.gate.shards
     if shards is not None and examples:
         hidden = state.views.hidden() if runs_commands(suite.target) else ()
         given = await shards.answer(ShardWork(suite.target, examples, root, state.sha,
@@ -432,8 +434,8 @@ async def answer_examples(target: CommandTarget | ModelTarget, examples: tuple[E
         for output in outputs:  # one command call per example that ran, at its reported cost
             if output.error_kind != "budget":
                 cost_usd = max(output.cost_usd or 0.0, 0.0)
-                state.ctx.on_call(CallEvent("command", "", 1, 0, cost_usd, state.ctx.side,
-                                            suite_name))
+                state.ctx.observers.on_call(CallEvent("command", "", 1, 0, cost_usd,
+                                                      state.ctx.gate.side, suite_name))
         return outputs
     template = load_prompt(root, target.prompt)
     return list(await asyncio.gather(*(

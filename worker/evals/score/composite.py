@@ -20,8 +20,7 @@ from typing import Any
 
 from worker.errors import ConfigError
 from worker.evals.llm.endpoints import ENDPOINT_KEYS, parse_endpoint
-from worker.evals.llm.provider import ModelCaller
-from worker.evals.llm_types import Endpoint, RunUsage
+from worker.evals.llm_types import Endpoint, ModelCalls, RunUsage
 from worker.evals.score.judges import judge_spec, run_judge, validate_judge
 from worker.evals.types import AssertionResult, AssertionSpec, Example
 
@@ -92,7 +91,7 @@ def weights(spec: AssertionSpec) -> list[float]:
     return [float(item.get("weight", 1)) for item in spec.params.get("criteria") or ()]
 
 
-async def run_composite(spec: AssertionSpec, default: Endpoint | None, caller: ModelCaller,
+async def run_composite(spec: AssertionSpec, default: Endpoint | None, caller: ModelCalls,
                         example: Example, output: Any, fail: Fail, *,
                         use_cache: bool = True) -> tuple[AssertionResult, RunUsage]:
     """Judge one answer on every criterion and combine them (the module doc's rules).

@@ -21,23 +21,17 @@ from __future__ import annotations
 import importlib.metadata
 import json
 import math
-import re
 import shutil
 import sys
 import tempfile
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from worker.errors import ConfigError
+from worker.evals.score.custom_spec import ENTRY_POINT_GROUP, FUNCTION_REF
 from worker.evals.types import AssertionResult, AssertionSpec, Example, Settings
 from worker.security.process import TargetFailed, build_env, run_confined
 
-#: Entry-point group of shared assertion functions.
-ENTRY_POINT_GROUP = "llmgate.assertions"
-PYTHON_KEYS = ("function", "entry_point", "threshold")
-_FUNCTION = re.compile(r"(?P<path>[^:]+\.py):(?P<name>[A-Za-z_][A-Za-z0-9_]*)\Z")
-Fail = Callable[[str], ConfigError]
 Item = tuple[Example, Any]
 
 #: The child's program: argv = file, function name, input JSONL, output JSONL.
@@ -59,32 +53,6 @@ with open(source, encoding="utf-8") as inp, open(target, "w", encoding="utf-8") 
             json.dump({"error": f"{type(exc).__name__}: {exc}"}, out)
         out.write("\n")
 """
-
-
-def validate_python(spec: AssertionSpec, fail: Fail) -> None:
-    """Check a ``python`` spec's options at config time.
-
-    Raises:
-        ConfigError: ``fail(message)`` for an unknown or malformed option.
-    """
-    p = spec.params
-    for key in p:
-        if key not in PYTHON_KEYS:
-            raise fail(f"unknown option {key!r} (known options: {', '.join(PYTHON_KEYS)})")
-    if ("function" in p) == ("entry_point" in p):
-        raise fail("needs exactly one of `function: path/to/file.py:fn` or `entry_point: name` "
-                   f"(group {ENTRY_POINT_GROUP})")
-    if "function" in p:
-        match = _FUNCTION.match(str(p["function"]))
-        if match is None or match["path"].startswith("/") or ".." in match["path"].split("/"):
-            raise fail("`function` must be `path/to/file.py:function_name`, a path inside the "
-                       "repository")
-    elif not isinstance(p["entry_point"], str) or not p["entry_point"]:
-        raise fail("`entry_point` must be a name in the llmgate.assertions group")
-    threshold = p.get("threshold", 0.5)
-    if isinstance(threshold, bool) or not isinstance(threshold, int | float) \
-            or not 0 <= threshold <= 1:
-        raise fail("`threshold` must be a number from 0 to 1")
 
 
 def to_result(value: Any, threshold: float) -> AssertionResult:
@@ -150,7 +118,7 @@ def _run_entry_point(name: str, items: list[Item], threshold: float) -> list[Ass
 
 async def _run_file(function: str, items: list[Item], root: Path, settings: Settings,
                     threshold: float) -> list[AssertionResult]:
-    match = _FUNCTION.match(function)
+    match = FUNCTION_REF.match(function)
     assert match is not None  # validated at config time
     path = (root / match["path"]).resolve()
     if not path.is_relative_to(root.resolve()) or not path.is_file():

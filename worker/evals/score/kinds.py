@@ -25,7 +25,7 @@ from worker.errors import ConfigError
 from worker.evals.score.agent import AGENT_TYPES
 from worker.evals.score.agent import validate as validate_agent
 from worker.evals.score.composite import validate_composite
-from worker.evals.score.custom import validate_python
+from worker.evals.score.custom_spec import validate_python
 from worker.evals.score.judges import Fail, validate_judge
 from worker.evals.score.retrieval import RETRIEVAL_TYPES, validate_retrieval
 from worker.evals.score.safety import SAFETY_TYPES, validate_safety

@@ -18,8 +18,7 @@ from typing import Any
 
 from worker.errors import ConfigError
 from worker.evals.llm.endpoints import ENDPOINT_KEYS, parse_endpoint
-from worker.evals.llm.provider import ModelCaller
-from worker.evals.llm_types import Endpoint, RunUsage
+from worker.evals.llm_types import Endpoint, ModelCalls, RunUsage
 from worker.evals.types import AssertionResult, AssertionSpec, Example
 
 SIMILAR_KEYS = ("threshold", "value", *ENDPOINT_KEYS)
@@ -63,7 +62,7 @@ def embed_texts(output: Any, reference: Any) -> list[str]:
     return [_text(output), _text(reference)]
 
 
-async def check_similar(spec: AssertionSpec, default: Endpoint | None, caller: ModelCaller,
+async def check_similar(spec: AssertionSpec, default: Endpoint | None, caller: ModelCalls,
                         example: Example, output: Any, fail: Fail,
                         use_cache: bool = True) -> tuple[AssertionResult, RunUsage]:
     """Embed the output and the reference and compare them.

@@ -10,7 +10,7 @@ import pytest
 from worker.errors import ConfigError
 from worker.evals.config.load import load_config, parse_config
 from worker.evals.types import AssertionSpec, GateRule, Settings
-from worker.security.process import is_allowed_env_name
+from worker.security.env_names import is_allowed_env_name
 
 GOOD = """\
 version: 1

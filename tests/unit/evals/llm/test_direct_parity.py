@@ -26,9 +26,8 @@ from worker.evals.llm import client as llm_client
 from worker.evals.llm import direct
 from worker.evals.llm.cache import ResponseCache
 from worker.evals.llm.cost import Budget
-from worker.evals.llm.provider import CallOutcome, ModelCaller
-from worker.evals.llm.retry import ProviderError
-from worker.evals.llm_types import Endpoint, Pricing, TokenUsage
+from worker.evals.llm.provider import ModelCaller
+from worker.evals.llm_types import CallOutcome, Endpoint, Pricing, ProviderError, TokenUsage
 from worker.evals.types import Settings
 from worker.pipeline.trees import gate_trees
 
@@ -169,7 +168,7 @@ PARAMS = {"temperature": 0, "top_p": 0.5, "max_tokens": 64, "seed": 3, "stop": [
 
 def _caller() -> ModelCaller:
     sleep = FakeSleep()
-    ctx = EvalContext(sleep=sleep, clock=sleep.clock, rng=random.Random(3))
+    ctx = EvalContext.of(sleep=sleep, clock=sleep.clock, rng=random.Random(3))
     return ModelCaller(Settings(), ResponseCache(None, "t", "off"), Budget(None, None), ctx)
 
 
@@ -242,9 +241,9 @@ async def test_an_answer_cached_through_litellm_is_a_hit_on_the_direct_path(
 def test_tokens_and_prices_of_a_direct_path_model_are_read_without_litellm() -> None:
     """OpenAI's count for ``cl100k_base``: 3 + per message (3 + role + content); prices from
     litellm's price file (in a fresh interpreter: this one may have imported litellm)."""
-    code = ("import sys\nfrom worker.evals.llm import client\n"
+    code = ("import sys\nfrom worker.evals.llm import client, direct\n"
             f"print(client.count_tokens('openai/test-model', {MESSAGES!r}))\n"
-            "print(client.price_table_entry('openai/gpt-4o-mini')['input_cost_per_token'] > 0)\n"
+            "print(direct.price_table_entry('openai/gpt-4o-mini')['input_cost_per_token'] > 0)\n"
             "print('litellm' in sys.modules)")
     found = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                            timeout=120, check=True)

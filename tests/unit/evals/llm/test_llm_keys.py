@@ -15,8 +15,7 @@ from tests.fakes.fake_llm import FakeLLMServer
 from tests.unit import llm_support
 from tests.unit.llm_support import KEY_ENV
 from worker.evals.llm import client as llm_client
-from worker.evals.llm.retry import ProviderError
-from worker.evals.llm_types import Endpoint
+from worker.evals.llm_types import Endpoint, ProviderError
 
 llm_server = llm_support.llm_server  # module fixtures
 llm = llm_support.llm_on_both_paths  # each test once per provider path

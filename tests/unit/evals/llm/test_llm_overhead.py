@@ -8,6 +8,7 @@ from tests.fakes.fake_llm import FakeLLMServer
 from tests.unit import llm_support
 from tests.unit.llm_support import KEY_ENV
 from worker.evals.llm import client as llm_mod
+from worker.evals.llm import direct
 from worker.evals.llm.cache import ResponseCache
 from worker.evals.llm.cost import Budget
 from worker.evals.llm.provider import ModelCaller
@@ -42,7 +43,7 @@ async def test_litellm_no_longer_prices_answers_but_llmgate_does(llm: FakeLLMSer
     endpoint = Endpoint("openai/gpt-4o-mini", {}, llm.url, KEY_ENV)
     outcome = await caller.chat(endpoint, [{"role": "user", "content": "hello"}])
     assert outcome.answer is not None and outcome.answer.usage == TokenUsage(1200, 300, 200)
-    entry = llm_mod.price_table_entry("openai/gpt-4o-mini")
+    entry = direct.price_table_entry("openai/gpt-4o-mini")
     assert entry is not None
     price_in, price_out, price_cached = (Decimal(repr(float(entry[k]))) for k in (
         "input_cost_per_token", "output_cost_per_token", "cache_read_input_token_cost"))

@@ -16,13 +16,12 @@ from worker.evals.llm.cache import ResponseCache
 from worker.evals.llm.cost import Budget
 from worker.evals.llm.provider import ModelCaller
 from worker.evals.llm.retry import (
-    ProviderError,
     backoff_s,
     parse_retry_after,
     wait_before_retry,
     with_retries,
 )
-from worker.evals.llm_types import Endpoint, Pricing, RetrySettings
+from worker.evals.llm_types import Endpoint, Pricing, ProviderError, RetrySettings
 from worker.evals.types import Settings
 
 llm_server = llm_support.llm_server  # module fixtures
@@ -75,7 +74,7 @@ async def test_with_retries_gives_up_after_max_retries_with_the_last_message() -
 
 def caller(sleep: FakeSleep, **settings: object) -> ModelCaller:
     config = Settings(**settings)  # type: ignore[arg-type]
-    ctx = EvalContext(sleep=sleep, clock=sleep.clock, rng=random.Random(3))
+    ctx = EvalContext.of(sleep=sleep, clock=sleep.clock, rng=random.Random(3))
     return ModelCaller(config, ResponseCache(None, "t", "off"), Budget(None, None), ctx)
 
 

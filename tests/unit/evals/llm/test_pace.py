@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from dataclasses import replace
 
 import pytest
 from redis.asyncio import Redis
@@ -136,8 +137,8 @@ def test_the_quota_of_an_endpoint_hashes_its_key_and_never_holds_it() -> None:
 # --- real calls against the fake provider's token bucket ------------------------------------
 
 def caller(concurrency: int, sleep: FakeSleep | None = None) -> ModelCaller:
-    ctx = EvalContext(say=lambda _: None) if sleep is None else \
-        EvalContext(sleep=sleep, clock=sleep.clock, say=lambda _: None)
+    ctx = EvalContext.of(say=lambda _: None) if sleep is None else \
+        EvalContext.of(sleep=sleep, clock=sleep.clock, say=lambda _: None)
     return ModelCaller(Settings(concurrency=concurrency), ResponseCache(None, "t", "off"),
                        Budget(None, None), ctx)
 
@@ -171,7 +172,7 @@ async def test_the_pace_is_said_once_with_where_it_was_learned(llm: FakeLLMServe
                               "announce": "headers"}})
     said: list[str] = []
     model_caller = caller(4)
-    model_caller.ctx.say = said.append
+    model_caller.ctx.observers = replace(model_caller.ctx.observers, say=said.append)
     assert all(await ask(model_caller, llm.url, 12))
     assert 1 <= len(said) <= 2 and said[0].startswith("openai/test-model: paced at ")
     assert said[0].endswith("requests/s by the provider (learned from its rate-limit headers)")

@@ -23,7 +23,7 @@ from worker.evals.run.judge_calibration import (
     to_snapshot,
     write_snapshot,
 )
-from worker.pipeline.trees import read_config
+from worker.pipeline.config_file import read_config
 
 sklearn_metrics = pytest.importorskip("sklearn.metrics")
 llm_server = llm_support.llm_server  # module fixtures

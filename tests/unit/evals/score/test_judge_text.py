@@ -9,9 +9,8 @@ import pytest
 from worker.errors import ConfigError
 from worker.evals.llm_types import Endpoint
 from worker.evals.score.judge_text import FENCE_TAGS, untrusted
-from worker.evals.score.judges import judge_messages, judge_spec
+from worker.evals.score.judges import HARMFUL_VERSION, judge_messages, judge_spec
 from worker.evals.score.pairwise import PAIRWISE_TEMPLATE_VERSION
-from worker.evals.score.safety import HARMFUL_VERSION
 from worker.evals.score.trajectory_judge import TRAJECTORY_TEMPLATE_VERSION, trajectory_messages
 from worker.evals.types import AssertionSpec, Example, ToolCall, Trace
 

@@ -17,7 +17,8 @@ from tests.unit.llm_support import context, endpoint_yaml, model_config, write_r
 from worker.errors import ConfigError
 from worker.evals.run.fingerprint import judge_versions
 from worker.evals.score.assertions import validate_spec
-from worker.evals.score.safety import HARMFUL_RUBRIC, check_pii, check_refusal, is_refusal
+from worker.evals.score.judges import HARMFUL_RUBRIC
+from worker.evals.score.safety import check_pii, check_refusal, is_refusal
 from worker.evals.types import AssertionResult, AssertionSpec, Settings
 from worker.pipeline.trees import gate_trees
 from worker.report import render as report
