@@ -70,7 +70,7 @@ from arq.utils import timestamp_ms
 from redis.exceptions import NoScriptError
 
 from app.redis_pipe import RedisPipe, pack
-from app.routes.decision import PlannedJob
+from app.routes import PlannedJob
 from worker.contract import DELIVERY_KEY_PREFIX, DELIVERY_TTL_S, PR_HEAD_TTL_S
 
 #: Prefix of the mark keyed by the hex SHA-256 of a delivery's raw body (replay guard).

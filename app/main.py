@@ -23,9 +23,7 @@ from starlette.applications import Starlette
 from starlette.routing import BaseRoute, Route
 
 from app.asgi import FastPathApp
-from app.dashboard.auth import ClearRefusedSession, GitHubAccess, SignIn
-from app.dashboard.session import AuthSettings
-from app.dashboard.views import dashboard_routes
+from app.dashboard import AuthSettings, ClearRefusedSession, GitHubAccess, SignIn, dashboard_routes
 from app.logs import web_formatter
 from app.ops import OpsEndpoints, OpsSettings
 from app.reports import ReportPages

@@ -20,7 +20,7 @@ from redis.exceptions import RedisError
 from starlette.requests import Request
 from starlette.responses import PlainTextResponse, RedirectResponse, Response
 
-from app.dashboard.auth import GitHubAccess, report_allowed
+from app.dashboard import GitHubAccess, report_allowed
 from worker.contract import REPORT_KEY_PREFIX, REPORT_REPO_SUFFIX
 
 #: A report id: 128 bits as lowercase hex.

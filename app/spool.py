@@ -21,7 +21,7 @@ from redis.exceptions import RedisError
 
 from app.enqueue import mark_and_enqueue
 from app.redis_pipe import RedisPipe
-from app.routes.decision import PlannedJob
+from app.routes import PlannedJob
 
 log = logging.getLogger(__name__)
 

@@ -37,9 +37,7 @@ from app.logs import delivery_fields
 from app.metrics import count_delivery
 from app.redis_pipe import RedisPipe
 from app.rejections import RejectionLog
-from app.routes import router
-from app.routes.decision import Decision
-from app.routes.payload import PayloadError
+from app.routes import Decision, PayloadError, router
 from app.settings import WebSettings
 from app.spool import DeliverySpool, SpooledDelivery
 from worker.contract import write_refusal

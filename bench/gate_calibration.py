@@ -15,7 +15,7 @@ hit the first metric only (all groups alike):
 Every metric carries ``regression: {alpha: 0.05}`` with ``groups: {by: category}``: 60
 one-sided tests (10 metrics x (suite + 5 groups)), all run through the gate's own code
 on the same draws (the decisions through the functions `compare` uses, and `SPOT_CHECKS` PRs
-per cell through `worker.evals.verdict.compare.paired_verdicts`, which must agree):
+per cell through `worker.evals.verdict.comparison.paired_verdicts`, which must agree):
 
 - today: Holm over each test's McNemar / Wilcoxon p-value (``method: holm``);
 - new: the sign-flip family (``method: signflip``: weighted step-down min-P, examples weighted
@@ -51,7 +51,7 @@ from worker.evals.types import (
     SuiteConfig,
 )
 from worker.evals.verdict import stats
-from worker.evals.verdict.compare import paired_verdicts
+from worker.evals.verdict.comparison import paired_verdicts
 from worker.evals.verdict.comparisons import StatSettings
 from worker.evals.verdict.confirm import choose_confirmations, confirm_budget
 from worker.evals.verdict.flakiness import history_weights

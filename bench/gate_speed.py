@@ -1,7 +1,7 @@
 """Time the statistical gate on a large suite: 10,000 examples x 10 metrics x 5 groups.
 
 Builds a base and a head run in memory (5 assertion types per example: three pass/fail, two
-graded; a cost), then times `worker.evals.verdict.compare.compare` with every statistical rule on
+graded; a cost), then times `worker.evals.verdict.comparison.compare` with every statistical rule on
 every metric, grouping by category (5 groups) and 2,000 bootstrap resamples: pairing, McNemar or
 Wilcoxon per metric and group (60 tests), the stratified bootstrap, the sign-flip family, Holm
 and the verdicts. Then it times the four looks of a sequential gate over the same shape
@@ -43,7 +43,7 @@ from worker.evals.types import (
     SuiteConfig,
     SuiteResult,
 )
-from worker.evals.verdict.compare import compare
+from worker.evals.verdict.comparison import compare
 
 METRICS = ("pass_rate", "error_rate", "mean_score", "assertion.equals.pass_rate",
            "assertion.contains.pass_rate", "assertion.regex.pass_rate",

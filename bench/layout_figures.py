@@ -4,7 +4,8 @@ Static figures, from the standard library's `ast` (no module is imported):
 
 - **Import graph.** A node is a module of the package (``worker.evals.run.engine``; a package
   is its ``__init__.py``). An edge A -> B is an ``import`` or ``from ... import`` in A that loads
-  B: ``from P import name`` loads ``P.name`` when that is a module, else ``P``. Importing B
+  B: ``from P import name`` loads ``P.name`` when that is a module, the module P's lazy face maps
+  ``name`` to (``lazy_loader.attach`` in ``P/__init__.py``: `face_map`), else ``P``. Importing B
   also runs its parent packages' ``__init__.py``, so an edge to each of those is added too, but
   only for an ``__init__.py`` that imports something (an empty one, or one with only
   ``__all__``, runs nothing) and not for A's own parents (loaded before A runs). Imports are
@@ -193,9 +194,26 @@ def _targets(module: Module, node: ast.Import | ast.ImportFrom,
     for alias in node.names:
         if f"{base}.{alias.name}" in known:
             targets.add(f"{base}.{alias.name}")
+        elif base in known and f"{base}.{face_map(known[base]).get(alias.name)}" in known:
+            targets.add(f"{base}.{face_map(known[base])[alias.name]}")  # a lazy face's name
         elif (prefix := _known_prefix(base, known)) is not None:
             targets.add(prefix)
     return targets
+
+
+def face_map(module: Module) -> dict[str, str]:
+    """Return name -> submodule of a lazy face: the ``submod_attrs`` of a
+    ``lazy_loader.attach(__name__, submodules=[...], submod_attrs={...})`` call in a package's
+    ``__init__.py`` ({} when it has none). Importing the name runs that submodule."""
+    found: dict[str, str] = {}
+    for node in ast.walk(module.tree) if module.is_package else ():
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
+                and node.func.attr == "attach":
+            for keyword in node.keywords:
+                if keyword.arg == "submod_attrs":
+                    value = ast.literal_eval(keyword.value)
+                    found.update({name: sub for sub, names in value.items() for name in names})
+    return found
 
 
 def _runs_something(module: Module) -> bool:

@@ -41,7 +41,8 @@ OURS = ("app", "worker")
 #: The contracts of pyproject.toml's [tool.importlinter] (their ``name``s start so).
 CONTRACTS = ("app/ imports worker/contract.py", "worker/: a package imports",
              "worker/evals/: verdict, run", "worker/jobs/: no job module",
-             "litellm is imported", "gidgethub and httpx", "evals/verdict/, evals/score/")
+             "litellm is imported", "gidgethub and httpx", "evals/verdict/, evals/score/",
+             "worker/pipeline/ takes the engine")
 
 
 def _lint_imports(root: Path) -> subprocess.CompletedProcess[str]:
@@ -120,6 +121,7 @@ def broken_tree(tmp_path_factory: pytest.TempPathFactory) -> Path:
         "worker/evals/score/throwaway.py": "from worker.gate import trust\n"  # runs back up
                                            "from worker.evals.verdict import stats\n",
         "worker/jobs/throwaway.py": "from worker.jobs import push\n",  # a job imports a job
+        "worker/pipeline/throwaway.py": "from worker.evals.run.runner import run_suites\n",
         "worker/report/throwaway.py": "import asyncio\nimport httpx\nimport litellm\n"
                                       "import redis\nimport subprocess\n"
                                       "asyncio.create_subprocess_exec('true')\n",  # off the edges
@@ -141,7 +143,8 @@ def test_the_import_contracts_fail_on_a_module_that_breaks_them(broken_tree: Pat
                  "worker.evals.score.throwaway -> worker.evals.verdict.stats",
                  "app.throwaway -> worker.gate.trust", "worker.jobs.throwaway -> worker.jobs.push",
                  "worker.report.throwaway -> litellm", "worker.report.throwaway -> httpx",
-                 "worker.report.throwaway -> redis"):
+                 "worker.report.throwaway -> redis",
+                 "worker.pipeline.throwaway -> worker.evals.run.runner"):
         assert text in result.stdout, text
 
 

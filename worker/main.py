@@ -18,44 +18,59 @@ import httpx
 from arq.connections import RedisSettings
 from redis.asyncio import Redis
 
-from worker.baselines.store import BaselineSettings
+from worker.baselines import BaselineSettings
 from worker.checkout import Checkouts
-from worker.gate.calibration import CalibrationSchedule
-from worker.gate.installs import quiet_when_uninstalled
-from worker.gate.reconcile import reconcile_interval_s, start_reconciling, stop_reconciling
-from worker.gate.sweeper import sweeper_cron_jobs
-from worker.github.auth import AppCredentials, InstallationTokenCache
-from worker.github.ratelimit import GitHubLimiter, GitHubLimits, RedisLimitStore
-from worker.github.token_store import SharedTokenStore
-from worker.jobs.calibrate import calibration_cron_jobs
-from worker.jobs.events import EVENT_JOBS, installation_changed
-from worker.jobs.notify import deliver_notification
-from worker.jobs.pull_request import (
-    Services,
-    approve_pull_request,
-    gate_pull_request,
-    rerun_from_comment,
+from worker.gate import (
+    CalibrationSchedule,
+    quiet_when_uninstalled,
+    reconcile_interval_s,
+    start_reconciling,
+    stop_reconciling,
+    sweeper_cron_jobs,
 )
-from worker.jobs.push import store_baseline
-from worker.jobs.shard import answer_shard
-from worker.notify.channels import CTX_NOTIFY, NotifySettings
-from worker.report.store import ReportSettings, ReportStore
-from worker.runtime.fence import fence_finished_jobs
-from worker.runtime.hardening import check_settings, harden
-from worker.runtime.lease import CTX_KEY, JobLimits
-from worker.runtime.lifecycle import (
+from worker.github import (
+    AppCredentials,
+    GitHubLimiter,
+    GitHubLimits,
+    InstallationTokenCache,
+    RedisLimitStore,
+    SharedTokenStore,
+)
+from worker.jobs import (
+    EVENT_JOBS,
+    Services,
+    answer_shard,
+    approve_pull_request,
+    calibration_cron_jobs,
+    deliver_notification,
+    gate_pull_request,
+    installation_changed,
+    rerun_from_comment,
+    store_baseline,
+)
+from worker.notify import CTX_NOTIFY, NotifySettings
+from worker.report import ReportSettings, ReportStore
+from worker.runtime import (
+    CTX_KEY,
+    JobLimits,
+    SettingsError,
+    ShardSettings,
+    WorkerConfig,
+    check_queue_redis,
+    check_settings,
+    configure_worker_logging,
+    fence_finished_jobs,
+    guard_poll_loop,
+    guard_stopping,
+    harden,
     instrument_all,
+    patient_redis,
+    retry_options,
     shutdown_grace_s,
     start_publishing,
     stop_publishing,
 )
-from worker.runtime.logs import configure_worker_logging
-from worker.runtime.poll_guard import guard_poll_loop
-from worker.runtime.redis_checks import check_queue_redis, patient_redis, retry_options
-from worker.runtime.settings import SettingsError, WorkerConfig
-from worker.runtime.shard_settings import ShardSettings
-from worker.runtime.stopping import guard_stopping
-from worker.security.redact import Redactor
+from worker.security import Redactor
 
 #: Wall-clock limit of one job, seconds, unless ``LLMGATE_JOB_TIMEOUT_S`` says otherwise.
 JOB_TIMEOUT_S = JobLimits().job_timeout_s

@@ -51,7 +51,7 @@ from tests.fakes.fake_github import FakeGitHubRemote, generate_app_keypair
 from tests.timing import scaled
 from worker.cli.demo import APP_ID, BOT_LOGIN, DEMO_WRITERS, pull_request_payload, sign
 from worker.runtime.metrics import WORKERS_KEY
-from worker.security.stop_processes import stop_processes
+from worker.security.children import stop_processes
 
 ROOT = Path(__file__).resolve().parents[2]
 OWNER, REPO = "acme", "chaos"

@@ -17,7 +17,7 @@ import re
 from collections.abc import Callable, Iterator, Sequence
 
 from worker.baselines.timeline_records import example_status, scoped_suite
-from worker.evals.score.assertions import as_text
+from worker.evals.score import as_text
 from worker.evals.types import ExampleResult, GateReport, SuiteResult
 from worker.history_contract import (
     ERRORED,

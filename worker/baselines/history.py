@@ -38,7 +38,7 @@ import math
 from collections.abc import Mapping, Sequence
 
 from worker.baselines.store import Baseline
-from worker.evals.score.example_values import example_value
+from worker.evals.score import example_value
 from worker.evals.types import ExampleResult
 
 #: Most earlier stored runs of one suite key read for weights (the newest first).

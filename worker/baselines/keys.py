@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from worker.errors import ConfigError
-from worker.evals.config.files import MAX_DATASET_BYTES, read_repo_file
+from worker.evals.config import MAX_DATASET_BYTES, read_repo_file
 from worker.evals.run import fingerprint
 from worker.evals.serialize import to_jsonable
 from worker.evals.types import Config, SuiteConfig

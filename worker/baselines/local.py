@@ -36,8 +36,7 @@ from worker.baselines.keys import BaselineKey
 from worker.baselines.store import KEY_PREFIX, Baseline, BaselineStore, decode, encode
 from worker.checkout import local_git
 from worker.errors import ExecutionError
-from worker.runtime.hardening import check_redis_socket
-from worker.runtime.settings import SettingsError
+from worker.runtime import SettingsError, check_redis_socket
 
 log = logging.getLogger("llmgate.baselines")
 

@@ -22,9 +22,15 @@ from worker.baselines.reuse import Origin, StoredBaselines
 from worker.errors import ConfigError, ExecutionError
 from worker.evals.context import EvalContext
 from worker.evals.types import Config
-from worker.pipeline.config_file import read_config
-from worker.pipeline.multi import error_in_repository, folder_config_error
-from worker.pipeline.plan import ConfigPlan, baseline_namespace, folder_root, plan_configs
+from worker.pipeline import (
+    ConfigPlan,
+    baseline_namespace,
+    error_in_repository,
+    folder_config_error,
+    folder_root,
+    plan_configs,
+    read_config,
+)
 
 
 @dataclass(frozen=True)

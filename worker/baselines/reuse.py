@@ -35,11 +35,11 @@ from worker.baselines.local import Records
 from worker.baselines.store import Baseline
 from worker.evals.context import EvalContext
 from worker.evals.llm_types import RunUsage
-from worker.evals.run.engine import run_config
-from worker.evals.score.example_values import has_example_values
+from worker.evals.run import run_config
+from worker.evals.score import has_example_values
 from worker.evals.types import Config, RunResult, SuiteResult
-from worker.evals.verdict.base_targets import no_answer
-from worker.pipeline.trees import BaseRun
+from worker.evals.verdict import no_answer
+from worker.pipeline import BaseRun
 
 log = logging.getLogger("llmgate.baselines")
 

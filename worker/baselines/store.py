@@ -44,7 +44,7 @@ from worker.evals.serialize import (
 )
 from worker.evals.types import SuiteResult
 from worker.history_contract import DEFAULT_BRANCH_RUNS, DEFAULT_PR_DAYS, HistoryRetention
-from worker.runtime.settings import SettingsError
+from worker.runtime import SettingsError
 
 log = logging.getLogger("llmgate.baselines")
 

@@ -55,7 +55,7 @@ from worker.history_contract import (
     prs_key,
     run_key,
 )
-from worker.runtime.metrics import METRICS, Family
+from worker.runtime import METRICS, Family
 
 log = logging.getLogger("llmgate.history")
 

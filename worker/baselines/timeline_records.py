@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from worker.evals.score.example_values import example_value, has_example_values
+from worker.evals.score import example_value, has_example_values
 from worker.evals.types import (
     ExampleResult,
     GateReport,

@@ -77,7 +77,7 @@ def add_action_command(sub: argparse._SubParsersAction[argparse.ArgumentParser],
 def escape(text: str, *, prop: bool = False) -> str:
     """Escape ``text`` for a workflow command's message (or, ``prop``, a property), as
     ``--format github`` does (worker/report/github_actions.py)."""
-    from worker.report.github_actions import escape_data, escape_property
+    from worker.report import escape_data, escape_property
 
     return escape_property(text) if prop else escape_data(text)
 
@@ -86,7 +86,7 @@ def workflow_annotations(report: Mapping[str, Any]) -> list[str]:
     """Return the ``::error`` lines of a JSON report (``llmgate run --format json``; pure): the
     configuration error, then at most ``--format github``'s `MAX_ANNOTATIONS` regressions (what
     GitHub shows per step) and a ``::notice`` saying how many more the job summary lists."""
-    from worker.report.github_actions import MAX_ANNOTATIONS as SHOWN
+    from worker.report import MAX_ANNOTATIONS as SHOWN
 
     lines = []
     error = report.get("config_error")
@@ -204,7 +204,7 @@ def _comment(number: int, author: str, token: str, body_path: Path,
              summary: str | None) -> None:
     """Post the comment at ``body_path``; say why not as a ``::warning`` and in the summary."""
     from worker.cli.action_comment import comment_target, post_comment
-    from worker.report.markdown import inline
+    from worker.report import inline
 
     try:
         target = comment_target(os.environ, number, author)
@@ -230,7 +230,7 @@ def summary_markdown(report: Mapping[str, Any]) -> str:
     config with several), the headline when it says more, the configuration error, the pass
     rates per suite and the regressions."""
     from worker.cli.action_outputs import why_text
-    from worker.report.markdown import inline
+    from worker.report import inline
 
     lines = [f"### llmgate: {report.get('conclusion')}", ""]
     why = why_text(report)
@@ -256,7 +256,7 @@ def summary_markdown(report: Mapping[str, Any]) -> str:
 
 
 def _config_errors(singles: list[tuple[str, Mapping[str, Any]]]) -> list[str]:
-    from worker.report.markdown import inline
+    from worker.report import inline
 
     lines = []
     for _, single in singles:
@@ -268,7 +268,7 @@ def _config_errors(singles: list[tuple[str, Mapping[str, Any]]]) -> list[str]:
 
 
 def _safe(text: str) -> str:
-    from worker.report.markdown import safe
+    from worker.report import safe
 
     return safe(text)
 

@@ -51,7 +51,7 @@ def comment_target(environ: Mapping[str, str], number: int, author: str) -> Comm
     Raises:
         ValueError: ``GITHUB_REPOSITORY`` is not ``owner/name``, or ``number`` is not positive.
     """
-    from worker.runtime.settings import DEFAULT_API_URL
+    from worker.runtime import DEFAULT_API_URL
 
     repository = environ.get("GITHUB_REPOSITORY", "")
     if not _REPOSITORY.match(repository):
@@ -81,9 +81,7 @@ async def upsert_comment(target: CommentTarget, token: str, body: str) -> int:
     """
     import httpx
 
-    from worker.github.auth import FixedToken
-    from worker.github.client import GitHubClient
-    from worker.github.comments import upsert_sticky_comment
+    from worker.github import FixedToken, GitHubClient, upsert_sticky_comment
 
     async with httpx.AsyncClient(timeout=HTTP_TIMEOUT_S) as session:
         client = GitHubClient(session, target.api_url, None, FixedToken(token), 0)
@@ -99,8 +97,7 @@ def post_comment(target: CommentTarget, token: str, body: str) -> tuple[int | No
 
     import httpx
 
-    from worker.github.auth import GitHubAuthError
-    from worker.github.client import GitHubError
+    from worker.github import GitHubAuthError, GitHubError
 
     if not token:
         return None, (f"no token: with `comment: true` the action passes `github-token` (by "

@@ -27,8 +27,8 @@ from worker.cli.repo_root import repo_root
 from worker.errors import ConfigError, ExecutionError
 
 if TYPE_CHECKING:
-    from worker.baselines.plan_push import ConfigPush
-    from worker.pipeline.trees import BaseRunner
+    from worker.baselines import ConfigPush
+    from worker.pipeline import BaseRunner
 
 STORE_HELP = ("reuse and keep base results here: a directory (a CI cache or artifact), "
               "'redis' (REDIS_URL) or 'git' / 'git:refs/llmgate/NAME' (a ref of this "
@@ -58,9 +58,8 @@ async def runner_for(args: argparse.Namespace, repo: Path) -> AsyncIterator[
     if not spec:
         yield None
         return
-    from worker.baselines.local import open_store
-    from worker.baselines.reuse import Origin, StoredBaselines
-    from worker.pipeline.plan import baseline_namespace
+    from worker.baselines import Origin, StoredBaselines, open_store
+    from worker.pipeline import baseline_namespace
 
     store, redis = open_store(spec, repo, os.environ)
     origin = Origin("pull_request", role="the base")
@@ -156,11 +155,9 @@ async def _push(args: argparse.Namespace, repo: Path) -> tuple[str, tuple[Config
     """
     from contextlib import AsyncExitStack
 
-    from worker.baselines.local import GitRefStore, open_store
-    from worker.baselines.plan_push import push_plan
-    from worker.baselines.reuse import Origin
+    from worker.baselines import GitRefStore, Origin, open_store, push_plan
     from worker.checkout import local_worktree, resolve_ref
-    from worker.evals.llm.cli_cache import eval_context
+    from worker.evals.llm import eval_context
 
     sha = await resolve_ref(repo, args.ref)
     branch = args.branch or await _current_branch(repo)

@@ -26,6 +26,6 @@ def add_calibrate_command(sub: argparse._SubParsersAction[argparse.ArgumentParse
 
 
 def _cmd_calibrate(args: argparse.Namespace) -> int:
-    from worker.pipeline.calibrate import cmd_calibrate  # numpy and scipy: only when it runs
+    from worker.pipeline import cmd_calibrate  # numpy and scipy: only when it runs
 
     return cmd_calibrate(args)

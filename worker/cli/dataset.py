@@ -67,7 +67,7 @@ def _columns(pairs: list[str]) -> dict[str, str]:
 
 
 def _read(path: Path, columns: dict[str, str]) -> tuple[Any, ...]:
-    from worker.evals.config.dataset_formats import parse_any
+    from worker.evals.config import parse_any
 
     return parse_any(path.read_text(encoding="utf-8-sig"), path.as_posix(), columns)
 
@@ -76,7 +76,7 @@ def _suite_assertions(config: Path | None, dataset: Path) -> bool:
     """Whether a suite of ``config`` naming ``dataset`` has assertions of its own."""
     if config is None:
         return False
-    from worker.evals.config.load import parse_config
+    from worker.evals.config import parse_config
 
     parsed = parse_config(config.read_text(encoding="utf-8"), config.name)
     folder = config.absolute().parent

@@ -29,7 +29,7 @@ def consistency_suite(config: Path | None, dataset: Path) -> bool:
     """
     if config is None:
         return False
-    from worker.evals.config.load import parse_config
+    from worker.evals.config import parse_config
 
     parsed = parse_config(config.read_text(encoding="utf-8"), config.name)
     folder = config.absolute().parent
@@ -44,7 +44,7 @@ def read_questions(path: Path) -> tuple[Any, ...]:
         ConfigError: a question is malformed (its line named), or there is none.
         OSError: the file cannot be read.
     """
-    from worker.evals.config.mc_dataset import parse_questions
+    from worker.evals.config import parse_questions
 
     return parse_questions(path.read_text(encoding="utf-8-sig"), path.as_posix())
 

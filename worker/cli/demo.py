@@ -25,7 +25,7 @@ import httpx
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 
-from worker.security.stop_processes import stop_processes
+from worker.security import stop_processes
 
 #: The source checkout this module belongs to (holds tests/ and examples/).
 SOURCE_ROOT = Path(__file__).resolve().parents[2]
@@ -151,7 +151,7 @@ class Stack:
         self.github_url = json.loads(ready.read_text())["url"]
 
     def stop(self) -> None:
-        """Terminate every process (`worker.security.stop_processes.stop_processes`): the web
+        """Terminate every process (`worker.security.children.stop_processes`): the web
         process, the workers and the GitHub emulator first, newest first, Redis (the first
         started) once they have exited, so the workers record their last state in it."""
         for group in (self.procs[1:], self.procs[:1]):

@@ -25,16 +25,20 @@ from typing import Any
 
 from worker.errors import ConfigError
 from worker.evals.context import EvalContext
-from worker.evals.llm.client import refusal
+from worker.evals.llm import refusal
 from worker.evals.llm_types import Endpoint
-from worker.evals.run.estimate import ModelUse, estimate_configs
-from worker.evals.run.runner import RunState, describe_estimate
+from worker.evals.run import ModelUse, RunState, describe_estimate, estimate_configs
 from worker.evals.types import CONFIG_FILENAME, Config, ModelTarget
-from worker.pipeline.config_file import read_config
-from worker.pipeline.on_paths import restrict, select_suites
-from worker.pipeline.overrides import apply_overrides, check_suites
-from worker.pipeline.plan import Plan, folder_root
-from worker.pipeline.preflight import endpoints_of
+from worker.pipeline import (
+    Plan,
+    apply_overrides,
+    check_suites,
+    endpoints_of,
+    folder_root,
+    read_config,
+    restrict,
+    select_suites,
+)
 
 
 @dataclass

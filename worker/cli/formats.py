@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from worker.pipeline.report_values import MultiReport
+    from worker.pipeline import MultiReport
 
 #: Every report ``--format`` names.
 FORMATS = ("markdown", "json", "junit", "sarif", "html", "github", "comment")
@@ -118,22 +118,22 @@ def render(name: str, multi: MultiReport, head_sha: str, base_sha: str | None) -
     if name == "junit":
         import platform
 
-        from worker.report.junit import render_junit
+        from worker.report import render_junit
 
         return render_junit(multi, timestamp=datetime.now(UTC), hostname=platform.node())
     if name == "sarif":
-        from worker.report.sarif import render_sarif
+        from worker.report import render_sarif
         from worker.version import VERSION
 
         return render_sarif(multi, VERSION)
     if name == "html":
-        from worker.report.html_report import render_html
+        from worker.report import render_html
 
         return render_html(multi, head_sha, base_sha or "")
     if name == "comment":
         return report_multi.comment_body(multi, head_sha=head_sha, base_sha=base_sha)
     if name == "terminal":
-        from worker.report.terminal import render_terminal
+        from worker.report import render_terminal
 
         return render_terminal(multi, head_sha, base_sha)
     return report_multi.render_markdown(multi, head_sha, base_sha)
@@ -160,8 +160,8 @@ def _write(text: str, path: Path | None) -> str | None:
 def _github(multi: MultiReport, head_sha: str, base_sha: str | None,
             environ: Mapping[str, str]) -> str | None:
     from worker.evals.serialize import valid_text
+    from worker.report import in_actions, workflow_commands
     from worker.report import multi as report_multi
-    from worker.report.github_actions import in_actions, workflow_commands
 
     if not in_actions(environ):
         print("llmgate: --format github: not in GitHub Actions (GITHUB_ACTIONS is not true); "

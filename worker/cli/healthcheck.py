@@ -30,7 +30,7 @@ HTTP_TIMEOUT_S = 3.0
 
 def check(environ: Mapping[str, str] = os.environ, now_s: float | None = None) -> tuple[bool, str]:
     """Return (healthy, one-line reason) for this container's process."""
-    from worker.runtime.lifecycle import heartbeat_file  # arq: not for `llmgate --help`
+    from worker.runtime import heartbeat_file  # arq: not for `llmgate --help`
 
     beat = heartbeat_file(environ)
     if beat is not None and beat.exists():

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 from worker.errors import ExecutionError
 
 if TYPE_CHECKING:
-    from worker.baselines.store import Baseline
+    from worker.baselines import Baseline
 
 HELP = "write the quality dashboard as static files from a baseline store"
 DESCRIPTION = (
@@ -76,7 +76,7 @@ def cmd_history(args: argparse.Namespace) -> int:
     """Write the static dashboard (see the module docstring); return the exit code."""
     import asyncio
 
-    from worker.baselines.local import every_record, open_store
+    from worker.baselines import every_record, open_store
     from worker.cli.history_site import branch_runs, write_site
 
     refused = _refusal(args.out, args.force)

@@ -31,19 +31,20 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import unquote
 
-from app.dashboard import model
-from app.dashboard.pages import environment
-from app.dashboard.repository import (
+from app.dashboard import (
+    CHART_RUNS,
     FLAP_RUNS,
+    GITHUB_URL,
+    NAME,
     SPARK_RUNS,
     RepositoryPage,
     RepoSummary,
+    environment,
+    model,
     shape_page,
     shape_summary,
 )
-from app.dashboard.views import CHART_RUNS, GITHUB_URL, NAME
-from worker.baselines.store import Baseline
-from worker.baselines.timeline_records import example_rows, scoped_suite, suite_record
+from worker.baselines import Baseline, example_rows, scoped_suite, suite_record
 from worker.history_contract import (
     HISTORY_VERSION,
     ExampleRows,

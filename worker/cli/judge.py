@@ -15,7 +15,7 @@ from worker.errors import ConfigError, ExecutionError
 from worker.evals.filenames import CONFIG_FILENAME
 
 if TYPE_CHECKING:
-    from worker.evals.run.judge_calibration_types import JudgeCalibration
+    from worker.evals.run import JudgeCalibration
     from worker.evals.types import SuiteConfig
 
 #: Exit codes: 0 calibrated, 1 a ``judge:`` rule of the suite failed, 2 configuration error,
@@ -66,8 +66,8 @@ def cmd_judge_calibrate(args: argparse.Namespace) -> int:
     """
     import asyncio  # not at import time: `llmgate --help` builds this parser
 
-    from worker.evals.run.judge_calibration import drift, load_snapshot, write_snapshot
-    from worker.evals.verdict.judge_trust import check_rules
+    from worker.evals.run import drift, load_snapshot, write_snapshot
+    from worker.evals.verdict import check_rules
     from worker.report import judge_calibration as render
 
     root: Path = args.repo or Path.cwd()
@@ -107,10 +107,9 @@ def cmd_judge_calibrate(args: argparse.Namespace) -> int:
 
 async def _calibrate(args: argparse.Namespace, root: Path) -> tuple[JudgeCalibration,
                                                                     SuiteConfig]:
-    from worker.evals.llm.cli_cache import eval_context
-    from worker.evals.run.judge_calibration import calibrate_suite
-    from worker.pipeline.config_file import read_config
-    from worker.pipeline.overrides import suite_named
+    from worker.evals.llm import eval_context
+    from worker.evals.run import calibrate_suite
+    from worker.pipeline import read_config, suite_named
 
     config = read_config(root, args.config)
     if config is None:

@@ -47,7 +47,7 @@ from worker.cli.setup import add_setup_command
 from worker.cli.version_text import version_text
 from worker.errors import ConfigError, ExecutionError
 from worker.evals.filenames import CONFIG_FILENAME
-from worker.security.redact import Redactor, secrets_from_environ
+from worker.security import Redactor, secrets_from_environ
 
 if TYPE_CHECKING:
     import asyncio
@@ -55,9 +55,7 @@ if TYPE_CHECKING:
 
     from worker.evals.context import EvalContext, Observers
     from worker.evals.types import GateReport
-    from worker.pipeline.plan import Plan
-    from worker.pipeline.report_values import MultiReport
-    from worker.pipeline.trees import BaseRunner
+    from worker.pipeline import BaseRunner, MultiReport, Plan
 
 T = TypeVar("T")
 
@@ -415,7 +413,7 @@ def gate_locally(args: argparse.Namespace) -> tuple[MultiReport, str, str]:
         GitError, ExecutionError, OSError: the run could not happen (exit code 3).
     """
     # scipy via the statistics: only when a gate runs
-    from worker.report.pii import redact_pii
+    from worker.report import redact_pii
 
     multi, head_sha, base_sha = _run_main(_run_local(args))
     multi = Redactor(secrets_from_environ(os.environ)).redact_value(multi)
@@ -435,7 +433,7 @@ def _promote(args: argparse.Namespace) -> int:
     error at the head commit, 3 execution error (not on the default branch, git, the run)."""
     from worker.checkout import GitError
     from worker.cli.named import run_promote
-    from worker.evals.llm.cli_cache import eval_context
+    from worker.evals.llm import eval_context
 
     async def promoted() -> str:
         repo = args.repo or repo_root(Path.cwd())
@@ -567,11 +565,17 @@ async def _run_local(args: argparse.Namespace) -> tuple[MultiReport, str, str]:
     from worker.checkout import local_worktree
     from worker.cli.baseline import runner_for as store_runner_for
     from worker.cli.run_options import run_overrides
-    from worker.evals.llm.cli_cache import eval_context
-    from worker.pipeline.multi import gate_plan
-    from worker.pipeline.plan import folder_plan, nothing_to_gate, plan_configs
-    from worker.pipeline.report_values import ConfigReport, MultiReport, unconfigured_report
-    from worker.pipeline.trees import gate_trees
+    from worker.evals.llm import eval_context
+    from worker.pipeline import (
+        ConfigReport,
+        MultiReport,
+        folder_plan,
+        gate_plan,
+        gate_trees,
+        nothing_to_gate,
+        plan_configs,
+        unconfigured_report,
+    )
 
     repo: Path = args.repo or repo_root(Path.cwd())
     async with AsyncExitStack() as stack:
@@ -665,8 +669,8 @@ async def _dry_run(plan: Plan | None, args: argparse.Namespace, head: tuple[Path
     """
     from worker.cli.dry_run import dry_run
     from worker.evals.types import GateReport
-    from worker.evals.verdict.compare import config_error_report
-    from worker.pipeline.report_values import ConfigReport, MultiReport
+    from worker.evals.verdict import config_error_report
+    from worker.pipeline import ConfigReport, MultiReport
 
     found = await dry_run(plan, args.config, head, base, changed, evals)
     as_json = next((spec for spec in args.format or () if spec.name == "json"), None)
@@ -686,7 +690,7 @@ async def _dry_run(plan: Plan | None, args: argparse.Namespace, head: tuple[Path
 
 def _run_base_now(folder: str) -> BaseRunner:
     """The base runner of every config without a named baseline: run base now."""
-    from worker.pipeline.trees import run_base_now
+    from worker.pipeline import run_base_now
 
     return run_base_now
 
@@ -697,7 +701,7 @@ def _calibration_history(path: Path) -> dict[str, Any]:
     Raises:
         ExecutionError: the file cannot be read or is not a calibration record.
     """
-    from worker.pipeline.calibration_history import history_of
+    from worker.pipeline import history_of
 
     try:
         return history_of(json.loads(path.read_text(encoding="utf-8")))
@@ -708,7 +712,7 @@ def _calibration_history(path: Path) -> dict[str, Any]:
 def _finished(multi: MultiReport, base_note: str, conflicted: bool) -> MultiReport:
     """``multi`` with the note of the base compared; undecided unless it failed when the head
     conflicts with ``--base``, as on the App (`worker.pipeline.plan.conflict_note`)."""
-    from worker.pipeline.plan import CONFLICT_UNDECIDED
+    from worker.pipeline import CONFLICT_UNDECIDED
 
     if conflicted:
         multi = multi.undecided_unless_failed(CONFLICT_UNDECIDED)
@@ -743,8 +747,7 @@ async def _base_side(stack: AsyncExitStack, repo: Path, args: argparse.Namespace
         local_merge_result,
         local_worktree,
     )
-    from worker.pipeline.config_file import base_mode
-    from worker.pipeline.plan import conflict_note, merged_note, tip_reason
+    from worker.pipeline import base_mode, conflict_note, merged_note, tip_reason
 
     tip = await _resolve(repo, args.base, "--base")
     if args.base_tip:

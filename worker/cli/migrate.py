@@ -1,7 +1,7 @@
 """``llmgate migrate``: move a suite to a new model with a prompt searched for it.
 
 The engine is imported only when the command runs, so ``llmgate --help`` stays fast. The steps
-are worker/pipeline/migrate.py's; this module checks the arguments and prints the outcome.
+are worker/pipeline/migration.py's; this module checks the arguments and prints the outcome.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from worker.evals.filenames import CONFIG_FILENAME
 
 if TYPE_CHECKING:
     from worker.evals.llm_types import Pricing
-    from worker.pipeline.migrate import Migration
+    from worker.pipeline import Migration
 
 #: Exit codes: 0 migrated (prompt and diff written), 2 bad arguments or configuration,
 #: 3 execution error, 4 refused or stopped by the budget (nothing written).
@@ -62,7 +62,7 @@ def cmd_migrate(args: argparse.Namespace) -> int:
     """Migrate the suite and print the outcome (exit codes: `EXIT_OK` and friends)."""
     import asyncio  # not at import time: `llmgate --help` builds this parser
 
-    from worker.pipeline.migrate_plan import OverBudget
+    from worker.pipeline import OverBudget
 
     problem = bad_arguments(args)
     if problem:
@@ -114,10 +114,8 @@ def parse_pricing(text: str) -> Pricing | None:
 
 
 async def _migrate(args: argparse.Namespace, root: Path) -> Migration:
-    from worker.evals.llm.cli_cache import eval_context
-    from worker.pipeline.config_file import read_config
-    from worker.pipeline.migrate import migrate
-    from worker.pipeline.migrate_plan import MigrationRequest
+    from worker.evals.llm import eval_context
+    from worker.pipeline import MigrationRequest, migrate, read_config
 
     config = read_config(root, args.config)
     if config is None:

@@ -20,10 +20,15 @@ from pathlib import Path
 
 from redis.asyncio import Redis
 
-from worker.baselines.keys import BaselineKey
-from worker.baselines.names import lookup, promote
-from worker.baselines.reuse import Origin, StoredBaselines
-from worker.baselines.store import BaselineSettings, BaselineStore
+from worker.baselines import (
+    BaselineKey,
+    BaselineSettings,
+    BaselineStore,
+    Origin,
+    StoredBaselines,
+    lookup,
+    promote,
+)
 from worker.checkout import (
     local_default_branch,
     local_is_ancestor,
@@ -33,9 +38,7 @@ from worker.checkout import (
 )
 from worker.errors import ConfigError, ExecutionError
 from worker.evals.context import EvalContext
-from worker.pipeline.config_file import read_config
-from worker.pipeline.plan import baseline_namespace, folder_root, plan_configs
-from worker.pipeline.trees import BaseRunner
+from worker.pipeline import BaseRunner, baseline_namespace, folder_root, plan_configs, read_config
 
 
 def open_store() -> tuple[Redis, BaselineStore]:

@@ -26,7 +26,7 @@ def named_refusal(args: argparse.Namespace) -> str | None:
         return "--compare-to and --base both name the base: give one"
     if name is not None and (args.base or compare_to is not None):
         return "--promote stores the head commit and gates nothing: drop --base/--compare-to"
-    from worker.baselines.names import check_name  # the store's modules: not for --help
+    from worker.baselines import check_name  # the store's modules: not for --help
 
     try:
         check_name(str(compare_to if compare_to is not None else name))

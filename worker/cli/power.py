@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from worker.cli.power_calibration import measured_flip_rate
-from worker.evals.verdict.power import (
+from worker.evals.verdict import (
     DEFAULT_POWER,
     mdd_binary,
     min_significant_count,

@@ -87,7 +87,7 @@ def _share(value: object) -> bool:
 
 
 def _pick(path: Path, suite: str | None, known: list[str]) -> str:
-    from worker.pipeline.overrides import no_such_suite  # not at import time: --help stays fast
+    from worker.pipeline import no_such_suite  # not at import time: --help stays fast
 
     if suite is not None:
         if suite not in known:

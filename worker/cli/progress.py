@@ -19,7 +19,7 @@ from collections.abc import Callable
 from typing import TextIO
 
 from worker.evals.context import CallEvent, RunPlan
-from worker.pipeline.progress import GateProgress
+from worker.pipeline import GateProgress
 
 #: Seconds between lines when stderr is not a terminal (the issue's "every ~10 s in CI").
 LOG_EVERY_S = 10.0

@@ -23,12 +23,10 @@ from typing import Any
 
 from worker.cli.redteam_library import LIBRARY_VERSION
 from worker.evals.context import EvalContext, Observers
+from worker.evals.llm import Budget, ModelCaller, ResponseCache, call_cost_usd
 from worker.evals.llm import client as llm
-from worker.evals.llm.cache import ResponseCache
-from worker.evals.llm.cost import Budget, call_cost_usd
-from worker.evals.llm.provider import ModelCaller
 from worker.evals.llm_types import Endpoint, Pricing, TokenUsage
-from worker.evals.score.safety import is_refusal
+from worker.evals.score import is_refusal
 from worker.evals.types import Settings
 
 log = logging.getLogger(__name__)

@@ -169,7 +169,7 @@ def exchange_code(http: httpx.Client, api_url: str, code: str) -> AppRegistratio
     secret = data.get("webhook_secret")
     if not (isinstance(secret, str) and _SAFE_SECRET.fullmatch(secret)):
         secret = secrets.token_hex(32)
-        from worker.github.auth import AppCredentials, GitHubAuthError, app_jwt
+        from worker.github import AppCredentials, GitHubAuthError, app_jwt
 
         try:
             jwt = app_jwt(AppCredentials(str(app_id), pem))

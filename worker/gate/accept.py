@@ -32,17 +32,22 @@ from typing import Any
 
 from redis.asyncio import Redis
 
-from worker.baselines.timeline import record_acceptance
+from worker.baselines import record_acceptance
 from worker.contract import ACCEPT_ACTION, COMMENT_MARKER, RERUN_ACTION, AcceptPayload
 from worker.evals.serialize import json_object
 from worker.evals.types import GateReport, RuleOutcome
 from worker.gate import shared_head
 from worker.gate.request import GateRequest
 from worker.gate.trust import WRITE_PERMISSIONS
-from worker.github.checks import CheckOutput
-from worker.github.client import CheckRunInfo, GitHubClient, GitHubError
-from worker.github.comments import find_sticky_comment, with_marker
-from worker.report.markdown import safe
+from worker.github import (
+    CheckOutput,
+    CheckRunInfo,
+    GitHubClient,
+    GitHubError,
+    find_sticky_comment,
+    with_marker,
+)
+from worker.report import safe
 from worker.runtime import locks
 
 log = logging.getLogger("llmgate.worker")

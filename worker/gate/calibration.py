@@ -23,8 +23,8 @@ from redis.exceptions import RedisError
 
 from worker.contract import GatePayload, RepoRef
 from worker.evals.types import GateReport
-from worker.pipeline.calibration_history import history_of
-from worker.runtime.settings import SettingsError
+from worker.pipeline import history_of
+from worker.runtime import SettingsError
 
 log = logging.getLogger("llmgate.worker")
 

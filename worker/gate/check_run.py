@@ -22,14 +22,14 @@ from worker.contract import pr_external_id, write_refusal
 from worker.gate import regate
 from worker.gate.registry import RunRegistry, new_entry
 from worker.gate.request import GateRequest
-from worker.github.checks import clip_text
-from worker.github.client import (
+from worker.github import (
     GitHubClient,
     GitHubError,
     GitHubRateLimited,
     GitHubUnavailable,
+    clip_text,
 )
-from worker.runtime.lease import JobRef
+from worker.runtime import JobRef
 
 log = logging.getLogger("llmgate.worker")
 

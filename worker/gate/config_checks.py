@@ -37,15 +37,12 @@ from worker.gate.check_run import (
 )
 from worker.gate.registry import RunRegistry, new_entry
 from worker.gate.request import GateRequest
-from worker.github.checks import CheckOutput, complete_check_run
-from worker.github.client import GitHubClient
-from worker.pipeline.report_values import ConfigReport, MultiReport
+from worker.github import CheckOutput, GitHubClient, complete_check_run
+from worker.pipeline import ConfigReport, MultiReport
+from worker.report import ReportStore, TrendData, render_html, store_report, trend_lines
 from worker.report import multi as report_multi
 from worker.report import render as report
-from worker.report.html_report import render_html
-from worker.report.store import ReportStore, store_report
-from worker.report.trend import TrendData, trend_lines
-from worker.runtime.lease import JobRef
+from worker.runtime import JobRef
 
 
 async def publish_config_checks(registry: RunRegistry, gh: GitHubClient, request: GateRequest,

@@ -17,11 +17,9 @@ from yaml.nodes import MappingNode, Node, ScalarNode
 from worker.checkout import Checkouts, GitError
 from worker.contract import RepoRef
 from worker.errors import ConfigError
-from worker.evals.config import safe_yaml
-from worker.evals.config.files import read_repo_file
-from worker.evals.config.load import DRAFT_POLICIES
+from worker.evals.config import DRAFT_POLICIES, read_repo_file, safe_yaml
 from worker.evals.types import CONFIG_FILENAME
-from worker.github.client import GitHubClient
+from worker.github import GitHubClient
 
 log = logging.getLogger(__name__)
 

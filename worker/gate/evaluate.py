@@ -23,8 +23,7 @@ from contextlib import AsyncExitStack, contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from worker.baselines.reuse import Origin, StoredBaselines
-from worker.baselines.store import BaselineStore
+from worker.baselines import BaselineStore, Origin, StoredBaselines
 from worker.checkout import GitError
 from worker.errors import ExecutionError
 from worker.evals.context import CacheContext, CallEvent, EvalContext, GateSide, Observers
@@ -33,23 +32,23 @@ from worker.gate.calibration import calibration_history
 from worker.gate.request import GateRequest
 from worker.gate.services import Services
 from worker.gate.shards import RedisShards
-from worker.github.client import GitHubClient
-from worker.pipeline.config_file import base_mode
-from worker.pipeline.multi import gate_plan
-from worker.pipeline.plan import (
+from worker.github import GitHubClient
+from worker.pipeline import (
     CONFLICT_UNDECIDED,
     MERGED_REASON,
+    BaseRunner,
+    GateProgress,
+    MultiReport,
+    base_mode,
     baseline_namespace,
     conflict_note,
+    gate_plan,
     merged_note,
     plan_configs,
     tip_reason,
     unconfigured_tree,
 )
-from worker.pipeline.progress import GateProgress
-from worker.pipeline.report_values import MultiReport
-from worker.pipeline.trees import BaseRunner
-from worker.runtime.metrics import record_call
+from worker.runtime import record_call
 
 log = logging.getLogger("llmgate.worker")
 

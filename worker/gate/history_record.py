@@ -15,12 +15,12 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
-from worker.baselines.timeline import Timeline, safely
+from worker.baselines import Timeline, safely
 from worker.evals.types import GateReport
 from worker.gate.request import GateRequest
 from worker.gate.services import Services
-from worker.pipeline.report_values import MultiReport
-from worker.report.decision import decision_sentence
+from worker.pipeline import MultiReport
+from worker.report import decision_sentence
 
 #: The start of a check title that names the pull request with this head which decided
 #: (worker/gate/shared_head.py `shared_output`).

@@ -29,7 +29,7 @@ from redis.asyncio import Redis
 
 from worker.contract import InstallationPayload
 from worker.errors import ExecutionError
-from worker.github.client import GitHubError, GitHubRateLimited
+from worker.github import GitHubError, GitHubRateLimited
 
 log = logging.getLogger("llmgate.worker")
 

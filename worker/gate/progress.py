@@ -21,9 +21,8 @@ import time
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
-from worker.github.checks import MAX_OUTPUT_BYTES, clip_bytes
-from worker.github.client import GitHubClient
-from worker.pipeline.progress import GateProgress, SuiteLine, duration
+from worker.github import MAX_OUTPUT_BYTES, GitHubClient, clip_bytes
+from worker.pipeline import GateProgress, SuiteLine, duration
 
 log = logging.getLogger("llmgate.worker")
 

@@ -77,11 +77,17 @@ from worker.gate import regate
 from worker.gate.accept import RERUN_BUTTON
 from worker.gate.check_run import conclusion_body
 from worker.gate.registry import RUN_TTL_S, RunRegistry, job_state, new_entry, run_id
-from worker.github.client import CheckRunInfo, GitHubClient, GitHubError, OpenPull
-from worker.runtime.epoch import FIRST, LOST, EpochWatch
-from worker.runtime.lease import CTX_KEY, JobLimits
-from worker.runtime.redis_checks import note_write_refused, outage_s
-from worker.runtime.settings import SettingsError
+from worker.github import CheckRunInfo, GitHubClient, GitHubError, OpenPull
+from worker.runtime import (
+    CTX_KEY,
+    FIRST,
+    LOST,
+    EpochWatch,
+    JobLimits,
+    SettingsError,
+    note_write_refused,
+    outage_s,
+)
 
 log = logging.getLogger(__name__)
 

@@ -39,7 +39,7 @@ from worker.contract import (
 )
 from worker.gate.registry import job_state
 from worker.gate.request import GateRequest
-from worker.github.client import CheckRunInfo, GitHubClient, PullInfo
+from worker.github import CheckRunInfo, GitHubClient, PullInfo
 
 log = logging.getLogger("llmgate.worker")
 

@@ -30,7 +30,7 @@ from worker.errors import ConfigError
 from worker.evals.serialize import SerializeError, from_jsonable, to_jsonable
 from worker.evals.types import GateReport
 from worker.gate.request import GateRequest
-from worker.pipeline.report_values import CheckMode, ConfigReport, MultiReport
+from worker.pipeline import CheckMode, ConfigReport, MultiReport
 
 log = logging.getLogger("llmgate.worker")
 

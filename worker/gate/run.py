@@ -57,18 +57,17 @@ from worker.gate.services import Services
 from worker.gate.supersede import Supersede, Superseded, supervise
 from worker.gate.trend_read import read_trends
 from worker.gate.trust import Verdict
-from worker.github.checks import CheckOutput, complete_check_run
-from worker.github.client import GitHubClient, GitHubError
-from worker.github.comments import upsert_sticky_comment
-from worker.pipeline.progress import GateProgress
-from worker.pipeline.report_values import NO_CONFIG_HEADLINE, MultiReport, unconfigured_report
+from worker.github import (
+    CheckOutput,
+    GitHubClient,
+    GitHubError,
+    complete_check_run,
+    upsert_sticky_comment,
+)
+from worker.pipeline import NO_CONFIG_HEADLINE, GateProgress, MultiReport, unconfigured_report
 from worker.report import multi as report_multi
-from worker.report.html_report import render_html
-from worker.report.pii import redact_pii
-from worker.report.store import store_report
-from worker.runtime import locks
-from worker.runtime.lease import JobRef, current_job
-from worker.runtime.metrics import record_gate_report
+from worker.report import redact_pii, render_html, store_report
+from worker.runtime import JobRef, current_job, locks, record_gate_report
 
 log = logging.getLogger("llmgate.worker")
 

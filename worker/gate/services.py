@@ -8,18 +8,21 @@ from dataclasses import dataclass, field
 import httpx
 from redis.asyncio import Redis
 
-from worker.baselines.store import BaselineSettings
+from worker.baselines import BaselineSettings
 from worker.checkout import Checkouts
 from worker.gate.calibration import CalibrationSchedule
 from worker.gate.head_history import HeadHistory
 from worker.gate.trust import ApprovalStore
-from worker.github.auth import AppCredentials, InstallationTokenCache
-from worker.github.client import GitHubClient
-from worker.github.ratelimit import GitHubLimiter, RedisLimitStore
-from worker.report.store import ReportStore
-from worker.runtime.settings import WorkerConfig
-from worker.runtime.shard_settings import ShardSettings
-from worker.security.redact import Redactor
+from worker.github import (
+    AppCredentials,
+    GitHubClient,
+    GitHubLimiter,
+    InstallationTokenCache,
+    RedisLimitStore,
+)
+from worker.report import ReportStore
+from worker.runtime import ShardSettings, WorkerConfig
+from worker.security import Redactor
 
 
 @dataclass

@@ -63,14 +63,11 @@ from worker.contract import JOB_ANSWER_SHARD, RepoRef, ShardPayload
 from worker.errors import ConfigError, ExecutionError
 from worker.evals.context import CacheContext, EvalContext, Observers, ShardWork
 from worker.evals.llm_types import CacheMode
-from worker.evals.run import runner
-from worker.evals.run.views import TargetViews
+from worker.evals.run import TargetViews, runner
 from worker.evals.serialize import SerializeError, from_jsonable, json_object, to_jsonable
 from worker.evals.types import CommandTarget, Example, ModelTarget, Settings, TargetOutput
 from worker.gate.services import Services
-from worker.runtime.lease import current_job
-from worker.runtime.metrics import record_call
-from worker.runtime.shard_settings import ShardSettings
+from worker.runtime import ShardSettings, current_job, record_call
 
 log = logging.getLogger("llmgate.worker")
 

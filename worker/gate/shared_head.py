@@ -34,9 +34,8 @@ from redis.asyncio import Redis
 
 from worker.contract import RepoRef, is_ambiguous, pr_head_key
 from worker.gate.supersede import confirmed_reason, names_run
-from worker.github.checks import CheckOutput
-from worker.github.client import GitHubClient
-from worker.report.markdown import safe
+from worker.github import CheckOutput, GitHubClient
+from worker.report import safe
 from worker.runtime import locks
 
 log = logging.getLogger("llmgate.worker")

@@ -47,10 +47,10 @@ from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
 from worker.contract import PR_CLOSED, is_ambiguous, merge_group_key, pr_head_key, split_pr_head
-from worker.evals.llm.cost import stopping
+from worker.evals.llm import stopping
 from worker.gate import installs
 from worker.gate.request import GateRequest
-from worker.github.client import GitHubClient, GitHubError, PullInfo
+from worker.github import GitHubClient, GitHubError, PullInfo
 
 log = logging.getLogger(__name__)
 

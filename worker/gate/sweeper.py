@@ -27,8 +27,8 @@ from redis.exceptions import RedisError
 from worker.gate.accept import RERUN_BUTTON
 from worker.gate.check_run import TRANSIENT_ERRORS, conclusion_body, stopped_reason
 from worker.gate.registry import RunEntry, RunRegistry, job_state
-from worker.github.client import GitHubClient, GitHubError
-from worker.runtime.lease import CTX_KEY, JobLimits
+from worker.github import GitHubClient, GitHubError
+from worker.runtime import CTX_KEY, JobLimits
 
 log = logging.getLogger(__name__)
 

@@ -25,8 +25,8 @@ from collections.abc import Collection, Sequence
 from redis.asyncio import Redis
 
 from worker.history_contract import RunRecord, list_branch_runs
-from worker.pipeline.report_values import MultiReport
-from worker.report.trend import TrendData, wanted
+from worker.pipeline import MultiReport
+from worker.report import TrendData, wanted
 
 log = logging.getLogger("llmgate.history")
 

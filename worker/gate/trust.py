@@ -36,8 +36,7 @@ from yaml.nodes import MappingNode, ScalarNode
 
 from worker.contract import APPROVE_ACTION, APPROVE_COMMAND
 from worker.errors import ConfigError
-from worker.evals.config import safe_yaml
-from worker.evals.config.load import UNTRUSTED_POLICIES
+from worker.evals.config import UNTRUSTED_POLICIES, safe_yaml
 
 #: Permissions that make an author trusted and that may approve (GitHub's legacy values).
 WRITE_PERMISSIONS = frozenset({"admin", "maintain", "write"})

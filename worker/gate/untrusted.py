@@ -14,8 +14,7 @@ from typing import Any
 from worker.checkout import Checkouts, GitError
 from worker.contract import ApprovePayload, GatePayload, RepoRef, pr_external_id
 from worker.errors import ConfigError
-from worker.evals.config import safe_yaml
-from worker.evals.config.files import read_repo_file
+from worker.evals.config import read_repo_file, safe_yaml
 from worker.evals.types import CONFIG_FILENAME
 from worker.gate.head_history import HeadAt, HeadHistory, bind_comment, github_time_s
 from worker.gate.trust import (
@@ -29,8 +28,7 @@ from worker.gate.trust import (
     policy_from_config,
     waiting_output,
 )
-from worker.github import courtesy
-from worker.github.client import GitHubClient, PullInfo
+from worker.github import GitHubClient, PullInfo, courtesy
 
 log = logging.getLogger(__name__)
 

@@ -44,7 +44,7 @@ from typing import Protocol
 
 from redis.asyncio import Redis
 
-from worker.runtime.settings import SettingsError
+from worker.runtime import SettingsError
 
 #: Longest wait slept before a request by default, seconds; a longer one raises for a defer.
 DEFAULT_MAX_WAIT_S = 60.0

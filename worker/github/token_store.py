@@ -22,7 +22,7 @@ from contextlib import asynccontextmanager, suppress
 from redis.asyncio import Redis
 from redis.exceptions import LockError
 
-from worker.security.secretbox import EncryptedStore, SecretBox
+from worker.security import EncryptedStore, SecretBox
 
 log = logging.getLogger(__name__)
 

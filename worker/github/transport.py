@@ -64,8 +64,7 @@ from worker.github.ratelimit import (
     retry_after_s,
 )
 from worker.github.redirects import MAX_REDIRECTS, redirect_target
-from worker.runtime.fence import guard_write
-from worker.runtime.metrics import record_github_response
+from worker.runtime import guard_write, record_github_response
 
 log = logging.getLogger("worker.github.client")
 

@@ -25,10 +25,9 @@ from arq.cron import CronJob, cron
 
 from worker.checkout import GitError
 from worker.errors import ConfigError, ExecutionError
-from worker.gate.calibration import RESULT_TTL_S, CalibrationSchedule, result_key, target_key
-from worker.gate.services import Services
-from worker.github.client import GitHubError
-from worker.pipeline.calibrate import calibrate_tree, render_json
+from worker.gate import RESULT_TTL_S, CalibrationSchedule, Services, result_key, target_key
+from worker.github import GitHubError
+from worker.pipeline import calibrate_tree, render_json
 
 log = logging.getLogger("llmgate.worker")
 

@@ -34,13 +34,16 @@ from worker.contract import (
     gate_job_id,
     merge_group_external_id,
 )
-from worker.gate import accept, commands, installs
-from worker.gate.request import GateRequest
-from worker.gate.run import run_gate
-from worker.gate.services import Services
-from worker.gate.trust import WRITE_PERMISSIONS
-from worker.github import courtesy
-from worker.github.client import GitHubClient, GitHubError
+from worker.gate import (
+    WRITE_PERMISSIONS,
+    GateRequest,
+    Services,
+    accept,
+    commands,
+    installs,
+    run_gate,
+)
+from worker.github import GitHubClient, GitHubError, courtesy
 
 log = logging.getLogger("llmgate.worker")
 

@@ -17,11 +17,12 @@ from typing import Any
 
 from arq.connections import ArqRedis
 
-from worker.gate.services import Services
-from worker.notify.channels import CTX_NOTIFY, NotifySettings
-from worker.notify.deliver import (
+from worker.gate import Services
+from worker.notify import (
+    CTX_NOTIFY,
     JOB_DELIVER_NOTIFICATION,
     NotifyPayload,
+    NotifySettings,
     notify_job_id,
     post,
     request,

@@ -13,16 +13,18 @@ from typing import Any
 from redis.exceptions import RedisError
 
 from worker.contract import ApprovePayload, GatePayload, RepoRef, RerunPayload
-from worker.gate import commands, untrusted
-from worker.gate.calibration import remember_base
-from worker.gate.check_run import retry_later
-from worker.gate.request import GateRequest
-from worker.gate.run import run_gate
-from worker.gate.services import Services
-from worker.gate.trust import WRITE_PERMISSIONS
-from worker.github import courtesy
-from worker.github.client import GitHubClient
-from worker.runtime.lease import current_job
+from worker.gate import (
+    WRITE_PERMISSIONS,
+    GateRequest,
+    Services,
+    commands,
+    remember_base,
+    retry_later,
+    run_gate,
+    untrusted,
+)
+from worker.github import GitHubClient, courtesy
+from worker.runtime import current_job
 
 log = logging.getLogger("llmgate.worker")
 

@@ -41,27 +41,34 @@ from typing import Any
 
 from arq.connections import ArqRedis
 
-from worker.baselines.reuse import Origin, StoredBaselines
-from worker.baselines.store import BaselineStore
-from worker.baselines.timeline import record_push
+from worker.baselines import BaselineStore, Origin, StoredBaselines, record_push
 from worker.contract import PushPayload
 from worker.errors import ConfigError
 from worker.evals.context import CacheContext, EvalContext, Observers
 from worker.evals.types import CONFIG_FILENAME, Config
-from worker.gate.services import Services
-from worker.notify.channels import CTX_NOTIFY, NotifySettings
-from worker.notify.notices import OpenTree, PushedConfig, notify_push, opts_in
-from worker.notify.verdict import PreviousRun, previous_run
-from worker.pipeline.config_file import read_config
-from worker.pipeline.plan import baseline_namespace, folder_root, plan_configs
-from worker.pipeline.report_values import ConfigReport, MultiReport
-from worker.pipeline.trees import verdict_without_base
-from worker.report.html_report import render_html
-from worker.report.multi import check_output
-from worker.report.pii import redact_pii
-from worker.report.store import ReportStore
-from worker.runtime.metrics import record_call
-from worker.security.redact import Redactor
+from worker.gate import Services
+from worker.notify import (
+    CTX_NOTIFY,
+    NotifySettings,
+    OpenTree,
+    PreviousRun,
+    PushedConfig,
+    notify_push,
+    opts_in,
+    previous_run,
+)
+from worker.pipeline import (
+    ConfigReport,
+    MultiReport,
+    baseline_namespace,
+    folder_root,
+    plan_configs,
+    read_config,
+    verdict_without_base,
+)
+from worker.report import ReportStore, check_output, redact_pii, render_html
+from worker.runtime import record_call
+from worker.security import Redactor
 
 log = logging.getLogger("llmgate.worker")
 

@@ -5,8 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from worker.contract import ShardPayload
-from worker.gate import shards
-from worker.gate.services import Services
+from worker.gate import Services, shards
 
 
 async def answer_shard(ctx: dict[str, Any], payload: ShardPayload) -> dict[str, str]:

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 from urllib.parse import urlsplit
 
-from worker.runtime.settings import SettingsError, whole_number
+from worker.runtime import SettingsError, whole_number
 
 #: The arq ``ctx`` key where the worker's start-up keeps its `NotifySettings` (worker/main.py).
 CTX_NOTIFY = "notify"

@@ -19,15 +19,14 @@ from arq.connections import ArqRedis
 from redis.exceptions import RedisError
 
 from worker.errors import ConfigError
-from worker.evals.config.load import read_notify
+from worker.evals.config import read_notify
 from worker.evals.context import EvalContext
 from worker.evals.types import Config, RunResult
 from worker.notify.channels import NotifySettings
 from worker.notify.deliver import JOB_DELIVER_NOTIFICATION, NotifyPayload, notify_job_id
 from worker.notify.message import Notice, build_notice
 from worker.notify.verdict import PreviousRun, PushVerdict, judge_push
-from worker.pipeline.config_file import read_config
-from worker.pipeline.plan import folder_root
+from worker.pipeline import folder_root, read_config
 
 log = logging.getLogger("llmgate.notify")
 

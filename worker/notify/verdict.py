@@ -28,17 +28,19 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from worker.baselines.store import BaselineStore, decode
-from worker.evals.config.base_settings import with_base_settings
+from worker.baselines import BaselineStore, decode
+from worker.evals.config import with_base_settings
 from worker.evals.context import EvalContext
 from worker.evals.types import Config, GateReport, RuleOutcome, RunResult, SuiteResult
-from worker.evals.verdict.causes import Attribution
-from worker.evals.verdict.comparable import compare_comparable
-from worker.evals.verdict.health import finish_report
-from worker.evals.verdict.rules import merge_rules
-from worker.evals.verdict.unanswered import count_as_failed
-from worker.evals.verdict.unanswered import note as unanswered_note
-from worker.pipeline.on_paths import restrict
+from worker.evals.verdict import (
+    Attribution,
+    compare_comparable,
+    count_as_failed,
+    finish_report,
+    merge_rules,
+)
+from worker.evals.verdict import note as unanswered_note
+from worker.pipeline import restrict
 
 #: Bound on one comparison (re-scoring may call judges), seconds; past it the push is undecided.
 COMPARE_TIMEOUT_S = 300.0

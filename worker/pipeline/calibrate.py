@@ -21,9 +21,9 @@ from pathlib import Path
 
 from worker.checkout import GitError, local_worktree, resolve_ref
 from worker.errors import ConfigError, ExecutionError
-from worker.evals.run.engine import run_config
+from worker.evals.run import run_config
 from worker.evals.types import CONFIG_FILENAME, Config, RunResult
-from worker.evals.verdict.compare import compare
+from worker.evals.verdict import compare
 from worker.pipeline.config_file import read_config
 
 #: Exit codes: 0 calibrated, 2 configuration error, 3 execution error.

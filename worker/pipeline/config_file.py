@@ -10,8 +10,13 @@ from __future__ import annotations
 from pathlib import Path
 
 from worker.errors import ConfigError
-from worker.evals.config.files import decode_utf8, read_repo_file
-from worker.evals.config.load import MAX_CONFIG_BYTES, load_config, parse_config
+from worker.evals.config import (
+    MAX_CONFIG_BYTES,
+    decode_utf8,
+    load_config,
+    parse_config,
+    read_repo_file,
+)
 from worker.evals.types import CONFIG_FILENAME, Config
 
 

@@ -27,12 +27,18 @@ from pathlib import Path
 import numpy as np
 
 from worker.evals.context import EvalContext
-from worker.evals.run.engine import run_configs
+from worker.evals.run import run_configs
 from worker.evals.types import Config, RunResult, Settings, SuiteResult
-from worker.evals.verdict.confirm import choose_confirmations, confirm_budget
-from worker.evals.verdict.flakiness import history_weights
-from worker.evals.verdict.paired import has_example_values, mean_over_repeats, pair_suite
-from worker.evals.verdict.signflip import FamilySuite, example_history
+from worker.evals.verdict import (
+    FamilySuite,
+    choose_confirmations,
+    confirm_budget,
+    example_history,
+    has_example_values,
+    history_weights,
+    mean_over_repeats,
+    pair_suite,
+)
 from worker.pipeline.on_paths import restrict
 
 

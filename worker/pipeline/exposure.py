@@ -19,10 +19,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from worker.errors import ConfigError
-from worker.evals.config.consistency import load_suite_dataset
-from worker.evals.config.prompt_leaks import MIN_INLINED_CHARS, inlined_expected
-from worker.evals.config.prompts import load_prompt
-from worker.evals.run.views import runs_commands
+from worker.evals.config import MIN_INLINED_CHARS, inlined_expected, load_prompt, load_suite_dataset
+from worker.evals.run import runs_commands
 from worker.evals.types import Config, ModelTarget, SuiteConfig
 from worker.security import sandbox
 

@@ -31,18 +31,18 @@ from pathlib import Path
 
 from worker.errors import ConfigError
 from worker.evals.context import EvalContext
-from worker.evals.llm.provider import ModelCaller
+from worker.evals.llm import ModelCaller
 from worker.evals.llm_types import RunUsage
-from worker.evals.run.estimate import Judging
-from worker.evals.run.judge_calibration import (
+from worker.evals.run import (
+    JudgeCalibration,
+    Judging,
     calibrate_suite,
     identity,
     load_snapshot,
     planned_judgings,
     suite_criteria,
 )
-from worker.evals.run.judge_calibration_types import JudgeCalibration
-from worker.evals.score.judges import JudgeSpec
+from worker.evals.score import JudgeSpec
 from worker.evals.types import (
     Conclusion,
     Config,
@@ -52,7 +52,7 @@ from worker.evals.types import (
     RuleOutcome,
     SuiteConfig,
 )
-from worker.evals.verdict.judge_trust import check_rules, metric_name
+from worker.evals.verdict import check_rules, metric_name
 
 #: Disagreements listed per criterion in the report.
 SHOWN_DISAGREEMENTS = 5

@@ -1,8 +1,8 @@
-"""The plan and the estimate of ``llmgate migrate`` (worker/pipeline/migrate.py runs them).
+"""The plan and the estimate of ``llmgate migrate`` (worker/pipeline/migration.py runs them).
 
 `prepare` checks the suite, splits its dataset and writes the splits under the work folder;
 `estimate` counts every call of the migration before any is sent and refuses it over
-``--budget-usd`` (worker/pipeline/migrate.py, step 2).
+``--budget-usd`` (worker/pipeline/migration.py, step 2).
 """
 
 from __future__ import annotations
@@ -14,12 +14,10 @@ from pathlib import Path
 from typing import Any
 
 from worker.errors import ConfigError
-from worker.evals.config.files import decode_utf8, read_repo_file, split_lines
-from worker.evals.llm import client as llm
-from worker.evals.llm.cost import call_cost_usd
+from worker.evals.config import decode_utf8, read_repo_file, split_lines
+from worker.evals.llm import call_cost_usd, count_tokens
 from worker.evals.llm_types import CostEstimate, Endpoint, ModelTarget, Pricing, TokenUsage
-from worker.evals.run.estimate import estimate_configs
-from worker.evals.run.runner import RunState, unpriced_error
+from worker.evals.run import RunState, estimate_configs, unpriced_error
 from worker.evals.types import Config, SuiteConfig
 from worker.pipeline import migrate_variants as variants
 from worker.pipeline.migrate_variants import Splits, Variant
@@ -175,7 +173,7 @@ async def estimate(plan: Plan, state: RunState, fewshots: list[Variant],
 def _optimiser_estimate(plan: Plan, state: RunState,
                         request: MigrationRequest) -> CostEstimate:
     messages = variants.optimiser_messages(plan.prompt, plan.splits.train, request.rewrites)
-    tokens_in = llm.count_tokens(plan.optimiser.model, messages)
+    tokens_in = count_tokens(plan.optimiser.model, messages)
     tokens_out = plan.config.settings.estimate_output_tokens * max(1, request.rewrites)
     prices = state.caller.prices(plan.optimiser)
     if prices is None and request.budget_usd is not None:

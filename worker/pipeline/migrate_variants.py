@@ -1,5 +1,5 @@
 """The pure parts of ``llmgate migrate``: splits, prompt variants, the optimiser's messages and
-the PR-ready diff (worker/pipeline/migrate.py runs them).
+the PR-ready diff (worker/pipeline/migration.py runs them).
 
 Splits: the dataset's rows shuffled with ``random.Random(seed)``, then half for *train*, a
 quarter for *validation*, the rest for *holdout* (each at least one row). Variants of the
@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from worker.evals.config.files import split_lines
+from worker.evals.config import split_lines
 
 #: Fractions of the rows for train and validation (holdout: the rest).
 TRAIN_FRACTION, VALIDATION_FRACTION = 0.5, 0.25

@@ -28,7 +28,7 @@ from pathlib import Path
 from worker.errors import ConfigError
 from worker.evals.context import EvalContext
 from worker.evals.types import CONFIG_FILENAME, Config, GateReport, RuleOutcome, RunResult, Settings
-from worker.evals.verdict.compare import config_error_report
+from worker.evals.verdict import config_error_report
 from worker.pipeline.config_file import read_config
 from worker.pipeline.plan import ConfigPlan, Plan, folder_root
 from worker.pipeline.report_values import ConfigReport, MultiReport

@@ -37,7 +37,7 @@ import shlex
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 
-from worker.evals.config.paths import glob_regex
+from worker.evals.config import glob_regex
 from worker.evals.types import CommandTarget, Config, SuiteConfig
 
 #: Names of the changed files shown in a skip reason at most.

@@ -29,9 +29,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from worker.errors import ConfigError
-from worker.evals.config.layout import MAX_CONFIGS, MAX_PATH_CHARS
+from worker.evals.config import MAX_CONFIGS, MAX_PATH_CHARS
 from worker.evals.types import CONFIG_FILENAME, Config, Settings
-from worker.evals.verdict.contract import contract_components
+from worker.evals.verdict import contract_components
 from worker.pipeline.config_file import base_mode, read_config
 from worker.pipeline.report_values import CheckMode
 

@@ -24,10 +24,9 @@ from pathlib import Path
 
 from worker.errors import ConfigError
 from worker.evals.context import EvalContext
-from worker.evals.llm.client import prepare, refusal
+from worker.evals.llm import prepare, refusal
 from worker.evals.llm_types import Endpoint, ModelTarget
-from worker.evals.run.estimate import Judging, estimate_configs
-from worker.evals.run.runner import RunState, unpriced_error
+from worker.evals.run import Judging, RunState, estimate_configs, unpriced_error
 from worker.evals.types import Config
 
 _Key = tuple[str, str | None, str | None]

@@ -18,9 +18,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from worker.errors import ConfigError
-from worker.evals.config.consistency import load_suite_dataset
-from worker.evals.run.estimate import Judging, ModelUse
-from worker.evals.run.judge_calibration import suite_criteria
+from worker.evals.config import load_suite_dataset
+from worker.evals.run import Judging, ModelUse, suite_criteria
 from worker.evals.types import Config
 
 

@@ -32,12 +32,20 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from worker.evals.run.runner import look_key
-from worker.evals.score.metrics import suite_metrics
+from worker.evals.run import look_key
+from worker.evals.score import suite_metrics
 from worker.evals.types import Config, GateReport, GateRule, RunResult
-from worker.evals.verdict.paired import has_example_values, pair_suite
-from worker.evals.verdict.sequential import DRAWS, Look, sequential_look
-from worker.evals.verdict.signflip import SEED, FamilySuite, History, family_arrays
+from worker.evals.verdict import (
+    DRAWS,
+    SEED,
+    FamilySuite,
+    History,
+    Look,
+    family_arrays,
+    has_example_values,
+    pair_suite,
+    sequential_look,
+)
 
 #: The report of the examples seen at a look, with regression alphas scaled by a factor.
 Verdict = Callable[[RunResult, float], Awaitable[GateReport]]

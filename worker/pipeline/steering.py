@@ -56,14 +56,11 @@ from pathlib import Path
 from typing import Any
 
 from worker.errors import ConfigError
-from worker.evals.config.consistency import load_suite_dataset
-from worker.evals.llm.provider import ModelCaller
+from worker.evals.config import load_suite_dataset
+from worker.evals.llm import ModelCaller
 from worker.evals.llm_types import RunUsage
-from worker.evals.run.estimate import Judging, ModelUse
-from worker.evals.score.judge_parse import writes_verdict
-from worker.evals.score.judges import JudgeSpec, judge_spec, run_judge
-from worker.evals.score.rag_judges import CRITERIA
-from worker.evals.score.scoring import specs_of
+from worker.evals.run import Judging, ModelUse
+from worker.evals.score import CRITERIA, JudgeSpec, judge_spec, run_judge, specs_of, writes_verdict
 from worker.evals.types import (
     AssertionResult,
     Conclusion,

@@ -19,21 +19,24 @@ from pathlib import Path
 from typing import Protocol
 
 from worker.errors import ConfigError
-from worker.evals.config.base_settings import with_base_settings
+from worker.evals.config import with_base_settings
 from worker.evals.context import EvalContext, RunOverrides
-from worker.evals.run.engine import run_config, run_configs
-from worker.evals.run.estimate import Judging
-from worker.evals.run.runner import Looks, RunState, judge_pairs
+from worker.evals.run import Judging, Looks, RunState, judge_pairs, run_config, run_configs
 from worker.evals.types import CONFIG_FILENAME, Config, GateReport, RunResult, RunUsage
-from worker.evals.verdict.causes import Attribution
-from worker.evals.verdict.comparable import compare_comparable
-from worker.evals.verdict.compare import config_error_report
-from worker.evals.verdict.contract import contract_changes, gating_config, own_rules
-from worker.evals.verdict.contract_verdict import at_head_lines, combine
-from worker.evals.verdict.health import finish_report
-from worker.evals.verdict.rules import merge_rules
-from worker.evals.verdict.unanswered import count_as_failed
-from worker.evals.verdict.unanswered import note as unanswered_note
+from worker.evals.verdict import (
+    Attribution,
+    at_head_lines,
+    combine,
+    compare_comparable,
+    config_error_report,
+    contract_changes,
+    count_as_failed,
+    finish_report,
+    gating_config,
+    merge_rules,
+    own_rules,
+)
+from worker.evals.verdict import note as unanswered_note
 from worker.pipeline.config_file import read_config
 from worker.pipeline.confirm import confirm_flips
 from worker.pipeline.exposure import exposure_notes

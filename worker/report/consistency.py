@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from worker.evals.score.consistency import (
+from worker.evals.score import (
     Answer,
     Question,
     car_curve,

@@ -11,9 +11,9 @@ from __future__ import annotations
 import math
 from collections import Counter
 
-from worker.evals.score.direction import lower_is_better
+from worker.evals.score import lower_is_better
 from worker.evals.types import GateReport, PairedComparison, RuleOutcome
-from worker.evals.verdict.reason_text import DECIDED_RULE, UNDECIDED_RULE, p_text
+from worker.evals.verdict import DECIDED_RULE, UNDECIDED_RULE, p_text
 from worker.report.markdown import THRESHOLD_RULES, VERDICT
 
 _DECIDING = ("fail", "regression")

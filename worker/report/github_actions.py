@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from worker.pipeline.report_values import MultiReport
+from worker.pipeline import MultiReport
 from worker.report import render as report
 from worker.report.plain import printable
 

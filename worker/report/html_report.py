@@ -25,9 +25,9 @@ from typing import Any
 import jinja2
 from markupsafe import Markup
 
-from worker.evals.score.consistency import car_curve, consistency_metrics, is_consistency, questions
+from worker.evals.score import car_curve, consistency_metrics, is_consistency, questions
 from worker.evals.types import ExampleResult, GateReport, SuiteResult
-from worker.pipeline.report_values import MultiReport
+from worker.pipeline import MultiReport
 from worker.report import multi as report_multi
 from worker.report import render
 from worker.report.car_svg import car_svg

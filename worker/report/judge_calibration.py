@@ -11,8 +11,8 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from worker.evals.run.judge_calibration_types import CriterionCalibration, JudgeCalibration
-from worker.evals.score.agreement import Estimate
+from worker.evals.run import CriterionCalibration, JudgeCalibration
+from worker.evals.score import Estimate
 from worker.evals.types import RuleOutcome
 from worker.report.markdown import inline, safe
 

@@ -31,7 +31,7 @@ import xml.etree.ElementTree as ET  # noqa: S405 - we write XML; nothing is pars
 from datetime import datetime
 
 from worker.evals.types import GateReport, RuleOutcome
-from worker.pipeline.report_values import MultiReport
+from worker.pipeline import MultiReport
 from worker.report.decision import headline_text
 from worker.report.example_status import ExampleStatus, example_statuses, failure_reason
 from worker.report.markdown import clip

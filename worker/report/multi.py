@@ -30,9 +30,8 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from worker.contract import COMMENT_MARKER, RERUN_COMMAND
-from worker.github.checks import CheckOutput
-from worker.github.limits import utf8_size
-from worker.pipeline.report_values import SEVERITY, ConfigReport, MultiReport
+from worker.github import CheckOutput, utf8_size
+from worker.pipeline import SEVERITY, ConfigReport, MultiReport
 from worker.report import render as report
 from worker.report.consistency import consistency_markdown
 from worker.report.markdown import VERDICT, clip, inline, render_template, short_sha

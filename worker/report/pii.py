@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from typing import Any, TypeVar
 
 from worker.evals.types import AssertionResult
-from worker.security.pii import CATEGORIES, COUNTRIES, PiiRedactor
+from worker.security import CATEGORIES, COUNTRIES, PiiRedactor
 
 T = TypeVar("T")
 

@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from worker.evals.types import ExampleResult, GateReport, Regression
-from worker.pipeline.report_values import MultiReport
+from worker.pipeline import MultiReport
 from worker.report.markdown import as_text
 
 #: Characters XML 1.0 does not allow, and the C0/C1 controls but tab and newline.

@@ -25,8 +25,8 @@ from typing import Any
 
 from worker.contract import COMMENT_MARKER, RERUN_COMMAND
 from worker.evals.types import GateReport, Regression, RuleOutcome, RunResult
-from worker.evals.verdict.contract_verdict import contract_line
-from worker.github.limits import MAX_COMMENT_BYTES, MAX_OUTPUT_BYTES, clip_bytes, utf8_size
+from worker.evals.verdict import contract_line
+from worker.github import MAX_COMMENT_BYTES, MAX_OUTPUT_BYTES, clip_bytes, utf8_size
 from worker.report import model_calls as report_llm
 from worker.report import stats_table as report_stats
 from worker.report import suites as report_suites

@@ -22,7 +22,7 @@ from typing import Any
 from urllib.parse import quote
 
 from worker.evals.types import GateReport
-from worker.pipeline.report_values import MultiReport
+from worker.pipeline import MultiReport
 from worker.report.markdown import clip
 from worker.report.model_calls import error_line
 from worker.report.plain import printable, reports, value_text

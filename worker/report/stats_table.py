@@ -13,8 +13,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from worker.evals.types import GateReport, PairedComparison, RuleOutcome
-from worker.evals.verdict.reason_text import p_text
-from worker.evals.verdict.stats import DEFAULT_RESAMPLES, ZERO_METHOD
+from worker.evals.verdict import DEFAULT_RESAMPLES, ZERO_METHOD, p_text
 from worker.report.markdown import THRESHOLD_RULES
 
 #: Comparison rows shown; the rest are counted ("... N more rows").

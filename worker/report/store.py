@@ -24,8 +24,8 @@ from redis.exceptions import RedisError
 
 from worker.contract import REPORT_KEY_PREFIX, REPORT_REPO_SUFFIX
 from worker.evals.serialize import valid_text
-from worker.github.checks import CheckOutput, clip_text
-from worker.runtime.settings import SettingsError
+from worker.github import CheckOutput, clip_text
+from worker.runtime import SettingsError
 
 log = logging.getLogger(__name__)
 

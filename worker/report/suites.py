@@ -19,7 +19,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from worker.evals.run.fingerprint import describe
+from worker.evals.run import describe
 from worker.evals.types import (
     GateReport,
     Regression,

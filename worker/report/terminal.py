@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from worker.evals.types import GateReport
-from worker.pipeline.report_values import MultiReport
+from worker.pipeline import MultiReport
 from worker.report import multi as report_multi
 from worker.report import render
 from worker.report.decision import decision_sentence

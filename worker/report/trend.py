@@ -25,7 +25,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from worker.evals.types import GateReport
-from worker.pipeline.report_values import MultiReport
+from worker.pipeline import MultiReport
 from worker.report.markdown import inline, safe
 
 #: The eight heights of a sparkline, lowest first (U+2581..U+2588).

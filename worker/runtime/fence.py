@@ -58,7 +58,7 @@ from arq.worker import Worker
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
-from worker.evals.llm.guard import checking
+from worker.evals.llm import checking
 
 log = logging.getLogger(__name__)
 

@@ -23,10 +23,18 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from worker.runtime.settings import SettingsError, WorkerConfig
-from worker.security import sandbox, sandbox_procs, scratch
-from worker.security.redact import Redactor, install_log_redaction, secrets_from_environ
-from worker.security.sandbox import Sandbox, SandboxError
-from worker.security.secretbox import SecretBox, SecretBoxError
+from worker.security import (
+    Redactor,
+    Sandbox,
+    SandboxError,
+    SecretBox,
+    SecretBoxError,
+    install_log_redaction,
+    sandbox,
+    sandbox_procs,
+    scratch,
+    secrets_from_environ,
+)
 
 log = logging.getLogger("llmgate.worker")
 

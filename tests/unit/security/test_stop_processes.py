@@ -8,7 +8,7 @@ import sys
 import time
 
 from tests.timing import scaled
-from worker.security.stop_processes import stop_processes
+from worker.security.children import stop_processes
 
 IGNORES_SIGTERM = ("import signal, sys, time\n"
                    "signal.signal(signal.SIGTERM, signal.SIG_IGN)\n"

@@ -42,7 +42,7 @@ from worker.evals.config.files import MAX_EXAMPLES
 from worker.evals.config.mc_dataset import MCQuestion, load_questions, parse_questions
 from worker.evals.config.reader import Reader
 from worker.evals.config.spelling import as_written
-from worker.evals.score.agent import check_tool_names
+from worker.evals.score import check_tool_names
 from worker.evals.types import (
     AssertionSpec,
     ConsistencySpec,

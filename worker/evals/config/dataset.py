@@ -34,8 +34,7 @@ from worker.evals.config.files import (
 )
 from worker.evals.config.safe_yaml import lone_surrogate, surrogate_message
 from worker.evals.config.spelling import as_data
-from worker.evals.score.assertions import KNOWN_ASSERTIONS, validate_spec
-from worker.evals.score.retrieval import parse_relevant, relevant_id_problem
+from worker.evals.score import KNOWN_ASSERTIONS, parse_relevant, relevant_id_problem, validate_spec
 from worker.evals.types import AssertionSpec, Example, Turn
 
 #: Longest line (one example), characters (1 MiB).

@@ -39,9 +39,7 @@ from yaml.nodes import Node, ScalarNode
 from worker.evals.config.metric_specs import CUSTOM_PREFIX, custom_names
 from worker.evals.config.reader import Reader
 from worker.evals.config.spelling import as_written
-from worker.evals.score.direction import LOWER_IS_BETTER
-from worker.evals.score.example_values import has_example_values
-from worker.evals.score.metrics import KNOWN_METRICS, is_known_metric
+from worker.evals.score import KNOWN_METRICS, LOWER_IS_BETTER, has_example_values, is_known_metric
 from worker.evals.types import GateOptions, GateRule, MetricSpec
 
 #: Rule keys of one metric.

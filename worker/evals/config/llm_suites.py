@@ -34,7 +34,7 @@ from yaml.nodes import Node
 from worker.errors import ConfigError
 from worker.evals.config.reader import Entries, Reader
 from worker.evals.config.spelling import as_written
-from worker.evals.llm.endpoints import ENDPOINT_KEYS, parse_endpoint
+from worker.evals.llm import ENDPOINT_KEYS, parse_endpoint
 from worker.evals.llm_types import Endpoint, ModelTarget, RetrySettings
 from worker.evals.types import Config, Settings
 

@@ -43,8 +43,7 @@ from worker.evals.config.files import decode_utf8, read_repo_file
 from worker.evals.config.gate_rules import parse_gate
 from worker.evals.config.metric_specs import parse_metrics
 from worker.evals.config.spelling import as_written
-from worker.evals.score.agent import check_tool_names
-from worker.evals.score.assertions import validate_spec
+from worker.evals.score import check_tool_names, validate_spec
 from worker.evals.types import (
     CONFIG_FILENAME,
     AssertionSpec,
@@ -57,7 +56,7 @@ from worker.evals.types import (
     Settings,
     SuiteConfig,
 )
-from worker.security.env_names import FORBIDDEN_ENV_PREFIXES, is_allowed_env_name
+from worker.security import FORBIDDEN_ENV_PREFIXES, is_allowed_env_name
 
 #: The only config schema version.
 SUPPORTED_VERSION = 1

@@ -17,7 +17,7 @@ import yaml
 
 from worker.errors import ConfigError
 from worker.evals.config.files import decode_utf8
-from worker.evals.score.structured import check_schema
+from worker.evals.score import check_schema
 from worker.evals.types import AssertionSpec
 
 

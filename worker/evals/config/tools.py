@@ -31,7 +31,7 @@ from yaml.nodes import Node
 
 from worker.evals.config.reader import Reader
 from worker.evals.llm_types import ToolSpec
-from worker.evals.score.structured import check_schema
+from worker.evals.score import check_schema
 
 TOOL_KEYS = ("name", "description", "parameters", "command", "results", "result")
 NAME = re.compile(r"[A-Za-z0-9_-]{1,64}\Z")

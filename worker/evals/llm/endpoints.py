@@ -23,7 +23,7 @@ from urllib.parse import urlsplit
 
 from worker.evals.llm import local_embed
 from worker.evals.llm_types import Endpoint, Pricing
-from worker.security.env_names import FORBIDDEN_ENV_PREFIXES
+from worker.security import FORBIDDEN_ENV_PREFIXES
 
 #: Keys of an endpoint mapping.
 ENDPOINT_KEYS = ("model", "params", "api_base", "base_url", "api_key_env", "pricing")

@@ -17,7 +17,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from worker.evals.llm.provider import ModelCaller
+from worker.evals.llm import ModelCaller
 from worker.evals.run.agent_target import agent_endpoint, step_messages, tool_schemas
 from worker.evals.run.tools import answer_without_running
 from worker.evals.types import ModelTarget

@@ -24,8 +24,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from worker.evals.config.prompts import PromptTemplate, render
-from worker.evals.llm.provider import ModelCaller
+from worker.evals.config import PromptTemplate, render
+from worker.evals.llm import ModelCaller
 from worker.evals.llm_types import Answer, Endpoint, RunUsage, ToolCall, ToolSpec, Trace
 from worker.evals.run.model_target import answer_family
 from worker.evals.run.tools import call_tool

@@ -28,10 +28,10 @@ from pathlib import Path
 from typing import Any
 
 from worker.evals.run import targets
-from worker.evals.score.outputs import OutputError, parse_output_document
+from worker.evals.score import OutputError, parse_output_document
 from worker.evals.serialize import decode_output
 from worker.evals.types import CommandTarget, Example, Settings, TargetOutput
-from worker.security.process import TargetFailed, build_env, run_confined
+from worker.security import TargetFailed, build_env, run_confined
 
 
 def batch_timeout_s(settings: Settings, examples: int) -> float:

@@ -41,23 +41,24 @@ from pathlib import Path
 from typing import Any
 
 from worker.errors import ConfigError
-from worker.evals.config.consistency import load_suite_dataset
-from worker.evals.config.prompts import PromptTemplate, load_prompt, render
+from worker.evals.config import PromptTemplate, load_prompt, load_suite_dataset, render
+from worker.evals.llm import ModelCaller, call_cost_usd, local_embed, max_tokens, parse_endpoint
 from worker.evals.llm import client as llm
-from worker.evals.llm import local_embed
-from worker.evals.llm.cost import call_cost_usd, max_tokens
-from worker.evals.llm.endpoints import parse_endpoint
-from worker.evals.llm.provider import ModelCaller
 from worker.evals.llm_types import CostEstimate, Endpoint, TokenUsage
 from worker.evals.run.agent_estimate import known_steps
 from worker.evals.run.agent_target import agent_endpoint
 from worker.evals.run.conversation import each_turn
 from worker.evals.run.model_target import answer_family
 from worker.evals.run.traps import load_traps
-from worker.evals.score.composite import criterion_specs
-from worker.evals.score.judges import JUDGE_TYPES, JudgeSpec, judge_messages, judge_spec
-from worker.evals.score.pairwise import PAIRWISE_TEMPLATE_VERSION
-from worker.evals.score.similar import embed_texts
+from worker.evals.score import (
+    JUDGE_TYPES,
+    PAIRWISE_TEMPLATE_VERSION,
+    JudgeSpec,
+    criterion_specs,
+    embed_texts,
+    judge_messages,
+    judge_spec,
+)
 from worker.evals.types import AssertionSpec, Config, Example, ModelTarget, Settings, SuiteConfig
 
 #: Prompts of a model counted with its tokenizer; the rest are estimated from their length at

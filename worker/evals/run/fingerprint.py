@@ -41,15 +41,17 @@ from pathlib import Path
 from typing import Any
 
 from worker.errors import ConfigError
-from worker.evals.config.consistency import parse_suite_dataset
-from worker.evals.config.files import MAX_DATASET_BYTES, decode_utf8, read_repo_file
-from worker.evals.llm import local_embed
-from worker.evals.llm.endpoints import parse_endpoint
-from worker.evals.score.assertions import NORMALIZED_TYPES, TEXT_VERSION
-from worker.evals.score.custom_spec import ENTRY_POINT_GROUP
-from worker.evals.score.judges import JUDGE_TEMPLATE_VERSION, judge_spec
-from worker.evals.score.pairwise import PAIRWISE_TEMPLATE_VERSION
-from worker.evals.score.trajectory_judge import TRAJECTORY_TEMPLATE_VERSION
+from worker.evals.config import MAX_DATASET_BYTES, decode_utf8, parse_suite_dataset, read_repo_file
+from worker.evals.llm import local_embed, parse_endpoint
+from worker.evals.score import (
+    ENTRY_POINT_GROUP,
+    JUDGE_TEMPLATE_VERSION,
+    NORMALIZED_TYPES,
+    PAIRWISE_TEMPLATE_VERSION,
+    TEXT_VERSION,
+    TRAJECTORY_TEMPLATE_VERSION,
+    judge_spec,
+)
 from worker.evals.types import (
     AssertionSpec,
     CommandTarget,

@@ -26,11 +26,10 @@ from pathlib import Path
 from typing import Any
 
 from worker.errors import ConfigError
-from worker.evals.config.files import decode_utf8, read_repo_file
-from worker.evals.config.judge_rules import snapshot_path as snapshot_path
-from worker.evals.config.labels import LabelRow, load_labels
+from worker.evals.config import LabelRow, decode_utf8, load_labels, read_repo_file
+from worker.evals.config import snapshot_path as snapshot_path
 from worker.evals.context import EvalContext
-from worker.evals.llm.provider import ModelCaller
+from worker.evals.llm import ModelCaller
 from worker.evals.run.estimate import Judging, ModelUse
 from worker.evals.run.judge_calibration_types import (
     CriterionCalibration,
@@ -38,9 +37,8 @@ from worker.evals.run.judge_calibration_types import (
     JudgeCalibration,
 )
 from worker.evals.run.runner import RunState, difference
+from worker.evals.score import JudgeSpec, criterion_specs, judge_spec, run_judge
 from worker.evals.score import agreement as stats
-from worker.evals.score.composite import criterion_specs
-from worker.evals.score.judges import JudgeSpec, judge_spec, run_judge
 from worker.evals.types import CONFIG_FILENAME, AssertionResult, Example, Settings, SuiteConfig
 
 #: Format version of a snapshot file.

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from worker.evals.config.prompts import PromptTemplate, render
-from worker.evals.llm.provider import ModelCaller
+from worker.evals.config import PromptTemplate, render
+from worker.evals.llm import ModelCaller
 from worker.evals.serialize import replaced_note
 from worker.evals.types import Example, ModelTarget, TargetOutput
 

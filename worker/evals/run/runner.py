@@ -38,13 +38,15 @@ from pathlib import Path
 from typing import Any
 
 from worker.errors import ConfigError
-from worker.evals.config.consistency import load_suite_dataset
-from worker.evals.config.prompts import PromptTemplate, load_prompt, render
-from worker.evals.config.schemas import load_schema_file
+from worker.evals.config import (
+    PromptTemplate,
+    load_prompt,
+    load_schema_file,
+    load_suite_dataset,
+    render,
+)
 from worker.evals.context import CallEvent, EvalContext, GateSide, RunPlan, ShardWork
-from worker.evals.llm.cost import Budget, BudgetExceeded
-from worker.evals.llm.disk_cache import context_cache
-from worker.evals.llm.provider import ModelCaller
+from worker.evals.llm import Budget, BudgetExceeded, ModelCaller, context_cache
 from worker.evals.llm_types import CostEstimate, RunUsage, TokenUsage
 from worker.evals.run.agent_target import run_agent
 from worker.evals.run.batch import run_batch
@@ -54,11 +56,15 @@ from worker.evals.run.model_target import run_model
 from worker.evals.run.targets import run_command
 from worker.evals.run.traps import judge_traps
 from worker.evals.run.views import TargetViews, runs_commands
-from worker.evals.score.custom_metrics import apply_metrics
-from worker.evals.score.judges import JUDGE_TYPES, judge_spec
-from worker.evals.score.metrics import suite_metrics
-from worker.evals.score.pairwise import add_pairwise
-from worker.evals.score.scoring import Item, score_items
+from worker.evals.score import (
+    JUDGE_TYPES,
+    Item,
+    add_pairwise,
+    apply_metrics,
+    judge_spec,
+    score_items,
+    suite_metrics,
+)
 from worker.evals.serialize import to_jsonable
 from worker.evals.types import (
     CONFIG_FILENAME,

@@ -32,12 +32,10 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from worker.evals.score.outputs import OutputError, parse_output_document
+from worker.evals.score import OutputError, parse_output_document
 from worker.evals.serialize import decode_output
 from worker.evals.types import CommandTarget, Example, Settings, TargetOutput
-from worker.security import scratch
-from worker.security.process import TargetFailed, build_env, run_confined
-from worker.security.scratch import TARGET_PREFIX
+from worker.security import TARGET_PREFIX, TargetFailed, build_env, run_confined, scratch
 
 #: Largest output file read, bytes (1 MiB); a bigger one is an error.
 MAX_OUTPUT_BYTES = 1 << 20

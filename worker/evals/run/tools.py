@@ -21,9 +21,9 @@ from typing import Any
 
 from worker.evals.llm_types import ToolCall, ToolSpec
 from worker.evals.run.targets import build_argv, read_document
-from worker.evals.score.traces import arguments_of
+from worker.evals.score import arguments_of
 from worker.evals.types import Settings
-from worker.security.process import TargetFailed, build_env, run_confined
+from worker.security import TargetFailed, build_env, run_confined
 
 
 async def call_tool(tools: tuple[ToolSpec, ...], name: str, arguments_text: str,

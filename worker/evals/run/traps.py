@@ -17,11 +17,10 @@ import json
 from pathlib import Path
 
 from worker.errors import ConfigError
-from worker.evals.config.files import decode_utf8, refuse_stray_bom
-from worker.evals.llm.provider import ModelCaller
+from worker.evals.config import decode_utf8, refuse_stray_bom
+from worker.evals.llm import ModelCaller
 from worker.evals.llm_types import RunUsage, TrapSummary
-from worker.evals.score.judges import JUDGE_TYPES, judge_spec, run_judge
-from worker.evals.score.rag_judges import CRITERIA, missing_input
+from worker.evals.score import CRITERIA, JUDGE_TYPES, judge_spec, missing_input, run_judge
 from worker.evals.types import Example, Settings, SuiteConfig
 
 TRAP_KEYS = ("id", "input", "output", "expected", "vars", "contexts")

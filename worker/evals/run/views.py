@@ -24,8 +24,7 @@ from pathlib import Path
 
 from worker.checkout import GitError, local_git
 from worker.errors import ConfigError, ExecutionError
-from worker.evals.config.consistency import load_suite_dataset
-from worker.evals.config.judge_rules import snapshot_path
+from worker.evals.config import load_suite_dataset, snapshot_path
 from worker.evals.types import (
     CONFIG_FILENAME,
     AssertionSpec,
@@ -34,7 +33,7 @@ from worker.evals.types import (
     ModelTarget,
     SuiteConfig,
 )
-from worker.security.target_view import TargetView, build_view, remove_view
+from worker.security import TargetView, build_view, remove_view
 
 
 def hidden_paths(configs: Sequence[Config], root: Path) -> tuple[str, ...]:

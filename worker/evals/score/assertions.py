@@ -29,7 +29,7 @@ from worker.evals.score import structured
 from worker.evals.score.kinds import EXTRA_TYPES, validate_extra
 from worker.evals.score.structured import normalize_text
 from worker.evals.types import AssertionResult, AssertionSpec, Example
-from worker.security.text_fold import fold
+from worker.security import fold
 
 #: The basic assertion types of this module.
 BASIC_ASSERTIONS = ("equals", "contains", "contains_any", "contains_all", "not_contains", "regex")

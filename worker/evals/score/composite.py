@@ -19,7 +19,7 @@ from collections.abc import Callable
 from typing import Any
 
 from worker.errors import ConfigError
-from worker.evals.llm.endpoints import ENDPOINT_KEYS, parse_endpoint
+from worker.evals.llm import ENDPOINT_KEYS, parse_endpoint
 from worker.evals.llm_types import Endpoint, ModelCalls, RunUsage
 from worker.evals.score.judges import judge_spec, run_judge, validate_judge
 from worker.evals.types import AssertionResult, AssertionSpec, Example

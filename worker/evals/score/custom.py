@@ -30,7 +30,7 @@ from typing import Any
 from worker.errors import ConfigError
 from worker.evals.score.custom_spec import ENTRY_POINT_GROUP, FUNCTION_REF
 from worker.evals.types import AssertionResult, AssertionSpec, Example, Settings
-from worker.security.process import TargetFailed, build_env, run_confined
+from worker.security import TargetFailed, build_env, run_confined
 
 Item = tuple[Example, Any]
 

@@ -37,7 +37,7 @@ from typing import Any
 from worker.errors import ConfigError
 from worker.evals.score.example_values import example_value
 from worker.evals.types import CONFIG_FILENAME, ExampleResult, MetricSpec, Settings
-from worker.security.process import TargetFailed, build_env, run_confined
+from worker.security import TargetFailed, build_env, run_confined
 
 #: Entry-point group of shared metric functions.
 ENTRY_POINT_GROUP = "llmgate.metrics"

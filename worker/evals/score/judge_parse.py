@@ -55,7 +55,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from worker.evals.score.judge_lines import STRIP, line_verdicts, plain, symbol_verdicts
-from worker.security.text_fold import drop_invisible
+from worker.security import drop_invisible
 
 Scale = Literal["pass_fail", "1-5"]
 #: The scales a judge may use.

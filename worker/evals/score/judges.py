@@ -37,7 +37,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from worker.errors import ConfigError
-from worker.evals.llm.endpoints import ENDPOINT_KEYS, parse_endpoint
+from worker.evals.llm import ENDPOINT_KEYS, parse_endpoint
 from worker.evals.llm_types import Endpoint, ModelCalls, RunUsage
 from worker.evals.score.judge_parse import SCALES, Scale, explanation, parse_verdict
 from worker.evals.score.judge_text import seal, sealed, untrusted

@@ -19,7 +19,7 @@ from dataclasses import replace
 from typing import Any
 
 from worker.errors import ConfigError
-from worker.evals.llm.provider import ModelCaller
+from worker.evals.llm import ModelCaller
 from worker.evals.llm_types import PairwiseResult, RunUsage
 from worker.evals.score.judge_parse import parse_pick
 from worker.evals.score.judge_text import untrusted

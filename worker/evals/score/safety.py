@@ -35,10 +35,9 @@ from collections.abc import Callable
 from typing import Any
 
 from worker.errors import ConfigError
-from worker.evals.llm.endpoints import ENDPOINT_KEYS, parse_endpoint
+from worker.evals.llm import ENDPOINT_KEYS, parse_endpoint
 from worker.evals.types import AssertionSpec
-from worker.security.pii import CATEGORIES, COUNTRIES, PII_VERSION, scan
-from worker.security.text_fold import fold
+from worker.security import CATEGORIES, COUNTRIES, PII_VERSION, fold, scan
 
 #: The deterministic assertion types of this module.
 SAFETY_TYPES = ("pii", "refusal")

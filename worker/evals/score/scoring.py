@@ -23,7 +23,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from worker.errors import ConfigError
-from worker.evals.llm.provider import ModelCaller
+from worker.evals.llm import ModelCaller
 from worker.evals.llm_types import UNSCORED_KINDS, RunUsage
 from worker.evals.score import agent, assertions, safety, structured
 from worker.evals.score.composite import run_composite

@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from worker.evals.llm.provider import ModelCaller
+from worker.evals.llm import ModelCaller
 from worker.evals.llm_types import RunUsage
 from worker.evals.score.agent import NO_TRACE
 from worker.evals.score.judge_text import seal, untrusted

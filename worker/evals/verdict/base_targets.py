@@ -34,7 +34,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from worker.evals.score.metrics import suite_metrics
+from worker.evals.score import suite_metrics
 from worker.evals.types import Config, ExampleResult, RunResult, SuiteResult
 
 #: Error kinds of a target that gave no answer of its own (`worker.evals.llm_types.ErrorKind`).

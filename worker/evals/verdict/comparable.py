@@ -38,14 +38,10 @@ from dataclasses import replace
 from pathlib import Path
 
 from worker.errors import ConfigError, ExecutionError
-from worker.evals.config.consistency import load_suite_dataset
-from worker.evals.config.schemas import load_schema_file
+from worker.evals.config import load_schema_file, load_suite_dataset
 from worker.evals.context import EvalContext
-from worker.evals.run.fingerprint import changed, describe, digest
-from worker.evals.run.runner import RunState, difference
-from worker.evals.score.custom_metrics import apply_metrics
-from worker.evals.score.metrics import suite_metrics
-from worker.evals.score.scoring import Item, score_items
+from worker.evals.run import RunState, changed, describe, difference, digest
+from worker.evals.score import Item, apply_metrics, score_items, suite_metrics
 from worker.evals.types import (
     Config,
     Example,
@@ -61,7 +57,7 @@ from worker.evals.types import (
     TargetOutput,
 )
 from worker.evals.verdict.base_targets import unscore
-from worker.evals.verdict.compare import compare
+from worker.evals.verdict.comparison import compare
 from worker.evals.verdict.thresholds import NO_BASE
 
 #: Reason of a base result whose examples (and so outputs) were not kept.
@@ -72,7 +68,7 @@ async def compare_comparable(config: Config, head_root: Path, head: RunResult,
                              base: RunResult | None, notes: Sequence[str] = (),
                              evals: EvalContext | None = None,
                              state: RunState | None = None) -> GateReport:
-    """`worker.evals.verdict.compare.compare`, with base made comparable to head first (module
+    """`worker.evals.verdict.comparison.compare`, with base made comparable to head first (module
     docstring).
 
     Args:

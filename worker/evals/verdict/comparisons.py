@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from worker.evals.score.direction import lower_is_better
+from worker.evals.score import lower_is_better
 from worker.evals.types import PairedComparison
 from worker.evals.verdict import stats
 from worker.evals.verdict.paired import PairedSuite, mean_over_repeats

@@ -39,9 +39,9 @@ from dataclasses import replace
 from pathlib import Path
 
 from worker.errors import ConfigError
-from worker.evals.config.consistency import load_suite_dataset
-from worker.evals.run.fingerprint import DESCRIPTIONS as PARTS
-from worker.evals.run.fingerprint import digest, file_digest, suite_fingerprint
+from worker.evals.config import load_suite_dataset
+from worker.evals.run import DESCRIPTIONS as PARTS
+from worker.evals.run import digest, file_digest, suite_fingerprint
 from worker.evals.types import Config, Settings, SuiteConfig
 from worker.evals.verdict.rules import merge_suite
 

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from worker.errors import ConfigError
-from worker.evals.config.consistency import load_suite_dataset
+from worker.evals.config import load_suite_dataset
 from worker.evals.types import (
     Config,
     ContractChange,

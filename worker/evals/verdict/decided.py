@@ -42,7 +42,7 @@ A rule on any other metric (latency, cost, tokens, custom, agent, RAG or consist
 ``win_rate``, percentiles) has no bound known to the gate for an unanswered value: its failure
 is never decided here, and the run stays undecided. Quarantined examples, groups and repeats are
 kept as they are (each unanswered repeat is set alone). The best case is checked with the very
-rules, family and history of the verdict (`worker.evals.verdict.compare.compare`).
+rules, family and history of the verdict (`worker.evals.verdict.comparison.compare`).
 """
 
 from __future__ import annotations
@@ -51,7 +51,7 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
-from worker.evals.score.metrics import suite_metrics
+from worker.evals.score import suite_metrics
 from worker.evals.types import (
     AssertionResult,
     Config,
@@ -61,7 +61,7 @@ from worker.evals.types import (
     RunResult,
     SuiteResult,
 )
-from worker.evals.verdict.compare import compare
+from worker.evals.verdict.comparison import compare
 from worker.evals.verdict.reason_text import DECIDED_RULE
 from worker.evals.verdict.signflip import History
 

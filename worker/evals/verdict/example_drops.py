@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from worker.evals.score.direction import lower_is_better
+from worker.evals.score import lower_is_better
 from worker.evals.types import (
     GateOptions,
     GateRule,

@@ -20,7 +20,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import replace
 
-from worker.evals.score.metrics import suite_metrics
+from worker.evals.score import suite_metrics
 from worker.evals.types import ExampleResult, GateRule, RuleOutcome, SuiteConfig, SuiteResult
 from worker.evals.verdict.paired import NO_GROUP
 from worker.evals.verdict.thresholds import check_thresholds

@@ -4,7 +4,7 @@ The rule: a conclusion that lets a pull request merge (``success``, ``neutral``)
 when the gate decided that head is good enough, by rules and settings read from the base
 (worker/evals/verdict/rules.py, worker/evals/config/base_settings.py). Every model-call error is put
 down to its cause (worker/evals/verdict/causes.py), and after the rules are checked
-(worker/evals/verdict/compare.py), in this order:
+(worker/evals/verdict/comparison.py), in this order:
 
 1. **Caused by the head** (its config, prompt, target or endpoint breaks): ``failure``, with the
    cause named (the provider's status and message, the variable's name, the refused
@@ -120,7 +120,7 @@ def finish_report(report: GateReport, config: Config, base_config: Config | None
     """Apply the rules of the module docstring to a compared report.
 
     Args:
-        report: what `worker.evals.verdict.compare.compare` (via comparability) returned.
+        report: what `worker.evals.verdict.comparison.compare` (via comparability) returned.
         config: the config head ran, under base's settings (thresholds, ``undecided``).
         base_config: base's config, or None (none at base, invalid, or no base given).
         base_problem: why base could not be evaluated (its config or a file it names is

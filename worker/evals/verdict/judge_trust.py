@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 
-from worker.evals.run.judge_calibration_types import CriterionCalibration, JudgeCalibration
+from worker.evals.run import CriterionCalibration, JudgeCalibration
 from worker.evals.types import JudgeRules, RuleOutcome
 
 #: Slack for float rounding when a figure sits exactly on a bound.

@@ -10,7 +10,7 @@ opening each one. The verdict is not changed: the answers were read when the tar
 from __future__ import annotations
 
 from worker.evals.types import SuiteResult
-from worker.security.process import LEFT_OUTSIDE_NOTE, LEFT_RUNNING_NOTE
+from worker.security import LEFT_OUTSIDE_NOTE, LEFT_RUNNING_NOTE
 
 
 def left_running_notes(name: str, head: SuiteResult | None,

@@ -25,7 +25,7 @@ from typing import Literal
 
 import numpy as np
 
-from worker.evals.score.direction import lower_is_better
+from worker.evals.score import lower_is_better
 from worker.evals.types import (
     ExampleResult,
     GateOptions,

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from worker.errors import ConfigError
-from worker.evals.score.example_values import has_example_values, values_array
+from worker.evals.score import has_example_values, values_array
 from worker.evals.types import ExampleResult, SuiteConfig, SuiteResult
 from worker.evals.verdict.stats import FloatArray
 

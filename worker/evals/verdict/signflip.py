@@ -25,7 +25,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 from numpy.typing import NDArray
 
-from worker.evals.score.direction import lower_is_better
+from worker.evals.score import lower_is_better
 from worker.evals.types import GateRule, PairedComparison, StatisticsSettings
 from worker.evals.verdict.comparisons import gated_groups
 from worker.evals.verdict.flakiness import history_weights

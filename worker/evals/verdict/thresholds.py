@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from worker.evals.score.metrics_llm import NEEDS_BASE
+from worker.evals.score import NEEDS_BASE
 from worker.evals.types import (
     ExampleResult,
     GateRule,

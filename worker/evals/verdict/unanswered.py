@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from worker.evals.score.metrics import suite_metrics
+from worker.evals.score import suite_metrics
 from worker.evals.types import AssertionResult, ExampleResult, RunResult, SuiteResult
 from worker.evals.verdict.base_targets import no_answer
 from worker.evals.verdict.causes import Attribution

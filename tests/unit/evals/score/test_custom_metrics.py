@@ -15,7 +15,7 @@ from worker.evals.config.load import parse_config
 from worker.evals.run.engine import run_config
 from worker.evals.score.metrics import suite_metrics
 from worker.evals.types import Config, MetricSpec, RunResult, SuiteResult
-from worker.evals.verdict.compare import compare
+from worker.evals.verdict.comparison import compare
 
 ECHO = ("import json, sys\nd = json.load(open(sys.argv[1]))\n"
         "json.dump({'output': d['input']}, open(sys.argv[2], 'w'))\n")

@@ -16,7 +16,7 @@ from worker.evals.types import (
     RunResult,
     SuiteResult,
 )
-from worker.evals.verdict.compare import compare
+from worker.evals.verdict.comparison import compare
 from worker.evals.verdict.rules import merge_rules
 
 DATASET = "evals/s.jsonl"

@@ -27,7 +27,7 @@ from worker.evals.types import (
     SuiteResult,
 )
 from worker.evals.verdict.causes import Attribution
-from worker.evals.verdict.compare import compare
+from worker.evals.verdict.comparison import compare
 from worker.evals.verdict.health import finish_report
 from worker.report import render as report
 

@@ -26,7 +26,7 @@ from worker.evals.types import (
     GateRule,
     RunResult,
 )
-from worker.evals.verdict.compare import compare
+from worker.evals.verdict.comparison import compare
 from worker.evals.verdict.decided import settle
 from worker.evals.verdict.health import finish_report
 from worker.gate.accept import ACCEPT_BUTTON, LET_THROUGH_BUTTON, check_actions, failed_rules

@@ -1,4 +1,4 @@
-"""Tests of `worker.evals.verdict.compare` with hand-built runs."""
+"""Tests of `worker.evals.verdict.comparison` with hand-built runs."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from worker.evals.types import (
     SuiteConfig,
     SuiteResult,
 )
-from worker.evals.verdict.compare import NO_BASE, compare, config_error_report
+from worker.evals.verdict.comparison import NO_BASE, compare, config_error_report
 
 
 def suite_config(name: str, **rules: tuple[float | None, float | None]) -> SuiteConfig:

@@ -12,7 +12,7 @@ from worker.baselines.keys import suite_key
 from worker.errors import ConfigError
 from worker.evals.config.load import parse_config
 from worker.evals.types import CommandTarget, GateOptions, GateRule, StatisticsSettings, SuiteConfig
-from worker.evals.verdict.compare import paired_verdicts
+from worker.evals.verdict.comparison import paired_verdicts
 from worker.evals.verdict.paired import PairedSuite
 from worker.evals.verdict.rules import merge_rules
 from worker.evals.verdict.signflip import FamilySuite, alpha_shares, family_p_values, split_note

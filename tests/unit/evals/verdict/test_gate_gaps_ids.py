@@ -30,7 +30,7 @@ from worker.evals.types import (
     SuiteResult,
     TargetOutput,
 )
-from worker.evals.verdict.compare import compare
+from worker.evals.verdict.comparison import compare
 from worker.pipeline.calibrate import summarize
 from worker.pipeline.trees import gate_trees
 

@@ -1,5 +1,5 @@
 """The statistical and per-example gate rules, on hand-built runs
-(worker.evals.verdict.compare.compare)."""
+(worker.evals.verdict.comparison.compare)."""
 
 from __future__ import annotations
 
@@ -29,7 +29,7 @@ from worker.evals.types import (
     SuiteResult,
 )
 from worker.evals.verdict import power, stats
-from worker.evals.verdict.compare import compare
+from worker.evals.verdict.comparison import compare
 from worker.report import render as report
 
 DATASET = "evals/s.jsonl"

@@ -31,12 +31,12 @@ from pathlib import Path
 import numpy as np
 
 from worker.errors import ConfigError
-from worker.evals.config.files import decode_utf8, read_repo_file
+from worker.evals.config import decode_utf8, read_repo_file
 from worker.evals.context import EvalContext
 from worker.evals.llm_types import CostEstimate, Endpoint, RunUsage
-from worker.evals.run.runner import RunState, run_suites
+from worker.evals.run import RunState, run_suites
 from worker.evals.types import Config, SuiteResult
-from worker.evals.verdict import stats
+from worker.evals.verdict import bootstrap_means, mcnemar_drop, mcnemar_p, percentile_interval
 from worker.pipeline import migrate_variants as variants
 from worker.pipeline.migrate_plan import (
     MAX_FILE_BYTES,
@@ -189,13 +189,13 @@ async def _holdout(plan: Plan, state: RunState, best: Variant, seed: int) -> Hol
     pairs = [(before[e.id], e.passed) for e in migrated.examples if e.id in before]
     base = np.array([p[0] for p in pairs], dtype=bool)
     head = np.array([p[1] for p in pairs], dtype=bool)
-    drop = stats.mcnemar_drop(base, head)
+    drop = mcnemar_drop(base, head)
     differences = (head.astype(float) - base.astype(float)).reshape(-1, 1)
-    means, _ = stats.bootstrap_means(differences, np.zeros(len(pairs), dtype=np.intp),
+    means, _ = bootstrap_means(differences, np.zeros(len(pairs), dtype=np.intp),
                                      seed=seed)
-    low, high = stats.percentile_interval(means)[0]
+    low, high = percentile_interval(means)[0]
     return Holdout(float(base.mean()), float(head.mean()), len(pairs), drop.fixed, drop.broken,
-                   stats.mcnemar_p(drop.fixed, drop.broken), drop.p_value,
+                   mcnemar_p(drop.fixed, drop.broken), drop.p_value,
                    (float(low), float(high)))
 
 
