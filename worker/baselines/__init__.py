@@ -1,9 +1,7 @@
 """Stored base results: the store, the keys, reuse per suite.
 
-Face: the names other packages import (``__all__``), each loaded from its module on first
-use (PEP 562, by lazy_loader), so importing one name loads its module only; other
-packages import this package's names from here, never from its modules
-(tests/test_faces.py). The ``TYPE_CHECKING`` block names the same for type checkers.
+Face (``__all__``, worker/README.md's import rule 7): what other packages import of this
+one, each name loaded from its module on first use.
 """
 
 from typing import TYPE_CHECKING

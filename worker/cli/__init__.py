@@ -1,6 +1,6 @@
 """The llmgate command: run, serve, worker, demo, setup, healthcheck, calibrate.
 
-Face: empty: no other package imports anything of this one (tests/test_faces.py).
+Face (worker/README.md's import rule 7): empty, no other package imports anything of it.
 """
 
 __all__: list[str] = []

@@ -413,11 +413,10 @@ def gate_locally(args: argparse.Namespace) -> tuple[MultiReport, str, str]:
         GitError, ExecutionError, OSError: the run could not happen (exit code 3).
     """
     # scipy via the statistics: only when a gate runs
-    from worker.report import redact_pii
+    from worker.report import redact_report
 
     multi, head_sha, base_sha = _run_main(_run_local(args))
-    multi = Redactor(secrets_from_environ(os.environ)).redact_value(multi)
-    return redact_pii(multi), head_sha, base_sha
+    return redact_report(multi, Redactor(secrets_from_environ(os.environ))), head_sha, base_sha
 
 
 def run_exit_code(report: GateReport, *, allow_undecided: bool = False) -> int:

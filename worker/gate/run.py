@@ -66,7 +66,7 @@ from worker.github import (
 )
 from worker.pipeline import NO_CONFIG_HEADLINE, GateProgress, MultiReport, unconfigured_report
 from worker.report import multi as report_multi
-from worker.report import redact_pii, render_html, store_report
+from worker.report import redact_report, render_html, store_report
 from worker.runtime import JobRef, current_job, locks, record_gate_report
 
 log = logging.getLogger("llmgate.worker")
@@ -294,8 +294,7 @@ async def _evaluate(services: Services, gh: GitHubClient, request: GateRequest,
     async with updating(gh, request.repo["owner"], request.repo["name"], check_run_id,
                         running_output(request.head_sha, job), progress):
         multi = await evaluate_configs(services, gh, request, progress)
-    multi = services.redactor.redact_value(multi)
-    return redact_pii(multi)  # no report quotes what a `pii` assertion found
+    return redact_report(multi, services.redactor)  # keys, then what a `pii` assertion found
 
 
 async def _still_wanted(watch: Supersede) -> None:

@@ -66,7 +66,7 @@ from worker.pipeline import (
     read_config,
     verdict_without_base,
 )
-from worker.report import ReportStore, check_output, redact_pii, render_html
+from worker.report import ReportStore, check_output, redact_report, render_html
 from worker.runtime import record_call
 from worker.security import Redactor
 
@@ -220,7 +220,6 @@ async def _store_report(reports: ReportStore, redactor: Redactor, pushed: Pushed
             "(min) apply")
     report = await verdict_without_base(pushed.config, pushed.root, pushed.run, [note], evals)
     path = f"{pushed.folder}/{CONFIG_FILENAME}" if pushed.folder else CONFIG_FILENAME
-    multi = redact_pii(redactor.redact_value(
-        MultiReport((ConfigReport(path, pushed.folder, report),))))
+    multi = redact_report(MultiReport((ConfigReport(path, pushed.folder, report),)), redactor)
     return await reports.store(check_output(multi, pushed.sha),
                                lambda: render_html(multi, pushed.sha, ""), pushed.repository)

@@ -8,10 +8,8 @@ and `deliver` (one signed POST, the package's only HTTP). The push job (worker/j
 decides and enqueues; the job of worker/jobs/notify.py delivers, retried, so a delivery never
 holds a push or a gate up.
 
-Face: the names other packages import (``__all__``), each loaded from its module on first
-use (PEP 562, by lazy_loader), so importing one name loads its module only; other
-packages import this package's names from here, never from its modules
-(tests/test_faces.py). The ``TYPE_CHECKING`` block names the same for type checkers.
+Face (``__all__``, worker/README.md's import rule 7): what other packages import of this
+one, each name loaded from its module on first use.
 """
 
 from typing import TYPE_CHECKING

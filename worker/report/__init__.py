@@ -1,9 +1,7 @@
 """Render a gate report for GitHub and the CLI (pure but store.py).
 
-Face: the names other packages import (``__all__``), each loaded from its module on first
-use (PEP 562, by lazy_loader), so importing one name loads its module only; other
-packages import this package's names from here, never from its modules
-(tests/test_faces.py). The ``TYPE_CHECKING`` block names the same for type checkers.
+Face (``__all__``, worker/README.md's import rule 7): what other packages import of this
+one, each name loaded from its module on first use.
 """
 
 from typing import TYPE_CHECKING
@@ -25,7 +23,7 @@ if TYPE_CHECKING:
     from worker.report.markdown import inline as inline
     from worker.report.markdown import safe as safe
     from worker.report.multi import check_output as check_output
-    from worker.report.pii import redact_pii as redact_pii
+    from worker.report.pii import redact_report as redact_report
     from worker.report.sarif import render_sarif as render_sarif
     from worker.report.store import ReportSettings as ReportSettings
     from worker.report.store import ReportStore as ReportStore
@@ -47,7 +45,7 @@ __getattr__, __dir__, __all__ = lazy_loader.attach(
         'junit': ['render_junit'],
         'markdown': ['inline', 'safe'],
         'multi': ['check_output'],
-        'pii': ['redact_pii'],
+        'pii': ['redact_report'],
         'sarif': ['render_sarif'],
         'store': ['ReportSettings', 'ReportStore', 'store_report'],
         'terminal': ['render_terminal'],

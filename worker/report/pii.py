@@ -15,9 +15,17 @@ from collections.abc import Iterator
 from typing import Any, TypeVar
 
 from worker.evals.types import AssertionResult
-from worker.security import CATEGORIES, COUNTRIES, PiiRedactor
+from worker.security import CATEGORIES, COUNTRIES, PiiRedactor, Redactor
 
 T = TypeVar("T")
+
+
+def redact_report(report: T, redactor: Redactor) -> T:
+    """Return a copy of ``report`` as every report leaves llmgate: the secrets ``redactor``
+    knows (the worker's or the environment's provider keys) replaced first, then what its
+    ``pii`` assertions found (`redact_pii`). The gate's check run and comment, a push's stored
+    report and ``llmgate run``'s output all take this one path."""
+    return redact_pii(redactor.redact_value(report))
 
 
 def redact_pii(report: T) -> T:
