@@ -7,13 +7,14 @@ Static figures, from the standard library's `ast` (no module is imported):
   B: ``from P import name`` loads ``P.name`` when that is a module, the module P's lazy face maps
   ``name`` to (``lazy_loader.attach`` in ``P/__init__.py``: `face_map`), else ``P``. Importing B
   also runs its parent packages' ``__init__.py``, so an edge to each of those is added too, but
-  only for an ``__init__.py`` that imports something (an empty one, or one with only
-  ``__all__``, runs nothing) and not for A's own parents (loaded before A runs). Imports are
-  sorted by where they stand: **module level** (run when A is imported), **function level**
-  (inside a ``def``: run when it is called) and **typing** (under ``if TYPE_CHECKING:``: never
-  run, not in any graph here). Imports of other packages (the standard library, app/ ->
-  worker/contract.py) are not edges. (import-linter's graph, grimp, counts all three kinds
-  alike, so it cannot tell a circle held by function-level imports from one at import time.)
+  only for an ``__init__.py`` that imports a module of the package (an empty one, one with only
+  ``__all__``, or a lazy face, loads none) and not for A's own parents (loaded before A runs).
+  Imports are sorted by where they stand: **module level** (run when A is imported),
+  **function level** (inside a ``def``: run when it is called) and **typing** (under
+  ``if TYPE_CHECKING:``: never run, not in any graph here). Imports of other packages (the
+  standard library, app/ -> worker/contract.py) are not edges. (import-linter's graph, grimp,
+  counts all three kinds alike, so it cannot tell a circle held by function-level imports from
+  one at import time.)
 - **Longest import chain**: the longest simple path of the module-level graph, counted in
   modules (A -> B -> C is 3). Found by dynamic programming over a topological order; when the
   graph has circles, over the graph of its strongly connected components (a circle counts as
@@ -216,9 +217,12 @@ def face_map(module: Module) -> dict[str, str]:
     return found
 
 
-def _runs_something(module: Module) -> bool:
-    """Whether a package's ``__init__.py`` imports anything (else loading it runs nothing)."""
-    return any(True for _ in _statements(module.tree, MODULE))
+def _runs_something(module: Module, known: Mapping[str, Module]) -> bool:
+    """Whether a package's ``__init__.py`` imports a module of the package at module level
+    (else loading it loads nothing of it: an empty one, one with only ``__all__``, a lazy
+    face, whose ``lazy_loader.attach`` loads a module only when a name is asked for)."""
+    return any(kind == MODULE and _targets(module, node, known)
+               for node, kind in _statements(module.tree, MODULE))
 
 
 def _ancestors(name: str) -> list[str]:
@@ -231,7 +235,7 @@ def _with_parents(source: str, target: str, known: Mapping[str, Module]) -> set[
     something and are not ``source``'s own (already loaded before ``source`` runs)."""
     loaded = {*_ancestors(source), source}
     return {target, *(p for p in _ancestors(target)
-                      if p in known and p not in loaded and _runs_something(known[p]))}
+                      if p in known and p not in loaded and _runs_something(known[p], known))}
 
 
 def imports(modules: Mapping[str, Module]) -> list[Import]:

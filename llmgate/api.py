@@ -22,7 +22,7 @@ from worker.errors import ConfigError, ExecutionError
 
 if TYPE_CHECKING:
     from worker.evals.types import Config, ExampleResult, GateReport, RuleOutcome
-    from worker.pipeline.report_values import MultiReport
+    from worker.pipeline import MultiReport
 
 #: ``llmgate run``'s exit codes, which `Result.exit_code` takes.
 EXIT_PASS, EXIT_GATE_FAILED, EXIT_CONFIG_ERROR, EXIT_EXECUTION_ERROR, EXIT_UNDECIDED = 0, 1, 2, 3, 4
@@ -167,7 +167,7 @@ def load_config(path: str | os.PathLike[str] = ".llmgate.yml") -> Config:
             ``path``, ``line`` (1-based, or None) and ``message`` say where and how to fix it.
     """
     from worker.evals.filenames import CONFIG_FILENAME
-    from worker.pipeline.config_file import read_config
+    from worker.pipeline import read_config
 
     file = Path(path)
     if file.is_dir():
@@ -203,7 +203,7 @@ def run(repo: str | os.PathLike[str] = ".", base: str | None = None, head: str |
         ValueError: ``options`` holds an option ``llmgate run`` does not know, a malformed
             value, or one of `REFUSED_OPTIONS`.
     """
-    from worker.cli.main import is_repository, refusal, repo_root, run_arguments
+    from worker.cli import is_repository, refusal, repo_root, run_arguments
 
     folder = Path(repo).absolute()
     root = repo_root(folder)
@@ -253,7 +253,7 @@ def _arguments(parse: Any, root: Path, base: str | None, head: str | None,
 def _gated(args: Any, allow_undecided: bool) -> Result:
     """Run the gate of ``args`` and turn its report into a `Result`."""
     from worker.checkout import GitError
-    from worker.cli.main import gate_locally, run_exit_code
+    from worker.cli import gate_locally, run_exit_code
 
     try:
         multi, head_sha, base_sha = gate_locally(args)
@@ -272,8 +272,7 @@ def _gated(args: Any, allow_undecided: bool) -> Result:
 
 def _headline(multi: MultiReport) -> str:
     """The check run's title, as GitHub would show it (one config's, or the combined one)."""
-    from worker.report.multi import title
-    from worker.report.render import check_title
+    from worker.report import check_title, title
 
     return title(multi) if multi.several else check_title(multi.merged())
 
@@ -284,7 +283,7 @@ def _not_run(code: int, message: str) -> Result:
 
 def _examples(path: str, report: GateReport) -> list[ExampleVerdict]:
     """The head examples of one config's report, the first run of each id."""
-    from worker.report.plain import first_per_id, regressed
+    from worker.report import first_per_id, regressed
 
     if report.head is None:
         return []

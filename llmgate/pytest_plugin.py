@@ -68,7 +68,7 @@ def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Col
     """Collect ``file_path`` when the plugin is enabled and it is the root ``.llmgate.yml``."""
     if file_path.name != CONFIG_FILE or not _enabled(parent.config):
         return None
-    from worker.cli.main import repo_root
+    from worker.cli import repo_root
 
     if repo_root(file_path.parent) != file_path.parent.absolute():
         return None  # a folder's config: gated through the root config
@@ -97,9 +97,8 @@ class ConfigFile(pytest.File):
         """Yield the suites, then the ``verdict`` item; a ``config`` item for a config that
         cannot be read (its error is the item's failure)."""
         from worker.errors import ConfigError
-        from worker.evals.config.consistency import load_suite_dataset
-        from worker.pipeline.config_file import read_config
-        from worker.pipeline.plan import folder_root, plan_configs
+        from worker.evals.config import load_suite_dataset
+        from worker.pipeline import folder_root, plan_configs, read_config
 
         root = self.path.parent
         for plan in plan_configs(root, None).configs:

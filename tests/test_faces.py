@@ -1,11 +1,12 @@
 """Issue 36: every stage package names its face, and other packages import through it.
 
 A package's face is its ``__init__.py``'s ``__all__``: the names other packages may import.
-The rules, over every module of worker/ and app/ (imports inside functions and under
+The rules, over every module of worker/, app/ and llmgate/ (imports inside functions and under
 ``TYPE_CHECKING`` included):
 
-- every package has a face, but the three namespaces (``worker``, ``worker.evals``, ``app``),
-  whose own modules are the shared vocabulary every stage imports by path;
+- every package of worker/ and app/ has a face, but the three namespaces (``worker``,
+  ``worker.evals``, ``app``), whose own modules are the shared vocabulary every stage imports by
+  path (``llmgate``, the Python API, has the ``__all__`` of its users, and imports faces);
 - a module of another package imports a package's names from its face, never from one of its
   modules (``from worker.github import GitHubClient``, not ``from worker.github.client import``);
   a face may name a module of its package (``from worker.runtime import locks``) where callers
@@ -31,13 +32,14 @@ import pytest
 from bench.layout_figures import Module, face_map, find_modules
 
 ROOT = Path(__file__).resolve().parent.parent
-#: Packages whose own modules are vocabulary imported by path: no face.
-NAMESPACES = {"worker", "worker.evals", "app"}
+#: Packages whose own modules are vocabulary imported by path (and the Python API): no face.
+NAMESPACES = {"worker", "worker.evals", "app", "llmgate"}
 
 
 def modules_of(root: Path) -> dict[str, Module]:
-    """Every module of ``root``'s worker/ and app/, by dotted name."""
-    return {**find_modules(root, "worker"), **find_modules(root, "app")}
+    """Every module of ``root``'s worker/, app/ and llmgate/, by dotted name."""
+    return {**find_modules(root, "worker"), **find_modules(root, "app"),
+            **find_modules(root, "llmgate")}
 
 
 MODULES = modules_of(ROOT)
@@ -101,13 +103,15 @@ def test_no_module_imports_another_packages_inner_module() -> None:
 
 
 def test_the_check_finds_an_import_past_a_face(tmp_path: Path) -> None:
-    for top in ("worker", "app"):
+    for top in ("worker", "app", "llmgate"):
         shutil.copytree(ROOT / top, tmp_path / top, ignore=shutil.ignore_patterns("__pycache__"))
     (tmp_path / "worker/gate/throwaway.py").write_text(
         "from worker.github import GitHubClient\n"  # through the face: fine
         "def late() -> None:\n    from worker.github.client import GitHubClient\n")
     (tmp_path / "app/routes/throwaway.py").write_text("from app.dashboard.charts import x\n")
+    (tmp_path / "llmgate/throwaway.py").write_text("from worker.cli.main import repo_root\n")
     assert crossings(tmp_path) == ["app/routes/throwaway.py:1: app.dashboard.charts",
+                                   "llmgate/throwaway.py:1: worker.cli.main",
                                    "worker/gate/throwaway.py:3: worker.github.client"]
 
 

@@ -23,7 +23,7 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from worker.cli.repo_root import repo_root
+from worker.cli.repository import repo_root
 from worker.errors import ConfigError, ExecutionError
 
 if TYPE_CHECKING:

@@ -40,8 +40,7 @@ from worker.cli.perturbations import add_perturbations_command
 from worker.cli.power import add_power_command
 from worker.cli.promptfoo import add_import_command
 from worker.cli.redteam import add_redteam_command
-from worker.cli.repo_root import is_repository as is_repository  # llmgate/api.py imports it
-from worker.cli.repo_root import repo_root as repo_root  # from here, and the pytest plugin
+from worker.cli.repository import is_repository, repo_root
 from worker.cli.run_options import add_selection_options
 from worker.cli.setup import add_setup_command
 from worker.cli.version_text import version_text

@@ -15,13 +15,14 @@ lets base and head run at once with the results of one after the other
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import random
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 from redis.asyncio import Redis
 
@@ -280,6 +281,10 @@ class GateSide:
     shards: AnswerShards | None = None
 
 
+#: `EvalContext.of`'s keywords that name a part's field otherwise (the flat fields of old).
+_FLAT_NAMES = {"cache_mode": "mode", "cache_file": "file"}
+
+
 @dataclass
 class EvalContext:
     """Services of one gate job or ``llmgate run``, by concern. The entry points (``run_suites``,
@@ -307,26 +312,22 @@ class EvalContext:
         default_factory=dict)
 
     @classmethod
-    def of(cls, *, redis: Redis | None = None, namespace: str = "local",
-           cache_mode: CacheMode = "use", cache_file: Path | None = None,
-           sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
-           clock: Callable[[], float] = time.monotonic, rng: random.Random | None = None,
-           say: Callable[[str], None] = _log_info,
-           on_call: Callable[[CallEvent], None] = _ignore_call,
-           on_plan: Callable[[RunPlan], None] = _ignore_plan,
-           overrides: RunOverrides | None = None,
-           history: Mapping[str, Mapping[str, Mapping[str, Sequence[float]]]] | None = None,
-           side: str = "", sides: Sides | None = None,
-           shards: AnswerShards | None = None) -> EvalContext:
-        """Build a context from the fields of its parts, by keyword (``cache_mode`` and
-        ``cache_file`` are `CacheContext`'s ``mode`` and ``file``; ``rng`` None: a new
-        ``random.Random()``; ``overrides`` None: none; ``history`` None: none)."""
-        return cls(CacheContext(redis, namespace, cache_mode, cache_file),
-                   Timing(sleep, clock) if rng is None else Timing(sleep, clock, rng),
-                   Observers(say, on_call, on_plan),
-                   RunOverrides() if overrides is None else overrides,
-                   GateSide(side, sides, shards),
-                   {} if history is None else history)
+    def of(cls, **fields: Any) -> EvalContext:
+        """Build a context from the fields of its parts, by keyword: those of `CacheContext`
+        (``cache_mode`` and ``cache_file`` for its ``mode`` and ``file``), `Timing`,
+        `Observers` and `GateSide`, and ``overrides`` and ``history``; each part's own
+        defaults fill the rest (tests and benches build contexts this way).
+
+        Raises:
+            TypeError: a keyword that is no field of a part.
+        """
+        fields = {_FLAT_NAMES.get(name, name): value for name, value in fields.items()}
+        parts: dict[str, Any] = {}
+        for name, part in (("cache", CacheContext), ("timing", Timing),
+                           ("observers", Observers), ("gate", GateSide)):
+            own = {f.name for f in dataclasses.fields(part)}
+            parts[name] = part(**{k: fields.pop(k) for k in own & fields.keys()})
+        return cls(**parts, **fields)
 
     def for_side(self, side: str, sides: Sides | None) -> EvalContext:
         """Return a copy of this context running gate side ``side`` (``base``, ``head``)

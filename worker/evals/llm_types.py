@@ -393,6 +393,7 @@ class CallOutcome:
     spend: RunUsage
     error_field: str = ""
 
+
 class ModelCalls(Protocol):
     """The model calls a scorer makes through its run's call path
     (worker/evals/llm/provider.py:ModelCaller, which the run hands to each scorer): the port

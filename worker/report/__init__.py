@@ -23,7 +23,11 @@ if TYPE_CHECKING:
     from worker.report.markdown import inline as inline
     from worker.report.markdown import safe as safe
     from worker.report.multi import check_output as check_output
+    from worker.report.multi import title as title
     from worker.report.pii import redact_report as redact_report
+    from worker.report.plain import first_per_id as first_per_id
+    from worker.report.plain import regressed as regressed
+    from worker.report.render import check_title as check_title
     from worker.report.sarif import render_sarif as render_sarif
     from worker.report.store import ReportSettings as ReportSettings
     from worker.report.store import ReportStore as ReportStore
@@ -44,8 +48,10 @@ __getattr__, __dir__, __all__ = lazy_loader.attach(
         'html_report': ['render_html'],
         'junit': ['render_junit'],
         'markdown': ['inline', 'safe'],
-        'multi': ['check_output'],
+        'multi': ['check_output', 'title'],
         'pii': ['redact_report'],
+        'plain': ['first_per_id', 'regressed'],
+        'render': ['check_title'],
         'sarif': ['render_sarif'],
         'store': ['ReportSettings', 'ReportStore', 'store_report'],
         'terminal': ['render_terminal'],

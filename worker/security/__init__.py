@@ -15,6 +15,7 @@ if TYPE_CHECKING:
     from worker.security.children import stop_processes as stop_processes
     from worker.security.env_names import FORBIDDEN_ENV_PREFIXES as FORBIDDEN_ENV_PREFIXES
     from worker.security.env_names import is_allowed_env_name as is_allowed_env_name
+    from worker.security.env_names import is_env_name as is_env_name
     from worker.security.pii import CATEGORIES as CATEGORIES
     from worker.security.pii import COUNTRIES as COUNTRIES
     from worker.security.pii import PII_VERSION as PII_VERSION
@@ -45,7 +46,7 @@ __getattr__, __dir__, __all__ = lazy_loader.attach(
     submodules=['sandbox', 'sandbox_procs', 'scratch'],
     submod_attrs={
         'children': ['stop_processes'],
-        'env_names': ['FORBIDDEN_ENV_PREFIXES', 'is_allowed_env_name'],
+        'env_names': ['FORBIDDEN_ENV_PREFIXES', 'is_allowed_env_name', 'is_env_name'],
         'pii': ['CATEGORIES', 'COUNTRIES', 'PII_VERSION', 'PiiRedactor', 'scan'],
         'process': [
             'LEFT_OUTSIDE_NOTE', 'LEFT_RUNNING_NOTE', 'TargetFailed', 'build_env', 'run_confined',

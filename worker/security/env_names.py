@@ -17,8 +17,14 @@ FORBIDDEN_ENV_PREFIXES = ("GITHUB_", "LLMGATE_", "REDIS_", "ARQ_")
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 
 
+def is_env_name(name: str) -> bool:
+    """Return whether ``name`` is a shell variable name: letters, digits and ``_``, not
+    starting with a digit."""
+    return bool(_ENV_NAME.match(name))
+
+
 def is_allowed_env_name(name: str) -> bool:
     """Return whether a config may pass the environment variable ``name`` to its targets: a
-    shell name (letters, digits, ``_``, not starting with a digit) that does not start, in
-    any case, with one of `FORBIDDEN_ENV_PREFIXES`."""
-    return bool(_ENV_NAME.match(name)) and not name.upper().startswith(FORBIDDEN_ENV_PREFIXES)
+    shell name (`is_env_name`) that does not start, in any case, with one of
+    `FORBIDDEN_ENV_PREFIXES`."""
+    return is_env_name(name) and not name.upper().startswith(FORBIDDEN_ENV_PREFIXES)

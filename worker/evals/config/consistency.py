@@ -40,7 +40,7 @@ from worker.evals.config import perturbations
 from worker.evals.config.dataset_formats import load_any, parse_any
 from worker.evals.config.files import MAX_EXAMPLES
 from worker.evals.config.mc_dataset import MCQuestion, load_questions, parse_questions
-from worker.evals.config.reader import Reader
+from worker.evals.config.reader import Entries, Reader
 from worker.evals.config.spelling import as_written
 from worker.evals.score import check_tool_names
 from worker.evals.types import (
@@ -57,10 +57,9 @@ PERTURBATION_KEYS = ("type", "num_variants")
 #: Most variants one perturbation may add per question.
 MAX_VARIANTS = 50
 DEFAULT = ConsistencySpec(tuple(PerturbationSpec(name, 2) for name in perturbations.BUILTIN))
-_Entries = dict[str, tuple[Node, Node]]
 
 
-def suite_type(reader: Reader, entries: _Entries, suite: SuiteConfig) -> SuiteConfig:
+def suite_type(reader: Reader, entries: Entries, suite: SuiteConfig) -> SuiteConfig:
     """Apply a suite's ``type`` (and ``consistency``) keys to the parsed ``suite``.
 
     Raises:

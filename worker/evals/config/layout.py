@@ -36,7 +36,6 @@ MAX_PATH_CHARS = 200
 #: A path segment that is not a plain file or folder name of the repository.
 _BAD_CHARS = re.compile(r"[\x00-\x1f\x7f\\]")
 
-_Entries = dict[str, tuple[Node, Node]]
 
 
 def checks_mode(reader: Reader, node: Node) -> Literal["combined", "per_config"]:

@@ -42,6 +42,7 @@ from worker.evals.config.dataset_formats import csv_columns
 from worker.evals.config.files import decode_utf8, read_repo_file
 from worker.evals.config.gate_rules import parse_gate
 from worker.evals.config.metric_specs import parse_metrics
+from worker.evals.config.reader import Entries
 from worker.evals.config.spelling import as_written
 from worker.evals.score import check_tool_names, validate_spec
 from worker.evals.types import (
@@ -56,7 +57,7 @@ from worker.evals.types import (
     Settings,
     SuiteConfig,
 )
-from worker.security import FORBIDDEN_ENV_PREFIXES, is_allowed_env_name
+from worker.security import FORBIDDEN_ENV_PREFIXES, is_allowed_env_name, is_env_name
 
 #: The only config schema version.
 SUPPORTED_VERSION = 1
@@ -80,9 +81,7 @@ SUITE_KEYS = ("name", "dataset", "target", "assertions", "gate", "traps", "on_pa
               "consistency", "judge", "metrics", "columns")
 TARGET_KEYS = ("command", "batch")
 PLACEHOLDERS = ("{input_file}", "{output_file}")
-_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 
-_Entries = dict[str, tuple[Node, Node]]
 
 
 #: The JSON Schema (draft 2020-12) of this format for editors, shipped with the package; a copy
@@ -180,10 +179,10 @@ class _Reader:
             problem = getattr(exc, "problem", None) or exc
             raise self.error(node, f"YAML value error: {problem}") from None
 
-    def mapping(self, node: Node, what: str, known: tuple[str, ...] = ()) -> _Entries:
+    def mapping(self, node: Node, what: str, known: tuple[str, ...] = ()) -> Entries:
         if not isinstance(node, MappingNode):
             raise self.error(node, f"{what} must be a mapping (key: value lines)")
-        entries: _Entries = {}
+        entries: Entries = {}
         for key_node, value_node in node.value:
             key = self.value(key_node) if isinstance(key_node, ScalarNode) else None
             if not isinstance(key, str):
@@ -201,7 +200,7 @@ class _Reader:
             raise self.error(node, f"{what} must be a list (lines starting with `- `)")
         return list(node.value)
 
-    def required(self, entries: _Entries, key: str, parent: Node, what: str) -> Node:
+    def required(self, entries: Entries, key: str, parent: Node, what: str) -> Node:
         if key not in entries:
             raise self.error(parent, f"{what} is missing `{key}`")
         return entries[key][1]
@@ -251,7 +250,7 @@ class _Reader:
             config_notify.parse_notify(self, notify[1], tuple(suites))
         return Config(SUPPORTED_VERSION, tuple(suites.values()), settings, self.path, *layout)
 
-    def layout(self, entries: _Entries) -> tuple[tuple[ConfigRef, ...], bool, int | None]:
+    def layout(self, entries: Entries) -> tuple[tuple[ConfigRef, ...], bool, int | None]:
         """Return ``configs``, ``discover`` and the line of the first of them (or None)."""
         refs = config_layout.config_refs(self, entries["configs"][1]) \
             if "configs" in entries else ()
@@ -317,7 +316,7 @@ class _Reader:
         names = []
         for item in self.sequence(node, "`env`"):
             name = self.value(item)
-            if not isinstance(name, str) or not _ENV_NAME.match(name):
+            if not isinstance(name, str) or not is_env_name(name):
                 raise self.error(item, f"`env` entries must be variable names, got {name!r}")
             if not is_allowed_env_name(name):
                 raise self.error(item, f"{name} cannot be passed to targets: variables starting "

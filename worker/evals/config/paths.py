@@ -30,7 +30,7 @@ from typing import Literal, cast
 
 from yaml.nodes import Node, SequenceNode
 
-from worker.evals.config.reader import Reader
+from worker.evals.config.reader import Entries, Reader
 from worker.evals.config.spelling import as_written
 from worker.evals.types import Settings
 
@@ -41,10 +41,9 @@ BASE_MODES = ("merge_base", "tip")
 SKIP_CONCLUSIONS = ("success", "skipped")
 #: Globs one suite's ``on_paths`` may list.
 MAX_ON_PATHS = 100
-_Entries = dict[str, tuple[Node, Node]]
 
 
-def settings_paths(reader: Reader, entries: _Entries, settings: Settings) -> Settings:
+def settings_paths(reader: Reader, entries: Entries, settings: Settings) -> Settings:
     """Return ``settings`` with ``base`` and ``on_paths_conclusion`` from ``entries`` applied.
 
     Raises:

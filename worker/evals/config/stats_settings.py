@@ -19,7 +19,7 @@ from typing import Any, Literal, cast
 
 from yaml.nodes import MappingNode, Node
 
-from worker.evals.config.reader import Reader
+from worker.evals.config.reader import Entries, Reader
 from worker.evals.config.spelling import as_written
 from worker.evals.types import Settings, StatisticsSettings
 
@@ -33,10 +33,9 @@ Spending = Literal["haybittle_peto", "obrien_fleming", "pocock"]
 #: Bounds of ``draws`` and ``looks``.
 DRAWS = (100, 100_000)
 LOOKS = (2, 10)
-_Entries = dict[str, tuple[Node, Node]]
 
 
-def settings_stats(reader: Reader, entries: _Entries, settings: Settings) -> Settings:
+def settings_stats(reader: Reader, entries: Entries, settings: Settings) -> Settings:
     """Return ``settings`` with ``statistics`` and ``sequential`` from ``entries`` applied.
 
     Raises:

@@ -16,14 +16,13 @@ here) and sentence-transformers installed.
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Callable, Mapping
 from typing import Any
 from urllib.parse import urlsplit
 
 from worker.evals.llm import local_embed
 from worker.evals.llm_types import Endpoint, Pricing
-from worker.security import FORBIDDEN_ENV_PREFIXES
+from worker.security import FORBIDDEN_ENV_PREFIXES, is_env_name
 
 #: Keys of an endpoint mapping.
 ENDPOINT_KEYS = ("model", "params", "api_base", "base_url", "api_key_env", "pricing")
@@ -35,7 +34,6 @@ FORBIDDEN_PARAMS = frozenset({
     "aws_access_key_id", "aws_secret_access_key", "vertex_credentials", "azure_ad_token",
     "client", "mock_response", "metadata", "callbacks", "litellm_logging_obj"})
 PRICING_KEYS = ("input", "output", "cached_input", "cache_write")
-_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 
 Fail = Callable[[str], Exception]
 
@@ -107,7 +105,7 @@ def _url(value: Any, fail: Fail) -> str:
 def _key_env(value: Any, fail: Fail) -> str | None:
     if value is None:
         return None
-    if not isinstance(value, str) or not _ENV_NAME.match(value):
+    if not isinstance(value, str) or not is_env_name(value):
         raise fail("`api_key_env` must be the NAME of an environment variable of the worker "
                    f"(e.g. OPENAI_API_KEY), got {value!r}; never put a key in the config")
     if value.upper().startswith(FORBIDDEN_ENV_PREFIXES):

@@ -1,8 +1,8 @@
 """Find the git repository a command runs in: the top of the checkout at or above a folder.
 
-Imported by the command line (worker/cli/main.py, which re-exports both names for
-llmgate/api.py and llmgate/pytest_plugin.py) and by its commands (worker/cli/baseline.py), so
-it imports nothing of them.
+Imported by the command line (worker/cli/main.py) and its commands (worker/cli/baseline.py),
+and through the package's face by llmgate/api.py and llmgate/pytest_plugin.py, so it imports
+nothing of them.
 """
 
 from __future__ import annotations
