@@ -205,7 +205,8 @@ def _targets(module: Module, node: ast.Import | ast.ImportFrom,
 def face_map(module: Module) -> dict[str, str]:
     """Return name -> submodule of a lazy face: the ``submod_attrs`` of a
     ``lazy_loader.attach(__name__, submodules=[...], submod_attrs={...})`` call in a package's
-    ``__init__.py`` ({} when it has none). Importing the name runs that submodule."""
+    ``__init__.py``, or its ``_FACE = {name: submodule}`` (worker/cli/__init__.py's face of the
+    standard library); {} when it has neither. Importing the name runs that submodule."""
     found: dict[str, str] = {}
     for node in ast.walk(module.tree) if module.is_package else ():
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
@@ -214,6 +215,9 @@ def face_map(module: Module) -> dict[str, str]:
                 if keyword.arg == "submod_attrs":
                     value = ast.literal_eval(keyword.value)
                     found.update({name: sub for sub, names in value.items() for name in names})
+        elif isinstance(node, ast.Assign) and [getattr(t, "id", "") for t in node.targets] == [
+                "_FACE"]:
+            found.update(ast.literal_eval(node.value))
     return found
 
 

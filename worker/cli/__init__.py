@@ -1,12 +1,14 @@
 """The llmgate command: run, serve, worker, demo, setup, healthcheck, calibrate.
 
 Face (``__all__``, worker/README.md's import rule 7): what other packages import of this
-one, each name loaded from its module on first use.
+one, each name loaded from its module on first use. Unlike the other faces it is written with
+the standard library (`importlib`), not lazy_loader: this package runs first in every ``llmgate``
+command, and ``llmgate --version`` must answer with no dependency installed (the GitHub
+Action's install check, tests/unit/cli/test_github_action_install.py).
 """
 
+from importlib import import_module
 from typing import TYPE_CHECKING
-
-import lazy_loader
 
 if TYPE_CHECKING:
     from worker.cli.main import gate_locally as gate_locally
@@ -16,11 +18,22 @@ if TYPE_CHECKING:
     from worker.cli.repository import is_repository as is_repository
     from worker.cli.repository import repo_root as repo_root
 
-__getattr__, __dir__, __all__ = lazy_loader.attach(
-    __name__,
-    submodules=[],
-    submod_attrs={
-        'main': ['gate_locally', 'refusal', 'run_arguments', 'run_exit_code'],
-        'repository': ['is_repository', 'repo_root'],
-    },
-)
+#: Name -> the module of this package that defines it.
+_FACE = {
+    "gate_locally": "main", "refusal": "main", "run_arguments": "main", "run_exit_code": "main",
+    "is_repository": "repository", "repo_root": "repository",
+}
+__all__ = sorted(_FACE)
+
+
+def __getattr__(name: str) -> object:
+    """Return ``name`` of the face, importing its module on first use (PEP 562).
+
+    Raises:
+        AttributeError: ``name`` is not in the face.
+    """
+    if name not in _FACE:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(import_module(f"{__name__}.{_FACE[name]}"), name)
+    globals()[name] = value
+    return value
